@@ -1,0 +1,42 @@
+# nftguard — the two set-up commands in README.md are `make demo` and `make test`.
+# Both install what they need first (Debian packages, Go modules), so they
+# work on a fresh Debian machine as root.
+
+GO      ?= go
+DEB_PKGS = nftables iptables iproute2 conntrack util-linux
+
+.PHONY: all build deps demo test vet lint bench-engine clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -o bin/nftguard ./cmd/nftguard
+
+# deps installs the test oracles and baselines (nft, iptables-nft,
+# iptables-legacy, conntrack, nsenter) and downloads the Go modules.
+deps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	$(GO) mod download
+
+demo: deps build
+	$(GO) run ./demo
+
+vet:
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+
+# test runs every test against the real kernel in throw-away network
+# namespaces; hack/gotest fails the run if any test was skipped.
+test: deps vet
+	hack/gotest ./...
+
+bench-engine: deps
+	$(GO) test ./engine/ -run '^$$' -bench . -benchmem -count 3
+
+clean:
+	rm -rf bin
