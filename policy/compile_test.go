@@ -1,0 +1,497 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nftguard/nftguard/engine"
+)
+
+// --- builders -------------------------------------------------------------
+
+func ns(name string, kv ...string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labelsOf(kv...)}}
+}
+
+func labelsOf(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+type podOpt func(*corev1.Pod)
+
+func onNode(n string) podOpt { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
+func ips(a ...string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Status.PodIPs = nil
+		for _, ip := range a {
+			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
+		}
+	}
+}
+func withLabels(kv ...string) podOpt { return func(p *corev1.Pod) { p.Labels = labelsOf(kv...) } }
+func port(name string, num int32, proto corev1.Protocol) podOpt {
+	return func(p *corev1.Pod) {
+		if len(p.Spec.Containers) == 0 {
+			p.Spec.Containers = []corev1.Container{{Name: "c"}}
+		}
+		p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, corev1.ContainerPort{Name: name, ContainerPort: num, Protocol: proto})
+	}
+}
+func phase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
+func hostNet() podOpt                 { return func(p *corev1.Pod) { p.Spec.HostNetwork = true } }
+
+func mkpod(namespace, name, ip string, opts ...podOpt) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"pod": name}}}
+	p.Spec.NodeName = "n1"
+	p.Status.Phase = corev1.PodRunning
+	p.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func sel(kv ...string) *metav1.LabelSelector { return &metav1.LabelSelector{MatchLabels: labelsOf(kv...)} }
+
+func tcp(p int) networkingv1.NetworkPolicyPort {
+	v := intstr.FromInt32(int32(p))
+	return networkingv1.NetworkPolicyPort{Port: &v}
+}
+
+func protoPort(proto corev1.Protocol, p intstr.IntOrString) networkingv1.NetworkPolicyPort {
+	return networkingv1.NetworkPolicyPort{Protocol: &proto, Port: &p}
+}
+
+func netpol(namespace, name string, podSel metav1.LabelSelector, f func(*networkingv1.NetworkPolicySpec)) *networkingv1.NetworkPolicy {
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	np.Spec.PodSelector = podSel
+	if f != nil {
+		f(&np.Spec)
+	}
+	return np
+}
+
+// --- helpers over the output ---------------------------------------------
+
+func chain(t *testing.T, out Output, name string) engine.Chain {
+	t.Helper()
+	for _, c := range out.Chains {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no chain %q; chains: %v", name, chainNames(out))
+	return engine.Chain{}
+}
+
+func hasChain(out Output, name string) bool {
+	for _, c := range out.Chains {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func chainNames(out Output) []string {
+	var n []string
+	for _, c := range out.Chains {
+		n = append(n, c.Name)
+	}
+	return n
+}
+
+func set(t *testing.T, out Output, name string) engine.Set {
+	t.Helper()
+	for _, s := range out.Sets {
+		if s.Name == name {
+			return s
+		}
+	}
+	var names []string
+	for _, s := range out.Sets {
+		names = append(names, s.Name)
+	}
+	t.Fatalf("no set %q; sets: %v", name, names)
+	return engine.Set{}
+}
+
+func keys(s engine.Set) []string {
+	var k []string
+	for _, e := range s.Elements {
+		if e.Value != "" {
+			k = append(k, e.Key+" : "+e.Value)
+		} else {
+			k = append(k, e.Key)
+		}
+	}
+	return k
+}
+
+func ruleTexts(c engine.Chain) []string {
+	var r []string
+	for _, x := range c.Rules {
+		r = append(r, x.Rule)
+	}
+	return r
+}
+
+func eq(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%s:\n got: %q\nwant: %q", what, got, want)
+	}
+}
+
+// --- tests ----------------------------------------------------------------
+
+func TestNoPoliciesMeansNothingIsolated(t *testing.T) {
+	out := Compile(Input{NodeName: "n1", Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1")}})
+	for _, m := range []string{MapIngress4, MapIngress6, MapEgress4, MapEgress6} {
+		if s := set(t, out, m); len(s.Elements) != 0 {
+			t.Errorf("%s has elements %v without any policy", m, keys(s))
+		}
+	}
+	eq(t, "forward", ruleTexts(chain(t, out, ChainForward)), []string{
+		"ct state established,related accept",
+		"ip saddr vmap @np_egress4",
+		"ip6 saddr vmap @np_egress6",
+		"goto np_ingress",
+	})
+}
+
+func TestDefaultDenyIngressIsolatesOnlyLocalSelectedPods(t *testing.T) {
+	in := Input{NodeName: "n1",
+		Pods: []*corev1.Pod{
+			mkpod("x", "a", "10.0.0.1"),
+			mkpod("x", "b", "10.0.0.2", onNode("n2")),
+			mkpod("y", "a", "10.0.1.1"),
+		},
+		Policies: []*networkingv1.NetworkPolicy{netpol("x", "deny", metav1.LabelSelector{}, nil)},
+	}
+	out := Compile(in)
+	eq(t, "ingress map", keys(set(t, out, MapIngress4)), []string{"10.0.0.1 : jump np_ing_x_a"})
+	eq(t, "egress map", keys(set(t, out, MapEgress4)), nil)
+	eq(t, "chain", ruleTexts(chain(t, out, "np_ing_x_a")), []string{
+		"ct state invalid drop",
+		"ip saddr 10.0.0.1 accept",
+		"drop",
+	})
+	if hasChain(out, "np_ing_x_b") || hasChain(out, "np_ing_y_a") {
+		t.Errorf("remote pod or pod of another namespace isolated: %v", chainNames(out))
+	}
+}
+
+func TestPolicyTypesDefaulting(t *testing.T) {
+	egressRule := func(s *networkingv1.NetworkPolicySpec) {
+		s.Egress = []networkingv1.NetworkPolicyEgressRule{{}}
+	}
+	cases := []struct {
+		name     string
+		spec     func(*networkingv1.NetworkPolicySpec)
+		ing, egr bool
+	}{
+		{"no types no rules: ingress only", nil, true, false},
+		{"egress rules imply egress", egressRule, true, true},
+		{"explicit egress only", func(s *networkingv1.NetworkPolicySpec) {
+			s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+		}, false, true},
+		{"explicit ingress with egress rules ignores them", func(s *networkingv1.NetworkPolicySpec) {
+			egressRule(s)
+			s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
+		}, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out := Compile(Input{NodeName: "n1", Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1")},
+				Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, tc.spec)}})
+			if got := hasChain(out, "np_ing_x_a"); got != tc.ing {
+				t.Errorf("ingress isolated = %v, want %v", got, tc.ing)
+			}
+			if got := hasChain(out, "np_egr_x_a"); got != tc.egr {
+				t.Errorf("egress isolated = %v, want %v", got, tc.egr)
+			}
+		})
+	}
+}
+
+func TestPeersAndSelectors(t *testing.T) {
+	namespaces := []*corev1.Namespace{ns("x", "ns", "x"), ns("y", "ns", "y"), ns("z", "ns", "z")}
+	pods := []*corev1.Pod{
+		mkpod("x", "a", "10.0.0.1"),
+		mkpod("x", "b", "10.0.0.2", onNode("n2")),
+		mkpod("y", "a", "10.0.1.1", onNode("n2")),
+		mkpod("y", "b", "10.0.1.2", onNode("n2"), ips("10.0.1.2", "fd00::102")),
+		mkpod("z", "b", "10.0.2.2", onNode("n3")),
+	}
+	from := func(peers ...networkingv1.NetworkPolicyPeer) func(*networkingv1.NetworkPolicySpec) {
+		return func(s *networkingv1.NetworkPolicySpec) {
+			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: peers}}
+		}
+	}
+	cases := []struct {
+		name   string
+		spec   func(*networkingv1.NetworkPolicySpec)
+		want4  []string // members of the peer set, nil = no set
+		want6  []string
+		noRule bool
+	}{
+		{name: "podSelector: same namespace only", spec: from(networkingv1.NetworkPolicyPeer{PodSelector: sel("pod", "b")}),
+			want4: []string{"10.0.0.2"}},
+		{name: "namespaceSelector: every pod of matching namespaces", spec: from(networkingv1.NetworkPolicyPeer{NamespaceSelector: sel("ns", "y")}),
+			want4: []string{"10.0.1.1", "10.0.1.2"}, want6: []string{"fd00::102"}},
+		{name: "both selectors in one peer AND together", spec: from(networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: sel("pod", "b")}),
+			want4: []string{"10.0.0.2", "10.0.1.2", "10.0.2.2"}, want6: []string{"fd00::102"}},
+		{name: "two peers OR together", spec: from(
+			networkingv1.NetworkPolicyPeer{NamespaceSelector: sel("ns", "z")},
+			networkingv1.NetworkPolicyPeer{PodSelector: sel("pod", "a")}),
+			want4: []string{"10.0.0.1", "10.0.2.2"}},
+		{name: "matchExpressions NotIn", spec: from(networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "ns", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"x", "y"}}}}}),
+			want4: []string{"10.0.2.2"}},
+		{name: "kubernetes.io/metadata.name is implied", spec: from(networkingv1.NetworkPolicyPeer{NamespaceSelector: sel(corev1.LabelMetadataName, "z")}),
+			want4: []string{"10.0.2.2"}},
+		{name: "selector matching nothing allows nothing", spec: from(networkingv1.NetworkPolicyPeer{PodSelector: sel("pod", "nobody")}),
+			noRule: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out := Compile(Input{NodeName: "n1", Namespaces: namespaces, Pods: pods,
+				Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", *sel("pod", "a"), tc.spec)}})
+			if len(out.Problems) > 0 {
+				t.Fatal(out.Problems)
+			}
+			rules := ruleTexts(chain(t, out, "np_ing_x_a"))
+			if tc.noRule {
+				eq(t, "rules", rules, []string{"ct state invalid drop", "ip saddr 10.0.0.1 accept", "drop"})
+				return
+			}
+			if tc.want4 != nil {
+				eq(t, "v4 peers", keys(set(t, out, "np_x_p_in0_pods4")), tc.want4)
+				if !contains(rules, "ip saddr @np_x_p_in0_pods4 accept") {
+					t.Errorf("no v4 peer rule in %q", rules)
+				}
+			}
+			if tc.want6 != nil {
+				eq(t, "v6 peers", keys(set(t, out, "np_x_p_in0_pods6")), tc.want6)
+			}
+		})
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestEmptyFromVersusMissingRules(t *testing.T) {
+	pods := []*corev1.Pod{mkpod("x", "a", "10.0.0.1")}
+	allowAll := Compile(Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
+		netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{}} // one rule, no from: everything
+		})}})
+	eq(t, "empty from", ruleTexts(chain(t, allowAll, "np_ing_x_a")), []string{
+		"ct state invalid drop", "ip saddr 10.0.0.1 accept", "accept", "drop"})
+
+	denyAll := Compile(Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
+		netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+			s.Ingress = []networkingv1.NetworkPolicyIngressRule{} // no rules: nothing
+		})}})
+	eq(t, "missing rules", ruleTexts(chain(t, denyAll, "np_ing_x_a")), []string{
+		"ct state invalid drop", "ip saddr 10.0.0.1 accept", "drop"})
+}
+
+func TestPorts(t *testing.T) {
+	end := int32(90)
+	sctp := corev1.ProtocolSCTP
+	udp := corev1.ProtocolUDP
+	out := Compile(Input{NodeName: "n1",
+		Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1", port("web", 8080, corev1.ProtocolTCP), port("dns", 5353, corev1.ProtocolUDP))},
+		Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+			r80 := tcp(80)
+			r80.EndPort = &end
+			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{
+				tcp(443),
+				r80,
+				{Protocol: &sctp},
+				protoPort(corev1.ProtocolTCP, intstr.FromString("web")),
+				protoPort(corev1.ProtocolUDP, intstr.FromString("dns")),
+				protoPort(corev1.ProtocolUDP, intstr.FromString("web")), // web is TCP: no match
+				{Protocol: &udp, Port: ptr(intstr.FromString("missing"))},
+			}}}
+		})}})
+	eq(t, "ports", ruleTexts(chain(t, out, "np_ing_x_a")), []string{
+		"ct state invalid drop", "ip saddr 10.0.0.1 accept",
+		"tcp dport 443 accept",
+		"tcp dport 80-90 accept",
+		"meta l4proto sctp accept",
+		"tcp dport 8080 accept",
+		"udp dport 5353 accept",
+		"drop",
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestNamedPortsResolvePerDestinationPod(t *testing.T) {
+	// The same name maps to different numbers on different pods.
+	pods := []*corev1.Pod{
+		mkpod("x", "a", "10.0.0.1", port("http", 8080, corev1.ProtocolTCP)),
+		mkpod("x", "b", "10.0.0.2", port("http", 9090, corev1.ProtocolTCP), ips("10.0.0.2", "fd00::2")),
+		mkpod("x", "c", "10.0.0.3"),
+	}
+	named := protoPort(corev1.ProtocolTCP, intstr.FromString("http"))
+	out := Compile(Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
+		netpol("x", "in", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{named}}}
+		}),
+		netpol("x", "out", *sel("pod", "c"), func(s *networkingv1.NetworkPolicySpec) {
+			s.Egress = []networkingv1.NetworkPolicyEgressRule{{
+				To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}},
+				Ports: []networkingv1.NetworkPolicyPort{named}}}
+		}),
+	}})
+	if !contains(ruleTexts(chain(t, out, "np_ing_x_a")), "tcp dport 8080 accept") {
+		t.Errorf("x/a: %q", ruleTexts(chain(t, out, "np_ing_x_a")))
+	}
+	if !contains(ruleTexts(chain(t, out, "np_ing_x_b")), "tcp dport 9090 accept") {
+		t.Errorf("x/b: %q", ruleTexts(chain(t, out, "np_ing_x_b")))
+	}
+	eq(t, "c: no port named http", ruleTexts(chain(t, out, "np_ing_x_c")), []string{"ct state invalid drop", "ip saddr 10.0.0.3 accept", "drop"})
+	eq(t, "egress tuples v4", keys(set(t, out, "np_x_out_eg0_named4")), []string{"10.0.0.1 . tcp . 8080", "10.0.0.2 . tcp . 9090"})
+	eq(t, "egress tuples v6", keys(set(t, out, "np_x_out_eg0_named6")), []string{"fd00::2 . tcp . 9090"})
+	eq(t, "egress chain", ruleTexts(chain(t, out, "np_egr_x_c")), []string{
+		"ct state invalid drop", "ip daddr 10.0.0.3 accept",
+		"ip daddr . meta l4proto . th dport @np_x_out_eg0_named4 goto np_ingress",
+		"ip6 daddr . meta l4proto . th dport @np_x_out_eg0_named6 goto np_ingress",
+		"drop",
+	})
+}
+
+func TestIPBlockExcept(t *testing.T) {
+	out := Compile(Input{NodeName: "n1", Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1")},
+		Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+			s.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
+				{IPBlock: &networkingv1.IPBlock{CIDR: "192.168.0.0/16", Except: []string{"192.168.1.0/24", "192.168.128.0/17"}}},
+				{IPBlock: &networkingv1.IPBlock{CIDR: "192.168.0.0/24"}}, // overlaps the first: merged
+				{IPBlock: &networkingv1.IPBlock{CIDR: "2001:db8::/32", Except: []string{"2001:db8::/33"}}},
+			}}}
+		})}})
+	eq(t, "v4 ranges", keys(set(t, out, "np_x_p_eg0_cidr4")), []string{"192.168.0.0/24", "192.168.2.0-192.168.127.255"})
+	eq(t, "v6 ranges", keys(set(t, out, "np_x_p_eg0_cidr6")), []string{"2001:db8:8000::/33"})
+	if s := set(t, out, "np_x_p_eg0_cidr4"); !s.Interval {
+		t.Error("ipBlock set is not an interval set")
+	}
+}
+
+func TestPodsThatAreNotEnforced(t *testing.T) {
+	pods := []*corev1.Pod{
+		mkpod("x", "done", "10.0.0.1", phase(corev1.PodSucceeded)),
+		mkpod("x", "failed", "10.0.0.2", phase(corev1.PodFailed)),
+		mkpod("x", "noip", "", ips()),
+		mkpod("x", "host", "192.0.2.10", hostNet()),
+		mkpod("x", "live", "10.0.0.5"),
+	}
+	out := Compile(Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
+		netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}
+		})}})
+	eq(t, "isolated", keys(set(t, out, MapIngress4)), []string{"10.0.0.5 : jump np_ing_x_live"})
+	eq(t, "peers", keys(set(t, out, "np_x_p_in0_pods4")), []string{"10.0.0.5"})
+}
+
+func TestInvalidObjectsAreReportedAndSkipped(t *testing.T) {
+	badCIDR := netpol("x", "bad-cidr", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+		s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/33"}}}}}
+	})
+	badExcept := netpol("x", "bad-except", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+		s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/16", Except: []string{"10.1.0.0/24"}}}}}}
+	})
+	badPort := netpol("x", "bad-port", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+		s.Ingress = []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{protoPort("ICMP", intstr.FromString("Bad_Name"))}}}
+	})
+	badSel := netpol("x", "bad-sel", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Maybe"}}}, nil)
+	good := netpol("y", "good", metav1.LabelSelector{}, nil)
+	out := Compile(Input{NodeName: "n1",
+		Pods:     []*corev1.Pod{mkpod("x", "a", "10.0.0.1"), mkpod("y", "a", "10.0.1.1"), mkpod("y", "weird", "not-an-ip")},
+		Policies: []*networkingv1.NetworkPolicy{badCIDR, badExcept, badPort, badSel, good}})
+	var got []string
+	for _, p := range out.Problems {
+		got = append(got, p.Error())
+	}
+	want := []string{
+		`NetworkPolicy x/bad-cidr: spec.ingress[0].from[0].ipBlock.cidr: invalid CIDR "10.0.0.0/33"`,
+		`NetworkPolicy x/bad-except: spec.ingress[0].from[0].ipBlock.except[0]: "10.1.0.0/24" must be a strict subset of cidr "10.0.0.0/16"`,
+		`NetworkPolicy x/bad-port: spec.ingress[0].ports[0].protocol: unsupported value "ICMP"`,
+		`NetworkPolicy x/bad-port: spec.ingress[0].ports[0].port: invalid port name "Bad_Name"`,
+		`NetworkPolicy x/bad-sel: spec.podSelector:`,
+		`Pod y/weird: status.podIPs[0]: invalid IP "not-an-ip"`,
+	}
+	for _, w := range want {
+		found := false
+		for _, g := range got {
+			if strings.HasPrefix(g, w) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("missing problem %q in:\n%s", w, strings.Join(got, "\n"))
+		}
+	}
+	if hasChain(out, "np_ing_x_a") {
+		t.Error("x/a is isolated by invalid policies")
+	}
+	if !hasChain(out, "np_ing_y_a") {
+		t.Error("the valid policy in y was not compiled")
+	}
+}
+
+func TestLongNamesStayWithinKernelLimits(t *testing.T) {
+	long := strings.Repeat("n", 63)
+	pol := strings.Repeat("p", 253)
+	out := Compile(Input{NodeName: "n1",
+		Pods: []*corev1.Pod{mkpod(long, strings.Repeat("q", 253), "10.0.0.1")},
+		Policies: []*networkingv1.NetworkPolicy{netpol(long, pol, metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}
+		})}})
+	for _, c := range out.Chains {
+		if len(c.Name) > maxName {
+			t.Errorf("chain name %d bytes", len(c.Name))
+		}
+	}
+	for _, s := range out.Sets {
+		if len(s.Name) > maxName {
+			t.Errorf("set name %d bytes", len(s.Name))
+		}
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	in := Input{NodeName: "n1", Namespaces: []*corev1.Namespace{ns("x"), ns("y")}}
+	for i := 0; i < 20; i++ {
+		in.Pods = append(in.Pods, mkpod([]string{"x", "y"}[i%2], fmt.Sprintf("p%d", i), fmt.Sprintf("10.0.0.%d", i+1)))
+	}
+	in.Policies = []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+		s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}}}
+	})}
+	first := fmt.Sprint(Compile(in))
+	for i := 0; i < 5; i++ {
+		if got := fmt.Sprint(Compile(in)); got != first {
+			t.Fatal("output differs between runs")
+		}
+	}
+}

@@ -1,0 +1,34 @@
+// Package policy compiles Kubernetes NetworkPolicies (networking.k8s.io/v1)
+// into the policy part of nftguard's desired nftables table for one node.
+//
+// It is pure: Namespaces, Pods and NetworkPolicies go in, chains and sets of
+// engine.Desired come out, plus a list of problems for objects that could not
+// be compiled. Nothing here talks to the kernel or to an API server.
+//
+// # Table layout
+//
+// Only pods on this node are isolated; their IPs are the keys of four verdict
+// maps that send a packet to the pod's own chain in O(1):
+//
+//	chain np_forward         hook forward: established/related accept, then
+//	                         ip saddr vmap @np_egress4 / ip6 saddr vmap @np_egress6,
+//	                         then goto np_ingress
+//	chain np_ingress         ip daddr vmap @np_ingress4 / ip6 daddr vmap @np_ingress6,
+//	                         then accept
+//	chain np_egr_NS_POD      the egress rules of every policy that selects the
+//	                         pod; a match goes on to the ingress check; the
+//	                         last rule drops
+//	chain np_ing_NS_POD      the ingress rules; a match accepts; the last rule
+//	                         drops
+//
+// Peers selected by pod and namespace selectors become named sets of pod
+// addresses (one per policy rule and IP family); ipBlocks become interval sets
+// with the except ranges already cut out. Named ports are resolved per
+// destination pod: inline in the pod's own ingress chain, and as a set of
+// address . protocol . port tuples for egress, so one name may map to
+// different numbers on different pods.
+//
+// Traffic between a pod and its own node never crosses the forward hook, so
+// it is always allowed, as Kubernetes requires; a pod reaching itself through
+// the node (a hairpin) is accepted explicitly.
+package policy
