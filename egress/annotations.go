@@ -1,0 +1,180 @@
+package egress
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// annotation returns the value of an egress annotation and its full name,
+// preferring nftguard's prefix over kube-vip's.
+func annotation(svc *corev1.Service, name string) (value, full string, ok bool) {
+	for _, prefix := range []string{PrefixNftguard, PrefixKubeVIP} {
+		if v, found := svc.Annotations[prefix+name]; found {
+			return v, prefix + name, true
+		}
+	}
+	return "", "", false
+}
+
+// parseService reads a Service's egress annotations. It returns nil when the
+// Service does not ask for egress, or when any annotation is invalid (then
+// with the problems: that Service's egress is not programmed at all rather
+// than programmed differently from what was asked).
+func parseService(svc *corev1.Service) (*egressService, []Problem) {
+	v, full, ok := annotation(svc, AnnEgress)
+	if !ok {
+		return nil, nil
+	}
+	var probs []Problem
+	bad := func(ann, val, format string, args ...any) {
+		probs = append(probs, Problem{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name, Annotation: ann, Value: val, Reason: fmt.Sprintf(format, args...)})
+	}
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		bad(full, v, "not a boolean (want \"true\" or \"false\")")
+		return nil, probs
+	}
+	if !on {
+		return nil, nil
+	}
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		probs = append(probs, Problem{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name,
+			Reason: fmt.Sprintf("egress needs a Service of type LoadBalancer, this one is %q", svc.Spec.Type)})
+		return nil, probs
+	}
+	if len(svc.Spec.Selector) == 0 {
+		probs = append(probs, Problem{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name,
+			Reason: "egress needs a Service with a pod selector"})
+		return nil, probs
+	}
+	es := &egressService{svc: svc, key: svc.Namespace + "/" + svc.Name, selector: labels.SelectorFromSet(svc.Spec.Selector)}
+
+	want6 := false
+	if v, full, ok := annotation(svc, AnnIPv6); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad(full, v, "not a boolean (want \"true\" or \"false\")")
+		}
+		want6 = b
+	}
+	if v, full, ok := annotation(svc, AnnDstPorts); ok {
+		ms, err := parsePorts(v)
+		if err != nil {
+			bad(full, v, "%v", err)
+		}
+		es.dst = ms
+	}
+	if v, full, ok := annotation(svc, AnnSrcPorts); ok {
+		ms, err := parsePorts(v)
+		if err != nil {
+			bad(full, v, "%v", err)
+		}
+		es.src = ms
+	}
+	if v, full, ok := annotation(svc, AnnAllowedNets); ok {
+		ps, err := parseNets(v)
+		if err != nil {
+			bad(full, v, "%v", err)
+		}
+		es.allowed = ps
+	}
+	if v, full, ok := annotation(svc, AnnDeniedNets); ok {
+		ps, err := parseNets(v)
+		if err != nil {
+			bad(full, v, "%v", err)
+		}
+		es.denied = ps
+	}
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		a, err := netip.ParseAddr(ing.IP)
+		if err != nil {
+			continue // hostname-only ingress: no address to translate to
+		}
+		a = a.Unmap()
+		if a.Is4() && !es.lb4.IsValid() {
+			es.lb4 = a
+		}
+		if a.Is6() && want6 && !es.lb6.IsValid() {
+			es.lb6 = a
+		}
+	}
+	if !es.lb4.IsValid() && !es.lb6.IsValid() {
+		probs = append(probs, Problem{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name,
+			Reason: "no load-balancer address in status.loadBalancer.ingress yet"})
+	}
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	return es, nil
+}
+
+// parsePorts reads "tcp:443,udp:53,sctp:9000-9010".
+func parsePorts(v string) ([]portMatch, error) {
+	var out []portMatch
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		proto, port, ok := strings.Cut(item, ":")
+		if !ok {
+			return nil, fmt.Errorf("%q is not PROTOCOL:PORT", item)
+		}
+		proto = strings.ToLower(strings.TrimSpace(proto))
+		switch proto {
+		case "tcp", "udp", "sctp":
+		default:
+			return nil, fmt.Errorf("%q: protocol must be tcp, udp or sctp", item)
+		}
+		loS, hiS, isRange := strings.Cut(strings.TrimSpace(port), "-")
+		lo, err := strconv.ParseUint(loS, 10, 16)
+		if err != nil || lo == 0 {
+			return nil, fmt.Errorf("%q: port must be 1-65535", item)
+		}
+		hi := lo
+		if isRange {
+			hi, err = strconv.ParseUint(hiS, 10, 16)
+			if err != nil || hi < lo {
+				return nil, fmt.Errorf("%q: bad port range", item)
+			}
+		}
+		out = append(out, portMatch{proto: proto, lo: uint16(lo), hi: uint16(hi)})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no ports")
+	}
+	return out, nil
+}
+
+// parseNets reads "192.0.2.0/24,2001:db8::/32" (a bare address is a host).
+func parseNets(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if !strings.Contains(item, "/") {
+			a, err := netip.ParseAddr(item)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not a CIDR or an address", item)
+			}
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(item)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR: %v", item, err)
+		}
+		out = append(out, p.Masked())
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no networks")
+	}
+	return out, nil
+}

@@ -1,0 +1,416 @@
+package egress
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/nftguard/nftguard/engine"
+)
+
+// Annotation names, without their prefix. Each is read with the
+// "nftguard.io/" prefix first and kube-vip's "kube-vip.io/" second, so
+// Services written for kube-vip work unchanged.
+const (
+	AnnEgress       = "egress"
+	AnnIPv6         = "egress-ipv6"
+	AnnDstPorts     = "egress-destination-ports"
+	AnnSrcPorts     = "egress-source-ports"
+	AnnAllowedNets  = "egress-allowed-networks"
+	AnnDeniedNets   = "egress-denied-networks"
+	PrefixNftguard  = "nftguard.io/"
+	PrefixKubeVIP   = "kube-vip.io/"
+	ChainPostroute  = "eg_postrouting"
+	SetInternal4    = "eg_internal4"
+	SetInternal6    = "eg_internal6"
+	MapSNAT4        = "eg_snat4"
+	MapSNAT6        = "eg_snat6"
+	MapDispatch4    = "eg_dispatch4"
+	MapDispatch6    = "eg_dispatch6"
+	chainPriority   = 90 // srcnat (100) - 10
+	maxChainNameLen = 200
+)
+
+// Input is the cluster state the egress part is compiled from.
+type Input struct {
+	NodeName     string
+	Pods         []*corev1.Pod
+	Services     []*corev1.Service
+	Nodes        []*corev1.Node
+	ClusterCIDRs []netip.Prefix
+	ServiceCIDRs []netip.Prefix
+	// NodeIPs are addresses of nodes in addition to those in Nodes (for
+	// one-shot use without Node objects).
+	NodeIPs []netip.Addr
+}
+
+// Problem is a Service (or pod) whose egress could not be programmed, with
+// the annotation, the value and the reason. Its egress is left out; every
+// other Service's stays.
+type Problem struct {
+	Kind       string // "Service"
+	Namespace  string
+	Name       string
+	Annotation string // full annotation name, or "" when not about one
+	Value      string
+	Reason     string
+}
+
+func (p Problem) Error() string {
+	if p.Annotation != "" {
+		return fmt.Sprintf("%s %s/%s: annotation %s=%q: %s", p.Kind, p.Namespace, p.Name, p.Annotation, p.Value, p.Reason)
+	}
+	return fmt.Sprintf("%s %s/%s: %s", p.Kind, p.Namespace, p.Name, p.Reason)
+}
+
+// Output is the egress part of the desired table. Bindings lists every pod
+// address that is translated and to what, so the agent can clear conntrack
+// entries that carry an older translation.
+type Output struct {
+	Chains   []engine.Chain
+	Sets     []engine.Set
+	Bindings map[netip.Addr]netip.Addr
+	Problems []Problem
+}
+
+// portMatch is one protocol with a port or a port range.
+type portMatch struct {
+	proto  string
+	lo, hi uint16
+}
+
+func (p portMatch) text() string {
+	if p.lo == p.hi {
+		return fmt.Sprintf("%s . %d", p.proto, p.lo)
+	}
+	return fmt.Sprintf("%s . %d-%d", p.proto, p.lo, p.hi)
+}
+
+// egressService is an annotated Service with its annotations parsed.
+type egressService struct {
+	svc      *corev1.Service
+	key      string
+	selector labels.Selector
+	lb4, lb6 netip.Addr
+	dst, src []portMatch
+	allowed  []netip.Prefix
+	denied   []netip.Prefix
+}
+
+func (s *egressService) restricted() bool {
+	return len(s.dst) > 0 || len(s.src) > 0 || len(s.allowed) > 0 || len(s.denied) > 0
+}
+
+// Compile builds the egress chains and sets for in.NodeName.
+func Compile(in Input) Output {
+	out := Output{Bindings: map[netip.Addr]netip.Addr{}}
+	var services []*egressService
+	for _, svc := range in.Services {
+		es, probs := parseService(svc)
+		out.Problems = append(out.Problems, probs...)
+		if es != nil {
+			services = append(services, es)
+		}
+	}
+	// The older Service wins a pod both select; ties break by name so the
+	// result never depends on input order.
+	sort.SliceStable(services, func(i, j int) bool {
+		a, b := services[i].svc.CreationTimestamp, services[j].svc.CreationTimestamp
+		if !a.Equal(&b) {
+			return a.Before(&b)
+		}
+		return services[i].key < services[j].key
+	})
+	if len(services) > 0 && len(in.ClusterCIDRs) == 0 {
+		for _, s := range services {
+			out.Problems = append(out.Problems, Problem{Kind: "Service", Namespace: s.svc.Namespace, Name: s.svc.Name,
+				Reason: "egress needs the cluster's pod CIDRs (--cluster-cidr) to tell traffic that leaves the cluster"})
+		}
+		services = nil
+	}
+
+	snat4 := engine.Set{Name: MapSNAT4, Type: "ipv4_addr", Map: "ipv4_addr", Comment: "pod → egress address"}
+	snat6 := engine.Set{Name: MapSNAT6, Type: "ipv6_addr", Map: "ipv6_addr", Comment: "pod → egress address"}
+	disp4 := engine.Set{Name: MapDispatch4, Type: "ipv4_addr", Map: "verdict", Comment: "pod → restricted egress Service"}
+	disp6 := engine.Set{Name: MapDispatch6, Type: "ipv6_addr", Map: "verdict", Comment: "pod → restricted egress Service"}
+	var svcChains []engine.Chain
+	var svcSets []engine.Set
+	owner := map[string]string{} // pod key → winning Service key
+
+	for _, s := range services {
+		var v4, v6 []netip.Addr
+		for _, p := range in.Pods {
+			if p.Namespace != s.svc.Namespace || p.Spec.NodeName != in.NodeName || p.Spec.HostNetwork ||
+				p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed ||
+				!s.selector.Matches(labels.Set(p.Labels)) {
+				continue
+			}
+			pk := p.Namespace + "/" + p.Name
+			if w, taken := owner[pk]; taken {
+				out.Problems = append(out.Problems, Problem{Kind: "Service", Namespace: s.svc.Namespace, Name: s.svc.Name,
+					Reason: fmt.Sprintf("pod %s is already translated by the older Service %s; this Service does not translate it", pk, w)})
+				continue
+			}
+			a4, a6 := podAddrs(p)
+			if len(a4) == 0 && len(a6) == 0 {
+				continue // no address yet: nothing to translate
+			}
+			owner[pk] = s.key
+			v4 = append(v4, a4...)
+			v6 = append(v6, a6...)
+		}
+		if !s.lb4.IsValid() {
+			v4 = nil
+		}
+		if !s.lb6.IsValid() {
+			v6 = nil
+		}
+		for _, a := range v4 {
+			out.Bindings[a] = s.lb4
+		}
+		for _, a := range v6 {
+			out.Bindings[a] = s.lb6
+		}
+		if !s.restricted() {
+			for _, a := range v4 {
+				snat4.Elements = append(snat4.Elements, engine.Element{Key: a.String(), Value: s.lb4.String()})
+			}
+			for _, a := range v6 {
+				snat6.Elements = append(snat6.Elements, engine.Element{Key: a.String(), Value: s.lb6.String()})
+			}
+			continue
+		}
+		if len(v4) == 0 && len(v6) == 0 {
+			continue
+		}
+		ch, sets := s.chain(v4, v6)
+		svcChains = append(svcChains, ch)
+		svcSets = append(svcSets, sets...)
+		for _, a := range v4 {
+			disp4.Elements = append(disp4.Elements, engine.Element{Key: a.String(), Value: "jump " + ch.Name})
+		}
+		for _, a := range v6 {
+			disp6.Elements = append(disp6.Elements, engine.Element{Key: a.String(), Value: "jump " + ch.Name})
+		}
+	}
+
+	internal4 := engine.Set{Name: SetInternal4, Type: "ipv4_addr", Interval: true, Comment: "cluster, service and node addresses: never translated"}
+	internal6 := engine.Set{Name: SetInternal6, Type: "ipv6_addr", Interval: true, Comment: "cluster, service and node addresses: never translated"}
+	var pre []netip.Prefix
+	pre = append(pre, in.ClusterCIDRs...)
+	pre = append(pre, in.ServiceCIDRs...)
+	for _, a := range nodeAddrs(in) {
+		pre = append(pre, netip.PrefixFrom(a, a.BitLen()))
+	}
+	for _, p := range mergePrefixes(pre) {
+		if p.Addr().Is4() {
+			internal4.Elements = append(internal4.Elements, engine.Element{Key: p.String()})
+		} else {
+			internal6.Elements = append(internal6.Elements, engine.Element{Key: p.String()})
+		}
+	}
+
+	out.Chains = append(out.Chains, engine.Chain{
+		Name: ChainPostroute, Type: "nat", Hook: "postrouting", Priority: chainPriority, Policy: "accept",
+		Comment: "egress SNAT: pods behind an annotated LoadBalancer Service",
+		Rules: []engine.Rule{
+			{Rule: "ip daddr @" + SetInternal4 + " return"},
+			{Rule: "ip6 daddr @" + SetInternal6 + " return"},
+			{Rule: "ip saddr vmap @" + MapDispatch4},
+			{Rule: "ip6 saddr vmap @" + MapDispatch6},
+			{Rule: "snat ip to ip saddr map @" + MapSNAT4},
+			{Rule: "snat ip6 to ip6 saddr map @" + MapSNAT6},
+		},
+	})
+	sort.Slice(svcChains, func(i, j int) bool { return svcChains[i].Name < svcChains[j].Name })
+	out.Chains = append(out.Chains, svcChains...)
+	for _, s := range []*engine.Set{&internal4, &internal6, &snat4, &snat6, &disp4, &disp6} {
+		sort.Slice(s.Elements, func(i, j int) bool { return s.Elements[i].Key < s.Elements[j].Key })
+		out.Sets = append(out.Sets, *s)
+	}
+	out.Sets = append(out.Sets, svcSets...)
+	return out
+}
+
+// chain builds the chain of a restricted Service: the denied networks return
+// untranslated, then each protocol's rule checks the allowed networks and the
+// port lists and translates.
+func (s *egressService) chain(v4, v6 []netip.Addr) (engine.Chain, []engine.Set) {
+	name := "eg_svc_" + s.svc.Namespace + "_" + s.svc.Name
+	if len(name) > maxChainNameLen {
+		name = name[:maxChainNameLen]
+	}
+	ch := engine.Chain{Name: name, Comment: "egress of Service " + s.key}
+	var sets []engine.Set
+	netSet := func(kind string, is4 bool, nets []netip.Prefix) string {
+		typ, fam := "ipv6_addr", "6"
+		if is4 {
+			typ, fam = "ipv4_addr", "4"
+		}
+		set := engine.Set{Name: name + "_" + kind + fam, Type: typ, Interval: true, Comment: s.key + " " + kind + " networks"}
+		for _, p := range mergePrefixes(nets) {
+			if p.Addr().Is4() == is4 {
+				set.Elements = append(set.Elements, engine.Element{Key: p.String()})
+			}
+		}
+		sets = append(sets, set)
+		return set.Name
+	}
+	// Which protocols can match: every present port list must name it.
+	protos := []string{""}
+	if len(s.dst) > 0 || len(s.src) > 0 {
+		protos = nil
+		for _, p := range []string{"tcp", "udp", "sctp"} {
+			if (len(s.dst) == 0 || hasProto(s.dst, p)) && (len(s.src) == 0 || hasProto(s.src, p)) {
+				protos = append(protos, p)
+			}
+		}
+	}
+	for _, fam := range []struct {
+		is4   bool
+		addrs []netip.Addr
+		lb    netip.Addr
+		kw    string
+	}{{true, v4, s.lb4, "ip"}, {false, v6, s.lb6, "ip6"}} {
+		if len(fam.addrs) == 0 {
+			continue
+		}
+		if len(s.denied) > 0 && anyFamily(s.denied, fam.is4) {
+			ch.Rules = append(ch.Rules, engine.Rule{Rule: fmt.Sprintf("%s daddr @%s return", fam.kw, netSet("denied", fam.is4, s.denied)), Comment: "denied networks"})
+		}
+		var allowed string
+		if len(s.allowed) > 0 {
+			if !anyFamily(s.allowed, fam.is4) {
+				continue // only other-family networks are allowed: nothing of this family is translated
+			}
+			allowed = fmt.Sprintf("%s daddr @%s ", fam.kw, netSet("allowed", fam.is4, s.allowed))
+		}
+		for _, p := range protos {
+			var m strings.Builder
+			m.WriteString(allowed)
+			if p != "" {
+				m.WriteString("meta l4proto " + p + " ")
+				if l := portsOf(s.dst, p); l != "" {
+					m.WriteString("th dport " + l + " ")
+				}
+				if l := portsOf(s.src, p); l != "" {
+					m.WriteString("th sport " + l + " ")
+				}
+			}
+			m.WriteString("snat " + fam.kw + " to " + fam.lb.String())
+			ch.Rules = append(ch.Rules, engine.Rule{Rule: m.String(), Comment: s.key})
+		}
+	}
+	// A packet that matched no rule returns to eg_postrouting, where the
+	// snat maps do not hold this pod: it leaves untranslated.
+	return ch, sets
+}
+
+func hasProto(ms []portMatch, p string) bool {
+	for _, m := range ms {
+		if m.proto == p {
+			return true
+		}
+	}
+	return false
+}
+
+// portsOf renders the ports of one protocol as an nft value or anonymous set.
+func portsOf(ms []portMatch, p string) string {
+	var vals []string
+	for _, m := range ms {
+		if m.proto != p {
+			continue
+		}
+		if m.lo == m.hi {
+			vals = append(vals, strconv.Itoa(int(m.lo)))
+		} else {
+			vals = append(vals, fmt.Sprintf("%d-%d", m.lo, m.hi))
+		}
+	}
+	switch len(vals) {
+	case 0:
+		return ""
+	case 1:
+		return vals[0]
+	}
+	return "{ " + strings.Join(vals, ", ") + " }"
+}
+
+func anyFamily(ps []netip.Prefix, is4 bool) bool {
+	for _, p := range ps {
+		if p.Addr().Is4() == is4 {
+			return true
+		}
+	}
+	return false
+}
+
+func podAddrs(p *corev1.Pod) (v4, v6 []netip.Addr) {
+	ips := p.Status.PodIPs
+	if len(ips) == 0 && p.Status.PodIP != "" {
+		ips = []corev1.PodIP{{IP: p.Status.PodIP}}
+	}
+	for _, ip := range ips {
+		a, err := netip.ParseAddr(ip.IP)
+		if err != nil {
+			continue // the policy compiler reports bad pod addresses
+		}
+		a = a.Unmap()
+		if a.Is4() {
+			v4 = append(v4, a)
+		} else {
+			v6 = append(v6, a)
+		}
+	}
+	return v4, v6
+}
+
+func nodeAddrs(in Input) []netip.Addr {
+	out := append([]netip.Addr(nil), in.NodeIPs...)
+	for _, n := range in.Nodes {
+		for _, a := range n.Status.Addresses {
+			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+				continue
+			}
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out
+}
+
+// mergePrefixes drops prefixes contained in others, so an interval set gets
+// no overlapping elements.
+func mergePrefixes(ps []netip.Prefix) []netip.Prefix {
+	cp := make([]netip.Prefix, 0, len(ps))
+	for _, p := range ps {
+		cp = append(cp, p.Masked())
+	}
+	sort.Slice(cp, func(i, j int) bool {
+		if cp[i].Addr() != cp[j].Addr() {
+			return cp[i].Addr().Less(cp[j].Addr())
+		}
+		return cp[i].Bits() < cp[j].Bits()
+	})
+	var out []netip.Prefix
+	for _, p := range cp {
+		covered := false
+		for _, q := range out {
+			if q.Bits() <= p.Bits() && q.Contains(p.Addr()) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,29 @@
+// Package egress compiles LoadBalancer Services annotated for egress into the
+// source-NAT part of nftguard's desired table: pods selected by such a
+// Service, on this node, leave the cluster with the Service's load-balancer
+// address as their source.
+//
+// It is pure: Services, Pods and Nodes go in, chains and sets come out, plus
+// problems naming the Service, the annotation and the value that could not be
+// used. Nothing here talks to the kernel or to an API server.
+//
+// # Table layout
+//
+//	chain eg_postrouting   type nat hook postrouting priority 90 (before
+//	                       ordinary source NAT at 100, so the first NAT
+//	                       binding is ours):
+//	                         ip daddr @eg_internal4 return  (cluster, service
+//	                         and node addresses are never translated)
+//	                         ip saddr vmap @eg_dispatch4    (restricted Services)
+//	                         snat ip to ip saddr map @eg_snat4
+//	                       and the same for IPv6
+//	map eg_snat4           pod address → load-balancer address, for Services
+//	                       without port or network restrictions: O(1)
+//	map eg_dispatch4       pod address → jump eg_svc_NS_NAME, for Services
+//	                       with restrictions, whose chain checks them and
+//	                       translates
+//
+// Destination and source port lists are matched as protocol . port pairs, so
+// each protocol is matched on its own: no rule ever requires two protocols at
+// once.
+package egress
