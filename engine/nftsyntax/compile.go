@@ -1,0 +1,403 @@
+package nftsyntax
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// CompileRule compiles one rule of the documented subset (see doc.go) into
+// the expressions nft writes for it. Only inet tables are supported: that
+// is the one table nftguard owns.
+func CompileRule(fam Family, text string, sets Sets) (*Compiled, error) {
+	if fam != unix.NFPROTO_INET {
+		return nil, fmt.Errorf("compile %q: family %d not supported (only inet)", text, fam)
+	}
+	r, err := parseRule(text)
+	if err != nil {
+		return nil, fmt.Errorf("compile %q: %w", text, err)
+	}
+	c := &compiler{sets: sets, out: &Compiled{}}
+	for _, s := range r.stmts {
+		if err := c.stmt(s); err != nil {
+			return nil, fmt.Errorf("compile %q: %s: %w", text, s, err)
+		}
+	}
+	if r.hasComment {
+		if len(r.comment) > maxComment {
+			return nil, fmt.Errorf("compile %q: comment longer than %d bytes", text, maxComment)
+		}
+		c.out.UserData = ruleComment(r.comment)
+	}
+	return c.out, nil
+}
+
+// compiler tracks the protocol context like nft does, so that a dependency
+// (`meta nfproto ipv4` before `ip saddr`) is emitted once, and not at all
+// when the rule already matched it explicitly.
+type compiler struct {
+	sets    Sets
+	out     *Compiled
+	nfproto byte
+	l4proto byte
+}
+
+func (c *compiler) emit(e ...expr.Any) { c.out.Exprs = append(c.out.Exprs, e...) }
+
+func (c *compiler) depNfproto(v byte) error {
+	if c.nfproto == v {
+		return nil
+	}
+	if c.nfproto != 0 {
+		return fmt.Errorf("conflicting protocols: ipv4 and ipv6 in one rule")
+	}
+	c.emit(&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{v}})
+	c.nfproto = v
+	return nil
+}
+
+func (c *compiler) depL4proto(v byte) error {
+	if c.l4proto == v {
+		return nil
+	}
+	if c.l4proto != 0 {
+		return fmt.Errorf("conflicting transport protocols in one rule")
+	}
+	c.emit(&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{v}})
+	c.l4proto = v
+	return nil
+}
+
+func (c *compiler) deps(fs []*field) error {
+	for _, f := range fs {
+		if f.nfproto != 0 {
+			if err := c.depNfproto(f.nfproto); err != nil {
+				return err
+			}
+		}
+		if f.l4proto != 0 {
+			if err := c.depL4proto(f.l4proto); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// regFor converts a 32-bit word offset into nft's register number: the
+// 16-byte register NFT_REG_1.. when aligned, else NFT_REG32_xx (like nft's
+// netlink_put_register).
+func regFor(word uint32) uint32 {
+	if word%4 == 0 {
+		return 1 + word/4
+	}
+	return 8 + word
+}
+
+func load(f *field, reg, n uint32) expr.Any {
+	switch f.kind {
+	case fieldPayload:
+		return &expr.Payload{OperationType: expr.PayloadLoad, DestRegister: reg, Base: f.base, Offset: f.offset, Len: n}
+	case fieldMeta:
+		return &expr.Meta{Key: f.meta, Register: reg}
+	}
+	return &expr.Ct{Key: f.ct, Register: reg}
+}
+
+// loads emits the loads of a (concatenated) key into consecutive registers.
+func (c *compiler) loads(fs []*field) {
+	var word uint32
+	for _, f := range fs {
+		c.emit(load(f, regFor(word), f.loadLen()))
+		word += pad4(f.dt.Len) / 4
+	}
+}
+
+func (c *compiler) stmt(s stmt) error {
+	switch s := s.(type) {
+	case *matchStmt:
+		return c.match(s)
+	case *vmapStmt:
+		if err := c.deps(s.fields); err != nil {
+			return err
+		}
+		name, id, err := c.setRef(s.fields, s.name, s.elems, true)
+		if err != nil {
+			return err
+		}
+		c.loads(s.fields)
+		c.emit(&expr.Lookup{SourceRegister: 1, DestRegister: 0, IsDestRegSet: true, SetName: name, SetID: id})
+	case *markSetStmt:
+		c.emit(&expr.Immediate{Register: 1, Data: s.val}, &expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1})
+	case *counterStmt:
+		c.emit(&expr.Counter{Packets: s.packets, Bytes: s.bytes})
+	case *logStmt:
+		l := &expr.Log{}
+		if s.hasPrefix {
+			l.Key |= 1 << unix.NFTA_LOG_PREFIX
+			l.Data = []byte(s.prefix)
+		}
+		if s.hasGroup {
+			l.Key |= 1 << unix.NFTA_LOG_GROUP
+			l.Group = s.group
+		}
+		c.emit(l)
+	case *limitStmt:
+		c.emit(&expr.Limit{Type: expr.LimitTypePkts, Rate: s.rate, Unit: s.unit, Burst: s.burst, Over: s.over})
+	case *rejectStmt:
+		return c.reject(s)
+	case *snatStmt:
+		if s.mapName != "" {
+			d, ok := c.lookupSet(s.mapName)
+			if !ok {
+				return fmt.Errorf("map @%s not found", s.mapName)
+			}
+			want := TypeIPv4Addr
+			if s.nfproto == nfprotoIPv6 {
+				want = TypeIPv6Addr
+			}
+			if d.Data == nil || d.Data.IsConcat() || d.Data.Fields[0].Name != want.Name {
+				return fmt.Errorf("map @%s does not map to %s", s.mapName, want.Name)
+			}
+			if err := checkKey(d, s.mapFields); err != nil {
+				return err
+			}
+			if err := c.deps(s.mapFields); err != nil {
+				return err
+			}
+			c.loads(s.mapFields)
+			c.emit(&expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: s.mapName})
+		} else {
+			c.emit(&expr.Immediate{Register: 1, Data: s.addr})
+		}
+		c.emit(&expr.NAT{Type: expr.NATTypeSourceNAT, Family: uint32(s.nfproto), RegAddrMin: 1, RegAddrMax: 1})
+	case masqStmt:
+		c.emit(&expr.Masq{})
+	case notrackStmt:
+		c.emit(&expr.Notrack{})
+	case *verdictStmt:
+		c.emit(&expr.Verdict{Kind: s.kind, Chain: s.chain})
+	default:
+		return fmt.Errorf("unsupported statement %T", s)
+	}
+	return nil
+}
+
+func (c *compiler) lookupSet(name string) (SetDecl, bool) {
+	if c.sets == nil {
+		return SetDecl{}, false
+	}
+	return c.sets.LookupSet(name)
+}
+
+func checkKey(d SetDecl, fs []*field) error {
+	want := Type{Fields: dts(fs)}
+	if d.Key.String() != want.String() {
+		return fmt.Errorf("@%s has key type %s, the rule gives %s", d.Name, d.Key, want)
+	}
+	return nil
+}
+
+// setRef resolves a named set or builds the anonymous one, returning the
+// lookup's set name and id.
+func (c *compiler) setRef(fs []*field, name string, elems []ElementText, vmap bool) (string, uint32, error) {
+	if name != "" {
+		d, ok := c.lookupSet(name)
+		if !ok {
+			return "", 0, fmt.Errorf("set @%s not found", name)
+		}
+		if err := checkKey(d, fs); err != nil {
+			return "", 0, err
+		}
+		if vmap != (d.Data != nil && d.Data.IsVerdict()) {
+			if vmap {
+				return "", 0, fmt.Errorf("@%s is not a verdict map", name)
+			}
+			if d.Data != nil {
+				return "", 0, fmt.Errorf("@%s is a map, not a set", name)
+			}
+		}
+		return name, 0, nil
+	}
+	for _, f := range fs {
+		if f.dt.Name == "ifname" {
+			for _, e := range elems {
+				if bytes.HasSuffix([]byte(e.Key), []byte(`*"`)) {
+					return "", 0, fmt.Errorf("interface wildcards in anonymous sets are not supported")
+				}
+			}
+		}
+	}
+	d := SetDecl{Name: "__set%d", Key: Type{Fields: dts(fs)}}
+	if vmap {
+		d.Name = "__map%d"
+		v := Type{Fields: []DataType{TypeVerdict}}
+		d.Data = &v
+	}
+	// nft makes an anonymous set an (auto-merging) interval set exactly
+	// when one of its elements is a range or prefix.
+	enc, err := EncodeElements(d, elems)
+	if err != nil {
+		d.Interval, d.AutoMerge = true, true
+		var err2 error
+		if enc, err2 = EncodeElements(d, elems); err2 != nil {
+			return "", 0, err2
+		}
+	}
+	ud, err := anonSetUserData(fs, d.Interval, vmap)
+	if err != nil {
+		return "", 0, err
+	}
+	flags := uint32(unix.NFT_SET_ANONYMOUS | unix.NFT_SET_CONSTANT)
+	if d.Interval {
+		flags |= unix.NFT_SET_INTERVAL
+		if d.Key.IsConcat() {
+			flags |= setConcat
+		}
+	}
+	if vmap {
+		flags |= unix.NFT_SET_MAP
+	}
+	id := uint32(len(c.out.AnonSets))
+	c.out.AnonSets = append(c.out.AnonSets, AnonSet{Decl: d, Elements: enc, Flags: flags, UserData: ud})
+	return d.Name, id, nil
+}
+
+// setConcat is NFT_SET_CONCAT (missing from x/sys/unix): nft sets it on
+// interval sets with a concatenated key.
+const setConcat = 0x80
+
+// SetFlags is NFTA_SET_FLAGS as nft sends it for a named set declaration.
+func SetFlags(d SetDecl) uint32 {
+	var f uint32
+	if d.Interval {
+		f |= unix.NFT_SET_INTERVAL
+		if d.Key.IsConcat() {
+			f |= setConcat
+		}
+	}
+	if d.Data != nil {
+		f |= unix.NFT_SET_MAP
+	}
+	if d.Timeout {
+		f |= unix.NFT_SET_TIMEOUT
+	}
+	return f
+}
+
+func cmpOp(neq bool) expr.CmpOp {
+	if neq {
+		return expr.CmpOpNeq
+	}
+	return expr.CmpOpEq
+}
+
+func (c *compiler) match(m *matchStmt) error {
+	f := m.fields[0]
+	rhs := m.rhs
+	// nft turns a one-element anonymous set into a plain comparison.
+	if rhs.kind == opSet && len(m.fields) == 1 && len(rhs.elems) == 1 {
+		o, err := parseOperand(f.dt, rhs.elems[0].Key)
+		if err != nil {
+			return err
+		}
+		rhs = o
+	}
+	if err := c.deps(m.fields); err != nil {
+		return err
+	}
+	switch rhs.kind {
+	case opSet, opNamedSet:
+		if rhs.kind == opSet && len(m.fields) > 1 && len(rhs.elems) == 1 {
+			return fmt.Errorf("a one-element concatenated set is not supported")
+		}
+		name, id, err := c.setRef(m.fields, rhs.name, rhs.elems, false)
+		if err != nil {
+			return err
+		}
+		c.loads(m.fields)
+		c.emit(&expr.Lookup{SourceRegister: 1, SetName: name, SetID: id, Invert: m.neq})
+		return nil
+	case opFlags:
+		mask := leU32(rhs.flags)
+		c.emit(load(f, 1, 4),
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
+			&expr.Cmp{Op: cmpOp(!m.neq), Register: 1, Data: make([]byte, 4)})
+		return nil
+	case opPrefix:
+		if rhs.bits == 0 {
+			return fmt.Errorf("a /0 prefix matches everything; drop the match")
+		}
+		if rhs.bits%8 == 0 {
+			n := uint32(rhs.bits / 8)
+			c.emit(load(f, 1, n), &expr.Cmp{Op: cmpOp(m.neq), Register: 1, Data: rhs.val[:n]})
+			return nil
+		}
+		n := f.loadLen()
+		c.emit(load(f, 1, n),
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: n, Mask: prefixMask(int(n), rhs.bits), Xor: make([]byte, n)},
+			&expr.Cmp{Op: cmpOp(m.neq), Register: 1, Data: rhs.val})
+		return nil
+	case opRange:
+		c.emit(load(f, 1, f.loadLen()))
+		if m.neq {
+			c.emit(&expr.Range{Op: expr.CmpOpNeq, Register: 1, FromData: rhs.val, ToData: rhs.hi})
+		} else {
+			c.emit(&expr.Cmp{Op: expr.CmpOpGte, Register: 1, Data: rhs.val}, &expr.Cmp{Op: expr.CmpOpLte, Register: 1, Data: rhs.hi})
+		}
+		return nil
+	}
+	// A single value.
+	c.emit(load(f, 1, f.loadLen()))
+	if m.mask != nil {
+		c.emit(&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: m.mask, Xor: make([]byte, 4)})
+	}
+	c.emit(&expr.Cmp{Op: cmpOp(m.neq), Register: 1, Data: rhs.val})
+	if !m.neq && m.mask == nil && !rhs.wildcard {
+		// An explicit protocol match is context for later dependencies.
+		switch f.name {
+		case "meta nfproto":
+			c.nfproto = rhs.val[0]
+		case "meta l4proto":
+			c.l4proto = rhs.val[0]
+		}
+	}
+	return nil
+}
+
+func leU32(v uint32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)} }
+
+func (c *compiler) reject(r *rejectStmt) error {
+	switch r.kind {
+	case "":
+		// Like nft, a plain reject after an address-family match becomes
+		// that family's ICMP port-unreachable.
+		switch c.nfproto {
+		case nfprotoIPv4:
+			c.emit(&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 3})
+		case nfprotoIPv6:
+			c.emit(&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 4})
+		default:
+			c.emit(&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_PORT_UNREACH})
+		}
+	case "icmpx":
+		c.emit(&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: r.code})
+	case "icmp", "icmpv6":
+		v := byte(nfprotoIPv4)
+		if r.kind == "icmpv6" {
+			v = nfprotoIPv6
+		}
+		if err := c.depNfproto(v); err != nil {
+			return err
+		}
+		c.emit(&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: r.code})
+	case "tcp":
+		if err := c.depL4proto(protoTCP); err != nil {
+			return err
+		}
+		c.emit(&expr.Reject{Type: unix.NFT_REJECT_TCP_RST})
+	}
+	return nil
+}

@@ -1,0 +1,276 @@
+package nftsyntax
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// The datatypes this package knows, with nft's ids (TYPE_* in datatype.h).
+var (
+	TypeVerdict     = DataType{Name: "verdict", Magic: 1, Len: 0}
+	TypeIPv4Addr    = DataType{Name: "ipv4_addr", Magic: 7, Len: 4}
+	TypeIPv6Addr    = DataType{Name: "ipv6_addr", Magic: 8, Len: 16}
+	TypeInetProto   = DataType{Name: "inet_proto", Magic: 12, Len: 1}
+	TypeInetService = DataType{Name: "inet_service", Magic: 13, Len: 2}
+	TypeMark        = DataType{Name: "mark", Magic: 19, Len: 4, HostOrder: true}
+	TypeIfname      = DataType{Name: "ifname", Magic: 41, Len: 16, HostOrder: true}
+
+	// Types that only appear on the left of rule matches, never as set keys.
+	typeNfproto = DataType{Name: "nfproto", Magic: 2, Len: 1}
+	typeCtState = DataType{Name: "ct_state", Magic: 26, Len: 4, HostOrder: true}
+)
+
+var dataTypes = []DataType{TypeVerdict, TypeIPv4Addr, TypeIPv6Addr, TypeInetProto, TypeInetService, TypeMark, TypeIfname}
+
+// concatTypeBits is how many bits of a concatenated type id each field
+// takes (TYPE_BITS in nft's datatype.h).
+const concatTypeBits = 6
+
+// nft's byte-order codes as recorded in set user data (enum byteorder).
+const (
+	byteorderInvalid = 0
+	byteorderHost    = 1
+	byteorderBig     = 2
+)
+
+// ParseType parses a set key or map data type: one datatype name or several
+// joined by " . ".
+func ParseType(s string) (Type, error) {
+	parts := strings.Split(s, ".")
+	var t Type
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		dt, ok := dataTypeByName(p)
+		if !ok {
+			return Type{}, fmt.Errorf("parse type %q: unknown datatype %q", s, p)
+		}
+		t.Fields = append(t.Fields, dt)
+	}
+	if len(t.Fields) > 1 {
+		for _, f := range t.Fields {
+			if f.Name == "verdict" {
+				return Type{}, fmt.Errorf("parse type %q: verdict cannot be concatenated", s)
+			}
+		}
+		if len(t.Fields) > 32/concatTypeBits {
+			return Type{}, fmt.Errorf("parse type %q: too many concatenated fields", s)
+		}
+	}
+	return t, nil
+}
+
+func dataTypeByName(name string) (DataType, bool) {
+	for _, dt := range dataTypes {
+		if dt.Name == name {
+			return dt, true
+		}
+	}
+	return DataType{}, false
+}
+
+// String renders the type as nft prints it ("ipv4_addr . inet_service").
+func (t Type) String() string {
+	names := make([]string, len(t.Fields))
+	for i, f := range t.Fields {
+		names[i] = f.Name
+	}
+	return strings.Join(names, " . ")
+}
+
+// IsConcat reports whether the type is a concatenation of several fields.
+func (t Type) IsConcat() bool { return len(t.Fields) > 1 }
+
+// IsVerdict reports whether the type is the verdict type.
+func (t Type) IsVerdict() bool { return len(t.Fields) == 1 && t.Fields[0].Name == "verdict" }
+
+// Len is the key length as the kernel sees it: a concatenation pads every
+// field to a 4-byte register.
+func (t Type) Len() uint32 {
+	if len(t.Fields) == 1 {
+		return t.Fields[0].Len
+	}
+	var n uint32
+	for _, f := range t.Fields {
+		n += pad4(f.Len)
+	}
+	return n
+}
+
+// Magic is the nft datatype id sent as NFTA_SET_KEY_TYPE/NFTA_SET_DATA_TYPE;
+// a concatenation packs its fields' ids 6 bits each, first field highest.
+// Verdict maps send NFT_DATA_VERDICT as data type instead (see WireDataType).
+func (t Type) Magic() uint32 {
+	var m uint32
+	for _, f := range t.Fields {
+		m = m<<concatTypeBits | f.Magic
+	}
+	return m
+}
+
+// WireDataType is the NFTA_SET_DATA_TYPE value nft sends for a map whose
+// data has this type: NFT_DATA_VERDICT for verdicts, the magic otherwise.
+func (t Type) WireDataType() uint32 {
+	if t.IsVerdict() {
+		return 0xffffff00
+	}
+	return t.Magic()
+}
+
+func pad4(n uint32) uint32 { return (n + 3) &^ 3 }
+
+// byteorder is the byte order nft records for a set of this type.
+func (t Type) byteorder() uint32 {
+	if t.IsConcat() {
+		return byteorderInvalid
+	}
+	return t.Fields[0].byteorder()
+}
+
+func (d DataType) byteorder() uint32 {
+	switch d.Name {
+	case "ipv4_addr", "ipv6_addr", "inet_service":
+		return byteorderBig
+	case "mark", "ifname", "ct_state":
+		return byteorderHost
+	}
+	// inet_proto and verdict have no byte order (single byte / opaque).
+	return byteorderInvalid
+}
+
+// protoNames are the protocol names nft prints (from Debian's
+// /etc/protocols, which nft consults); numbers without a name print as is.
+var protoNames = []struct {
+	num  byte
+	name string
+}{
+	{1, "icmp"}, {2, "igmp"}, {6, "tcp"}, {17, "udp"}, {41, "ipv6"}, {47, "gre"},
+	{50, "esp"}, {51, "ah"}, {58, "ipv6-icmp"}, {132, "sctp"}, {136, "udplite"},
+}
+
+// protoAliases are names nft accepts on input besides protoNames.
+var protoAliases = map[string]byte{"icmpv6": 58}
+
+// ctStateBits are ct state names in the order nft prints a bitmask.
+var ctStateBits = []struct {
+	bit  uint32
+	name string
+}{
+	{1, "invalid"}, {2, "established"}, {4, "related"}, {8, "new"}, {64, "untracked"},
+}
+
+// parseValue converts one literal of a datatype to the bytes the kernel
+// compares (network order for addresses and ports, host order for marks).
+func parseValue(dt DataType, s string) ([]byte, error) {
+	switch dt.Name {
+	case "ipv4_addr", "ipv6_addr":
+		a, err := netip.ParseAddr(s)
+		if err != nil || (dt.Name == "ipv4_addr") != a.Is4() || a.Zone() != "" {
+			return nil, fmt.Errorf("invalid %s %q", dt.Name, s)
+		}
+		return a.AsSlice(), nil
+	case "inet_proto":
+		for _, p := range protoNames {
+			if p.name == s {
+				return []byte{p.num}, nil
+			}
+		}
+		if n, ok := protoAliases[s]; ok {
+			return []byte{n}, nil
+		}
+		n, err := strconv.ParseUint(s, 0, 8)
+		if err != nil {
+			return nil, fmt.Errorf("invalid inet_proto %q", s)
+		}
+		return []byte{byte(n)}, nil
+	case "inet_service":
+		n, err := strconv.ParseUint(s, 10, 16)
+		if err != nil {
+			return nil, fmt.Errorf("invalid inet_service %q (a port number)", s)
+		}
+		return binary.BigEndian.AppendUint16(nil, uint16(n)), nil
+	case "mark":
+		n, err := strconv.ParseUint(s, 0, 32)
+		if err != nil {
+			return nil, fmt.Errorf("invalid mark %q", s)
+		}
+		return binary.LittleEndian.AppendUint32(nil, uint32(n)), nil
+	case "ifname":
+		name, ok := unquote(s)
+		if !ok {
+			name = s
+		}
+		if name == "" || len(name) >= 16 || strings.ContainsAny(name, "\x00*") {
+			return nil, fmt.Errorf("invalid ifname %q", s)
+		}
+		b := make([]byte, 16)
+		copy(b, name)
+		return b, nil
+	case "nfproto":
+		switch s {
+		case "ipv4":
+			return []byte{2}, nil
+		case "ipv6":
+			return []byte{10}, nil
+		}
+		return nil, fmt.Errorf("invalid nfproto %q (ipv4 or ipv6)", s)
+	}
+	return nil, fmt.Errorf("datatype %s has no literal values", dt.Name)
+}
+
+// formatValue is the inverse of parseValue, printing like nft does.
+func formatValue(dt DataType, b []byte) (string, error) {
+	if int(dt.Len) != len(b) {
+		return "", fmt.Errorf("%s value has %d bytes, want %d", dt.Name, len(b), dt.Len)
+	}
+	switch dt.Name {
+	case "ipv4_addr", "ipv6_addr":
+		a, _ := netip.AddrFromSlice(b)
+		return a.String(), nil
+	case "inet_proto":
+		for _, p := range protoNames {
+			if p.num == b[0] {
+				return p.name, nil
+			}
+		}
+		return strconv.Itoa(int(b[0])), nil
+	case "inet_service":
+		return strconv.Itoa(int(binary.BigEndian.Uint16(b))), nil
+	case "mark":
+		return fmt.Sprintf("0x%08x", binary.LittleEndian.Uint32(b)), nil
+	case "ifname":
+		n := strings.IndexByte(string(b), 0)
+		if n < 0 {
+			n = len(b)
+		}
+		return quote(string(b[:n])), nil
+	case "nfproto":
+		switch b[0] {
+		case 2:
+			return "ipv4", nil
+		case 10:
+			return "ipv6", nil
+		}
+		return strconv.Itoa(int(b[0])), nil
+	}
+	return "", fmt.Errorf("datatype %s has no literal values", dt.Name)
+}
+
+// hasPrefixForm reports whether nft prints intervals of this type as
+// prefixes where they are exact (DTYPE_F_PREFIX: addresses only).
+func (d DataType) hasPrefixForm() bool {
+	return d.Name == "ipv4_addr" || d.Name == "ipv6_addr"
+}
+
+func unquote(s string) (string, bool) {
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		return s[1 : len(s)-1], true
+	}
+	return "", false
+}
+
+// quote renders a string literal as nft does: in double quotes, no escapes
+// (nft's grammar has none; strings containing a quote are refused on input).
+func quote(s string) string { return `"` + s + `"` }

@@ -1,0 +1,164 @@
+package nftsyntax
+
+import (
+	"github.com/google/nftables/expr"
+)
+
+type fieldKind int
+
+const (
+	fieldPayload fieldKind = iota
+	fieldMeta
+	fieldCt
+)
+
+// field is one selector a rule can match on (`ip saddr`, `meta mark`), with
+// how nft loads it and what dependency nft puts in front of it.
+type field struct {
+	name string // canonical text as nft lists it
+	dt   DataType
+	kind fieldKind
+
+	base   expr.PayloadBase
+	offset uint32
+	meta   expr.MetaKey
+	ct     expr.CtKey
+
+	// nfproto / l4proto is the protocol nft checks before loading the
+	// field (`meta nfproto ipv4`, `meta l4proto tcp`) in an inet table.
+	nfproto byte
+	l4proto byte
+
+	// desc and tmpl identify a payload field in set user data
+	// (proto_desc_id and the template index in nft's proto.c).
+	desc, tmpl uint32
+	// order is the byte order nft records for an anonymous set keyed by
+	// this field.
+	order uint32
+}
+
+// loadLen is how many bytes the load expression reads.
+func (f *field) loadLen() uint32 { return f.dt.Len }
+
+const (
+	nfprotoIPv4 = 2
+	nfprotoIPv6 = 10
+
+	protoTCP  = 6
+	protoUDP  = 17
+	protoSCTP = 132
+)
+
+// nft's proto_desc_id values used in set user data.
+const (
+	descUDP  = 6
+	descTCP  = 8
+	descSCTP = 10
+	descTH   = 11
+	descIP   = 12
+	descIP6  = 13
+)
+
+func payloadField(name string, dt DataType, base expr.PayloadBase, off uint32, nfp, l4 byte, desc, tmpl uint32) *field {
+	return &field{name: name, dt: dt, kind: fieldPayload, base: base, offset: off,
+		nfproto: nfp, l4proto: l4, desc: desc, tmpl: tmpl, order: dt.byteorder()}
+}
+
+func metaField(name string, dt DataType, key expr.MetaKey, order uint32) *field {
+	return &field{name: name, dt: dt, kind: fieldMeta, meta: key, order: order}
+}
+
+func ctField(name string, dt DataType, key expr.CtKey) *field {
+	return &field{name: name, dt: dt, kind: fieldCt, ct: key, order: byteorderHost}
+}
+
+const (
+	nh = expr.PayloadBaseNetworkHeader
+	th = expr.PayloadBaseTransportHeader
+)
+
+// fields is the read-only table of selectors, keyed by canonical name.
+var fields = map[string]*field{
+	"ip saddr":    payloadField("ip saddr", TypeIPv4Addr, nh, 12, nfprotoIPv4, 0, descIP, 11),
+	"ip daddr":    payloadField("ip daddr", TypeIPv4Addr, nh, 16, nfprotoIPv4, 0, descIP, 12),
+	"ip protocol": payloadField("ip protocol", TypeInetProto, nh, 9, nfprotoIPv4, 0, descIP, 9),
+	"ip6 saddr":   payloadField("ip6 saddr", TypeIPv6Addr, nh, 8, nfprotoIPv6, 0, descIP6, 8),
+	"ip6 daddr":   payloadField("ip6 daddr", TypeIPv6Addr, nh, 24, nfprotoIPv6, 0, descIP6, 9),
+	"ip6 nexthdr": payloadField("ip6 nexthdr", TypeInetProto, nh, 6, nfprotoIPv6, 0, descIP6, 6),
+	"tcp sport":   payloadField("tcp sport", TypeInetService, th, 0, 0, protoTCP, descTCP, 1),
+	"tcp dport":   payloadField("tcp dport", TypeInetService, th, 2, 0, protoTCP, descTCP, 2),
+	"udp sport":   payloadField("udp sport", TypeInetService, th, 0, 0, protoUDP, descUDP, 1),
+	"udp dport":   payloadField("udp dport", TypeInetService, th, 2, 0, protoUDP, descUDP, 2),
+	"sctp sport":  payloadField("sctp sport", TypeInetService, th, 0, 0, protoSCTP, descSCTP, 1),
+	"sctp dport":  payloadField("sctp dport", TypeInetService, th, 2, 0, protoSCTP, descSCTP, 2),
+	"th sport":    payloadField("th sport", TypeInetService, th, 0, 0, 0, descTH, 1),
+	"th dport":    payloadField("th dport", TypeInetService, th, 2, 0, 0, descTH, 2),
+
+	"meta l4proto": metaField("meta l4proto", TypeInetProto, expr.MetaKeyL4PROTO, byteorderHost),
+	"meta nfproto": metaField("meta nfproto", typeNfproto, expr.MetaKeyNFPROTO, byteorderHost),
+	"meta mark":    metaField("meta mark", TypeMark, expr.MetaKeyMARK, byteorderHost),
+	"iifname":      metaField("iifname", TypeIfname, expr.MetaKeyIIFNAME, byteorderHost),
+	"oifname":      metaField("oifname", TypeIfname, expr.MetaKeyOIFNAME, byteorderHost),
+
+	"ct state": ctField("ct state", typeCtState, expr.CtKeySTATE),
+	"ct mark":  ctField("ct mark", TypeMark, expr.CtKeyMARK),
+}
+
+// protoByL4 names the transport protocols whose ports nft can match.
+var protoByL4 = map[byte]string{protoTCP: "tcp", protoUDP: "udp", protoSCTP: "sctp"}
+
+// fieldForPayload finds the selector a payload load reads, given the
+// protocol context established by earlier matches.
+func fieldForPayload(p *expr.Payload, nfp, l4 byte) *field {
+	for _, f := range fields {
+		if f.kind != fieldPayload || f.base != p.Base || f.offset != p.Offset || f.dt.Len != p.Len {
+			continue
+		}
+		if p.Base == nh && f.nfproto == nfp {
+			return f
+		}
+		if p.Base == th {
+			if name, ok := protoByL4[l4]; ok {
+				if f.l4proto == l4 && f.name[:len(name)] == name {
+					return f
+				}
+			} else if f.l4proto == 0 {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+func fieldForMeta(k expr.MetaKey) *field {
+	for _, f := range fields {
+		if f.kind == fieldMeta && f.meta == k {
+			return f
+		}
+	}
+	return nil
+}
+
+func fieldForCt(k expr.CtKey) *field {
+	for _, f := range fields {
+		if f.kind == fieldCt && f.ct == k {
+			return f
+		}
+	}
+	return nil
+}
+
+// prefixField returns the payload field whose load at the same offset was
+// shortened to n bytes (nft loads only the prefix bytes of a byte-aligned
+// prefix match).
+func prefixField(p *expr.Payload, nfp byte) *field {
+	if p.Base != nh {
+		return nil
+	}
+	for _, f := range fields {
+		if f.kind == fieldPayload && f.base == nh && f.offset == p.Offset && f.nfproto == nfp && p.Len < f.dt.Len && f.dt.hasPrefixForm() {
+			return f
+		}
+	}
+	return nil
+}

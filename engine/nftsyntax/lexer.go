@@ -1,0 +1,68 @@
+package nftsyntax
+
+import (
+	"fmt"
+	"strings"
+)
+
+// token is one lexical unit of a rule with its 1-based column.
+type token struct {
+	text string
+	col  int
+	// quoted is true for a "string" token; text then keeps its quotes.
+	quoted bool
+}
+
+// punctuation splits words even without surrounding blanks; '.' and ':'
+// are not here because they occur inside addresses, so the concatenation
+// and map operators must be written with blanks around them (as nft
+// prints them).
+const punctuation = "{},@&;"
+
+// lex splits a rule into tokens. Words run until a blank or punctuation;
+// "==" and "!=" are words of their own when blank-separated.
+func lex(text string) ([]token, error) {
+	var toks []token
+	i := 0
+	for i < len(text) {
+		c := text[i]
+		switch {
+		case c == ' ' || c == '\t':
+			i++
+		case c == '\n' || c == '\r':
+			return nil, &SyntaxError{Col: i + 1, Token: "newline", Reason: "a rule is one line"}
+		case c == '"':
+			j := strings.IndexByte(text[i+1:], '"')
+			if j < 0 {
+				return nil, &SyntaxError{Col: i + 1, Token: text[i:], Reason: "unterminated string"}
+			}
+			toks = append(toks, token{text: text[i : i+j+2], col: i + 1, quoted: true})
+			i += j + 2
+		case strings.IndexByte(punctuation, c) >= 0:
+			toks = append(toks, token{text: text[i : i+1], col: i + 1})
+			i++
+		default:
+			j := i
+			for j < len(text) && !strings.ContainsRune(" \t\n\r\""+punctuation, rune(text[j])) {
+				j++
+			}
+			toks = append(toks, token{text: text[i:j], col: i + 1})
+			i = j
+		}
+	}
+	return toks, nil
+}
+
+// SyntaxError is a parse error at a column of the rule text.
+type SyntaxError struct {
+	Col    int    // 1-based byte column; 0 means end of input
+	Token  string // offending token ("" at end of input)
+	Reason string
+}
+
+func (e *SyntaxError) Error() string {
+	if e.Token == "" {
+		return fmt.Sprintf("col %d: unexpected end of rule: %s", e.Col, e.Reason)
+	}
+	return fmt.Sprintf("col %d: unexpected %q: %s", e.Col, e.Token, e.Reason)
+}

@@ -1,0 +1,8 @@
+package nftsyntax
+
+import "github.com/google/nftables/expr"
+
+type (
+	lookupT      = expr.Lookup
+	nftablesExpr = expr.Any
+)

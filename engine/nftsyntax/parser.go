@@ -1,0 +1,745 @@
+package nftsyntax
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+
+	"github.com/google/nftables/expr"
+)
+
+// parser turns tokens into a ruleAST. It never guesses: anything outside
+// the documented subset is a SyntaxError naming the token.
+type parser struct {
+	toks []token
+	pos  int
+	end  int // column just past the text, for errors at end of input
+}
+
+func parseRule(text string) (*ruleAST, error) {
+	toks, err := lex(text)
+	if err != nil {
+		return nil, err
+	}
+	p := &parser{toks: toks, end: len(text) + 1}
+	r := &ruleAST{}
+	for !p.done() {
+		if p.peek() == "comment" {
+			p.next()
+			t, err := p.expectString("comment text")
+			if err != nil {
+				return nil, err
+			}
+			r.comment, r.hasComment = t, true
+			if !p.done() {
+				return nil, p.errHere("comment must end the rule")
+			}
+			break
+		}
+		s, err := p.stmt()
+		if err != nil {
+			return nil, err
+		}
+		r.stmts = append(r.stmts, s)
+	}
+	if len(r.stmts) == 0 {
+		return nil, &SyntaxError{Col: p.end, Reason: "empty rule"}
+	}
+	return r, nil
+}
+
+func (p *parser) done() bool { return p.pos >= len(p.toks) }
+
+func (p *parser) peek() string {
+	if p.done() {
+		return ""
+	}
+	return p.toks[p.pos].text
+}
+
+func (p *parser) peekAt(n int) string {
+	if p.pos+n >= len(p.toks) {
+		return ""
+	}
+	return p.toks[p.pos+n].text
+}
+
+func (p *parser) next() token {
+	t := p.toks[p.pos]
+	p.pos++
+	return t
+}
+
+func (p *parser) errHere(reason string) error {
+	if p.done() {
+		return &SyntaxError{Col: p.end, Reason: reason}
+	}
+	t := p.toks[p.pos]
+	return &SyntaxError{Col: t.col, Token: t.text, Reason: reason}
+}
+
+func (p *parser) errAt(t token, reason string) error {
+	return &SyntaxError{Col: t.col, Token: t.text, Reason: reason}
+}
+
+func (p *parser) expect(word, what string) error {
+	if p.peek() != word {
+		return p.errHere("expected " + what)
+	}
+	p.next()
+	return nil
+}
+
+func (p *parser) expectWord(what string) (token, error) {
+	if p.done() || p.toks[p.pos].quoted || strings.Contains(punctuation, p.peek()) {
+		return token{}, p.errHere("expected " + what)
+	}
+	return p.next(), nil
+}
+
+func (p *parser) expectString(what string) (string, error) {
+	if p.done() || !p.toks[p.pos].quoted {
+		return "", p.errHere("expected " + what + " in double quotes")
+	}
+	s, _ := unquote(p.next().text)
+	return s, nil
+}
+
+func (p *parser) expectUint(what string, bits int) (uint64, error) {
+	if p.done() {
+		return 0, p.errHere("expected " + what)
+	}
+	n, err := strconv.ParseUint(p.peek(), 10, bits)
+	if err != nil {
+		return 0, p.errHere("expected " + what)
+	}
+	p.next()
+	return n, nil
+}
+
+var selectorStarts = map[string]bool{"ip": true, "ip6": true, "tcp": true, "udp": true, "sctp": true, "th": true, "meta": true, "iifname": true, "oifname": true, "ct": true}
+
+func (p *parser) stmt() (stmt, error) {
+	w := p.peek()
+	switch {
+	case w == "meta" && p.peekAt(1) == "mark" && p.peekAt(2) == "set":
+		p.pos += 3
+		t, err := p.expectWord("mark value")
+		if err != nil {
+			return nil, err
+		}
+		v, err := parseValue(TypeMark, t.text)
+		if err != nil {
+			return nil, p.errAt(t, err.Error())
+		}
+		return &markSetStmt{val: v}, nil
+	case selectorStarts[w]:
+		return p.match()
+	case w == "counter":
+		p.next()
+		c := &counterStmt{}
+		if p.peek() == "packets" {
+			p.next()
+			var err error
+			if c.packets, err = p.expectUint("packet count", 64); err != nil {
+				return nil, err
+			}
+			if err := p.expect("bytes", "bytes"); err != nil {
+				return nil, err
+			}
+			if c.bytes, err = p.expectUint("byte count", 64); err != nil {
+				return nil, err
+			}
+		}
+		return c, nil
+	case w == "log":
+		return p.log()
+	case w == "limit":
+		return p.limit()
+	case w == "reject":
+		return p.reject()
+	case w == "snat":
+		return p.snat()
+	case w == "masquerade":
+		p.next()
+		return masqStmt{}, nil
+	case w == "notrack":
+		p.next()
+		return notrackStmt{}, nil
+	case w == "accept" || w == "drop" || w == "return" || w == "continue" || w == "jump" || w == "goto":
+		return p.verdict()
+	}
+	return nil, p.errHere("expected a match, statement or verdict")
+}
+
+func (p *parser) verdict() (*verdictStmt, error) {
+	t := p.next()
+	switch t.text {
+	case "accept":
+		return &verdictStmt{kind: expr.VerdictAccept}, nil
+	case "drop":
+		return &verdictStmt{kind: expr.VerdictDrop}, nil
+	case "return":
+		return &verdictStmt{kind: expr.VerdictReturn}, nil
+	case "continue":
+		return &verdictStmt{kind: expr.VerdictContinue}, nil
+	case "jump", "goto":
+		c, err := p.expectWord("chain name")
+		if err != nil {
+			return nil, err
+		}
+		if !validIdent(c.text) {
+			return nil, p.errAt(c, "invalid chain name")
+		}
+		k := expr.VerdictJump
+		if t.text == "goto" {
+			k = expr.VerdictGoto
+		}
+		return &verdictStmt{kind: k, chain: c.text}, nil
+	}
+	return nil, p.errAt(t, "expected a verdict")
+}
+
+// validIdent accepts the identifiers nft accepts unquoted for chain and
+// set names (and that it prints back unquoted).
+func validIdent(s string) bool {
+	if s == "" || len(s) > 255 {
+		return false
+	}
+	for i, c := range s {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if i == 0 && !letter {
+			return false
+		}
+		if !letter && !(c >= '0' && c <= '9') && c != '_' && c != '-' && c != '.' && c != '/' {
+			return false
+		}
+	}
+	return !isKeyword(s)
+}
+
+// isKeyword: nft's scanner turns these into keywords, so they cannot name
+// a chain or set without quoting, which this subset does not support.
+func isKeyword(s string) bool {
+	switch s {
+	case "accept", "drop", "return", "continue", "jump", "goto", "ip", "ip6", "tcp", "udp", "sctp", "th",
+		"meta", "ct", "counter", "log", "limit", "reject", "snat", "dnat", "masquerade", "notrack",
+		"comment", "map", "vmap", "set", "table", "chain", "rule", "element", "inet", "to", "with":
+		return true
+	}
+	return false
+}
+
+// selector parses `ip saddr`, `meta l4proto`, `iifname`, ...
+func (p *parser) selector() (*field, error) {
+	t := p.next()
+	var name string
+	switch t.text {
+	case "iifname", "oifname":
+		name = t.text
+	case "ip", "ip6", "tcp", "udp", "sctp", "th", "meta", "ct":
+		var want []string
+		switch t.text {
+		case "ip":
+			want = []string{"saddr", "daddr", "protocol"}
+		case "ip6":
+			want = []string{"saddr", "daddr", "nexthdr"}
+		case "tcp", "udp", "sctp", "th":
+			want = []string{"dport", "sport"}
+		case "meta":
+			want = []string{"l4proto", "nfproto", "mark", "iifname", "oifname"}
+		case "ct":
+			want = []string{"state", "mark"}
+		}
+		k := p.peek()
+		ok := false
+		for _, w := range want {
+			ok = ok || k == w
+		}
+		if !ok || (p.done() || p.toks[p.pos].quoted) {
+			return nil, p.errHere("expected " + strings.Join(want, " or "))
+		}
+		p.next()
+		name = t.text + " " + k
+		if name == "meta iifname" || name == "meta oifname" {
+			name = k
+		}
+	default:
+		return nil, p.errAt(t, "expected a selector")
+	}
+	return fields[name], nil
+}
+
+func (p *parser) match() (stmt, error) {
+	start := p.toks[p.pos]
+	f, err := p.selector()
+	if err != nil {
+		return nil, err
+	}
+	fs := []*field{f}
+	for p.peek() == "." {
+		p.next()
+		if !selectorStarts[p.peek()] {
+			return nil, p.errHere("expected a selector after \".\"")
+		}
+		f, err := p.selector()
+		if err != nil {
+			return nil, err
+		}
+		fs = append(fs, f)
+	}
+	if len(fs) > 1 {
+		for _, f := range fs {
+			if f.dt.Name == "ct_state" || f.dt.Name == "nfproto" {
+				return nil, p.errAt(start, f.name+" cannot be concatenated")
+			}
+		}
+	}
+	if p.peek() == "vmap" {
+		p.next()
+		return p.vmap(fs)
+	}
+	m := &matchStmt{fields: fs}
+	if p.peek() == "&" {
+		if len(fs) > 1 || fs[0].dt.Name != "mark" {
+			return nil, p.errHere("a mask applies only to meta mark or ct mark")
+		}
+		p.next()
+		t, err := p.expectWord("mask")
+		if err != nil {
+			return nil, err
+		}
+		if m.mask, err = parseValue(TypeMark, t.text); err != nil {
+			return nil, p.errAt(t, err.Error())
+		}
+		if op := p.peek(); op != "==" && op != "!=" {
+			return nil, p.errHere("expected == or != after the mask")
+		}
+	}
+	switch p.peek() {
+	case "==":
+		p.next()
+	case "!=":
+		p.next()
+		m.neq = true
+	case "!":
+		if fs[0].dt.Name != "ct_state" {
+			return nil, p.errHere("use != to negate")
+		}
+		p.next()
+		m.neq = true
+	}
+	if fs[0].dt.Name == "ct_state" {
+		return m, p.ctState(m)
+	}
+	if p.done() {
+		return nil, p.errHere("expected a value, a set or @name")
+	}
+	switch w := p.peek(); {
+	case w == "{":
+		elems, err := p.setBody(Type{Fields: dts(fs)}, false)
+		if err != nil {
+			return nil, err
+		}
+		m.rhs = operand{kind: opSet, elems: elems}
+	case w == "@":
+		p.next()
+		n, err := p.expectWord("set name")
+		if err != nil {
+			return nil, err
+		}
+		m.rhs = operand{kind: opNamedSet, name: n.text}
+	default:
+		if len(fs) > 1 {
+			return nil, p.errHere("a concatenation matches only a set or @name")
+		}
+		t := p.next()
+		o, err := parseOperand(fs[0].dt, t.text)
+		if err != nil {
+			return nil, p.errAt(t, err.Error())
+		}
+		if m.mask != nil && o.kind != opValue {
+			return nil, p.errAt(t, "a masked match takes a single value")
+		}
+		m.rhs = o
+	}
+	return m, nil
+}
+
+func dts(fs []*field) []DataType {
+	out := make([]DataType, len(fs))
+	for i, f := range fs {
+		out[i] = f.dt
+	}
+	return out
+}
+
+// parseOperand parses a value, prefix, range or ifname wildcard.
+func parseOperand(dt DataType, s string) (operand, error) {
+	if dt.Name == "ifname" {
+		name, ok := unquote(s)
+		if !ok {
+			name = s
+		}
+		if strings.HasSuffix(name, "*") && len(name) > 1 && !strings.Contains(name[:len(name)-1], "*") {
+			if len(name) > 16 {
+				return operand{}, errorf("invalid ifname %q", s)
+			}
+			return operand{kind: opValue, val: []byte(name[:len(name)-1]), wildcard: true}, nil
+		}
+		v, err := parseValue(dt, s)
+		return operand{kind: opValue, val: v}, err
+	}
+	k, err := parseKeyPart(dt, s)
+	if err != nil {
+		return operand{}, err
+	}
+	return k, nil
+}
+
+// parseKeyPart parses one (possibly interval) element of a datatype:
+// value, "a/len" (addresses), "a-b".
+func parseKeyPart(dt DataType, s string) (operand, error) {
+	if i := strings.IndexByte(s, '/'); i >= 0 && dt.hasPrefixForm() {
+		v, err := parseValue(dt, s[:i])
+		if err != nil {
+			return operand{}, err
+		}
+		bits, err := strconv.Atoi(s[i+1:])
+		if err != nil || bits < 0 || bits > int(dt.Len)*8 {
+			return operand{}, errorf("invalid prefix length in %q", s)
+		}
+		if !bytes.Equal(v, maskBytes(v, bits)) {
+			return operand{}, errorf("%q has host bits set beyond /%d", s, bits)
+		}
+		if bits == int(dt.Len)*8 {
+			return operand{kind: opValue, val: v}, nil
+		}
+		return operand{kind: opPrefix, val: v, bits: bits}, nil
+	}
+	if i := rangeDash(dt, s); i > 0 {
+		lo, err := parseValue(dt, s[:i])
+		if err != nil {
+			return operand{}, err
+		}
+		hi, err := parseValue(dt, s[i+1:])
+		if err != nil {
+			return operand{}, err
+		}
+		if bytes.Compare(lo, hi) > 0 {
+			return operand{}, errorf("range %q is reversed", s)
+		}
+		if dt.HostOrder {
+			return operand{}, errorf("ranges of %s are not supported", dt.Name)
+		}
+		return operand{kind: opRange, val: lo, hi: hi}, nil
+	}
+	v, err := parseValue(dt, s)
+	return operand{kind: opValue, val: v}, err
+}
+
+// rangeDash finds the '-' separating a range; protocol names like
+// "ipv6-icmp" contain one, so a dash only splits when the whole text does
+// not parse as one value.
+func rangeDash(dt DataType, s string) int {
+	if _, err := parseValue(dt, s); err == nil {
+		return -1
+	}
+	return strings.IndexByte(s, '-')
+}
+
+func (p *parser) ctState(m *matchStmt) error {
+	if m.neq {
+		// nft compiles `ct state != x` as an exact compare but lists it
+		// like a bitmask test; refuse rather than write something that
+		// does not round-trip.
+		return p.errAt(p.toks[p.pos-1], "negated ct state is not supported")
+	}
+	if m.mask != nil {
+		return p.errHere("ct state takes no mask")
+	}
+	for {
+		t, err := p.expectWord("ct state name")
+		if err != nil {
+			return err
+		}
+		found := false
+		for _, s := range ctStateBits {
+			if s.name == t.text {
+				m.rhs.flags |= s.bit
+				found = true
+			}
+		}
+		if !found {
+			return p.errAt(t, "expected invalid, established, related, new or untracked")
+		}
+		if p.peek() != "," {
+			break
+		}
+		p.next()
+	}
+	m.rhs.kind = opFlags
+	return nil
+}
+
+// setBody parses `{ elem, elem }`; with withValues, each element is
+// `key : verdict`.
+func (p *parser) setBody(key Type, withValues bool) ([]ElementText, error) {
+	if err := p.expect("{", "{"); err != nil {
+		return nil, err
+	}
+	var out []ElementText
+	for {
+		if p.peek() == "}" && len(out) == 0 {
+			return nil, p.errHere("an anonymous set needs at least one element")
+		}
+		var parts []string
+		for i := range key.Fields {
+			if i > 0 {
+				if err := p.expect(".", "\".\" (concatenation has "+strconv.Itoa(len(key.Fields))+" fields)"); err != nil {
+					return nil, err
+				}
+			}
+			t, err := p.expectWord("set element")
+			if t.quoted || (err != nil && !p.done() && p.toks[p.pos].quoted) {
+				t = p.next()
+				err = nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			if _, err := parseKeyPart(key.Fields[i], t.text); err != nil {
+				return nil, p.errAt(t, err.Error())
+			}
+			parts = append(parts, t.text)
+		}
+		e := ElementText{Key: strings.Join(parts, " . ")}
+		if withValues {
+			if err := p.expect(":", "\":\" and a verdict"); err != nil {
+				return nil, err
+			}
+			v, err := p.verdictWords()
+			if err != nil {
+				return nil, err
+			}
+			e.Value = v
+		}
+		out = append(out, e)
+		if p.peek() == "," {
+			p.next()
+			continue
+		}
+		if err := p.expect("}", "\",\" or \"}\""); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+}
+
+func (p *parser) verdictWords() (string, error) {
+	switch p.peek() {
+	case "accept", "drop", "return", "continue", "jump", "goto":
+		v, err := p.verdict()
+		if err != nil {
+			return "", err
+		}
+		return v.String(), nil
+	}
+	return "", p.errHere("expected a verdict")
+}
+
+func (p *parser) vmap(fs []*field) (stmt, error) {
+	v := &vmapStmt{fields: fs}
+	if p.peek() == "@" {
+		p.next()
+		n, err := p.expectWord("map name")
+		if err != nil {
+			return nil, err
+		}
+		v.name = n.text
+		return v, nil
+	}
+	elems, err := p.setBody(Type{Fields: dts(fs)}, true)
+	if err != nil {
+		return nil, err
+	}
+	v.elems = elems
+	return v, nil
+}
+
+func (p *parser) log() (stmt, error) {
+	p.next()
+	l := &logStmt{}
+	for {
+		switch p.peek() {
+		case "prefix":
+			if l.hasPrefix {
+				return nil, p.errHere("prefix given twice")
+			}
+			p.next()
+			s, err := p.expectString("log prefix")
+			if err != nil {
+				return nil, err
+			}
+			if len(s) > 127 {
+				return nil, p.errAt(p.toks[p.pos-1], "log prefix longer than 127 bytes")
+			}
+			l.prefix, l.hasPrefix = s, true
+		case "group":
+			if l.hasGroup {
+				return nil, p.errHere("group given twice")
+			}
+			p.next()
+			g, err := p.expectUint("log group number", 16)
+			if err != nil {
+				return nil, err
+			}
+			l.group, l.hasGroup = uint16(g), true
+		default:
+			return l, nil
+		}
+	}
+}
+
+func (p *parser) limit() (stmt, error) {
+	p.next()
+	if err := p.expect("rate", "rate"); err != nil {
+		return nil, err
+	}
+	l := &limitStmt{burst: defaultBurst}
+	if p.peek() == "over" {
+		p.next()
+		l.over = true
+	}
+	t, err := p.expectWord("rate such as 10/second")
+	if err != nil {
+		return nil, err
+	}
+	num, unit, ok := strings.Cut(t.text, "/")
+	n, perr := strconv.ParseUint(num, 10, 64)
+	if !ok || perr != nil || n == 0 {
+		return nil, p.errAt(t, "expected rate such as 10/second")
+	}
+	l.rate = n
+	for _, u := range limitUnits {
+		if u.name == unit {
+			l.unit = u.unit
+		}
+	}
+	if l.unit == 0 {
+		return nil, p.errAt(t, "expected unit second, minute, hour, day or week")
+	}
+	if p.peek() == "burst" {
+		p.next()
+		b, err := p.expectUint("burst", 32)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.expect("packets", "packets"); err != nil {
+			return nil, err
+		}
+		l.burst, l.hasBurst = uint32(b), true
+	}
+	return l, nil
+}
+
+func (p *parser) reject() (stmt, error) {
+	p.next()
+	r := &rejectStmt{}
+	if p.peek() != "with" {
+		return r, nil
+	}
+	p.next()
+	kind, err := p.expectWord("icmp, icmpv6, icmpx or tcp")
+	if err != nil {
+		return nil, err
+	}
+	switch kind.text {
+	case "tcp":
+		if err := p.expect("reset", "reset"); err != nil {
+			return nil, err
+		}
+		r.kind = "tcp"
+		return r, nil
+	case "icmp", "icmpv6", "icmpx":
+	default:
+		return nil, p.errAt(kind, "expected icmp, icmpv6, icmpx or tcp")
+	}
+	if p.peek() == "type" {
+		p.next()
+	}
+	t, err := p.expectWord("reject type")
+	if err != nil {
+		return nil, err
+	}
+	found := false
+	for _, c := range rejectCodes[kind.text] {
+		if c.name == t.text {
+			r.kind, r.code, found = kind.text, c.code, true
+		}
+	}
+	if !found {
+		return nil, p.errAt(t, "unknown "+kind.text+" reject type")
+	}
+	if r.kind == "icmpx" && r.code == 1 {
+		// nft lists icmpx port-unreachable, the inet default, as plain reject.
+		r.kind, r.code = "", 0
+	}
+	return r, nil
+}
+
+func (p *parser) snat() (stmt, error) {
+	p.next()
+	s := &snatStmt{}
+	fam, err := p.expectWord("ip or ip6")
+	if err != nil {
+		return nil, err
+	}
+	dt := TypeIPv4Addr
+	switch fam.text {
+	case "ip":
+		s.nfproto = nfprotoIPv4
+	case "ip6":
+		s.nfproto, dt = nfprotoIPv6, TypeIPv6Addr
+	default:
+		return nil, p.errAt(fam, "expected ip or ip6 (an inet table needs the address family)")
+	}
+	if err := p.expect("to", "to"); err != nil {
+		return nil, err
+	}
+	if selectorStarts[p.peek()] {
+		f, err := p.selector()
+		if err != nil {
+			return nil, err
+		}
+		fs := []*field{f}
+		for p.peek() == "." {
+			p.next()
+			f, err := p.selector()
+			if err != nil {
+				return nil, err
+			}
+			fs = append(fs, f)
+		}
+		if err := p.expect("map", "map"); err != nil {
+			return nil, err
+		}
+		if err := p.expect("@", "@name (anonymous address maps are not supported)"); err != nil {
+			return nil, err
+		}
+		n, err := p.expectWord("map name")
+		if err != nil {
+			return nil, err
+		}
+		s.mapFields, s.mapName = fs, n.text
+		return s, nil
+	}
+	t, err := p.expectWord("address")
+	if err != nil {
+		return nil, err
+	}
+	if s.addr, err = parseValue(dt, t.text); err != nil {
+		return nil, p.errAt(t, err.Error())
+	}
+	return s, nil
+}
