@@ -1,0 +1,92 @@
+package netlab
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestMultiNode joins two nodes through a switch, with an external host
+// behind the first node, and checks every pod reaches every pod and the
+// external host, including across nodes.
+func TestMultiNode(t *testing.T) {
+	for _, bridged := range []bool{false, true} {
+		t.Run(topology(bridged), func(t *testing.T) {
+			t.Parallel()
+			l := newLab(t, Spec{
+				Nodes: []NodeSpec{
+					{Name: "n1", Pods: []string{"x/a", "x/b"}},
+					{Name: "n2", Pods: []string{"y/a", "y/b"}},
+				},
+				External: []string{"ext1"},
+				Bridged:  bridged,
+				Ports:    []Port{{TCP, 80}, {UDP, 80}, {SCTP, 80}},
+			})
+			if l.Switch == "" || !l.Nodes[1].IPv4.IsValid() {
+				t.Fatalf("multi-node lab without switch or node addresses: %+v", l)
+			}
+			for _, f := range []Family{IPv4, IPv6} {
+				m := reach(t, l, f)
+				if diff := Compare(l.NewExpected(f, true), m); diff != "" {
+					t.Fatal(diff)
+				}
+				// Spelled out, as the reason this test exists.
+				for _, to := range []string{"y/b", "ext1"} {
+					ok, err := l.Probe(context.Background(), "x/a", to, Port{TCP, 80}, f)
+					if err != nil || !ok {
+						t.Errorf("x/a -> %s %v: allowed=%v err=%v", to, f, ok, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRun checks Run enters lab namespaces (the node forwards, the pod
+// doesn't) and that nothing enters the namespace the process started in.
+func TestRun(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, Spec{Nodes: []NodeSpec{{Name: "n1", Pods: []string{"x/a"}}}, External: []string{"ext1"}})
+	forwarding := func(name string) string {
+		t.Helper()
+		var v []byte
+		err := l.Run(name, func() (err error) {
+			v, err = os.ReadFile("/proc/sys/net/ipv4/ip_forward")
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(v))
+	}
+	if got := forwarding("n1"); got != "1" {
+		t.Errorf("node ip_forward = %s, want 1", got)
+	}
+	if got := forwarding("x/a"); got != "0" {
+		t.Errorf("pod ip_forward = %s, want 0", got)
+	}
+	if err := l.Run("nope", func() error { return nil }); err == nil {
+		t.Error("Run of an unknown namespace succeeded")
+	}
+	if l.Nodes[0].Path != NetNSDir+"/"+l.Nodes[0].NetNS || !strings.HasPrefix(l.Nodes[0].NetNS, Prefix+l.ID) {
+		t.Errorf("node path %s, name %s", l.Nodes[0].Path, l.Nodes[0].NetNS)
+	}
+}
+
+func TestRefuseOrigin(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{"/proc/self/ns/net", "/proc/thread-self/ns/net"} {
+		called := false
+		err := InNetNS(path, func() error { called = true; return nil })
+		if err == nil || called {
+			t.Errorf("InNetNS(%s) ran fn (called=%v, err=%v)", path, called, err)
+		}
+	}
+	l := newLab(t, Spec{Nodes: []NodeSpec{{Name: "n1"}}})
+	called := false
+	err := runIn("/proc/self/ns/net", l.origin, func() error { called = true; return nil })
+	if err == nil || called {
+		t.Errorf("lab entered its origin namespace (called=%v, err=%v)", called, err)
+	}
+}
