@@ -61,7 +61,9 @@ func mkpod(namespace, name, ip string, opts ...podOpt) *corev1.Pod {
 	return p
 }
 
-func sel(kv ...string) *metav1.LabelSelector { return &metav1.LabelSelector{MatchLabels: labelsOf(kv...)} }
+func sel(kv ...string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: labelsOf(kv...)}
+}
 
 func tcp(p int) networkingv1.NetworkPolicyPort {
 	v := intstr.FromInt32(int32(p))

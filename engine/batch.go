@@ -1,0 +1,364 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine/nftsyntax"
+)
+
+// opDesc names the object one batch message acts on, so a kernel error can
+// be reported against it. It is formatted only when an error occurs.
+type opDesc struct {
+	verb  string // "add rule to chain", "delete set", ...
+	name  string // chain or set name
+	index int    // rule number (1-based) or first element number
+	count int    // number of elements in the message
+	text  string // rule text or first element text
+}
+
+func (d opDesc) String() string {
+	var sb strings.Builder
+	sb.WriteString(d.verb)
+	if d.name != "" {
+		fmt.Fprintf(&sb, " %q", d.name)
+	}
+	switch {
+	case d.count > 0:
+		fmt.Fprintf(&sb, " (elements %d-%d", d.index, d.index+d.count-1)
+		if d.text != "" {
+			fmt.Fprintf(&sb, ", first %s", d.text)
+		}
+		sb.WriteString(")")
+	case d.index > 0 && d.text != "":
+		fmt.Fprintf(&sb, " (rule %d: %q)", d.index, d.text)
+	case d.index > 0:
+		fmt.Fprintf(&sb, " (rule %d)", d.index)
+	}
+	return sb.String()
+}
+
+// batch is one nfnetlink transaction: BATCH_BEGIN, our messages, BATCH_END,
+// encoded into one buffer for one sendmsg.
+type batch struct {
+	fam   byte
+	table string
+	m     enc
+	seq0  uint32
+	seq   uint32
+	ops   []opDesc // ops[seq-seq0-1] describes message seq
+	// echo maps the sequence number of an echoed NEWRULE to the rule
+	// whose kernel handle it reports.
+	echo    map[uint32]*kRule
+	doEcho  bool
+	lastOff int
+	setID   uint32
+	opCount int // objects acted on (elements count one each)
+}
+
+func newBatch(fam byte, table string, seq uint32, echo bool) *batch {
+	b := &batch{fam: fam, table: table, seq0: seq, seq: seq, echo: map[uint32]*kRule{}, doEcho: echo, lastOff: -1}
+	b.m.b = make([]byte, 0, 4096)
+	off := b.m.msg(unix.NFNL_MSG_BATCH_BEGIN, unix.NLM_F_REQUEST, seq, unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES)
+	b.m.endMsg(off)
+	return b
+}
+
+func (b *batch) begin(typ, flags uint16, d opDesc) int {
+	b.seq++
+	b.ops = append(b.ops, d)
+	b.opCount++
+	b.lastOff = len(b.m.b)
+	return b.m.msg(msgType(typ), unix.NLM_F_REQUEST|flags, b.seq, b.fam, 0)
+}
+
+func (b *batch) empty() bool { return len(b.ops) == 0 }
+
+// finish appends BATCH_END and asks for an ACK on the last real message
+// only: errors are reported for any failing message anyway, and the one ACK
+// tells us the kernel has answered everything.
+func (b *batch) finish() (lastSeq uint32) {
+	if b.lastOff >= 0 {
+		fl := binary.NativeEndian.Uint16(b.m.b[b.lastOff+6:])
+		binary.NativeEndian.PutUint16(b.m.b[b.lastOff+6:], fl|unix.NLM_F_ACK)
+	}
+	off := b.m.msg(unix.NFNL_MSG_BATCH_END, unix.NLM_F_REQUEST, b.seq+1, unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES)
+	b.m.endMsg(off)
+	return b.seq
+}
+
+func (b *batch) addTable() {
+	off := b.begin(unix.NFT_MSG_NEWTABLE, unix.NLM_F_CREATE, opDesc{verb: "add table"})
+	b.m.str(unix.NFTA_TABLE_NAME, b.table)
+	b.m.endMsg(off)
+}
+
+func (b *batch) delTable() {
+	off := b.begin(unix.NFT_MSG_DELTABLE, 0, opDesc{verb: "delete table"})
+	b.m.str(unix.NFTA_TABLE_NAME, b.table)
+	b.m.endMsg(off)
+}
+
+// addChain creates a chain, or with update set changes an existing base
+// chain's policy in place.
+func (b *batch) addChain(c *kChain, update bool) {
+	verb, flags := "add chain", uint16(unix.NLM_F_CREATE)
+	if update {
+		verb, flags = "update chain", 0
+	}
+	off := b.begin(unix.NFT_MSG_NEWCHAIN, flags, opDesc{verb: verb, name: c.name})
+	b.m.str(unix.NFTA_CHAIN_TABLE, b.table)
+	b.m.str(unix.NFTA_CHAIN_NAME, c.name)
+	if c.base {
+		if !update {
+			h := b.m.nest(unix.NFTA_CHAIN_HOOK)
+			b.m.u32(unix.NFTA_HOOK_HOOKNUM, c.hook)
+			b.m.u32(unix.NFTA_HOOK_PRIORITY, uint32(c.prio))
+			b.m.endNest(h)
+			b.m.str(unix.NFTA_CHAIN_TYPE, c.typ)
+		}
+		b.m.u32(unix.NFTA_CHAIN_POLICY, c.policy)
+	}
+	if len(c.userdata) > 0 && !update {
+		b.m.attr(nftaChainUserdata, c.userdata)
+	}
+	b.m.endMsg(off)
+}
+
+func (b *batch) delChain(name string) {
+	off := b.begin(unix.NFT_MSG_DELCHAIN, 0, opDesc{verb: "delete chain", name: name})
+	b.m.str(unix.NFTA_CHAIN_TABLE, b.table)
+	b.m.str(unix.NFTA_CHAIN_NAME, name)
+	b.m.endMsg(off)
+}
+
+// flushChain deletes every rule of a chain with one message.
+func (b *batch) flushChain(name string) {
+	off := b.begin(unix.NFT_MSG_DELRULE, 0, opDesc{verb: "flush chain", name: name})
+	b.m.str(unix.NFTA_RULE_TABLE, b.table)
+	b.m.str(unix.NFTA_RULE_CHAIN, name)
+	b.m.endMsg(off)
+}
+
+func (b *batch) delRule(chain string, handle uint64) {
+	off := b.begin(unix.NFT_MSG_DELRULE, 0, opDesc{verb: "delete rule from chain", name: chain})
+	b.m.str(unix.NFTA_RULE_TABLE, b.table)
+	b.m.str(unix.NFTA_RULE_CHAIN, chain)
+	b.m.u64(unix.NFTA_RULE_HANDLE, handle)
+	b.m.endMsg(off)
+}
+
+// addRule inserts r before the rule with handle before, or appends it to
+// the chain when before is 0. Inserting each new rule before the next kept
+// rule keeps runs of new rules in order without knowing their handles.
+func (b *batch) addRule(chain string, r *kRule, before uint64) error {
+	// The anonymous sets travel first, renumbered to ids unique in this
+	// batch; the rule's lookups refer to them by those ids.
+	ids := make([]uint32, len(r.anon))
+	for i, as := range r.anon {
+		b.setID++
+		ids[i] = b.setID
+		s := *as
+		s.name = "__set%d"
+		d := opDesc{verb: "add anonymous set for rule in chain", name: chain, index: r.index, text: r.text}
+		b.addSet(&s, ids[i], d)
+		if err := b.elems(unix.NFT_MSG_NEWSETELEM, &s, ids[i], as.list(), nil, d); err != nil {
+			return err
+		}
+	}
+	flags := uint16(unix.NLM_F_CREATE)
+	if before == 0 {
+		flags |= unix.NLM_F_APPEND
+	}
+	if b.doEcho {
+		flags |= unix.NLM_F_ECHO
+	}
+	off := b.begin(unix.NFT_MSG_NEWRULE, flags, opDesc{verb: "add rule to chain", name: chain, index: r.index, text: r.text})
+	if b.doEcho {
+		b.echo[b.seq] = r
+	}
+	b.m.str(unix.NFTA_RULE_TABLE, b.table)
+	b.m.str(unix.NFTA_RULE_CHAIN, chain)
+	if before != 0 {
+		b.m.u64(unix.NFTA_RULE_POSITION, before)
+	}
+	n := b.m.nest(unix.NFTA_RULE_EXPRESSIONS)
+	for _, e := range r.exprs {
+		if l, ok := e.(*expr.Lookup); ok && strings.HasPrefix(l.SetName, "__set") && int(l.SetID) < len(ids) {
+			c := *l
+			c.SetName, c.SetID = "__set%d", ids[l.SetID]
+			e = &c
+		}
+		if d, ok := e.(*expr.Dynset); ok && strings.HasPrefix(d.SetName, "__set") && int(d.SetID) < len(ids) {
+			c := *d
+			c.SetName, c.SetID = "__set%d", ids[d.SetID]
+			e = &c
+		}
+		eb, err := expr.Marshal(b.fam, e)
+		if err != nil {
+			return fmt.Errorf("chain %q rule %d: %w", chain, r.index, err)
+		}
+		le := b.m.nest(unix.NFTA_LIST_ELEM)
+		b.m.b = append(b.m.b, eb...)
+		b.m.endNest(le)
+	}
+	if err := b.m.endNest(n); err != nil {
+		return fmt.Errorf("chain %q rule %d: %w", chain, r.index, err)
+	}
+	if len(r.userdata) > 0 {
+		b.m.attr(unix.NFTA_RULE_USERDATA, r.userdata)
+	}
+	b.m.endMsg(off)
+	return nil
+}
+
+func (b *batch) addSet(s *kSet, id uint32, d opDesc) {
+	off := b.begin(unix.NFT_MSG_NEWSET, unix.NLM_F_CREATE, d)
+	b.m.str(unix.NFTA_SET_TABLE, b.table)
+	b.m.str(unix.NFTA_SET_NAME, s.name)
+	b.m.u32(unix.NFTA_SET_FLAGS, s.flags)
+	b.m.u32(unix.NFTA_SET_KEY_TYPE, s.keyType)
+	b.m.u32(unix.NFTA_SET_KEY_LEN, s.keyLen)
+	if s.flags&unix.NFT_SET_MAP != 0 {
+		b.m.u32(unix.NFTA_SET_DATA_TYPE, s.dataType)
+		b.m.u32(unix.NFTA_SET_DATA_LEN, s.dataLen)
+	}
+	if len(s.fieldLens) > 0 {
+		dn := b.m.nest(unix.NFTA_SET_DESC)
+		cn := b.m.nest(nftaSetDescConcat)
+		for _, l := range s.fieldLens {
+			fn := b.m.nest(unix.NFTA_LIST_ELEM)
+			b.m.u32(nftaSetFieldLen, l)
+			b.m.endNest(fn)
+		}
+		b.m.endNest(cn)
+		b.m.endNest(dn)
+	}
+	b.m.u32(unix.NFTA_SET_ID, id)
+	if len(s.userdata) > 0 {
+		b.m.attr(unix.NFTA_SET_USERDATA, s.userdata)
+	}
+	b.m.endMsg(off)
+}
+
+func (b *batch) delSet(name string) {
+	off := b.begin(unix.NFT_MSG_DELSET, 0, opDesc{verb: "delete set", name: name})
+	b.m.str(unix.NFTA_SET_TABLE, b.table)
+	b.m.str(unix.NFTA_SET_NAME, name)
+	b.m.endMsg(off)
+}
+
+// elems adds or deletes elements, split over as many messages as the
+// 16-bit attribute length needs (all still in this one batch).
+func (b *batch) elems(typ uint16, s *kSet, id uint32, elems []nftsyntax.Elem, texts []string, d opDesc) error {
+	verb := "add elements to set"
+	if typ == unix.NFT_MSG_DELSETELEM {
+		verb = "delete elements from set"
+	}
+	if d.verb == "" {
+		d = opDesc{verb: verb, name: s.name}
+	}
+	for i, el := range elems {
+		if uint32(len(el.Key)) != s.keyLen || (el.KeyEnd != nil && uint32(len(el.KeyEnd)) != s.keyLen) {
+			return fmt.Errorf("%s: element %d%s: key is %d bytes, set key is %d", d, i+1, textAt(texts, i), len(el.Key), s.keyLen)
+		}
+		if s.flags&unix.NFT_SET_MAP != 0 && s.dataType != nftDataVerdict && uint32(len(el.Data)) != s.dataLen {
+			return fmt.Errorf("%s: element %d%s: value is %d bytes, map value is %d", d, i+1, textAt(texts, i), len(el.Data), s.dataLen)
+		}
+	}
+	for start := 0; start < len(elems); {
+		md := d
+		md.index, md.text = start+1, textAt(texts, start)
+		off := b.begin(typ, unix.NLM_F_CREATE, md)
+		b.m.str(unix.NFTA_SET_ELEM_LIST_TABLE, b.table)
+		b.m.str(unix.NFTA_SET_ELEM_LIST_SET, s.name)
+		if id != 0 {
+			b.m.u32(unix.NFTA_SET_ELEM_LIST_SET_ID, id)
+		}
+		n := b.m.nest(unix.NFTA_SET_ELEM_LIST_ELEMENTS)
+		i := start
+		for ; i < len(elems) && len(b.m.b)-n < elemChunkBytes; i++ {
+			b.elem(elems[i])
+		}
+		if err := b.m.endNest(n); err != nil {
+			return err
+		}
+		b.m.endMsg(off)
+		b.ops[len(b.ops)-1].count = i - start
+		b.opCount += i - start - 1
+		start = i
+	}
+	return nil
+}
+
+func textAt(texts []string, i int) string {
+	if i < len(texts) && texts[i] != "" {
+		return " " + fmt.Sprintf("%q", texts[i])
+	}
+	return ""
+}
+
+func (b *batch) elem(el nftsyntax.Elem) {
+	le := b.m.nest(unix.NFTA_LIST_ELEM)
+	k := b.m.nest(unix.NFTA_SET_ELEM_KEY)
+	b.m.attr(unix.NFTA_DATA_VALUE, el.Key)
+	b.m.endNest(k)
+	if el.KeyEnd != nil {
+		k := b.m.nest(nftaSetElemKeyEnd)
+		b.m.attr(unix.NFTA_DATA_VALUE, el.KeyEnd)
+		b.m.endNest(k)
+	}
+	if el.IntervalEnd {
+		b.m.u32(unix.NFTA_SET_ELEM_FLAGS, unix.NFT_SET_ELEM_INTERVAL_END)
+	}
+	if len(el.UserData) > 0 {
+		b.m.attr(unix.NFTA_SET_ELEM_USERDATA, el.UserData)
+	}
+	switch {
+	case el.Verdict != nil:
+		d := b.m.nest(unix.NFTA_SET_ELEM_DATA)
+		v := b.m.nest(unix.NFTA_DATA_VERDICT)
+		b.m.u32(unix.NFTA_VERDICT_CODE, uint32(int32(el.Verdict.Kind)))
+		if el.Verdict.Chain != "" {
+			b.m.str(unix.NFTA_VERDICT_CHAIN, el.Verdict.Chain)
+		}
+		b.m.endNest(v)
+		b.m.endNest(d)
+	case el.Data != nil:
+		d := b.m.nest(unix.NFTA_SET_ELEM_DATA)
+		b.m.attr(unix.NFTA_DATA_VALUE, el.Data)
+		b.m.endNest(d)
+	}
+	b.m.endNest(le)
+}
+
+// batchError is a kernel error mapped back to the message that caused it.
+type batchError struct {
+	op    opDesc
+	errno unix.Errno
+	more  int // further failing messages in the same batch
+}
+
+func (e *batchError) Error() string {
+	s := fmt.Sprintf("%s: %v", e.op, e.errno)
+	if e.more > 0 {
+		s += fmt.Sprintf(" (and %d more failing operations)", e.more)
+	}
+	return s
+}
+
+func (e *batchError) Unwrap() error { return e.errno }
+
+// errUnknownOutcome means the kernel's answer was lost; the caller must
+// re-read the table before trusting its cache.
+var errUnknownOutcome = errors.New("lost the kernel's answer to the batch")
+
+const (
+	newSetElem = unix.NFT_MSG_NEWSETELEM
+	delSetElem = unix.NFT_MSG_DELSETELEM
+)

@@ -1,0 +1,325 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine/nftsyntax"
+)
+
+// newExpr maps a kernel expression name to an empty google/nftables value.
+// Names missing here (or whose decoder is unimplemented upstream) make the
+// rule undecodable, which the diff treats as drift to replace.
+func newExpr(name string) expr.Any {
+	switch name {
+	case "bitwise":
+		return &expr.Bitwise{}
+	case "cmp":
+		return &expr.Cmp{}
+	case "connlimit":
+		return &expr.Connlimit{}
+	case "counter":
+		return &expr.Counter{}
+	case "ct":
+		return &expr.Ct{}
+	case "dup":
+		return &expr.Dup{}
+	case "dynset":
+		return &expr.Dynset{}
+	case "exthdr":
+		return &expr.Exthdr{}
+	case "fib":
+		return &expr.Fib{}
+	case "hash":
+		return &expr.Hash{}
+	case "immediate":
+		return &expr.Immediate{}
+	case "limit":
+		return &expr.Limit{}
+	case "log":
+		return &expr.Log{}
+	case "lookup":
+		return &expr.Lookup{}
+	case "masq":
+		return &expr.Masq{}
+	case "meta":
+		return &expr.Meta{}
+	case "nat":
+		return &expr.NAT{}
+	case "notrack":
+		return &expr.Notrack{}
+	case "numgen":
+		return &expr.Numgen{}
+	case "objref":
+		return &expr.Objref{}
+	case "payload":
+		return &expr.Payload{}
+	case "queue":
+		return &expr.Queue{}
+	case "quota":
+		return &expr.Quota{}
+	case "range":
+		return &expr.Range{}
+	case "redir":
+		return &expr.Redir{}
+	case "reject":
+		return &expr.Reject{}
+	case "socket":
+		return &expr.Socket{}
+	case "tproxy":
+		return &expr.TProxy{}
+	}
+	return nil
+}
+
+// decodeExpr decodes one NFTA_LIST_ELEM payload (name + data).
+func decodeExpr(fam byte, b []byte) (expr.Any, error) {
+	a, err := attrs(b)
+	if err != nil {
+		return nil, err
+	}
+	name := cstr(a[unix.NFTA_EXPR_NAME])
+	e := newExpr(name)
+	if e == nil {
+		return nil, fmt.Errorf("unsupported expression %q", name)
+	}
+	data := a[unix.NFTA_EXPR_DATA]
+	if name == "notrack" {
+		return e, nil
+	}
+	if err := expr.Unmarshal(fam, data, e); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", name, err)
+	}
+	// A verdict is an immediate into the verdict register.
+	if imm, ok := e.(*expr.Immediate); ok && imm.Register == unix.NFT_REG_VERDICT && len(imm.Data) == 0 {
+		v := &expr.Verdict{}
+		if err := expr.Unmarshal(fam, data, v); err != nil {
+			return nil, fmt.Errorf("decode verdict: %w", err)
+		}
+		return v, nil
+	}
+	return e, nil
+}
+
+// decodeExprs decodes NFTA_RULE_EXPRESSIONS.
+func decodeExprs(fam byte, b []byte) ([]expr.Any, error) {
+	var out []expr.Any
+	var derr error
+	err := walkAttrs(b, func(typ uint16, data []byte) {
+		if derr != nil || typ != unix.NFTA_LIST_ELEM {
+			return
+		}
+		e, err := decodeExpr(fam, data)
+		if err != nil {
+			derr = err
+			return
+		}
+		out = append(out, e)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, derr
+}
+
+// anonResolver names an anonymous set a lookup refers to by its content.
+type anonResolver func(name string, id uint32) (string, bool)
+
+// ruleKey computes the canonical form of a rule: every expression
+// re-marshalled after a decode (so both sides pass the same lossy codec),
+// with what the kernel reports differently from what we send normalised:
+// counter values, set ids, and anonymous set names (replaced by their
+// content). It also returns the named sets the rule refers to.
+func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver) (string, []string, error) {
+	var sb strings.Builder
+	var refs []string
+	for _, e := range exprs {
+		b, err := expr.Marshal(fam, e)
+		if err != nil {
+			return "", nil, err
+		}
+		c, err := decodeExpr(fam, b)
+		if err != nil {
+			return "", nil, err
+		}
+		switch x := c.(type) {
+		case *expr.Counter:
+			x.Bytes, x.Packets = 0, 0
+		case *expr.Lookup:
+			name, err := normSetRef(x.SetName, x.SetID, anon, &refs)
+			if err != nil {
+				return "", nil, err
+			}
+			x.SetName, x.SetID = name, 0
+		case *expr.Dynset:
+			name, err := normSetRef(x.SetName, x.SetID, anon, &refs)
+			if err != nil {
+				return "", nil, err
+			}
+			x.SetName, x.SetID = name, 0
+		case *expr.Quota:
+			x.Consumed = 0
+		}
+		b, err = expr.Marshal(fam, c)
+		if err != nil {
+			return "", nil, err
+		}
+		sb.Write(b)
+	}
+	sb.WriteString("\x00ud:")
+	sb.Write(userdata)
+	return sb.String(), refs, nil
+}
+
+func normSetRef(name string, id uint32, anon anonResolver, refs *[]string) (string, error) {
+	if strings.HasPrefix(name, "__set") {
+		k, ok := anon(name, id)
+		if !ok {
+			return "", fmt.Errorf("rule refers to unknown anonymous set %q", name)
+		}
+		return "anon:" + k, nil
+	}
+	*refs = append(*refs, name)
+	return name, nil
+}
+
+// declKey is what decides whether an existing set can be kept (and only its
+// elements changed) or must be recreated.
+func (s *kSet) declKey() string {
+	var sb strings.Builder
+	var b [4]byte
+	for _, v := range []uint32{s.flags, s.keyType, s.keyLen, s.dataType, s.dataLen} {
+		binary.BigEndian.PutUint32(b[:], v)
+		sb.Write(b[:])
+	}
+	for _, v := range s.fieldLens {
+		binary.BigEndian.PutUint32(b[:], v)
+		sb.Write(b[:])
+	}
+	sb.WriteString("|")
+	sb.Write(s.userdata)
+	return sb.String()
+}
+
+// contentKey is an anonymous set's identity: declaration plus elements.
+func (s *kSet) contentKey() string {
+	ids := make([]string, 0, len(s.elems))
+	for id, e := range s.elems {
+		ids = append(ids, id+"="+elemValue(e))
+	}
+	sort.Strings(ids)
+	return s.declKey() + "|" + strings.Join(ids, ",")
+}
+
+func elemID(e nftsyntax.Elem) string {
+	end := "0"
+	if e.IntervalEnd {
+		end = "1"
+	}
+	return string(e.Key) + "\x00" + string(e.KeyEnd) + "\x00" + end
+}
+
+func elemValue(e nftsyntax.Elem) string {
+	if e.Verdict != nil {
+		return fmt.Sprintf("v%d:%s|%s", e.Verdict.Kind, e.Verdict.Chain, e.UserData)
+	}
+	return string(e.Data) + "|" + string(e.UserData)
+}
+
+// typeLen and typeMagic give a key/data type's kernel length and nft
+// datatype id (concatenations are register-aligned and shifted 6 bits per
+// field, as nft does).
+func typeLen(t nftsyntax.Type) uint32 {
+	if len(t.Fields) == 1 {
+		return t.Fields[0].Len
+	}
+	var n uint32
+	for _, f := range t.Fields {
+		n += (f.Len + 3) &^ 3
+	}
+	return n
+}
+
+func typeMagic(t nftsyntax.Type) uint32 {
+	var m uint32
+	for _, f := range t.Fields {
+		m = m<<6 | f.Magic
+	}
+	return m
+}
+
+func isVerdictType(t *nftsyntax.Type) bool {
+	return t != nil && len(t.Fields) == 1 && t.Fields[0].Name == "verdict"
+}
+
+// setFromDecl builds the kernel form of a set declaration; anonymous sets
+// carry the flags nft gives them.
+func setFromDecl(d nftsyntax.SetDecl, anonymous bool, userdata []byte) *kSet {
+	s := &kSet{
+		name:     d.Name,
+		keyType:  typeMagic(d.Key),
+		keyLen:   typeLen(d.Key),
+		userdata: userdata,
+		elems:    map[string]nftsyntax.Elem{},
+	}
+	if anonymous {
+		s.flags |= unix.NFT_SET_ANONYMOUS | unix.NFT_SET_CONSTANT
+	}
+	if d.Interval {
+		s.flags |= unix.NFT_SET_INTERVAL
+	}
+	if d.Timeout {
+		s.flags |= unix.NFT_SET_TIMEOUT
+	}
+	// nft describes the fields (and flags the set) only for concatenated
+	// intervals, where the kernel needs them to pick pipapo.
+	if len(d.Key.Fields) > 1 && d.Interval {
+		for _, f := range d.Key.Fields {
+			s.fieldLens = append(s.fieldLens, f.Len)
+		}
+		s.flags |= nftSetConcat
+	}
+	if d.Data != nil {
+		s.flags |= unix.NFT_SET_MAP
+		if isVerdictType(d.Data) {
+			s.dataType = nftDataVerdict
+		} else {
+			s.dataType = typeMagic(*d.Data)
+			s.dataLen = typeLen(*d.Data)
+		}
+	}
+	return s
+}
+
+func (s *kSet) add(e nftsyntax.Elem) string {
+	id := elemID(e)
+	if _, dup := s.elems[id]; !dup {
+		s.order = append(s.order, id)
+	}
+	s.elems[id] = e
+	return id
+}
+
+// jumpTargets lists the chains a rule jumps or goes to (directly or through
+// its anonymous verdict maps).
+func jumpTargets(r *kRule) []string {
+	var out []string
+	for _, e := range r.exprs {
+		if v, ok := e.(*expr.Verdict); ok && v.Chain != "" {
+			out = append(out, v.Chain)
+		}
+	}
+	for _, s := range r.anon {
+		for _, el := range s.elems {
+			if el.Verdict != nil && el.Verdict.Chain != "" {
+				out = append(out, el.Verdict.Chain)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,339 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Engine owns one nftables table in one network namespace.
+type Engine struct {
+	table  Table
+	fam    byte
+	nsPath string
+
+	mu    sync.Mutex // serialises syncs; guards everything below
+	conn  *netlink.Conn
+	seq   uint32
+	rbuf  []byte
+	cache *kTable // our table as the kernel has it; nil when unknown
+	// started is false until the first successful sync, which replaces a
+	// table left by an earlier run instead of trusting it.
+	started   bool
+	sndBuf    int
+	rcvBuf    int
+	sendHook  func([]byte)
+	echoLimit int
+	last      *Desired
+
+	drifts atomic.Uint64
+	// stale is set by the monitor: someone else changed our table, so the
+	// cache must not be trusted.
+	stale atomic.Bool
+}
+
+// Option configures New.
+type Option func(*Engine)
+
+// WithNetNS makes the engine program the table inside the network namespace
+// bound at path (e.g. /var/run/netns/n1).
+func WithNetNS(path string) Option { return func(e *Engine) { e.nsPath = path } }
+
+// withSendHook lets tests record every batch the engine sends.
+func withSendHook(fn func([]byte)) Option { return func(e *Engine) { e.sendHook = fn } }
+
+// New opens a netlink connection (inside the namespace, if given) for the
+// table. It does not touch the kernel's rules.
+func New(t Table, opts ...Option) (*Engine, error) {
+	fam, err := t.family()
+	if err != nil {
+		return nil, err
+	}
+	if t.Family == "" {
+		t.Family = "inet"
+	}
+	e := &Engine{table: t, fam: fam, rbuf: make([]byte, 1<<20), echoLimit: 1 << 20}
+	for _, o := range opts {
+		o(e)
+	}
+	e.conn, err = dialIn(e.nsPath)
+	if err != nil {
+		return nil, fmt.Errorf("engine for table %s: %w", t, err)
+	}
+	if err := e.conn.SetOption(netlink.CapAcknowledge, true); err != nil {
+		e.conn.Close()
+		return nil, fmt.Errorf("engine for table %s: %w", t, err)
+	}
+	if err := e.setBuffers(defaultSocketBufSize, defaultSocketBufSize); err != nil {
+		e.conn.Close()
+		return nil, fmt.Errorf("engine for table %s: %w", t, err)
+	}
+	return e, nil
+}
+
+// Close releases the netlink connection; the table stays.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.conn.Close()
+}
+
+func (e *Engine) nextSeq() uint32 {
+	e.seq++
+	return e.seq
+}
+
+func (e *Engine) setBuffers(snd, rcv int) error {
+	if snd <= e.sndBuf {
+		snd = 0
+	}
+	if rcv <= e.rcvBuf {
+		rcv = 0
+	}
+	if snd == 0 && rcv == 0 {
+		return nil
+	}
+	if err := forceBuffers(e.conn, snd, rcv); err != nil {
+		return err
+	}
+	e.sndBuf = max(e.sndBuf, snd)
+	e.rcvBuf = max(e.rcvBuf, rcv)
+	return nil
+}
+
+// Stats describes one Sync.
+type Stats struct {
+	Messages   int           // netlink messages in the batch (without begin/end)
+	Operations int           // objects added, deleted or changed (each element counts)
+	Bytes      int           // size of the batch
+	Read       bool          // the kernel's copy was dumped (no valid cache)
+	Full       bool          // the table was replaced as a whole
+	Attempts   int           // batches sent (retries after races add to it)
+	Duration   time.Duration // wall time of the whole Sync
+}
+
+// retriable errors come from races with other writers, not from our objects.
+func retriable(err error) bool {
+	return errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EAGAIN) ||
+		errors.Is(err, unix.EINTR) || errors.Is(err, unix.ERESTART) ||
+		errors.Is(err, errUnknownOutcome) || errors.Is(err, errDumpInterrupted)
+}
+
+// syncK makes the kernel's table equal want.
+func (e *Engine) syncK(ctx context.Context, want *kTable) (Stats, error) {
+	start := time.Now()
+	var st Stats
+	var lastErr error
+	for attempt := 0; attempt < 6; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt*attempt) * 10 * time.Millisecond)
+		}
+		fresh, err := e.syncOnce(cloneTable(want), &st)
+		st.Duration = time.Since(start)
+		if err == nil {
+			return st, nil
+		}
+		lastErr = err
+		// A failed batch applied nothing, but our cache may be what made
+		// it fail (someone changed our table): retry from a fresh read.
+		e.cache = nil
+		if !retriable(err) && fresh {
+			break
+		}
+	}
+	return st, fmt.Errorf("sync table %s: %w", e.table, lastErr)
+}
+
+func (e *Engine) syncOnce(want *kTable, st *Stats) (fresh bool, err error) {
+	if e.stale.Swap(false) {
+		e.cache = nil
+	}
+	cur := e.cache
+	full := false
+	if !e.started {
+		// Start-up: diff against what an earlier run (or an earlier
+		// one-shot apply) left, so only the difference is sent; a table
+		// holding what the model cannot express is replaced in the same
+		// transaction that writes the new content.
+		cur, err = e.read()
+		if err != nil {
+			return true, err
+		}
+		fresh, st.Read = true, true
+		if cur != nil {
+			why, err := e.needsReplace()
+			if err != nil {
+				return true, err
+			}
+			if why != "" {
+				cur, full = nil, true
+			}
+		}
+	} else if cur == nil {
+		cur, err = e.read()
+		if err != nil {
+			return true, err
+		}
+		fresh = true
+		st.Read = true
+	}
+
+	echo := countNewRules(cur, want) <= e.echoLimit
+	b := newBatch(e.fam, e.table.Name, e.nextSeq(), echo)
+	if full {
+		b.delTable()
+		st.Full = true
+	}
+	if err := diff(b, cur, want); err != nil {
+		return fresh, err
+	}
+	if b.empty() {
+		e.cache, e.started = want, true
+		return fresh, nil
+	}
+	st.Attempts++
+	st.Messages, st.Operations, st.Bytes = len(b.ops), b.opCount, len(b.m.b)
+	if err := e.commit(b); err != nil {
+		return fresh, err
+	}
+	e.started = true
+	e.cache = nil
+	if echo {
+		e.cache = want
+	}
+	return fresh, nil
+}
+
+// countNewRules bounds how many rules a batch will add, to decide whether
+// the kernel should echo their handles or we re-read afterwards.
+func countNewRules(cur, want *kTable) int {
+	n := 0
+	for name, w := range want.chains {
+		d := len(w.rules)
+		if cur != nil {
+			if c, ok := cur.chains[name]; ok {
+				d -= len(c.rules)
+				d = max(d, 0)
+				if d == 0 {
+					d = 1 // a changed rule is not counted exactly; stay cheap
+				}
+			}
+		}
+		n += d
+	}
+	return n
+}
+
+// commit sends the batch in one sendmsg and reads the kernel's answer: an
+// error for every failing message, echoes of new rules, and the ACK of the
+// last message, which the kernel queues after everything else.
+func (e *Engine) commit(b *batch) error {
+	last := b.finish()
+	size := len(b.m.b)
+	rcv := defaultSocketBufSize
+	if b.doEcho {
+		rcv = max(rcv, 4*size+(4<<20))
+	}
+	if err := e.setBuffers(size+(1<<20), rcv); err != nil {
+		return err
+	}
+	if e.sendHook != nil {
+		e.sendHook(b.m.b)
+	}
+	if err := sendRaw(e.conn, b.m.b); err != nil {
+		return fmt.Errorf("send batch of %d bytes: %w", size, err)
+	}
+	e.conn.SetReadDeadline(time.Now().Add(time.Minute))
+	defer e.conn.SetReadDeadline(time.Time{})
+	var first *batchError
+	var firstSeq uint32
+	failures := 0
+	var msgs []rawMsg
+	for done := false; !done; {
+		n, err := recvRaw(e.conn, e.rbuf)
+		if errors.Is(err, unix.ENOBUFS) {
+			return errUnknownOutcome
+		}
+		if err != nil {
+			return fmt.Errorf("read batch answer: %w (%w)", err, errUnknownOutcome)
+		}
+		msgs, err = parseMsgs(e.rbuf[:n], msgs[:0])
+		if err != nil {
+			return err
+		}
+		for _, r := range msgs {
+			switch {
+			case r.typ == unix.NLMSG_ERROR:
+				if code := errCode(r.data); code != 0 {
+					failures++
+					if r.seq > b.seq0 && r.seq <= b.seq {
+						if first == nil || r.seq < firstSeq {
+							first, firstSeq = &batchError{op: b.ops[r.seq-b.seq0-1], errno: code}, r.seq
+						}
+					} else if first == nil {
+						first = &batchError{op: opDesc{verb: "commit"}, errno: code}
+						done = true
+					}
+				}
+				if r.seq == last {
+					done = true
+				}
+			case r.typ == msgType(unix.NFT_MSG_NEWRULE):
+				if kr, ok := b.echo[r.seq]; ok && len(r.data) > nfgenHdrLen {
+					a, err := attrs(r.data[nfgenHdrLen:])
+					if err == nil {
+						kr.handle = be64(a[unix.NFTA_RULE_HANDLE])
+					}
+				}
+			}
+		}
+	}
+	if first != nil {
+		first.more = failures - 1
+		return first
+	}
+	return nil
+}
+
+// Delete removes the table in one transaction; a missing table is not an
+// error.
+func (e *Engine) Delete(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b := newBatch(e.fam, e.table.Name, e.nextSeq(), false)
+	b.delTable()
+	err := e.commit(b)
+	e.cache = nil
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("delete table %s: %w", e.table, err)
+	}
+	return nil
+}
+
+func cloneTable(t *kTable) *kTable {
+	c := &kTable{
+		chains:     make(map[string]*kChain, len(t.chains)),
+		chainOrder: t.chainOrder,
+		sets:       t.sets,
+		setOrder:   t.setOrder,
+	}
+	for n, ch := range t.chains {
+		cc := *ch
+		cc.rules = make([]*kRule, len(ch.rules))
+		for i, r := range ch.rules {
+			rr := *r
+			cc.rules[i] = &rr
+		}
+		c.chains[n] = &cc
+	}
+	return c
+}

@@ -1,0 +1,91 @@
+// Package engine keeps one nftables table in the kernel equal to a desired
+// state: it reads back its own table over netlink, computes the difference,
+// and applies it as one atomic nfnetlink transaction, repairing drift that
+// others cause. It never writes anything outside its table.
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// Table names the one table an Engine owns.
+type Table struct {
+	Family string // "inet" (default), "ip" or "ip6"
+	Name   string
+}
+
+func (t Table) String() string {
+	f := t.Family
+	if f == "" {
+		f = "inet"
+	}
+	return f + " " + t.Name
+}
+
+func (t Table) family() (byte, error) {
+	if t.Name == "" {
+		return 0, fmt.Errorf("table has no name")
+	}
+	switch t.Family {
+	case "", "inet":
+		return unix.NFPROTO_INET, nil
+	case "ip":
+		return unix.NFPROTO_IPV4, nil
+	case "ip6":
+		return unix.NFPROTO_IPV6, nil
+	}
+	return 0, fmt.Errorf("table %s: unsupported family %q", t.Name, t.Family)
+}
+
+// Desired is the whole content of the table. Chains, rules, sets and
+// elements are values: the caller never sees kernel handles.
+type Desired struct {
+	Chains []Chain
+	Sets   []Set
+}
+
+// Chain is a regular chain (Hook == "") or a base chain.
+type Chain struct {
+	Name     string
+	Type     string // "filter", "nat", "route" (base chains)
+	Hook     string // "prerouting", "input", "forward", "output", "postrouting"
+	Priority int32
+	Policy   string // "accept" (default) or "drop" (base chains)
+	Rules    []Rule
+	Comment  string
+}
+
+// Rule is one rule in nft syntax, e.g. "ip daddr @allowed tcp dport 80 accept".
+type Rule struct {
+	Rule    string
+	Comment string
+}
+
+// Set is a named set (Map == ""), map or verdict map (Map == "verdict").
+type Set struct {
+	Name     string
+	Type     string // key type, e.g. "ipv4_addr . inet_service"
+	Map      string // value type of a map, "verdict" for a verdict map
+	Interval bool
+	Elements []Element
+	Comment  string
+}
+
+// Element is a set element (Key) or map entry (Key : Value) in nft syntax,
+// e.g. {Key: "10.0.0.0/8"} or {Key: "10.1.2.3", Value: "jump pod-a"}.
+type Element struct {
+	Key   string
+	Value string
+}
+
+// Interface is what callers program against; Engine talks to the kernel,
+// Fake keeps the table in memory for unit tests.
+type Interface interface {
+	// Sync makes the table equal d in one atomic transaction.
+	Sync(ctx context.Context, d *Desired) (Stats, error)
+	// Delete removes the table in one transaction.
+	Delete(ctx context.Context) error
+}

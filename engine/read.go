@@ -1,0 +1,304 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine/nftsyntax"
+)
+
+// errDumpInterrupted means the kernel's generation changed during a dump;
+// the read starts over.
+var errDumpInterrupted = errors.New("dump interrupted by a concurrent change")
+
+// request sends one request and collects its replies: every message of a
+// dump (until NLMSG_DONE) or the single answer of a get. Errors come back as
+// unix.Errno.
+func (e *Engine) request(typ uint16, flags uint16, build func(*enc)) ([]rawMsg, error) {
+	seq := e.nextSeq()
+	var m enc
+	off := m.msg(msgType(typ), unix.NLM_F_REQUEST|flags, seq, e.fam, 0)
+	if build != nil {
+		build(&m)
+	}
+	m.endMsg(off)
+	if err := sendRaw(e.conn, m.b); err != nil {
+		return nil, err
+	}
+	dump := flags&unix.NLM_F_DUMP != 0
+	var out []rawMsg
+	intr := false
+	for {
+		n, err := recvRaw(e.conn, e.rbuf)
+		if err != nil {
+			return nil, err
+		}
+		b := make([]byte, n)
+		copy(b, e.rbuf[:n])
+		msgs, err := parseMsgs(b, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range msgs {
+			if r.seq != seq {
+				continue // a late reply to an earlier request
+			}
+			if r.flags&unix.NLM_F_DUMP_INTR != 0 {
+				intr = true
+			}
+			switch r.typ {
+			case unix.NLMSG_DONE:
+				if intr {
+					return nil, errDumpInterrupted
+				}
+				return out, nil
+			case unix.NLMSG_ERROR:
+				if code := errCode(r.data); code != 0 {
+					return nil, code
+				}
+				if !dump {
+					return out, nil
+				}
+			default:
+				out = append(out, r)
+				if !dump {
+					return out, nil
+				}
+			}
+		}
+	}
+}
+
+// errCode extracts the errno of an NLMSG_ERROR payload (0 for an ACK).
+func errCode(data []byte) unix.Errno {
+	if len(data) < 4 {
+		return unix.EPROTO
+	}
+	c := int32(uint32(data[0]) | uint32(data[1])<<8 | uint32(data[2])<<16 | uint32(data[3])<<24)
+	return unix.Errno(-c)
+}
+
+// read dumps our table (and only it: every request names it) into kernel
+// form. It returns nil, nil when the table does not exist.
+func (e *Engine) read() (*kTable, error) {
+	for attempt := 0; ; attempt++ {
+		t, err := e.readOnce()
+		if errors.Is(err, errDumpInterrupted) && attempt < 10 {
+			continue
+		}
+		return t, err
+	}
+}
+
+func (e *Engine) readOnce() (*kTable, error) {
+	name := e.table.Name
+	_, err := e.request(unix.NFT_MSG_GETTABLE, 0, func(m *enc) { m.str(unix.NFTA_TABLE_NAME, name) })
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get table: %w", err)
+	}
+	t := newKTable()
+
+	msgs, err := e.request(unix.NFT_MSG_GETCHAIN, unix.NLM_F_DUMP, func(m *enc) { m.str(unix.NFTA_CHAIN_TABLE, name) })
+	if err != nil {
+		return nil, fmt.Errorf("dump chains: %w", err)
+	}
+	for _, r := range msgs {
+		c, tbl, err := parseChain(r.data[nfgenHdrLen:])
+		if err != nil {
+			return nil, fmt.Errorf("decode chain: %w", err)
+		}
+		if tbl == name && r.data[0] == e.fam {
+			t.addChain(c)
+		}
+	}
+
+	msgs, err = e.request(unix.NFT_MSG_GETSET, unix.NLM_F_DUMP, func(m *enc) { m.str(unix.NFTA_SET_TABLE, name) })
+	if err != nil {
+		return nil, fmt.Errorf("dump sets: %w", err)
+	}
+	anon := map[string]*kSet{}
+	for _, r := range msgs {
+		s, tbl, err := parseSet(r.data[nfgenHdrLen:])
+		if err != nil {
+			return nil, fmt.Errorf("decode set: %w", err)
+		}
+		if tbl != name || r.data[0] != e.fam {
+			continue
+		}
+		if err := e.readElems(s); err != nil {
+			return nil, err
+		}
+		if s.flags&unix.NFT_SET_ANONYMOUS != 0 {
+			anon[s.name] = s
+		} else {
+			t.addSet(s)
+		}
+	}
+	anonKeys := map[string]string{}
+	for n, s := range anon {
+		anonKeys[n] = s.contentKey()
+	}
+	resolve := func(n string, _ uint32) (string, bool) {
+		k, ok := anonKeys[n]
+		return k, ok
+	}
+
+	// One dump per chain: the kernel resumes a dump by skipping what it
+	// already sent, so one table-wide rule dump is quadratic.
+	for _, cname := range t.chainOrder {
+		c := t.chains[cname]
+		msgs, err = e.request(unix.NFT_MSG_GETRULE, unix.NLM_F_DUMP, func(m *enc) {
+			m.str(unix.NFTA_RULE_TABLE, name)
+			m.str(unix.NFTA_RULE_CHAIN, cname)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("dump rules of chain %q: %w", cname, err)
+		}
+		for _, r := range msgs {
+			a, err := attrs(r.data[nfgenHdrLen:])
+			if err != nil {
+				return nil, fmt.Errorf("decode rule: %w", err)
+			}
+			if cstr(a[unix.NFTA_RULE_TABLE]) != name || cstr(a[unix.NFTA_RULE_CHAIN]) != cname || r.data[0] != e.fam {
+				continue
+			}
+			kr := &kRule{handle: be64(a[unix.NFTA_RULE_HANDLE]), userdata: a[unix.NFTA_RULE_USERDATA]}
+			// An undecodable rule keeps key "": it matches nothing and is
+			// replaced, never guessed at.
+			if exprs, err := decodeExprs(e.fam, a[unix.NFTA_RULE_EXPRESSIONS]); err == nil {
+				if k, refs, err := ruleKey(e.fam, exprs, kr.userdata, resolve); err == nil {
+					kr.key, kr.refs = k, refs
+				}
+			}
+			c.rules = append(c.rules, kr)
+		}
+	}
+	return t, nil
+}
+
+func parseChain(b []byte) (*kChain, string, error) {
+	a, err := attrs(b)
+	if err != nil {
+		return nil, "", err
+	}
+	c := &kChain{name: cstr(a[unix.NFTA_CHAIN_NAME]), userdata: a[nftaChainUserdata]}
+	if h, ok := a[unix.NFTA_CHAIN_HOOK]; ok {
+		ha, err := attrs(h)
+		if err != nil {
+			return nil, "", err
+		}
+		c.base = true
+		c.hook = be32(ha[unix.NFTA_HOOK_HOOKNUM])
+		c.prio = int32(be32(ha[unix.NFTA_HOOK_PRIORITY]))
+		c.typ = cstr(a[unix.NFTA_CHAIN_TYPE])
+		c.policy = be32(a[unix.NFTA_CHAIN_POLICY])
+	}
+	return c, cstr(a[unix.NFTA_CHAIN_TABLE]), nil
+}
+
+func parseSet(b []byte) (*kSet, string, error) {
+	a, err := attrs(b)
+	if err != nil {
+		return nil, "", err
+	}
+	s := &kSet{
+		name:     cstr(a[unix.NFTA_SET_NAME]),
+		flags:    be32(a[unix.NFTA_SET_FLAGS]),
+		keyType:  be32(a[unix.NFTA_SET_KEY_TYPE]),
+		keyLen:   be32(a[unix.NFTA_SET_KEY_LEN]),
+		dataType: be32(a[unix.NFTA_SET_DATA_TYPE]),
+		dataLen:  be32(a[unix.NFTA_SET_DATA_LEN]),
+		userdata: a[unix.NFTA_SET_USERDATA],
+		elems:    map[string]nftsyntax.Elem{},
+	}
+	if s.dataType == nftDataVerdict {
+		s.dataLen = 0 // the kernel reports sizeof(struct nft_verdict)
+	}
+	if d, ok := a[unix.NFTA_SET_DESC]; ok {
+		da, err := attrs(d)
+		if err != nil {
+			return nil, "", err
+		}
+		if cc, ok := da[nftaSetDescConcat]; ok {
+			walkAttrs(cc, func(typ uint16, f []byte) {
+				fa, _ := attrs(f)
+				s.fieldLens = append(s.fieldLens, be32(fa[nftaSetFieldLen]))
+			})
+		}
+	}
+	return s, cstr(a[unix.NFTA_SET_TABLE]), nil
+}
+
+func (e *Engine) readElems(s *kSet) error {
+	msgs, err := e.request(unix.NFT_MSG_GETSETELEM, unix.NLM_F_DUMP, func(m *enc) {
+		m.str(unix.NFTA_SET_ELEM_LIST_TABLE, e.table.Name)
+		m.str(unix.NFTA_SET_ELEM_LIST_SET, s.name)
+	})
+	if err != nil {
+		return fmt.Errorf("dump elements of set %q: %w", s.name, err)
+	}
+	for _, r := range msgs {
+		a, err := attrs(r.data[nfgenHdrLen:])
+		if err != nil {
+			return err
+		}
+		var perr error
+		walkAttrs(a[unix.NFTA_SET_ELEM_LIST_ELEMENTS], func(_ uint16, b []byte) {
+			el, err := parseElem(b)
+			if err != nil {
+				perr = err
+				return
+			}
+			s.elems[elemID(el)] = el
+		})
+		if perr != nil {
+			return fmt.Errorf("decode element of set %q: %w", s.name, perr)
+		}
+	}
+	return nil
+}
+
+func parseElem(b []byte) (nftsyntax.Elem, error) {
+	var el nftsyntax.Elem
+	a, err := attrs(b)
+	if err != nil {
+		return el, err
+	}
+	value := func(typ uint16) []byte {
+		v, ok := a[typ]
+		if !ok {
+			return nil
+		}
+		va, _ := attrs(v)
+		return va[unix.NFTA_DATA_VALUE]
+	}
+	el.Key = value(unix.NFTA_SET_ELEM_KEY)
+	el.KeyEnd = value(nftaSetElemKeyEnd)
+	el.UserData = a[unix.NFTA_SET_ELEM_USERDATA]
+	el.IntervalEnd = be32(a[unix.NFTA_SET_ELEM_FLAGS])&unix.NFT_SET_ELEM_INTERVAL_END != 0
+	if d, ok := a[unix.NFTA_SET_ELEM_DATA]; ok {
+		da, err := attrs(d)
+		if err != nil {
+			return el, err
+		}
+		if v, ok := da[unix.NFTA_DATA_VERDICT]; ok {
+			va, err := attrs(v)
+			if err != nil {
+				return el, err
+			}
+			el.Verdict = &expr.Verdict{
+				Kind:  expr.VerdictKind(int32(be32(va[unix.NFTA_VERDICT_CODE]))),
+				Chain: cstr(va[unix.NFTA_VERDICT_CHAIN]),
+			}
+		} else {
+			el.Data = da[unix.NFTA_DATA_VALUE]
+		}
+	}
+	return el, nil
+}

@@ -1,0 +1,70 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Render prints d as an nft script of the table t, in the order nft list
+// uses (sets and maps, then chains), so `nft -f` can load it and a person can
+// read it. It touches nothing.
+func Render(t Table, d *Desired) (string, error) {
+	if _, err := t.family(); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "table %s {\n", t)
+	for _, s := range d.Sets {
+		kind, typ := "set", s.Type
+		if s.Map != "" {
+			kind, typ = "map", s.Type+" : "+s.Map
+		}
+		fmt.Fprintf(&b, "\t%s %s {\n\t\ttype %s\n", kind, s.Name, typ)
+		if s.Interval {
+			b.WriteString("\t\tflags interval\n")
+		}
+		if s.Comment != "" {
+			fmt.Fprintf(&b, "\t\tcomment %q\n", s.Comment)
+		}
+		if len(s.Elements) > 0 {
+			b.WriteString("\t\telements = {")
+			for i, e := range s.Elements {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString("\n\t\t\t")
+				b.WriteString(e.Key)
+				if e.Value != "" {
+					b.WriteString(" : ")
+					b.WriteString(e.Value)
+				}
+			}
+			b.WriteString(" }\n")
+		}
+		b.WriteString("\t}\n")
+	}
+	for _, c := range d.Chains {
+		fmt.Fprintf(&b, "\tchain %s {\n", c.Name)
+		if c.Comment != "" {
+			fmt.Fprintf(&b, "\t\tcomment %q\n", c.Comment)
+		}
+		if c.Hook != "" {
+			policy := c.Policy
+			if policy == "" {
+				policy = "accept"
+			}
+			fmt.Fprintf(&b, "\t\ttype %s hook %s priority %d; policy %s;\n", c.Type, c.Hook, c.Priority, policy)
+		}
+		for _, r := range c.Rules {
+			b.WriteString("\t\t")
+			b.WriteString(r.Rule)
+			if r.Comment != "" {
+				fmt.Fprintf(&b, " comment %q", r.Comment)
+			}
+			b.WriteByte('\n')
+		}
+		b.WriteString("\t}\n")
+	}
+	b.WriteString("}\n")
+	return b.String(), nil
+}

@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/google/nftables/expr"
+
+	"github.com/nftguard/nftguard/engine/nftsyntax"
+)
+
+// kTable is the content of our table in kernel form: what the diff compares.
+// It is built both from the caller's Desired (by compile) and from the
+// kernel's dumps (by read).
+type kTable struct {
+	chains     map[string]*kChain
+	chainOrder []string
+	sets       map[string]*kSet
+	setOrder   []string
+}
+
+func newKTable() *kTable {
+	return &kTable{chains: map[string]*kChain{}, sets: map[string]*kSet{}}
+}
+
+func (t *kTable) addChain(c *kChain) {
+	if _, ok := t.chains[c.name]; !ok {
+		t.chainOrder = append(t.chainOrder, c.name)
+	}
+	t.chains[c.name] = c
+}
+
+func (t *kTable) addSet(s *kSet) {
+	if _, ok := t.sets[s.name]; !ok {
+		t.setOrder = append(t.setOrder, s.name)
+	}
+	t.sets[s.name] = s
+}
+
+type kChain struct {
+	name     string
+	base     bool
+	typ      string
+	hook     uint32
+	prio     int32
+	policy   uint32 // NF_DROP or NF_ACCEPT
+	userdata []byte
+	rules    []*kRule
+}
+
+// sameBase reports whether a chain can be kept as it is apart from its
+// policy, which the kernel updates in place.
+func (c *kChain) sameBase(o *kChain) bool {
+	return c.base == o.base && c.typ == o.typ && c.hook == o.hook && c.prio == o.prio
+}
+
+type kRule struct {
+	handle   uint64 // kernel only
+	exprs    []expr.Any
+	anon     []*kSet // anonymous sets, indexed by the lookups' SetID
+	userdata []byte
+	// key is the canonical form two rules are compared by; "" means the
+	// rule could not be decoded and never equals anything.
+	key string
+	// refs are the named sets the rule uses (a recreated set forces the
+	// rule to be re-added).
+	refs []string
+	// text and index name the rule in errors (desired side only).
+	text  string
+	index int
+}
+
+// kSet is a named (or, inside a rule, anonymous) set in kernel form.
+type kSet struct {
+	name      string
+	flags     uint32
+	keyType   uint32
+	keyLen    uint32
+	dataType  uint32
+	dataLen   uint32
+	fieldLens []uint32
+	userdata  []byte
+	// elems maps an element's identity (key, key end, interval end flag)
+	// to the element.
+	elems map[string]nftsyntax.Elem
+	order []string // desired side: element identities in caller order
+	// elemText names elements in errors (desired side only).
+	elemText map[string]string
+}
+
+// list returns the elements in caller order (any order for kernel sets).
+func (s *kSet) list() []nftsyntax.Elem {
+	out := make([]nftsyntax.Elem, 0, len(s.elems))
+	if len(s.order) == len(s.elems) {
+		for _, id := range s.order {
+			out = append(out, s.elems[id])
+		}
+		return out
+	}
+	for _, e := range s.elems {
+		out = append(out, e)
+	}
+	return out
+}
+
+// texts returns the caller's text of each element in list order.
+func (s *kSet) texts() []string {
+	if s.elemText == nil || len(s.order) != len(s.elems) {
+		return nil
+	}
+	out := make([]string, len(s.order))
+	for i, id := range s.order {
+		out[i] = s.elemText[id]
+	}
+	return out
+}
+
+// prepare computes the canonical key of every desired rule; anonymous sets
+// are referred to by index (the lookups' SetID), as nftsyntax emits them.
+func (t *kTable) prepare(fam byte) error {
+	for _, name := range t.chainOrder {
+		c := t.chains[name]
+		for i, r := range c.rules {
+			if r.index == 0 {
+				r.index = i + 1
+			}
+			anon := r.anon
+			resolve := func(_ string, id uint32) (string, bool) {
+				if int(id) >= len(anon) {
+					return "", false
+				}
+				return anon[id].contentKey(), true
+			}
+			k, refs, err := ruleKey(fam, r.exprs, r.userdata, resolve)
+			if err != nil {
+				return fmt.Errorf("chain %q rule %d: %w", name, r.index, err)
+			}
+			r.key, r.refs = k, refs
+		}
+	}
+	return nil
+}
