@@ -133,11 +133,15 @@ func Compile(in Input) Output {
 		}
 		services = nil
 	}
+	if len(services) == 0 {
+		// No egress asked for: no NAT chain on the node at all.
+		return out
+	}
 
-	snat4 := engine.Set{Name: MapSNAT4, Type: "ipv4_addr", Map: "ipv4_addr", Comment: "pod → egress address"}
-	snat6 := engine.Set{Name: MapSNAT6, Type: "ipv6_addr", Map: "ipv6_addr", Comment: "pod → egress address"}
-	disp4 := engine.Set{Name: MapDispatch4, Type: "ipv4_addr", Map: "verdict", Comment: "pod → restricted egress Service"}
-	disp6 := engine.Set{Name: MapDispatch6, Type: "ipv6_addr", Map: "verdict", Comment: "pod → restricted egress Service"}
+	snat4 := engine.Set{Name: MapSNAT4, Type: "ipv4_addr", Map: "ipv4_addr", Comment: "pod -> egress address"}
+	snat6 := engine.Set{Name: MapSNAT6, Type: "ipv6_addr", Map: "ipv6_addr", Comment: "pod -> egress address"}
+	disp4 := engine.Set{Name: MapDispatch4, Type: "ipv4_addr", Map: "verdict", Comment: "pod -> restricted egress Service"}
+	disp6 := engine.Set{Name: MapDispatch6, Type: "ipv6_addr", Map: "verdict", Comment: "pod -> restricted egress Service"}
 	var svcChains []engine.Chain
 	var svcSets []engine.Set
 	owner := map[string]string{} // pod key → winning Service key

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/manifest"
+)
+
+// load reads the manifests and compiles the desired table, printing every
+// problem to stderr. It returns the number of skipped objects.
+func load(stdin io.Reader, files []string, c common, stderr io.Writer) (*engine.Desired, int, error) {
+	if len(files) == 0 {
+		return nil, 0, usagef("-f PATH is required (a manifest file, a directory, or - for stdin)")
+	}
+	objs, problems, err := manifest.Load(stdin, files...)
+	if err != nil {
+		return nil, 0, usageError{err}
+	}
+	for _, p := range problems {
+		fmt.Fprintf(stderr, "skipped: %v\n", p)
+	}
+	res := compose.Build(compose.Input{
+		NodeName:        c.nodeName,
+		Namespaces:      objs.Namespaces,
+		Nodes:           objs.Nodes,
+		Pods:            objs.Pods,
+		NetworkPolicies: objs.NetworkPolicies,
+		Services:        objs.Services,
+		ClusterCIDRs:    c.clusterCIDRs,
+		ServiceCIDRs:    c.serviceCIDRs,
+	})
+	for _, p := range res.Problems {
+		fmt.Fprintf(stderr, "skipped: %v\n", p)
+	}
+	return res.Desired, len(problems) + len(res.Problems), nil
+}
+
+func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
+	var c common
+	var files stringList
+	c.register(fs)
+	c.registerEgress(fs)
+	fs.Var(&files, "f", "manifest file or directory (YAML or JSON, repeatable; - for stdin)")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	desired, skipped, err := load(stdin, files, c, stderr)
+	if err != nil {
+		return err
+	}
+	eng, err := openEngine(c)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	start := time.Now()
+	stats, err := eng.Sync(ctx, desired)
+	if err != nil {
+		return err
+	}
+	mode := "incremental"
+	if stats.Full {
+		mode = "full"
+	}
+	fmt.Fprintf(stdout, "table %s synced in %v: %d operations in %d messages (%d bytes, %s)\n",
+		compose.Table(), time.Since(start).Round(time.Microsecond), stats.Operations, stats.Messages, stats.Bytes, mode)
+	if skipped > 0 {
+		return partialError{skipped}
+	}
+	return nil
+}
+
+func runRender(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("render", flag.ContinueOnError)
+	var c common
+	var files stringList
+	c.register(fs)
+	c.registerEgress(fs)
+	fs.Var(&files, "f", "manifest file or directory (YAML or JSON, repeatable; - for stdin)")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	desired, skipped, err := load(stdin, files, c, stderr)
+	if err != nil {
+		return err
+	}
+	text, err := engine.Render(compose.Table(), desired)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, text)
+	if skipped > 0 {
+		return partialError{skipped}
+	}
+	return nil
+}
+
+func runCleanup(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	eng, err := openEngine(c)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	if err := eng.Delete(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "table %s removed\n", compose.Table())
+	return nil
+}
+
+func openEngine(c common) (*engine.Engine, error) {
+	var opts []engine.Option
+	if c.netns != "" {
+		opts = append(opts, engine.WithNetNS(c.netns))
+	}
+	eng, err := engine.New(compose.Table(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("open nftables: %w", err)
+	}
+	return eng, nil
+}

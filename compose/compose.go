@@ -1,0 +1,73 @@
+// Package compose builds nftguard's whole desired table for one node from
+// the API objects, by running the pure compilers (policy and egress) and
+// joining their chains and sets.
+package compose
+
+import (
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/nftguard/nftguard/egress"
+	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/policy"
+)
+
+// Table is the one table nftguard owns.
+func Table() engine.Table { return engine.Table{Family: "inet", Name: "nftguard"} }
+
+// Input is the cluster state the table is compiled from.
+type Input struct {
+	NodeName        string
+	Namespaces      []*corev1.Namespace
+	Nodes           []*corev1.Node
+	Pods            []*corev1.Pod
+	NetworkPolicies []*networkingv1.NetworkPolicy
+	Services        []*corev1.Service
+	ClusterCIDRs    []netip.Prefix
+	ServiceCIDRs    []netip.Prefix
+}
+
+// Result is the desired table and what was left out of it.
+type Result struct {
+	Desired *engine.Desired
+	// EgressBindings maps each translated pod address to its egress
+	// address, for clearing conntrack entries of older translations.
+	EgressBindings map[netip.Addr]netip.Addr
+	// Problems name the objects left out and why; everything else is in
+	// the table.
+	Problems []error
+}
+
+// Build compiles the desired table.
+func Build(in Input) Result {
+	pol := policy.Compile(policy.Input{
+		NodeName:   in.NodeName,
+		Namespaces: in.Namespaces,
+		Pods:       in.Pods,
+		Policies:   in.NetworkPolicies,
+	})
+	eg := egress.Compile(egress.Input{
+		NodeName:     in.NodeName,
+		Pods:         in.Pods,
+		Services:     in.Services,
+		Nodes:        in.Nodes,
+		ClusterCIDRs: in.ClusterCIDRs,
+		ServiceCIDRs: in.ServiceCIDRs,
+	})
+	r := Result{
+		Desired: &engine.Desired{
+			Chains: append(append([]engine.Chain{}, pol.Chains...), eg.Chains...),
+			Sets:   append(append([]engine.Set{}, pol.Sets...), eg.Sets...),
+		},
+		EgressBindings: eg.Bindings,
+	}
+	for _, p := range pol.Problems {
+		r.Problems = append(r.Problems, p)
+	}
+	for _, p := range eg.Problems {
+		r.Problems = append(r.Problems, p)
+	}
+	return r
+}

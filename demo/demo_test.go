@@ -1,0 +1,31 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDemo runs the README's demo end to end: it must succeed and show the
+// enforced matrix and the programmed table.
+func TestDemo(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "nftguard")
+	build := exec.Command("go", "build", "-o", bin, "github.com/nftguard/nftguard/cmd/nftguard")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), &out, bin, "../examples"); err != nil {
+		t.Fatalf("demo failed: %v\noutput:\n%s", err, out.String())
+	}
+	for _, want := range []string{"before: no policy", "matches the expectation", "table inet nftguard {", "np_ing_backend_api", "removed"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
