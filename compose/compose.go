@@ -38,6 +38,8 @@ type Result struct {
 	// Problems name the objects left out and why; everything else is in
 	// the table.
 	Problems []error
+	// Warnings name valid objects that do not take full effect (yet).
+	Warnings []error
 }
 
 // Build compiles the desired table.
@@ -68,6 +70,9 @@ func Build(in Input) Result {
 	}
 	for _, p := range eg.Problems {
 		r.Problems = append(r.Problems, p)
+	}
+	for _, w := range eg.Warnings {
+		r.Warnings = append(r.Warnings, w)
 	}
 	return r
 }

@@ -24,11 +24,12 @@ func annotation(svc *corev1.Service, name string) (value, full string, ok bool) 
 // parseService reads a Service's egress annotations. It returns nil when the
 // Service does not ask for egress, or when any annotation is invalid (then
 // with the problems: that Service's egress is not programmed at all rather
-// than programmed differently from what was asked).
-func parseService(svc *corev1.Service) (*egressService, []Problem) {
+// than programmed differently from what was asked), or when it has no
+// load-balancer address yet (a warning: nothing is wrong, it is not ready).
+func parseService(svc *corev1.Service) (*egressService, []Problem, []Problem) {
 	v, full, ok := annotation(svc, AnnEgress)
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var probs []Problem
 	bad := func(ann, val, format string, args ...any) {
@@ -37,20 +38,20 @@ func parseService(svc *corev1.Service) (*egressService, []Problem) {
 	on, err := strconv.ParseBool(v)
 	if err != nil {
 		bad(full, v, "not a boolean (want \"true\" or \"false\")")
-		return nil, probs
+		return nil, probs, nil
 	}
 	if !on {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		probs = append(probs, Problem{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name,
 			Reason: fmt.Sprintf("egress needs a Service of type LoadBalancer, this one is %q", svc.Spec.Type)})
-		return nil, probs
+		return nil, probs, nil
 	}
 	if len(svc.Spec.Selector) == 0 {
 		probs = append(probs, Problem{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name,
 			Reason: "egress needs a Service with a pod selector"})
-		return nil, probs
+		return nil, probs, nil
 	}
 	es := &egressService{svc: svc, key: svc.Namespace + "/" + svc.Name, selector: labels.SelectorFromSet(svc.Spec.Selector)}
 
@@ -103,14 +104,14 @@ func parseService(svc *corev1.Service) (*egressService, []Problem) {
 			es.lb6 = a
 		}
 	}
-	if !es.lb4.IsValid() && !es.lb6.IsValid() {
-		probs = append(probs, Problem{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name,
-			Reason: "no load-balancer address in status.loadBalancer.ingress yet"})
-	}
 	if len(probs) > 0 {
-		return nil, probs
+		return nil, probs, nil
 	}
-	return es, nil
+	if !es.lb4.IsValid() && !es.lb6.IsValid() {
+		return nil, nil, []Problem{{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name,
+			Reason: "no load-balancer address in status.loadBalancer.ingress yet: nothing is translated"}}
+	}
+	return es, nil, nil
 }
 
 // parsePorts reads "tcp:443,udp:53,sctp:9000-9010".

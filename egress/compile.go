@@ -75,7 +75,12 @@ type Output struct {
 	Chains   []engine.Chain
 	Sets     []engine.Set
 	Bindings map[netip.Addr]netip.Addr
+	// Problems are Services left out because they are invalid.
 	Problems []Problem
+	// Warnings are valid Services that do not (yet) translate everything
+	// they select: no load-balancer address yet, or a pod that an older
+	// Service already translates.
+	Warnings []Problem
 }
 
 // portMatch is one protocol with a port or a port range.
@@ -111,8 +116,9 @@ func Compile(in Input) Output {
 	out := Output{Bindings: map[netip.Addr]netip.Addr{}}
 	var services []*egressService
 	for _, svc := range in.Services {
-		es, probs := parseService(svc)
+		es, probs, warns := parseService(svc)
 		out.Problems = append(out.Problems, probs...)
+		out.Warnings = append(out.Warnings, warns...)
 		if es != nil {
 			services = append(services, es)
 		}
@@ -156,7 +162,7 @@ func Compile(in Input) Output {
 			}
 			pk := p.Namespace + "/" + p.Name
 			if w, taken := owner[pk]; taken {
-				out.Problems = append(out.Problems, Problem{Kind: "Service", Namespace: s.svc.Namespace, Name: s.svc.Name,
+				out.Warnings = append(out.Warnings, Problem{Kind: "Service", Namespace: s.svc.Namespace, Name: s.svc.Name,
 					Reason: fmt.Sprintf("pod %s is already translated by the older Service %s; this Service does not translate it", pk, w)})
 				continue
 			}
@@ -280,7 +286,8 @@ func (s *egressService) chain(v4, v6 []netip.Addr) (engine.Chain, []engine.Set) 
 		addrs []netip.Addr
 		lb    netip.Addr
 		kw    string
-	}{{true, v4, s.lb4, "ip"}, {false, v6, s.lb6, "ip6"}} {
+		proto string
+	}{{true, v4, s.lb4, "ip", "ipv4"}, {false, v6, s.lb6, "ip6", "ipv6"}} {
 		if len(fam.addrs) == 0 {
 			continue
 		}
@@ -296,6 +303,11 @@ func (s *egressService) chain(v4, v6 []netip.Addr) (engine.Chain, []engine.Set) 
 		}
 		for _, p := range protos {
 			var m strings.Builder
+			if allowed == "" {
+				// Both families' pods jump here: keep each translation to
+				// its own family.
+				m.WriteString("meta nfproto " + fam.proto + " ")
+			}
 			m.WriteString(allowed)
 			if p != "" {
 				m.WriteString("meta l4proto " + p + " ")

@@ -127,7 +127,7 @@ func TestKubeVIPAnnotationsAlone(t *testing.T) {
 	if !ok {
 		t.Fatal("no service chain")
 	}
-	want := "meta l4proto tcp th dport 443 snat ip to 203.0.113.7\nmeta l4proto udp th dport 53 snat ip to 203.0.113.7"
+	want := "meta nfproto ipv4 meta l4proto tcp th dport 443 snat ip to 203.0.113.7\nmeta nfproto ipv4 meta l4proto udp th dport 53 snat ip to 203.0.113.7"
 	if got := rules(ch); got != want {
 		t.Errorf("rules:\n%s\nwant:\n%s", got, want)
 	}
@@ -200,8 +200,8 @@ func TestOlderServiceWinsAConflict(t *testing.T) {
 	if got := elems(findSet(t, out, MapSNAT4)); got != "10.244.1.5 : 203.0.113.1" {
 		t.Errorf("snat: %s", got)
 	}
-	if len(out.Problems) != 1 || out.Problems[0].Name != "new" || !strings.Contains(out.Problems[0].Error(), "older Service x/old") {
-		t.Errorf("problems: %v", out.Problems)
+	if len(out.Problems) != 0 || len(out.Warnings) != 1 || out.Warnings[0].Name != "new" || !strings.Contains(out.Warnings[0].Error(), "older Service x/old") {
+		t.Errorf("problems %v, warnings %v", out.Problems, out.Warnings)
 	}
 }
 
@@ -246,8 +246,8 @@ func TestServicesThatCannotEgress(t *testing.T) {
 	if len(out.Chains)+len(out.Sets) != 0 {
 		t.Errorf("no Service can egress, yet the output has %d chains and %d sets", len(out.Chains), len(out.Sets))
 	}
-	if len(out.Problems) != 2 {
-		t.Errorf("problems: %v", out.Problems)
+	if len(out.Problems) != 1 || len(out.Warnings) != 1 || !strings.Contains(out.Warnings[0].Error(), "no load-balancer address") {
+		t.Errorf("problems %v (want the ClusterIP Service), warnings %v (want the pending one)", out.Problems, out.Warnings)
 	}
 	in.ClusterCIDRs = nil
 	in.Services = []*corev1.Service{svc("x", "web", t0, map[string]string{"nftguard.io/egress": "true"}, "203.0.113.7")}

@@ -38,6 +38,9 @@ func load(stdin io.Reader, files []string, c common, stderr io.Writer) (*engine.
 	for _, p := range res.Problems {
 		fmt.Fprintf(stderr, "skipped: %v\n", p)
 	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(stderr, "warning: %v\n", w)
+	}
 	return res.Desired, len(problems) + len(res.Problems), nil
 }
 
