@@ -34,7 +34,7 @@ type Result struct {
 	Desired *engine.Desired
 	// EgressBindings maps each translated pod address to its egress
 	// address, for clearing conntrack entries of older translations.
-	EgressBindings map[netip.Addr]netip.Addr
+	EgressBindings map[netip.Addr]egress.Binding
 	// Problems name the objects left out and why; everything else is in
 	// the table.
 	Problems []error

@@ -68,13 +68,22 @@ func (p Problem) Error() string {
 	return fmt.Sprintf("%s %s/%s: %s", p.Kind, p.Namespace, p.Name, p.Reason)
 }
 
+// Binding is the egress address a local pod address is translated to.
+// Restricted bindings apply only to some destinations or ports (the Service
+// has port or network annotations), so traffic of that pod may also leave
+// untranslated.
+type Binding struct {
+	To         netip.Addr
+	Restricted bool
+}
+
 // Output is the egress part of the desired table. Bindings lists every pod
-// address that is translated and to what, so the agent can clear conntrack
-// entries that carry an older translation.
+// address that is translated and to what, so that conntrack entries which
+// carry an older translation can be cleared.
 type Output struct {
 	Chains   []engine.Chain
 	Sets     []engine.Set
-	Bindings map[netip.Addr]netip.Addr
+	Bindings map[netip.Addr]Binding
 	// Problems are Services left out because they are invalid.
 	Problems []Problem
 	// Warnings are valid Services that do not (yet) translate everything
@@ -113,7 +122,7 @@ func (s *egressService) restricted() bool {
 
 // Compile builds the egress chains and sets for in.NodeName.
 func Compile(in Input) Output {
-	out := Output{Bindings: map[netip.Addr]netip.Addr{}}
+	out := Output{Bindings: map[netip.Addr]Binding{}}
 	var services []*egressService
 	for _, svc := range in.Services {
 		es, probs, warns := parseService(svc)
@@ -181,10 +190,10 @@ func Compile(in Input) Output {
 			v6 = nil
 		}
 		for _, a := range v4 {
-			out.Bindings[a] = s.lb4
+			out.Bindings[a] = Binding{To: s.lb4, Restricted: s.restricted()}
 		}
 		for _, a := range v6 {
-			out.Bindings[a] = s.lb6
+			out.Bindings[a] = Binding{To: s.lb6, Restricted: s.restricted()}
 		}
 		if !s.restricted() {
 			for _, a := range v4 {

@@ -107,7 +107,7 @@ func TestUnrestrictedServiceUsesTheSNATMap(t *testing.T) {
 	if pr.Type != "nat" || pr.Hook != "postrouting" || pr.Priority >= 100 {
 		t.Errorf("postrouting chain %+v must be a nat chain before srcnat (100)", pr)
 	}
-	if out.Bindings[netip.MustParseAddr("10.244.1.5")] != netip.MustParseAddr("203.0.113.7") {
+	if b := out.Bindings[netip.MustParseAddr("10.244.1.5")]; b.To != netip.MustParseAddr("203.0.113.7") || b.Restricted {
 		t.Errorf("bindings %v", out.Bindings)
 	}
 }
