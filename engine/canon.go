@@ -135,13 +135,20 @@ type anonResolver func(name string, id uint32) (string, bool)
 // with what the kernel reports differently from what we send normalised:
 // counter values, set ids, and anonymous set names (replaced by their
 // content). It also returns the named sets the rule refers to.
-func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver) (string, []string, error) {
+func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, memo exprMemo) (string, []string, error) {
 	var sb strings.Builder
 	var refs []string
 	for _, e := range exprs {
 		b, err := expr.Marshal(fam, e)
 		if err != nil {
 			return "", nil, err
+		}
+		plain := memo != nil && !needsNorm(e)
+		if plain {
+			if k, ok := memo[string(b)]; ok {
+				sb.WriteString(k)
+				continue
+			}
 		}
 		c, err := decodeExpr(fam, b)
 		if err != nil {
@@ -165,15 +172,43 @@ func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver) (st
 		case *expr.Quota:
 			x.Consumed = 0
 		}
-		b, err = expr.Marshal(fam, c)
+		k, err := expr.Marshal(fam, c)
 		if err != nil {
 			return "", nil, err
 		}
-		sb.Write(b)
+		if plain {
+			memo.put(string(b), string(k))
+		}
+		sb.Write(k)
 	}
 	sb.WriteString("\x00ud:")
 	sb.Write(userdata)
 	return sb.String(), refs, nil
+}
+
+// exprMemo remembers the canonical form of expressions by their encoding:
+// most expressions recur in many rules (payload loads, protocol matches,
+// verdicts), and the decode/re-encode round trip dominates compiling.
+type exprMemo map[string]string
+
+// memoMax bounds an exprMemo; it starts over when full.
+const memoMax = 1 << 16
+
+func (m exprMemo) put(enc, canon string) {
+	if len(m) >= memoMax {
+		clear(m)
+	}
+	m[enc] = canon
+}
+
+// needsNorm reports whether an expression's canonical form depends on more
+// than its encoding (counter values, set references).
+func needsNorm(e expr.Any) bool {
+	switch e.(type) {
+	case *expr.Counter, *expr.Lookup, *expr.Dynset, *expr.Quota:
+		return true
+	}
+	return false
 }
 
 func normSetRef(name string, id uint32, anon anonResolver, refs *[]string) (string, error) {

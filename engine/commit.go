@@ -31,6 +31,7 @@ type Engine struct {
 	sendHook  func([]byte)
 	echoLimit int
 	last      *Desired
+	comp      *compiler
 
 	drifts atomic.Uint64
 	// stale is set by the monitor: someone else changed our table, so the
@@ -58,7 +59,7 @@ func New(t Table, opts ...Option) (*Engine, error) {
 	if t.Family == "" {
 		t.Family = "inet"
 	}
-	e := &Engine{table: t, fam: fam, rbuf: make([]byte, 1<<20), echoLimit: 1 << 20}
+	e := &Engine{table: t, fam: fam, rbuf: make([]byte, 1<<20), echoLimit: 1 << 20, comp: newCompiler(fam)}
 	for _, o := range opts {
 		o(e)
 	}
@@ -122,7 +123,8 @@ type Stats struct {
 func retriable(err error) bool {
 	return errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EAGAIN) ||
 		errors.Is(err, unix.EINTR) || errors.Is(err, unix.ERESTART) ||
-		errors.Is(err, errUnknownOutcome) || errors.Is(err, errDumpInterrupted)
+		errors.Is(err, errUnknownOutcome) || errors.Is(err, errDumpInterrupted) ||
+		errors.Is(err, errStaleCache)
 }
 
 // syncK makes the kernel's table equal want.
@@ -132,12 +134,15 @@ func (e *Engine) syncK(ctx context.Context, want *kTable) (Stats, error) {
 	var lastErr error
 	for attempt := 0; attempt < 6; attempt++ {
 		if err := ctx.Err(); err != nil {
+			// The compiler may have moved on from what the cache
+			// describes; start from a fresh read next time.
+			e.cache = nil
 			return st, err
 		}
 		if attempt > 0 {
 			time.Sleep(time.Duration(attempt*attempt) * 10 * time.Millisecond)
 		}
-		fresh, err := e.syncOnce(cloneTable(want), &st)
+		fresh, err := e.syncOnce(want, &st)
 		st.Duration = time.Since(start)
 		if err == nil {
 			return st, nil
@@ -193,11 +198,12 @@ func (e *Engine) syncOnce(want *kTable, st *Stats) (fresh bool, err error) {
 		b.delTable()
 		st.Full = true
 	}
-	if err := diff(b, cur, want); err != nil {
+	next, err := diff(b, cur, want)
+	if err != nil {
 		return fresh, err
 	}
 	if b.empty() {
-		e.cache, e.started = want, true
+		e.cache, e.started = next, true
 		return fresh, nil
 	}
 	st.Attempts++
@@ -208,7 +214,7 @@ func (e *Engine) syncOnce(want *kTable, st *Stats) (fresh bool, err error) {
 	e.started = true
 	e.cache = nil
 	if echo {
-		e.cache = want
+		e.cache = next
 	}
 	return fresh, nil
 }
@@ -317,23 +323,4 @@ func (e *Engine) Delete(ctx context.Context) error {
 		return fmt.Errorf("delete table %s: %w", e.table, err)
 	}
 	return nil
-}
-
-func cloneTable(t *kTable) *kTable {
-	c := &kTable{
-		chains:     make(map[string]*kChain, len(t.chains)),
-		chainOrder: t.chainOrder,
-		sets:       t.sets,
-		setOrder:   t.setOrder,
-	}
-	for n, ch := range t.chains {
-		cc := *ch
-		cc.rules = make([]*kRule, len(ch.rules))
-		for i, r := range ch.rules {
-			rr := *r
-			cc.rules[i] = &rr
-		}
-		c.chains[n] = &cc
-	}
-	return c
 }

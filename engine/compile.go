@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -36,92 +35,6 @@ func (s setDecls) LookupSet(name string) (nftsyntax.SetDecl, bool) {
 	return d, ok
 }
 
-// compile turns the caller's text model into kernel form via nftsyntax. An
-// error names the object (chain and rule number, set and element).
-func compile(fam byte, d *Desired) (*kTable, error) {
-	t := newKTable()
-	decls := setDecls{}
-	for _, s := range d.Sets {
-		if _, dup := decls[s.Name]; dup {
-			return nil, fmt.Errorf("set %q declared twice", s.Name)
-		}
-		decl, err := nftsyntax.ParseSetDecl(s.Name, s.Type, s.Map, s.Interval)
-		if err != nil {
-			return nil, fmt.Errorf("set %q: %w", s.Name, err)
-		}
-		decls[s.Name] = decl
-		ud := nftsyntax.SetUserData(decl)
-		if s.Comment != "" {
-			ud = append(ud, commentTLV(udataSetComment, s.Comment)...)
-		}
-		ks := setFromDecl(decl, false, ud)
-		ks.flags = nftsyntax.SetFlags(decl)
-		texts := make([]nftsyntax.ElementText, len(s.Elements))
-		for i, el := range s.Elements {
-			texts[i] = nftsyntax.ElementText{Key: el.Key, Value: el.Value}
-		}
-		elems, err := nftsyntax.EncodeElements(decl, texts)
-		if err != nil {
-			return nil, fmt.Errorf("set %q: %w", s.Name, err)
-		}
-		ks.elemText = map[string]string{}
-		for i, el := range elems {
-			id := ks.add(el)
-			if len(elems) == len(texts) {
-				ks.elemText[id] = texts[i].Key
-			}
-		}
-		t.addSet(ks)
-	}
-	for _, c := range d.Chains {
-		if _, dup := t.chains[c.Name]; dup {
-			return nil, fmt.Errorf("chain %q declared twice", c.Name)
-		}
-		kc := &kChain{name: c.Name}
-		if c.Hook != "" {
-			h, ok := hooks[c.Hook]
-			if !ok {
-				return nil, fmt.Errorf("chain %q: unknown hook %q", c.Name, c.Hook)
-			}
-			kc.base, kc.hook, kc.prio, kc.typ = true, h, c.Priority, c.Type
-			if kc.typ == "" {
-				kc.typ = "filter"
-			}
-			switch c.Policy {
-			case "", "accept":
-				kc.policy = nfAccept
-			case "drop":
-				kc.policy = nfDrop
-			default:
-				return nil, fmt.Errorf("chain %q: unknown policy %q", c.Name, c.Policy)
-			}
-		}
-		if c.Comment != "" {
-			kc.userdata = commentTLV(udataChainComment, c.Comment)
-		}
-		for i, r := range c.Rules {
-			text := r.Rule
-			if r.Comment != "" {
-				text += " comment " + strconv.Quote(r.Comment)
-			}
-			cr, err := nftsyntax.CompileRule(nftsyntax.Family(fam), text, decls)
-			if err != nil {
-				return nil, fmt.Errorf("chain %q rule %d (%q): %w", c.Name, i+1, r.Rule, err)
-			}
-			kr := &kRule{exprs: cr.Exprs, userdata: cr.UserData, text: r.Rule, index: i + 1}
-			for _, as := range cr.AnonSets {
-				kr.anon = append(kr.anon, anonSet(as))
-			}
-			kc.rules = append(kc.rules, kr)
-		}
-		t.addChain(kc)
-	}
-	if err := t.prepare(fam); err != nil {
-		return nil, err
-	}
-	return t, nil
-}
-
 func anonSet(as nftsyntax.AnonSet) *kSet {
 	s := &kSet{
 		name:     as.Decl.Name,
@@ -149,14 +62,15 @@ func anonSet(as nftsyntax.AnonSet) *kSet {
 }
 
 // Sync makes the table equal d in one atomic transaction carrying only the
-// difference (the first sync of an Engine replaces the whole table).
+// difference (the first sync of an Engine replaces the whole table). Only
+// the parts of d that changed since the last Sync are compiled again.
 func (e *Engine) Sync(ctx context.Context, d *Desired) (Stats, error) {
-	want, err := compile(e.fam, d)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	want, err := e.comp.compile(d)
 	if err != nil {
 		return Stats{}, fmt.Errorf("sync table %s: %w", e.table, err)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.last = d
 	return e.syncK(ctx, want)
 }

@@ -1,20 +1,51 @@
 package engine
 
 import (
+	"bytes"
+	"errors"
 	"sort"
 
 	"github.com/nftguard/nftguard/engine/nftsyntax"
 )
 
+// errStaleCache means the engine's cached table describes a version of a
+// compiled set that the compiler has since updated in place more than once
+// (a sync in between did not complete): the kernel must be read again.
+var errStaleCache = errors.New("cached table is older than the compiled sets")
+
+// How the diff treats a set that exists in the kernel and is kept.
+const (
+	setSame    = iota // the version the kernel holds: nothing to do
+	setDeltaOK        // the compiler's delta applies to the kernel's version
+	setCompare        // compare every element
+)
+
 // diff appends to b the operations that turn cur (nil: no table) into want,
-// and returns want with the kernel handles of kept rules filled in (new
-// rules get theirs from the kernel's echo). Order matters inside the batch:
-// everything that refers to an object is removed before the object, and
-// every object exists before anything refers to it.
-func diff(b *batch, cur, want *kTable) error {
+// and returns the table the kernel will hold once b is committed, for the
+// engine's cache: kept chains and rules are cur's (with their kernel
+// handles), new rules are copies of want's whose handles the kernel's echo
+// fills in. want is not modified. A chain that is the same compiled object
+// the cached chain was made from is skipped without looking at its rules,
+// and a set the compiler updated in place is changed by its delta, so a
+// small change costs little however large the table is. Order matters
+// inside the batch: everything that refers to an object is removed before
+// the object, and every object exists before anything refers to it.
+func diff(b *batch, cur, want *kTable) (*kTable, error) {
 	if cur == nil {
 		b.addTable()
 		cur = newKTable()
+	}
+	next := &kTable{
+		chains:     make(map[string]*kChain, len(want.chains)),
+		chainOrder: want.chainOrder,
+		sets:       want.sets,
+		setOrder:   want.setOrder,
+		setVer:     make(map[string]uint64, len(want.sets)),
+	}
+	for name, s := range want.sets {
+		if s.ver != 0 {
+			next.setVer[name] = s.ver
+		}
 	}
 
 	recreateSet := map[string]bool{}
@@ -23,33 +54,59 @@ func diff(b *batch, cur, want *kTable) error {
 			recreateSet[name] = true
 		}
 	}
+	// The kernel updates a chain's policy in place but ignores a new
+	// comment (user data), so a changed comment recreates the chain like a
+	// changed hook or priority does.
 	recreateChain := map[string]bool{}
 	for _, name := range cur.chainOrder {
-		if w, ok := want.chains[name]; ok && !w.sameBase(cur.chains[name]) {
+		c := cur.chains[name]
+		if w, ok := want.chains[name]; ok && (!w.sameBase(c) || !bytes.Equal(w.userdata, c.userdata)) {
 			recreateChain[name] = true
 		}
 	}
-	usesRecreated := func(r *kRule) bool {
+	// A rule that uses a recreated set or jumps to a recreated chain is
+	// removed before it and added back after it.
+	forced := func(r *kRule) bool {
 		for _, s := range r.refs {
 			if recreateSet[s] {
 				return true
 			}
 		}
+		for _, c := range r.jumps {
+			if recreateChain[c] {
+				return true
+			}
+		}
 		return false
+	}
+	// Skipping a chain unseen is safe only when no rule has to be forced
+	// out of it.
+	skipOK := len(recreateSet) == 0 && len(recreateChain) == 0
+	same := func(name string) bool {
+		c, w := cur.chains[name], want.chains[name]
+		return skipOK && c != nil && w != nil && c.from == w
+	}
+	// Verdict-map entries that jump to a recreated chain go and come back
+	// with it too.
+	forcedElem := func(el nftsyntax.Elem) bool {
+		return el.Verdict != nil && recreateChain[el.Verdict.Chain]
 	}
 
 	// 1. Rules out of chains that go away, and rules not kept.
-	plans := map[string][]int{} // want chain -> want rule index -> cur handle (0: insert)
+	plans := map[string][]int{} // want chain -> want rule index -> cur rule index (-1: insert)
 	for _, name := range cur.chainOrder {
 		c := cur.chains[name]
 		w, ok := want.chains[name]
+		if ok && same(name) {
+			continue
+		}
 		if !ok || recreateChain[name] {
 			if len(c.rules) > 0 {
 				b.flushChain(name)
 			}
 			continue
 		}
-		match, del := matchRules(c.rules, w.rules, usesRecreated)
+		match, del := matchRules(c.rules, w.rules, forced)
 		if len(del) == len(c.rules) && len(del) > 1 {
 			b.flushChain(name)
 		} else {
@@ -58,30 +115,43 @@ func diff(b *batch, cur, want *kTable) error {
 			}
 		}
 		plans[name] = match
-		for j, i := range match {
-			if i >= 0 {
-				w.rules[j].handle = c.rules[i].handle
-			}
-		}
 	}
 
 	// 2. Sets that go away or change shape; elements that go away.
+	mode := map[string]int{}
 	for _, name := range cur.setOrder {
 		w, ok := want.sets[name]
 		if !ok || recreateSet[name] {
 			b.delSet(name)
 			continue
 		}
-		var gone []nftsyntax.Elem
 		c := cur.sets[name]
+		cv, known := cur.setVer[name]
+		switch {
+		case known && cv == w.ver && c == w && len(recreateChain) == 0:
+			mode[name] = setSame
+			continue
+		case known && w.delta != nil && w.delta.base == cv && len(recreateChain) == 0:
+			mode[name] = setDeltaOK
+			if len(w.delta.del) > 0 {
+				if err := b.elems(delSetElem, w, 0, w.delta.del, nil, opDesc{}); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		case c == w && !(known && cv == w.ver) && w.ver != 0:
+			return nil, errStaleCache
+		}
+		mode[name] = setCompare
+		var gone []nftsyntax.Elem
 		for id, el := range c.elems {
-			if we, ok := w.elems[id]; !ok || elemValue(we) != elemValue(el) {
+			if we, ok := w.elems[id]; !ok || elemValue(we) != elemValue(el) || forcedElem(el) {
 				gone = append(gone, el)
 			}
 		}
 		if len(gone) > 0 {
 			if err := b.elems(delSetElem, c, 0, gone, nil, opDesc{}); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
@@ -113,22 +183,28 @@ func diff(b *batch, cur, want *kTable) error {
 			b.setID++
 			b.addSet(w, b.setID, opDesc{verb: "add set", name: name})
 			if err := b.elems(newSetElem, w, b.setID, w.list(), w.texts(), opDesc{}); err != nil {
-				return err
+				return nil, err
 			}
 			continue
 		}
 		var add []nftsyntax.Elem
 		var texts []string
-		for _, id := range w.order {
-			we := w.elems[id]
-			if ce, ok := c.elems[id]; !ok || elemValue(ce) != elemValue(we) {
-				add = append(add, we)
-				texts = append(texts, w.elemText[id])
+		switch mode[name] {
+		case setSame:
+		case setDeltaOK:
+			add, texts = w.delta.add, w.delta.addTexts
+		default:
+			for _, id := range w.ids() {
+				we := w.elems[id]
+				if ce, ok := c.elems[id]; !ok || elemValue(ce) != elemValue(we) || forcedElem(we) {
+					add = append(add, we)
+					texts = append(texts, w.elemText[id])
+				}
 			}
 		}
 		if len(add) > 0 {
 			if err := b.elems(newSetElem, w, 0, add, texts, opDesc{}); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
@@ -136,59 +212,100 @@ func diff(b *batch, cur, want *kTable) error {
 	// 6. New rules, each inserted before the next kept rule.
 	for _, name := range want.chainOrder {
 		w := want.chains[name]
+		if same(name) {
+			next.chains[name] = cur.chains[name]
+			continue
+		}
+		nc := *w
+		nc.from = w
+		nc.rules = make([]*kRule, len(w.rules))
+		next.chains[name] = &nc
 		plan, ok := plans[name]
 		if !ok { // new or recreated chain: everything appended
-			for _, r := range w.rules {
-				if err := b.addRule(name, r, 0); err != nil {
-					return err
+			for j, r := range w.rules {
+				nc.rules[j] = newRule(r)
+				if err := b.addRule(name, nc.rules[j], 0); err != nil {
+					return nil, err
 				}
 			}
 			continue
 		}
+		crules := cur.chains[name].rules
+		for j, i := range plan {
+			if i >= 0 {
+				nc.rules[j] = crules[i]
+			}
+		}
 		before := make([]uint64, len(w.rules))
-		var next uint64
+		var nextHandle uint64
 		for j := len(w.rules) - 1; j >= 0; j-- {
 			if plan[j] >= 0 {
-				next = w.rules[j].handle
+				nextHandle = nc.rules[j].handle
 				continue
 			}
-			before[j] = next
+			before[j] = nextHandle
 		}
 		for j, r := range w.rules {
 			if plan[j] >= 0 {
 				continue
 			}
-			r.handle = 0
-			if err := b.addRule(name, r, before[j]); err != nil {
-				return err
+			nc.rules[j] = newRule(r)
+			if err := b.addRule(name, nc.rules[j], before[j]); err != nil {
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return next, nil
+}
+
+// newRule copies a compiled rule for the cache, where the kernel's echo
+// gives it a handle.
+func newRule(r *kRule) *kRule {
+	c := *r
+	c.handle = 0
+	return &c
 }
 
 // matchRules pairs desired rules with kernel rules of equal canonical form
 // so that as many kernel rules as possible are kept in their order (a
-// longest increasing subsequence of matched positions). It returns, per
-// desired rule, the kept kernel index or -1, and the kernel indices to
+// longest increasing subsequence of matched positions, after the common
+// prefix and suffix, which such a subsequence always keeps). It returns,
+// per desired rule, the kept kernel index or -1, and the kernel indices to
 // delete.
 func matchRules(cur, want []*kRule, forced func(*kRule) bool) (match []int, del []int) {
+	keep := func(i, j int) bool {
+		return cur[i].key != "" && cur[i].key == want[j].key && !forced(cur[i])
+	}
+	match = make([]int, len(want))
+	for j := range match {
+		match[j] = -1
+	}
+	p := 0
+	for p < len(cur) && p < len(want) && keep(p, p) {
+		match[p] = p
+		p++
+	}
+	q := 0
+	for q < len(cur)-p && q < len(want)-p && keep(len(cur)-1-q, len(want)-1-q) {
+		match[len(want)-1-q] = len(cur) - 1 - q
+		q++
+	}
 	byKey := map[string][]int{}
-	for i, r := range cur {
-		if r.key == "" || forced(r) {
-			continue
+	for i := p; i < len(cur)-q; i++ {
+		if r := cur[i]; r.key != "" && !forced(r) {
+			byKey[r.key] = append(byKey[r.key], i)
 		}
-		byKey[r.key] = append(byKey[r.key], i)
 	}
-	cand := make([]int, len(want))
-	for j, r := range want {
+	cand := make([]int, len(want)-q-p)
+	for j := range cand {
 		cand[j] = -1
-		if q := byKey[r.key]; len(q) > 0 {
+		k := want[p+j].key
+		if q := byKey[k]; len(q) > 0 {
 			cand[j] = q[0]
-			byKey[r.key] = q[1:]
+			byKey[k] = q[1:]
 		}
 	}
-	match = lis(cand)
+	copy(match[p:], lis(cand))
 	kept := make([]bool, len(cur))
 	for _, i := range match {
 		if i >= 0 {

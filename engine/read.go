@@ -149,6 +149,7 @@ func (e *Engine) readOnce() (*kTable, error) {
 		return k, ok
 	}
 
+	memo := exprMemo{}
 	// One dump per chain: the kernel resumes a dump by skipping what it
 	// already sent, so one table-wide rule dump is quadratic.
 	for _, cname := range t.chainOrder {
@@ -172,14 +173,37 @@ func (e *Engine) readOnce() (*kTable, error) {
 			// An undecodable rule keeps key "": it matches nothing and is
 			// replaced, never guessed at.
 			if exprs, err := decodeExprs(e.fam, a[unix.NFTA_RULE_EXPRESSIONS]); err == nil {
-				if k, refs, err := ruleKey(e.fam, exprs, kr.userdata, resolve); err == nil {
-					kr.key, kr.refs = k, refs
+				if k, refs, err := ruleKey(e.fam, exprs, kr.userdata, resolve, memo); err == nil {
+					kr.key, kr.refs, kr.jumps = k, refs, readJumps(exprs, anon)
 				}
 			}
 			c.rules = append(c.rules, kr)
 		}
 	}
 	return t, nil
+}
+
+// readJumps lists the chains a kernel rule jumps or goes to, directly or
+// through its anonymous verdict maps.
+func readJumps(exprs []expr.Any, anon map[string]*kSet) []string {
+	var out []string
+	for _, x := range exprs {
+		switch x := x.(type) {
+		case *expr.Verdict:
+			if x.Chain != "" {
+				out = append(out, x.Chain)
+			}
+		case *expr.Lookup:
+			if s, ok := anon[x.SetName]; ok {
+				for _, el := range s.elems {
+					if el.Verdict != nil && el.Verdict.Chain != "" {
+						out = append(out, el.Verdict.Chain)
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 func parseChain(b []byte) (*kChain, string, error) {

@@ -16,6 +16,9 @@ type kTable struct {
 	chainOrder []string
 	sets       map[string]*kSet
 	setOrder   []string
+	// setVer is, in the engine's cache, the version of each compiled set
+	// the kernel holds (absent: unknown).
+	setVer map[string]uint64
 }
 
 func newKTable() *kTable {
@@ -45,6 +48,9 @@ type kChain struct {
 	policy   uint32 // NF_DROP or NF_ACCEPT
 	userdata []byte
 	rules    []*kRule
+	// from is, in the engine's cache, the compiled chain this one was
+	// made equal to: the same compiled chain again needs no diff.
+	from *kChain
 }
 
 // sameBase reports whether a chain can be kept as it is apart from its
@@ -64,6 +70,9 @@ type kRule struct {
 	// refs are the named sets the rule uses (a recreated set forces the
 	// rule to be re-added).
 	refs []string
+	// jumps are the chains the rule jumps or goes to (a recreated chain
+	// forces the rule to be re-added).
+	jumps []string
 	// text and index name the rule in errors (desired side only).
 	text  string
 	index int
@@ -85,6 +94,10 @@ type kSet struct {
 	order []string // desired side: element identities in caller order
 	// elemText names elements in errors (desired side only).
 	elemText map[string]string
+	// ver identifies the content of a compiled set (0: not from the
+	// compiler); delta says how it changed from the previous version.
+	ver   uint64
+	delta *setDelta
 }
 
 // list returns the elements in caller order (any order for kernel sets).
@@ -102,6 +115,18 @@ func (s *kSet) list() []nftsyntax.Elem {
 	return out
 }
 
+// ids returns the element identities in caller order when it is known.
+func (s *kSet) ids() []string {
+	if len(s.order) == len(s.elems) {
+		return s.order
+	}
+	out := make([]string, 0, len(s.elems))
+	for id := range s.elems {
+		out = append(out, id)
+	}
+	return out
+}
+
 // texts returns the caller's text of each element in list order.
 func (s *kSet) texts() []string {
 	if s.elemText == nil || len(s.order) != len(s.elems) {
@@ -114,28 +139,37 @@ func (s *kSet) texts() []string {
 	return out
 }
 
-// prepare computes the canonical key of every desired rule; anonymous sets
-// are referred to by index (the lookups' SetID), as nftsyntax emits them.
+// prepare computes the canonical key of every rule of a table built by
+// hand (tests); compile computes them as it goes.
 func (t *kTable) prepare(fam byte) error {
 	for _, name := range t.chainOrder {
-		c := t.chains[name]
-		for i, r := range c.rules {
+		for i, r := range t.chains[name].rules {
 			if r.index == 0 {
 				r.index = i + 1
 			}
-			anon := r.anon
-			resolve := func(_ string, id uint32) (string, bool) {
-				if int(id) >= len(anon) {
-					return "", false
-				}
-				return anon[id].contentKey(), true
-			}
-			k, refs, err := ruleKey(fam, r.exprs, r.userdata, resolve)
-			if err != nil {
+			if err := r.computeKey(fam, nil); err != nil {
 				return fmt.Errorf("chain %q rule %d: %w", name, r.index, err)
 			}
-			r.key, r.refs = k, refs
 		}
 	}
+	return nil
+}
+
+// computeKey sets the rule's canonical key and set references; anonymous
+// sets are referred to by index (the lookups' SetID), as nftsyntax emits
+// them.
+func (r *kRule) computeKey(fam byte, memo exprMemo) error {
+	anon := r.anon
+	resolve := func(_ string, id uint32) (string, bool) {
+		if int(id) >= len(anon) {
+			return "", false
+		}
+		return anon[id].contentKey(), true
+	}
+	k, refs, err := ruleKey(fam, r.exprs, r.userdata, resolve, memo)
+	if err != nil {
+		return err
+	}
+	r.key, r.refs, r.jumps = k, refs, jumpTargets(r)
 	return nil
 }

@@ -150,8 +150,8 @@ func (o *operand) text(dt DataType) string {
 		s, _ := formatValue(dt, o.val)
 		return fmt.Sprintf("%s/%d", s, o.bits)
 	case opRange:
-		lo, _ := formatValue(dt, o.val)
-		hi, _ := formatValue(dt, o.hi)
+		lo, _ := formatRangeEnd(dt, o.val)
+		hi, _ := formatRangeEnd(dt, o.hi)
 		return lo + "-" + hi
 	case opSet:
 		keys := make([]string, len(o.elems))

@@ -19,6 +19,13 @@ var testSetDecls = []struct {
 	{"ifs", "ifname", "", false},
 	{"mk", "mark", "", false},
 	{"mkv", "mark", "verdict", false},
+	// Interval sets keyed by mark: nft stores their keys in network order
+	// and converts the loaded mark (byteorder hton) before the lookup.
+	{"mki", "mark", "", true},
+	{"mkvi", "mark", "verdict", true},
+	{"cmi", "ipv4_addr . mark", "", true},
+	{"cm", "ipv4_addr . mark", "", false},
+	{"ammi", "mark", "ipv4_addr", true},
 }
 
 type mapSets map[string]SetDecl
@@ -64,11 +71,21 @@ var matchCases = []ruleCase{
 	rc("meta l4proto tcp"), rc("meta l4proto udp"), rc("meta l4proto icmp"), rc("meta l4proto ipv6-icmp"), rc("meta l4proto icmpv6", "meta l4proto ipv6-icmp"),
 	rc("meta l4proto { tcp, udp }"), rc("meta l4proto != tcp"), rc("ip protocol tcp"), rc("ip protocol { tcp, udp }"), rc("ip6 nexthdr udp"),
 	rc("meta nfproto ipv4"), rc("meta nfproto ipv6"),
+	// Protocol names from /etc/protocols (netbase 6.4); ranges print as numbers.
+	rc("meta l4proto dccp"), rc("meta l4proto 33", "meta l4proto dccp"), rc("meta l4proto ip"), rc("meta l4proto hopopt", "meta l4proto ip"),
+	rc("meta l4proto 4", "meta l4proto ipencap"), rc("meta l4proto 255"), rc("meta l4proto 7"), rc("meta l4proto IPv6-ICMP", "meta l4proto ipv6-icmp"),
+	rc("meta l4proto CPHB", "meta l4proto rspf"), rc("ip protocol ax.25"), rc("ip6 nexthdr mobility-header"), rc("meta l4proto != dccp"),
+	rc("meta l4proto { 0, 4, 33, 255 }", "meta l4proto { ip, ipencap, dccp, 255 }"), rc("meta l4proto { 0-5, dccp }"),
+	rc("meta l4proto 0-5"), rc("meta l4proto 6-17"), rc("meta l4proto != 33-34"),
+	rc("meta l4proto . th dport { dccp . 80, 4 . 1 }", "meta l4proto . th dport { dccp . 80, ipencap . 1 }"),
 	rc(`iifname "eth0"`), rc(`oifname "eth0"`), rc(`meta iifname "eth0"`, `iifname "eth0"`), rc(`meta oifname "veth*"`, `oifname "veth*"`),
 	rc(`iifname "veth*"`), rc(`iifname != "eth0"`), rc(`iifname { "eth0", "lo" }`), rc(`iifname @ifs`),
 	rc("meta mark 0x00000001"), rc("meta mark 0x1", "meta mark 0x00000001"), rc("meta mark != 0x00000001"),
 	rc("meta mark & 0x8000 == 0x8000", "meta mark & 0x00008000 == 0x00008000"), rc("meta mark & 0x00008000 != 0x00000000"),
 	rc("meta mark { 0x1, 0x2 }", "meta mark { 0x00000001, 0x00000002 }"), rc("meta mark @mk"),
+	rc("meta mark @mki"), rc("meta mark != @mki"), rc("ct mark @mki"), rc("ip saddr . meta mark @cmi"), rc("ip saddr . meta mark @cm"),
+	rc("meta mark . ip saddr { 0x100 . 10.0.0.0/8, 0x12345678 . 10.0.0.1 }", "meta mark . ip saddr { 0x00000100 . 10.0.0.0/8, 0x12345678 . 10.0.0.1 }"),
+	rc("ip saddr . meta mark { 10.0.0.0/8 . 0x100, 10.0.0.1 . 0x12345678 }", "ip saddr . meta mark { 10.0.0.0/8 . 0x00000100, 10.0.0.1 . 0x12345678 }"),
 	rc("ct state established,related"), rc("ct state related,established", "ct state established,related"), rc("ct state invalid"),
 	rc("ct state new"), rc("ct state untracked"), rc("ct mark 0x00000010"), rc("ct mark & 0x0000ff00 == 0x00000100"),
 	rc("ip daddr . meta l4proto . th dport @c3"), rc("ip daddr . meta l4proto . th dport != @c3"),
@@ -81,7 +98,7 @@ var matchCases = []ruleCase{
 var vmapCases = []ruleCase{
 	rc("ip daddr . meta l4proto . th dport vmap @vm"),
 	rc("ip saddr vmap { 10.0.0.1 : jump a, 10.0.0.2 : drop }"),
-	rc("ip saddr vmap @vm4"), rc("meta mark vmap @mkv"),
+	rc("ip saddr vmap @vm4"), rc("meta mark vmap @mkv"), rc("meta mark vmap @mkvi"), rc("meta l4proto vmap { dccp : accept, 0 : drop }", "meta l4proto vmap { dccp : accept, ip : drop }"),
 	rc("ip saddr vmap { 10.0.0.0/8 : accept, 192.168.0.0/16 : goto a }"),
 	rc("tcp dport vmap { 22 : accept, 80 : drop }"),
 	rc("meta l4proto . th dport vmap { tcp . 80 : accept, udp . 53 : drop }"),
@@ -108,6 +125,7 @@ var standaloneCases = []ruleCase{
 	rc("tcp dport 80 reject with tcp reset"), rc("ip saddr 10.0.0.1 reject with icmp port-unreachable"),
 	rc("ip6 saddr fd00::1 reject with icmpv6 admin-prohibited"),
 	rc("snat ip to 192.0.2.1"), rc("snat ip6 to fd00::1"), rc("snat ip to ip saddr map @am"), rc("snat ip6 to ip6 saddr map @am6"),
+	rc("snat ip to meta mark map @ammi"),
 	rc("ip saddr 10.0.0.0/8 snat ip to 192.0.2.1"), rc("ip saddr @s4 masquerade"), rc("masquerade"), rc("notrack"),
 	rc("meta l4proto tcp tcp dport 80 accept", "tcp dport 80 accept"), rc("meta nfproto ipv4 ip saddr 10.0.0.1 accept", "ip saddr 10.0.0.1 accept"),
 	rc("meta l4proto tcp th dport 80 accept", "tcp dport 80 accept"),

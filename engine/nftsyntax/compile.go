@@ -107,12 +107,25 @@ func load(f *field, reg, n uint32) expr.Any {
 }
 
 // loads emits the loads of a (concatenated) key into consecutive registers.
-func (c *compiler) loads(fs []*field) {
+// For a lookup in an interval set, nft converts each host-order integer
+// field (mark) to network order right after its load, because the set
+// stores such keys in network order (see DataType.intervalBigEndian).
+func (c *compiler) loads(fs []*field, interval bool) {
 	var word uint32
 	for _, f := range fs {
-		c.emit(load(f, regFor(word), f.loadLen()))
+		reg := regFor(word)
+		c.emit(load(f, reg, f.loadLen()))
+		if interval && f.dt.intervalBigEndian() {
+			c.emit(hton(reg, f.dt.Len))
+		}
 		word += pad4(f.dt.Len) / 4
 	}
+}
+
+// hton is the byteorder expression nft emits to convert n bytes in reg to
+// network order in place (`byteorder reg 1 = hton(reg 1, 4, 4)`).
+func hton(reg, n uint32) *expr.Byteorder {
+	return &expr.Byteorder{SourceRegister: reg, DestRegister: reg, Op: expr.ByteorderHton, Len: n, Size: n}
 }
 
 func (c *compiler) stmt(s stmt) error {
@@ -123,11 +136,11 @@ func (c *compiler) stmt(s stmt) error {
 		if err := c.deps(s.fields); err != nil {
 			return err
 		}
-		name, id, err := c.setRef(s.fields, s.name, s.elems, true)
+		name, id, interval, err := c.setRef(s.fields, s.name, s.elems, true)
 		if err != nil {
 			return err
 		}
-		c.loads(s.fields)
+		c.loads(s.fields, interval)
 		c.emit(&expr.Lookup{SourceRegister: 1, DestRegister: 0, IsDestRegSet: true, SetName: name, SetID: id})
 	case *markSetStmt:
 		c.emit(&expr.Immediate{Register: 1, Data: s.val}, &expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1})
@@ -167,7 +180,7 @@ func (c *compiler) stmt(s stmt) error {
 			if err := c.deps(s.mapFields); err != nil {
 				return err
 			}
-			c.loads(s.mapFields)
+			c.loads(s.mapFields, d.Interval)
 			c.emit(&expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: s.mapName})
 		} else {
 			c.emit(&expr.Immediate{Register: 1, Data: s.addr})
@@ -201,31 +214,31 @@ func checkKey(d SetDecl, fs []*field) error {
 }
 
 // setRef resolves a named set or builds the anonymous one, returning the
-// lookup's set name and id.
-func (c *compiler) setRef(fs []*field, name string, elems []ElementText, vmap bool) (string, uint32, error) {
+// lookup's set name and id, and whether the set is an interval set.
+func (c *compiler) setRef(fs []*field, name string, elems []ElementText, vmap bool) (string, uint32, bool, error) {
 	if name != "" {
 		d, ok := c.lookupSet(name)
 		if !ok {
-			return "", 0, fmt.Errorf("set @%s not found", name)
+			return "", 0, false, fmt.Errorf("set @%s not found", name)
 		}
 		if err := checkKey(d, fs); err != nil {
-			return "", 0, err
+			return "", 0, false, err
 		}
 		if vmap != (d.Data != nil && d.Data.IsVerdict()) {
 			if vmap {
-				return "", 0, fmt.Errorf("@%s is not a verdict map", name)
+				return "", 0, false, fmt.Errorf("@%s is not a verdict map", name)
 			}
 			if d.Data != nil {
-				return "", 0, fmt.Errorf("@%s is a map, not a set", name)
+				return "", 0, false, fmt.Errorf("@%s is a map, not a set", name)
 			}
 		}
-		return name, 0, nil
+		return name, 0, d.Interval, nil
 	}
 	for _, f := range fs {
 		if f.dt.Name == "ifname" {
 			for _, e := range elems {
 				if bytes.HasSuffix([]byte(e.Key), []byte(`*"`)) {
-					return "", 0, fmt.Errorf("interface wildcards in anonymous sets are not supported")
+					return "", 0, false, fmt.Errorf("interface wildcards in anonymous sets are not supported")
 				}
 			}
 		}
@@ -243,12 +256,12 @@ func (c *compiler) setRef(fs []*field, name string, elems []ElementText, vmap bo
 		d.Interval, d.AutoMerge = true, true
 		var err2 error
 		if enc, err2 = EncodeElements(d, elems); err2 != nil {
-			return "", 0, err2
+			return "", 0, false, err2
 		}
 	}
 	ud, err := anonSetUserData(fs, d.Interval, vmap)
 	if err != nil {
-		return "", 0, err
+		return "", 0, false, err
 	}
 	flags := uint32(unix.NFT_SET_ANONYMOUS | unix.NFT_SET_CONSTANT)
 	if d.Interval {
@@ -262,7 +275,7 @@ func (c *compiler) setRef(fs []*field, name string, elems []ElementText, vmap bo
 	}
 	id := uint32(len(c.out.AnonSets))
 	c.out.AnonSets = append(c.out.AnonSets, AnonSet{Decl: d, Elements: enc, Flags: flags, UserData: ud})
-	return d.Name, id, nil
+	return d.Name, id, d.Interval, nil
 }
 
 // setConcat is NFT_SET_CONCAT (missing from x/sys/unix): nft sets it on
@@ -313,11 +326,11 @@ func (c *compiler) match(m *matchStmt) error {
 		if rhs.kind == opSet && len(m.fields) > 1 && len(rhs.elems) == 1 {
 			return fmt.Errorf("a one-element concatenated set is not supported")
 		}
-		name, id, err := c.setRef(m.fields, rhs.name, rhs.elems, false)
+		name, id, interval, err := c.setRef(m.fields, rhs.name, rhs.elems, false)
 		if err != nil {
 			return err
 		}
-		c.loads(m.fields)
+		c.loads(m.fields, interval)
 		c.emit(&expr.Lookup{SourceRegister: 1, SetName: name, SetID: id, Invert: m.neq})
 		return nil
 	case opFlags:

@@ -140,18 +140,37 @@ func (d DataType) byteorder() uint32 {
 	return byteorderInvalid
 }
 
-// protoNames are the protocol names nft prints (from Debian's
-// /etc/protocols, which nft consults); numbers without a name print as is.
-var protoNames = []struct {
-	num  byte
-	name string
-}{
-	{1, "icmp"}, {2, "igmp"}, {6, "tcp"}, {17, "udp"}, {41, "ipv6"}, {47, "gre"},
-	{50, "esp"}, {51, "ah"}, {58, "ipv6-icmp"}, {132, "sctp"}, {136, "udplite"},
+//go:generate go run gen_protocols.go
+
+// protoEntry is one line of /etc/protocols (see protocols.go).
+type protoEntry struct {
+	num     byte
+	name    string
+	aliases []string
 }
 
-// protoAliases are names nft accepts on input besides protoNames.
-var protoAliases = map[string]byte{"icmpv6": 58}
+// protoNames is the name nft prints for each protocol number (the first
+// /etc/protocols entry with that number, as getprotobynumber returns it);
+// "" where the number has no name and prints as a number.
+// protoNumbers resolves every name and alias nft accepts on input
+// (getprotobyname, case-sensitive), plus the keyword "icmpv6" of nft's
+// grammar. Both come from the table compiled into protocols.go: the binary
+// never reads /etc/protocols, so it behaves the same in a scratch image.
+var protoNames, protoNumbers = func() ([256]string, map[string]byte) {
+	var names [256]string
+	nums := map[string]byte{"icmpv6": 58}
+	for _, p := range protoTable {
+		if names[p.num] == "" {
+			names[p.num] = p.name
+		}
+		for _, n := range append([]string{p.name}, p.aliases...) {
+			if _, dup := nums[n]; !dup {
+				nums[n] = p.num
+			}
+		}
+	}
+	return names, nums
+}()
 
 // ctStateBits are ct state names in the order nft prints a bitmask.
 var ctStateBits = []struct {
@@ -172,12 +191,7 @@ func parseValue(dt DataType, s string) ([]byte, error) {
 		}
 		return a.AsSlice(), nil
 	case "inet_proto":
-		for _, p := range protoNames {
-			if p.name == s {
-				return []byte{p.num}, nil
-			}
-		}
-		if n, ok := protoAliases[s]; ok {
+		if n, ok := protoNumbers[s]; ok {
 			return []byte{n}, nil
 		}
 		n, err := strconv.ParseUint(s, 0, 8)
@@ -230,10 +244,8 @@ func formatValue(dt DataType, b []byte) (string, error) {
 		a, _ := netip.AddrFromSlice(b)
 		return a.String(), nil
 	case "inet_proto":
-		for _, p := range protoNames {
-			if p.num == b[0] {
-				return p.name, nil
-			}
+		if n := protoNames[b[0]]; n != "" {
+			return n, nil
 		}
 		return strconv.Itoa(int(b[0])), nil
 	case "inet_service":
@@ -256,6 +268,27 @@ func formatValue(dt DataType, b []byte) (string, error) {
 		return strconv.Itoa(int(b[0])), nil
 	}
 	return "", fmt.Errorf("datatype %s has no literal values", dt.Name)
+}
+
+// formatRangeEnd prints one end of a range: nft prints ranges with numeric
+// output forced (range_expr_print), so protocols print as numbers there.
+func formatRangeEnd(dt DataType, b []byte) (string, error) {
+	if dt.Name == "inet_proto" && len(b) == 1 {
+		return strconv.Itoa(int(b[0])), nil
+	}
+	return formatValue(dt, b)
+}
+
+// intervalBigEndian reports whether nft stores keys of this type in network
+// byte order in interval sets although the type is host order elsewhere:
+// host-order integers (mark) are converted so that the kernel's interval
+// arithmetic works. In the set's own elements, only the keys change (map
+// data stays host order, and the set user data still records host order);
+// a rule that looks such a key up in an interval set converts the loaded
+// value first with a byteorder expression (hton).
+// ifname is a string, not an integer, and is never converted.
+func (d DataType) intervalBigEndian() bool {
+	return d.Name == "mark"
 }
 
 // hasPrefixForm reports whether nft prints intervals of this type as

@@ -32,5 +32,9 @@
 // before `ip saddr`, `meta l4proto tcp` before `tcp dport`) once per rule,
 // turns a one-element anonymous set into a comparison, a byte-aligned
 // prefix into a shorter load, and a positive range into two comparisons.
+// It also converts a mark to network order (a byteorder expression) before
+// looking it up in an interval set, whose mark keys nft stores big-endian.
+// inet_proto values print as the names of Debian 12's /etc/protocols
+// (compiled in, see protocols.go), and ranges print as numbers, as nft does.
 // Only inet tables are supported.
 package nftsyntax

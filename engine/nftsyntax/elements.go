@@ -199,8 +199,20 @@ func parseElementKey(d SetDecl, key string) ([]span, error) {
 		case opRange:
 			out[i] = span{o.val, o.hi}
 		}
+		if d.Interval && dt.intervalBigEndian() {
+			out[i] = span{reversed(out[i].lo), reversed(out[i].hi)}
+		}
 	}
 	return out, nil
+}
+
+// reversed returns a copy of b in the opposite byte order.
+func reversed(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		out[len(b)-1-i] = c
+	}
+	return out
 }
 
 func encodeValue(d SetDecl, v string, e *Elem) error {
@@ -322,7 +334,7 @@ func DecodeElements(d SetDecl, elems []Elem) ([]ElementText, error) {
 			if e.KeyEnd != nil {
 				hi = e.KeyEnd
 			}
-			k, err := spanText(d.Key, e.Key, hi)
+			k, err := spanText(d.Key, d.Interval, e.Key, hi)
 			if err != nil {
 				return nil, fmt.Errorf("set %s: %w", d.Name, err)
 			}
@@ -347,7 +359,7 @@ func DecodeElements(d SetDecl, elems []Elem) ([]ElementText, error) {
 	})
 	var open *Elem
 	emit := func(start Elem, hi []byte) error {
-		k, err := spanText(d.Key, start.Key, hi)
+		k, err := spanText(d.Key, d.Interval, start.Key, hi)
 		if err != nil {
 			return fmt.Errorf("set %s: %w", d.Name, err)
 		}
@@ -384,8 +396,9 @@ func DecodeElements(d SetDecl, elems []Elem) ([]ElementText, error) {
 	return out, nil
 }
 
-// spanText prints key lo..hi field by field.
-func spanText(t Type, lo, hi []byte) (string, error) {
+// spanText prints key lo..hi field by field. In an interval set, fields
+// nft converts to network order (intervalBigEndian) are converted back.
+func spanText(t Type, interval bool, lo, hi []byte) (string, error) {
 	if len(lo) != int(t.Len()) || len(hi) != int(t.Len()) {
 		return "", fmt.Errorf("key has %d bytes, type %s wants %d", len(lo), t, t.Len())
 	}
@@ -393,7 +406,7 @@ func spanText(t Type, lo, hi []byte) (string, error) {
 	off := 0
 	for i, dt := range t.Fields {
 		n := int(dt.Len)
-		s, err := partText(dt, lo[off:off+n], hi[off:off+n])
+		s, err := partText(dt, interval && dt.intervalBigEndian(), lo[off:off+n], hi[off:off+n])
 		if err != nil {
 			return "", err
 		}
@@ -406,24 +419,35 @@ func spanText(t Type, lo, hi []byte) (string, error) {
 	return strings.Join(parts, " . "), nil
 }
 
-func partText(dt DataType, lo, hi []byte) (string, error) {
+// partText prints one field lo..hi; swapped means the bytes are in network
+// order although the type is host order (see intervalBigEndian). lo and hi
+// compare as big-endian numbers either way.
+func partText(dt DataType, swapped bool, lo, hi []byte) (string, error) {
+	value, rangeEnd := formatValue, formatRangeEnd
+	if swapped {
+		value = func(dt DataType, b []byte) (string, error) { return formatValue(dt, reversed(b)) }
+		rangeEnd = func(dt DataType, b []byte) (string, error) { return formatRangeEnd(dt, reversed(b)) }
+	}
 	if bytes.Equal(lo, hi) {
-		return formatValue(dt, lo)
+		return value(dt, lo)
 	}
 	if bits, ok := prefixOf(lo, hi); ok {
-		if dt.hasPrefixForm() {
-			s, err := formatValue(dt, lo)
+		// nft prints an exact prefix as one for types flagged
+		// DTYPE_F_PREFIX: addresses, and marks (which are only
+		// intervals in network order).
+		if dt.hasPrefixForm() || swapped {
+			s, err := value(dt, lo)
 			return fmt.Sprintf("%s/%d", s, bits), err
 		}
 		if dt.Name == "ifname" && bits%8 == 0 && bits > 0 && !bytes.Contains(lo[:bits/8], []byte{0}) {
 			return quote(string(lo[:bits/8]) + "*"), nil
 		}
 	}
-	l, err := formatValue(dt, lo)
+	l, err := rangeEnd(dt, lo)
 	if err != nil {
 		return "", err
 	}
-	h, err := formatValue(dt, hi)
+	h, err := rangeEnd(dt, hi)
 	return l + "-" + h, err
 }
 

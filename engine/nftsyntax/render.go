@@ -244,6 +244,7 @@ func (d *decompiler) matchOrLookup() error {
 	// Gather the loads of a (concatenated) key.
 	var fs []*field
 	var loads []expr.Any
+	var swapped []bool // per field: converted to network order; nil if none
 	var word uint32
 	for {
 		e := d.peek(0)
@@ -264,10 +265,29 @@ func (d *decompiler) matchOrLookup() error {
 		loads = append(loads, e)
 		word += pad4(f.dt.Len) / 4
 		d.i++
+		// nft converts a host-order key (mark) to network order before
+		// looking it up in an interval set.
+		if b, ok := d.peek(0).(*expr.Byteorder); ok {
+			reg := loadReg(e)
+			if !f.dt.intervalBigEndian() || b.Op != expr.ByteorderHton || b.SourceRegister != reg ||
+				b.DestRegister != reg || b.Len != f.dt.Len || b.Size != f.dt.Len {
+				return d.errf("unsupported byteorder after the load of %s", f.name)
+			}
+			if swapped == nil {
+				swapped = make([]bool, len(fs))
+			}
+			swapped = append(swapped[:len(fs)-1], true)
+			d.i++
+		} else if swapped != nil {
+			swapped = append(swapped, false)
+		}
 	}
 	next := d.peek(0)
 	if lk, ok := next.(*expr.Lookup); ok {
-		return d.lookup(fs, lk)
+		return d.lookup(fs, swapped, lk)
+	}
+	if swapped != nil {
+		return d.errf("byteorder conversion of %s not followed by a lookup", fieldsText(fs))
 	}
 	if len(fs) > 1 {
 		// Only the first load is consumed by a non-lookup; the rest start
@@ -364,9 +384,24 @@ func invert(b []byte) []byte {
 	return out
 }
 
-func (d *decompiler) lookup(fs []*field, lk *expr.Lookup) error {
+// lookup renders a lookup of the key fs; swapped tells which fields were
+// converted to network order (nil: none), which nft does exactly for the
+// host-order integer fields of a key looked up in an interval set.
+func (d *decompiler) lookup(fs []*field, swapped []bool, lk *expr.Lookup) error {
 	if lk.SourceRegister != 1 {
 		return d.errf("lookup from register %d", lk.SourceRegister)
+	}
+	interval, known := d.lookupInterval(lk)
+	if known {
+		for i, f := range fs {
+			want := interval && f.dt.intervalBigEndian()
+			if got := swapped != nil && swapped[i]; got != want {
+				if want {
+					return d.errf("lookup of %s in interval set %s without the byteorder conversion nft emits", f.name, lk.SetName)
+				}
+				return d.errf("byteorder conversion of %s before a lookup in non-interval set %s", f.name, lk.SetName)
+			}
+		}
 	}
 	for _, f := range fs {
 		d.useFieldDeps(f)
@@ -438,4 +473,20 @@ func (d *decompiler) nat(n *expr.NAT, addr []byte, fs []*field, mapName string) 
 		return nil, d.errf("unsupported nat family %d", n.Family)
 	}
 	return s, nil
+}
+
+// lookupInterval reports whether the set a lookup refers to is an interval
+// set; known is false when the set cannot be resolved here.
+func (d *decompiler) lookupInterval(lk *expr.Lookup) (interval, known bool) {
+	if strings.HasPrefix(lk.SetName, "__set") || strings.HasPrefix(lk.SetName, "__map") {
+		if int(lk.SetID) < len(d.c.AnonSets) {
+			return d.c.AnonSets[lk.SetID].Decl.Interval, true
+		}
+		return false, false
+	}
+	if d.sets == nil {
+		return false, false
+	}
+	sd, ok := d.sets.LookupSet(lk.SetName)
+	return sd.Interval, ok
 }

@@ -1,0 +1,377 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nftguard/nftguard/engine/nftsyntax"
+)
+
+// compiler turns the caller's Desired into kernel form and remembers what
+// it compiled, so that a Sync compiles only what the caller changed: an
+// unchanged chain or set comes back as the very same object (which lets the
+// diff skip it by identity), a changed chain reuses the compiled form of
+// its unchanged rules, and a changed plain set is updated in place with a
+// delta the diff can send without comparing every element. It is not safe
+// for concurrent use (the Engine's mutex guards it).
+type compiler struct {
+	fam byte
+	// declFP fingerprints every set declaration; rules are compiled
+	// against the declarations, so a change to any of them drops every
+	// compiled rule.
+	declFP string
+	chains map[string]*chainEntry
+	sets   map[string]*setEntry
+	ver    uint64 // last set version handed out
+	memo   exprMemo
+}
+
+type chainEntry struct {
+	src Chain // the caller's chain as compiled, with its own copy of Rules
+	k   *kChain
+}
+
+type setEntry struct {
+	src Set // the caller's set as compiled, with its own copy of Elements
+	k   *kSet
+}
+
+// setDelta is how a compiled set changed from version base to its current
+// version.
+type setDelta struct {
+	base     uint64
+	add, del []nftsyntax.Elem
+	addTexts []string
+}
+
+func newCompiler(fam byte) *compiler {
+	return &compiler{fam: fam, memo: exprMemo{}}
+}
+
+// compile turns d into kernel form with a compiler of its own (no reuse).
+func compile(fam byte, d *Desired) (*kTable, error) {
+	return newCompiler(fam).compile(d)
+}
+
+// compile returns the kernel form of d. Compiled objects are shared with
+// earlier results and must not be changed by the caller; only sets change,
+// in place, under a new version. On error nothing the compiler remembers
+// has changed.
+func (c *compiler) compile(d *Desired) (*kTable, error) {
+	t := newKTable()
+	decls := setDecls{}
+	var fp strings.Builder
+	for _, s := range d.Sets {
+		if _, dup := decls[s.Name]; dup {
+			return nil, fmt.Errorf("set %q declared twice", s.Name)
+		}
+		decl, err := nftsyntax.ParseSetDecl(s.Name, s.Type, s.Map, s.Interval)
+		if err != nil {
+			return nil, fmt.Errorf("set %q: %w", s.Name, err)
+		}
+		decls[s.Name] = decl
+		fmt.Fprintf(&fp, "%q %q %q %t %q;", s.Name, s.Type, s.Map, s.Interval, s.Comment)
+	}
+	oldChains := c.chains
+	if fp.String() != c.declFP {
+		oldChains = nil
+	}
+
+	sets := make(map[string]*setEntry, len(d.Sets))
+	var apply []func()
+	for _, s := range d.Sets {
+		ent, fn, err := c.compileSet(s, decls[s.Name], c.sets[s.Name])
+		if err != nil {
+			return nil, fmt.Errorf("set %q: %w", s.Name, err)
+		}
+		if fn != nil {
+			apply = append(apply, fn)
+		}
+		sets[s.Name] = ent
+		t.addSet(ent.k)
+	}
+	chains := make(map[string]*chainEntry, len(d.Chains))
+	for _, ch := range d.Chains {
+		if _, dup := chains[ch.Name]; dup {
+			return nil, fmt.Errorf("chain %q declared twice", ch.Name)
+		}
+		ent, err := c.compileChain(ch, decls, oldChains[ch.Name])
+		if err != nil {
+			return nil, err
+		}
+		chains[ch.Name] = ent
+		t.addChain(ent.k)
+	}
+	for _, fn := range apply {
+		fn()
+	}
+	c.chains, c.sets, c.declFP = chains, sets, fp.String()
+	return t, nil
+}
+
+func sameSetHead(a, b *Set) bool {
+	return a.Name == b.Name && a.Type == b.Type && a.Map == b.Map && a.Interval == b.Interval && a.Comment == b.Comment
+}
+
+// compileSet returns the set's entry and, for a set updated in place, the
+// function that applies the update once the whole Desired has compiled.
+func (c *compiler) compileSet(s Set, decl nftsyntax.SetDecl, old *setEntry) (*setEntry, func(), error) {
+	if old != nil && sameSetHead(&old.src, &s) {
+		if equalSlices(old.src.Elements, s.Elements) {
+			return old, nil, nil
+		}
+		// Interval sets are encoded as a whole (ranges merge), so only
+		// plain sets and maps, whose elements are independent, get a
+		// delta.
+		if !s.Interval {
+			return c.setDelta(s, decl, old)
+		}
+	}
+	ud := nftsyntax.SetUserData(decl)
+	if s.Comment != "" {
+		ud = append(ud, commentTLV(udataSetComment, s.Comment)...)
+	}
+	ks := setFromDecl(decl, false, ud)
+	ks.flags = nftsyntax.SetFlags(decl)
+	elems, err := nftsyntax.EncodeElements(decl, elementTexts(s.Elements))
+	if err != nil {
+		return nil, nil, err
+	}
+	ks.elemText = map[string]string{}
+	for i, el := range elems {
+		id := ks.add(el)
+		if len(elems) == len(s.Elements) {
+			ks.elemText[id] = s.Elements[i].Key
+		}
+	}
+	c.ver++
+	ks.ver = c.ver
+	return &setEntry{src: copySet(s), k: ks}, nil, nil
+}
+
+// setDelta encodes only the elements that differ between the set as last
+// compiled and s: the common prefix and suffix are skipped by comparison,
+// and what remains in the middle is matched by text.
+func (c *compiler) setDelta(s Set, decl nftsyntax.SetDecl, old *setEntry) (*setEntry, func(), error) {
+	gone, added := middle(old.src.Elements, s.Elements)
+	count := make(map[Element]int, len(gone))
+	for _, e := range gone {
+		count[e]++
+	}
+	var add []Element
+	for _, e := range added {
+		if count[e] > 0 {
+			count[e]--
+			continue
+		}
+		add = append(add, e)
+	}
+	var del []Element
+	for _, e := range gone {
+		if count[e] > 0 {
+			count[e]--
+			del = append(del, e)
+		}
+	}
+	delE, err := nftsyntax.EncodeElements(decl, elementTexts(del))
+	if err != nil {
+		return nil, nil, err
+	}
+	addE, err := nftsyntax.EncodeElements(decl, elementTexts(add))
+	if err != nil {
+		return nil, nil, err
+	}
+	k := old.k
+	delIDs := make(map[string]bool, len(delE))
+	for _, e := range delE {
+		delIDs[elemID(e)] = true
+	}
+	for i, e := range addE {
+		if _, ok := k.elems[elemID(e)]; ok && !delIDs[elemID(e)] {
+			return nil, nil, fmt.Errorf("set %s: duplicate element %q", s.Name, add[i].Key)
+		}
+	}
+	texts := make([]string, len(add))
+	for i, e := range add {
+		texts[i] = e.Key
+	}
+	apply := func() {
+		for id := range delIDs {
+			delete(k.elems, id)
+			delete(k.elemText, id)
+		}
+		if len(delIDs) > 0 {
+			// Keeping the caller's order would cost a pass over every
+			// element; it only orders a later re-creation of the set,
+			// which works in any order.
+			k.order = nil
+		}
+		for i, e := range addE {
+			id := elemID(e)
+			if k.order != nil {
+				k.order = append(k.order, id)
+			}
+			k.elems[id] = e
+			if k.elemText != nil {
+				k.elemText[id] = texts[i]
+			}
+		}
+		c.ver++
+		k.delta = &setDelta{base: k.ver, add: addE, del: delE, addTexts: texts}
+		k.ver = c.ver
+	}
+	return &setEntry{src: copySet(s), k: k}, apply, nil
+}
+
+func sameChainHead(a, b *Chain) bool {
+	return a.Name == b.Name && a.Type == b.Type && a.Hook == b.Hook && a.Priority == b.Priority &&
+		a.Policy == b.Policy && a.Comment == b.Comment
+}
+
+// compileChain compiles a chain, reusing the compiled form of the rules the
+// caller did not change (found as a common prefix and suffix, then by text
+// in the middle).
+func (c *compiler) compileChain(ch Chain, decls setDecls, old *chainEntry) (*chainEntry, error) {
+	if old != nil && sameChainHead(&old.src, &ch) && equalSlices(old.src.Rules, ch.Rules) {
+		return old, nil
+	}
+	kc, err := chainHead(ch)
+	if err != nil {
+		return nil, err
+	}
+	kc.rules = make([]*kRule, len(ch.Rules))
+	var reuse map[Rule][]*kRule
+	p, q := 0, 0
+	if old != nil {
+		or, ok := old.src.Rules, old.k.rules
+		for p < len(or) && p < len(ch.Rules) && or[p] == ch.Rules[p] {
+			kc.rules[p] = ok[p]
+			p++
+		}
+		for q < len(or)-p && q < len(ch.Rules)-p && or[len(or)-1-q] == ch.Rules[len(ch.Rules)-1-q] {
+			i := len(ch.Rules) - 1 - q
+			kc.rules[i] = withIndex(ok[len(or)-1-q], i+1)
+			q++
+		}
+		reuse = map[Rule][]*kRule{}
+		for i := p; i < len(or)-q; i++ {
+			reuse[or[i]] = append(reuse[or[i]], ok[i])
+		}
+	}
+	for i := p; i < len(ch.Rules)-q; i++ {
+		r := ch.Rules[i]
+		if rs := reuse[r]; len(rs) > 0 {
+			kc.rules[i], reuse[r] = withIndex(rs[0], i+1), rs[1:]
+			continue
+		}
+		kr, err := c.compileRule(ch.Name, i+1, r, decls)
+		if err != nil {
+			return nil, err
+		}
+		kc.rules[i] = kr
+	}
+	src := ch
+	src.Rules = append([]Rule(nil), ch.Rules...)
+	return &chainEntry{src: src, k: kc}, nil
+}
+
+// chainHead compiles a chain's declaration (everything but its rules).
+func chainHead(c Chain) (*kChain, error) {
+	kc := &kChain{name: c.Name}
+	if c.Hook != "" {
+		h, ok := hooks[c.Hook]
+		if !ok {
+			return nil, fmt.Errorf("chain %q: unknown hook %q", c.Name, c.Hook)
+		}
+		kc.base, kc.hook, kc.prio, kc.typ = true, h, c.Priority, c.Type
+		if kc.typ == "" {
+			kc.typ = "filter"
+		}
+		switch c.Policy {
+		case "", "accept":
+			kc.policy = nfAccept
+		case "drop":
+			kc.policy = nfDrop
+		default:
+			return nil, fmt.Errorf("chain %q: unknown policy %q", c.Name, c.Policy)
+		}
+	}
+	if c.Comment != "" {
+		kc.userdata = commentTLV(udataChainComment, c.Comment)
+	}
+	return kc, nil
+}
+
+// compileRule compiles rule number index of a chain, with its canonical key.
+func (c *compiler) compileRule(chain string, index int, r Rule, decls setDecls) (*kRule, error) {
+	text := r.Rule
+	if r.Comment != "" {
+		text += " comment " + strconv.Quote(r.Comment)
+	}
+	cr, err := nftsyntax.CompileRule(nftsyntax.Family(c.fam), text, decls)
+	if err != nil {
+		return nil, fmt.Errorf("chain %q rule %d (%q): %w", chain, index, r.Rule, err)
+	}
+	kr := &kRule{exprs: cr.Exprs, userdata: cr.UserData, text: r.Rule, index: index}
+	for _, as := range cr.AnonSets {
+		kr.anon = append(kr.anon, anonSet(as))
+	}
+	if err := kr.computeKey(c.fam, c.memo); err != nil {
+		return nil, fmt.Errorf("chain %q rule %d: %w", chain, index, err)
+	}
+	return kr, nil
+}
+
+// withIndex returns r numbered index, copying it if its number changes
+// (compiled rules are shared and never modified).
+func withIndex(r *kRule, index int) *kRule {
+	if r.index == index {
+		return r
+	}
+	c := *r
+	c.index = index
+	return &c
+}
+
+// middle returns what differs between a and b once their common prefix and
+// suffix are cut off.
+func middle[T comparable](a, b []T) (aMid, bMid []T) {
+	p := 0
+	for p < len(a) && p < len(b) && a[p] == b[p] {
+		p++
+	}
+	q := 0
+	for q < len(a)-p && q < len(b)-p && a[len(a)-1-q] == b[len(b)-1-q] {
+		q++
+	}
+	return a[p : len(a)-q], b[p : len(b)-q]
+}
+
+// equalSlices compares element by element; equal strings that share
+// memory (the usual case for content the caller did not rebuild) compare
+// without reading it.
+func equalSlices[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func elementTexts(els []Element) []nftsyntax.ElementText {
+	out := make([]nftsyntax.ElementText, len(els))
+	for i, el := range els {
+		out[i] = nftsyntax.ElementText{Key: el.Key, Value: el.Value}
+	}
+	return out
+}
+
+func copySet(s Set) Set {
+	s.Elements = append([]Element(nil), s.Elements...)
+	return s
+}
