@@ -17,22 +17,24 @@ import (
 // "nftguard.io/" prefix first and kube-vip's "kube-vip.io/" second, so
 // Services written for kube-vip work unchanged.
 const (
-	AnnEgress       = "egress"
-	AnnIPv6         = "egress-ipv6"
-	AnnDstPorts     = "egress-destination-ports"
-	AnnSrcPorts     = "egress-source-ports"
-	AnnAllowedNets  = "egress-allowed-networks"
-	AnnDeniedNets   = "egress-denied-networks"
-	PrefixNftguard  = "nftguard.io/"
-	PrefixKubeVIP   = "kube-vip.io/"
-	ChainPostroute  = "eg_postrouting"
-	SetInternal4    = "eg_internal4"
-	SetInternal6    = "eg_internal6"
-	MapSNAT4        = "eg_snat4"
-	MapSNAT6        = "eg_snat6"
-	MapDispatch4    = "eg_dispatch4"
-	MapDispatch6    = "eg_dispatch6"
-	chainPriority   = 90 // srcnat (100) - 10
+	AnnEgress      = "egress"
+	AnnIPv6        = "egress-ipv6"
+	AnnDstPorts    = "egress-destination-ports"
+	AnnSrcPorts    = "egress-source-ports"
+	AnnAllowedNets = "egress-allowed-networks"
+	AnnDeniedNets  = "egress-denied-networks"
+	PrefixNftguard = "nftguard.io/"
+	PrefixKubeVIP  = "kube-vip.io/"
+	ChainPostroute = "eg_postrouting"
+	SetInternal4   = "eg_internal4"
+	SetInternal6   = "eg_internal6"
+	MapSNAT4       = "eg_snat4"
+	MapSNAT6       = "eg_snat6"
+	MapDispatch4   = "eg_dispatch4"
+	MapDispatch6   = "eg_dispatch6"
+	// ChainPriority puts eg_postrouting before ordinary source NAT
+	// (srcnat, 100): the first NAT binding of a connection is ours.
+	ChainPriority   = 90
 	maxChainNameLen = 200
 )
 
@@ -235,7 +237,7 @@ func Compile(in Input) Output {
 	}
 
 	out.Chains = append(out.Chains, engine.Chain{
-		Name: ChainPostroute, Type: "nat", Hook: "postrouting", Priority: chainPriority, Policy: "accept",
+		Name: ChainPostroute, Type: "nat", Hook: "postrouting", Priority: ChainPriority, Policy: "accept",
 		Comment: "egress SNAT: pods behind an annotated LoadBalancer Service",
 		Rules: []engine.Rule{
 			{Rule: "ip daddr @" + SetInternal4 + " return"},

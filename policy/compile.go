@@ -90,7 +90,7 @@ func Compile(in Input) Output {
 
 	var policies []*compiledPolicy
 	for _, np := range in.Policies {
-		if probs := validatePolicy(np); len(probs) > 0 {
+		if probs := Validate(np); len(probs) > 0 {
 			c.problems = append(c.problems, probs...)
 			continue
 		}

@@ -26,10 +26,10 @@ func (p Problem) Error() string {
 	return fmt.Sprintf("%s %s/%s: %s: %s", p.Kind, p.Namespace, p.Name, p.Field, p.Reason)
 }
 
-// validatePolicy mirrors the API server's validation of the fields the
+// Validate mirrors the API server's validation of the fields the
 // compiler relies on, so that a manifest applied without an API server is
 // refused for the same reasons a cluster would refuse it.
-func validatePolicy(np *networkingv1.NetworkPolicy) []Problem {
+func Validate(np *networkingv1.NetworkPolicy) []Problem {
 	var out []Problem
 	bad := func(field, format string, args ...any) {
 		out = append(out, Problem{Kind: "NetworkPolicy", Namespace: np.Namespace, Name: np.Name, Field: field, Reason: fmt.Sprintf(format, args...)})

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/nftguard/nftguard/explain"
+	"github.com/nftguard/nftguard/manifest"
+)
+
+// runExplain judges one flow against the manifests with the explain
+// package, an independent reading of NetworkPolicy semantics (it does not
+// look at nftables rules). A denied flow is a successful answer: exit 0.
+func runExplain(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	var files stringList
+	var from, to, port, nodeName string
+	var family int
+	fs.Var(&files, "f", "manifest file or directory (YAML or JSON, repeatable; - for stdin)")
+	fs.StringVar(&from, "from", "", "source: NAMESPACE/POD or an IP address")
+	fs.StringVar(&to, "to", "", "destination: NAMESPACE/POD or an IP address")
+	fs.StringVar(&port, "port", "", "destination port as PROTO/PORT, e.g. tcp/80")
+	fs.StringVar(&nodeName, "node-name", "", "judge as this node's agent enforces (only its pods are isolated); default: every node enforces")
+	fs.IntVar(&family, "family", 0, "4 or 6: the pods' address family for a pod-to-pod flow (default 4 when both pods have one)")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	switch {
+	case len(files) == 0:
+		return usagef("-f PATH is required (a manifest file, a directory, or - for stdin)")
+	case from == "" || to == "" || port == "":
+		return usagef("--from, --to and --port are required")
+	case family != 0 && family != 4 && family != 6:
+		return usagef("--family must be 4 or 6")
+	}
+	proto, num, err := explain.ParsePort(port)
+	if err != nil {
+		return usageError{err}
+	}
+	objs, problems, err := manifest.Load(stdin, files...)
+	if err != nil {
+		return usageError{err}
+	}
+	for _, p := range problems {
+		fmt.Fprintf(stderr, "skipped: %v\n", p)
+	}
+	cl, probs := explain.New(explain.Input{
+		NodeName:        nodeName,
+		Namespaces:      objs.Namespaces,
+		Nodes:           objs.Nodes,
+		Pods:            objs.Pods,
+		NetworkPolicies: objs.NetworkPolicies,
+	})
+	for _, p := range probs {
+		fmt.Fprintf(stderr, "skipped: %v\n", p)
+	}
+	res, err := cl.Explain(explain.Flow{From: from, To: to, Protocol: proto, Port: num, Family: family})
+	if errors.Is(err, explain.ErrBadInput) {
+		return usageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, res)
+	return nil
+}

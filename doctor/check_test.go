@@ -1,0 +1,274 @@
+package doctor
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/xt"
+)
+
+// ex wraps a decoded expression the way Read records it.
+func ex(name string, v expr.Any) Expr { return Expr{Name: name, Value: v} }
+
+var (
+	drop      = ex("immediate", &expr.Verdict{Kind: expr.VerdictDrop})
+	accept    = ex("immediate", &expr.Verdict{Kind: expr.VerdictAccept})
+	counter   = ex("counter", &expr.Counter{})
+	saddr     = ex("payload", &expr.Payload{Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4, DestRegister: 1})
+	cmpAddr   = ex("cmp", &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{10, 0, 0, 1}})
+	markLoad  = ex("meta", &expr.Meta{Key: expr.MetaKeyMARK, Register: 1})
+	markMask  = ex("bitwise", &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: le32(0x8000), Xor: le32(0)})
+	markCmp   = ex("cmp", &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: le32(0x8000)})
+	lookupSet = ex("lookup", &expr.Lookup{SourceRegister: 1, SetName: "s"})
+	anonSet   = ex("lookup", &expr.Lookup{SourceRegister: 1, SetName: "__set0"})
+	xtMark    = ex("match", &expr.Match{Name: "mark", Rev: 1, Info: &xt.Unknown{}})
+	xtMasq    = ex("target", &expr.Target{Name: "MASQUERADE", Rev: 0, Info: &xt.Unknown{}})
+	ctState   = ex("ct", &expr.Ct{Key: expr.CtKeySTATE, Register: 1})
+	unknown   = Expr{Name: "inner", Err: "unknown expression"}
+)
+
+func le32(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
+
+func rule(h uint64, exprs ...Expr) *Rule {
+	r := &Rule{Handle: h, Exprs: exprs}
+	return r
+}
+
+func iptFilter(rules ...*Rule) *Table {
+	return &Table{Family: "ip", Name: "filter", Chains: []*Chain{
+		{Name: "FORWARD", Type: "filter", Hook: "forward", Policy: "accept", Rules: rules},
+	}}
+}
+
+var cfg = Config{Table: "inet nftguard", Hooks: []Hook{{"forward", "filter", 0}, {"postrouting", "nat", 90}}}
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name string
+		rs   Ruleset
+		want []string // "severity check substring"
+		not  []string // severity+check pairs that must not appear
+	}{
+		{name: "empty",
+			want: []string{"info nftguard not present"},
+			not:  []string{"warning", "error"}},
+		{name: "our own table is not foreign",
+			rs: Ruleset{Tables: []*Table{{Family: "inet", Name: "nftguard", Chains: []*Chain{
+				{Name: "np_forward", Type: "filter", Hook: "forward", Policy: "accept", Rules: []*Rule{rule(1, lookupSet, drop), rule(2, drop)}}}}}},
+			want: []string{"info nftguard present: 1 chains, 2 rules"},
+			not:  []string{"warning", "error", "info hooks"}},
+		{name: "policy drop on forward",
+			rs:   Ruleset{Tables: []*Table{{Family: "inet", Name: "fw", Chains: []*Chain{{Name: "fwd", Type: "filter", Hook: "forward", Priority: -10, Policy: "drop"}}}}},
+			want: []string{"error hooks priority -10 (before ours at 0), policy drop"}},
+		{name: "unconditional drop rule after ours",
+			rs:   Ruleset{Tables: []*Table{{Family: "ip6", Name: "fw", Chains: []*Chain{{Name: "fwd", Type: "filter", Hook: "forward", Priority: 10, Policy: "accept", Rules: []*Rule{rule(7, counter, drop)}}}}}},
+			want: []string{"error hooks unconditional drop", "info hooks priority 10 (after ours at 0), policy accept"}},
+		{name: "conditional drops are information",
+			rs:   Ruleset{Tables: []*Table{{Family: "inet", Name: "fw", Chains: []*Chain{{Name: "fwd", Type: "filter", Hook: "forward", Policy: "accept", Rules: []*Rule{rule(7, saddr, cmpAddr, drop)}}}}}},
+			want: []string{"info hooks 1 conditional drop rule(s)"},
+			not:  []string{"error", "warning"}},
+		{name: "other hooks and families do not compete",
+			rs: Ruleset{Tables: []*Table{
+				{Family: "inet", Name: "fw", Chains: []*Chain{{Name: "in", Type: "filter", Hook: "input", Policy: "drop"}}},
+				{Family: "bridge", Name: "br", Chains: []*Chain{{Name: "fwd", Type: "filter", Hook: "forward", Policy: "drop"}}},
+			}},
+			not: []string{"error", "warning", "info hooks"}},
+		{name: "source NAT before ours",
+			rs:   Ruleset{Tables: []*Table{{Family: "ip", Name: "fw", Chains: []*Chain{{Name: "post", Type: "nat", Hook: "postrouting", Priority: 50, Policy: "accept"}}}}},
+			want: []string{"warning hooks can bind a connection before"}},
+		{name: "source NAT after ours",
+			rs:   Ruleset{Tables: []*Table{{Family: "ip", Name: "nat", Chains: []*Chain{{Name: "POSTROUTING", Type: "nat", Hook: "postrouting", Priority: 100, Policy: "accept", Rules: []*Rule{rule(3, saddr, cmpAddr, counter, xtMasq)}}}}}},
+			want: []string{"info hooks priority 100 (after ours at 90)", `warning rendering target "MASQUERADE" revision 0`, "info iptables iptables-nft rules: ip nat (1 rules)"}},
+		{name: "native mark match in an iptables-nft chain",
+			rs:   Ruleset{Tables: []*Table{iptFilter(rule(2, markLoad, markMask, markCmp, counter, drop))}},
+			want: []string{"warning rendering native `meta mark & mask`"}},
+		{name: "native mark match outside iptables-nft is fine",
+			rs:  Ruleset{Tables: []*Table{{Family: "inet", Name: "mine", Chains: []*Chain{{Name: "c", Rules: []*Rule{rule(2, markLoad, markMask, markCmp, drop)}}}}}},
+			not: []string{"warning", "error"}},
+		{name: "xt mark revision",
+			rs:   Ruleset{Tables: []*Table{iptFilter(rule(2, xtMark, counter, drop))}},
+			want: []string{`warning rendering match "mark" revision 1`, "warning rendering the iptables 1.8.7/1.8.8 failure"}},
+		{name: "named set lookup in iptables-nft chain",
+			rs:   Ruleset{Tables: []*Table{iptFilter(rule(5, saddr, lookupSet, drop))}},
+			want: []string{`error rendering native nft expression "lookup"`}},
+		{name: "anonymous set lookup is iptables' own",
+			rs:  Ruleset{Tables: []*Table{iptFilter(rule(5, saddr, anonSet, drop))}},
+			not: []string{"error rendering", "warning rendering"}},
+		{name: "ct in iptables-nft chain",
+			rs:   Ruleset{Tables: []*Table{iptFilter(rule(5, ctState, accept))}},
+			want: []string{`error rendering native nft expression "ct"`}},
+		{name: "unknown expression anywhere",
+			rs:   Ruleset{Tables: []*Table{{Family: "inet", Name: "mine", Chains: []*Chain{{Name: "c", Rules: []*Rule{rule(2, unknown, accept)}}}}}},
+			want: []string{`warning rendering expression "inner" is unknown`}},
+		{name: "legacy and nft side by side",
+			rs:   Ruleset{Tables: []*Table{iptFilter(rule(2, counter, accept))}, Legacy: []LegacyTable{{Family: "ip", Name: "filter", Rules: 3}}},
+			want: []string{"warning iptables iptables-legacy rules [ip filter (3 entries", "warning iptables iptables-nft rules [ip filter (1 rules)]"}},
+		{name: "empty legacy tables do not count",
+			rs:  Ruleset{Tables: []*Table{iptFilter(rule(2, counter, accept))}, Legacy: []LegacyTable{{Family: "ip", Name: "filter", Rules: 0}}},
+			not: []string{"warning iptables"}},
+		{name: "legacy only",
+			rs:   Ruleset{Legacy: []LegacyTable{{Family: "ip6", Name: "nat", Rules: 2}}},
+			want: []string{"info iptables iptables-legacy rules: ip6 nat"}},
+		{name: "legacy unreadable",
+			rs:   Ruleset{LegacyErr: "permission denied"},
+			want: []string{"warning iptables could not read"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Check(&tt.rs, cfg)
+			var lines []string
+			for _, f := range got {
+				lines = append(lines, f.Severity.String()+" "+f.Check+" "+f.Message)
+			}
+			all := strings.Join(lines, "\n")
+			for _, w := range tt.want {
+				sev, rest, _ := strings.Cut(w, " ")
+				check, sub, _ := strings.Cut(rest, " ")
+				found := false
+				for _, f := range got {
+					if f.Severity.String() == sev && f.Check == check && strings.Contains(f.Message, sub) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("missing %q in:\n%s", w, all)
+				}
+			}
+			for _, n := range tt.not {
+				for _, l := range lines {
+					if strings.HasPrefix(l, n) {
+						t.Errorf("unexpected %q: %s", n, l)
+					}
+				}
+			}
+			for _, f := range got {
+				if f.Check == "rendering" && (!strings.Contains(f.Message, saveRestore) || f.Handle == 0) {
+					t.Errorf("rendering finding without the consequence or the rule: %+v", f)
+				}
+			}
+		})
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	for _, tt := range []struct {
+		family string
+		exprs  []Expr
+		want   string
+	}{
+		{"ip", []Expr{saddr, cmpAddr, counter, drop}, "ip saddr 10.0.0.1 counter drop"},
+		{"ip", []Expr{saddr, lookupSet, drop}, "ip saddr @s drop"},
+		{"ip", []Expr{markLoad, markMask, markCmp, counter, drop}, "meta mark & 0x8000 == 0x8000 counter drop"},
+		{"ip", []Expr{xtMark, ex("immediate", &expr.Verdict{Kind: expr.VerdictJump, Chain: "KUBE"})}, `xt match "mark" rev 1 jump KUBE`},
+		{"ip", []Expr{unknown, accept}, "inner accept"},
+	} {
+		if got := describe(tt.family, tt.exprs); got != tt.want {
+			t.Errorf("describe = %q, want %q", got, tt.want)
+		}
+	}
+}
+
+func TestUnconditionalDrop(t *testing.T) {
+	for _, tt := range []struct {
+		r    *Rule
+		want bool
+	}{
+		{rule(1, drop), true},
+		{rule(1, counter, ex("log", &expr.Log{}), drop), true},
+		{rule(1, counter, ex("target", &expr.Target{Name: "REJECT"})), true},
+		{rule(1, saddr, cmpAddr, drop), false},
+		{rule(1, counter, accept), false},
+		{rule(1), false},
+	} {
+		if got := unconditionalDrop(tt.r); got != tt.want {
+			t.Errorf("unconditionalDrop(%s) = %v", describe("ip", tt.r.Exprs), got)
+		}
+	}
+}
+
+func TestDiffElements(t *testing.T) {
+	b := func(s ...string) [][]byte {
+		var out [][]byte
+		for _, x := range s {
+			out = append(out, []byte(x))
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		want, got      [][]byte
+		missing, extra int
+	}{
+		{nil, nil, 0, 0},
+		{b("a", "b"), b("a", "b"), 0, 0},
+		{b("a", "b", "c"), b("b", "d"), 2, 1},
+		{nil, b("x"), 0, 1},
+	} {
+		if m, e := diffElements(tt.want, tt.got); m != tt.missing || e != tt.extra {
+			t.Errorf("diffElements(%q, %q) = %d, %d", tt.want, tt.got, m, e)
+		}
+	}
+}
+
+func TestDiffTables(t *testing.T) {
+	want := &Table{Family: "inet", Name: "nftguard",
+		Chains: []*Chain{{Name: "a", Hook: "forward", Type: "filter", Policy: "accept", Rules: []*Rule{{Raw: []byte{1}, Text: "r1"}, {Raw: []byte{2}, Text: "r2"}}}},
+		Sets:   []*Set{{Name: "s", Elements: [][]byte{{1}}}}}
+	same := &Table{Family: "inet", Name: "nftguard",
+		Chains: []*Chain{{Name: "a", Hook: "forward", Type: "filter", Policy: "accept", Rules: []*Rule{{Handle: 9, Raw: []byte{1}}, {Handle: 10, Raw: []byte{2}}}}},
+		Sets:   []*Set{{Name: "s", Elements: [][]byte{{1}}}}}
+	if d := diffTables(want, same); len(d) != 0 {
+		t.Errorf("handles must not matter: %q", d)
+	}
+	changed := &Table{Family: "inet", Name: "nftguard",
+		Chains: []*Chain{{Name: "a", Hook: "forward", Type: "filter", Policy: "drop", Rules: []*Rule{{Handle: 9, Raw: []byte{3}, Text: "x"}}}, {Name: "b"}},
+		Sets:   []*Set{{Name: "t"}}}
+	d := strings.Join(diffTables(want, changed), "\n")
+	for _, w := range []string{"policy drop, want", `rule 1 (handle 9) is "x", want "r1"`, "rule 2 is missing: r2", "extra chain b", "set s is missing", "extra set t"} {
+		if !strings.Contains(d, w) {
+			t.Errorf("diff lacks %q:\n%s", w, d)
+		}
+	}
+	if d := diffTables(want, nil); len(d) != 1 || d[0] != "the table is missing" {
+		t.Errorf("missing table: %q", d)
+	}
+}
+
+func TestParseGetInfo(t *testing.T) {
+	b := make([]byte, getInfoSize)
+	copy(b, "filter")
+	binary.NativeEndian.PutUint32(b[32:], 1<<1|1<<2|1<<3) // INPUT, FORWARD, OUTPUT
+	for _, tt := range []struct {
+		entries uint32
+		want    int
+	}{{4, 0}, {5, 1}, {9, 5}, {2, 0}} {
+		binary.NativeEndian.PutUint32(b[32+4+40:], tt.entries)
+		if got, err := parseGetInfo(b); err != nil || got != tt.want {
+			t.Errorf("entries %d: got %d, %v; want %d", tt.entries, got, err, tt.want)
+		}
+	}
+	if _, err := parseGetInfo(b[:10]); err == nil {
+		t.Error("short buffer accepted")
+	}
+}
+
+func TestLastSync(t *testing.T) {
+	for _, tt := range []struct {
+		text string
+		want time.Time
+		ok   bool
+		err  bool
+	}{
+		{"# HELP x\nnftguard_last_sync_timestamp_seconds 1700000000.5\n", time.Unix(1700000000, 5e8), true, false},
+		{`nftguard_last_sync_timestamp_seconds{node="n1"} 1700000000` + "\n", time.Unix(1700000000, 0), true, false},
+		{"nftguard_last_sync_timestamp_seconds_total 5\nother 1\n", time.Time{}, false, false},
+		{"nftguard_last_sync_timestamp_seconds NaN\n", time.Time{}, false, true},
+	} {
+		got, ok, err := lastSync(strings.NewReader(tt.text))
+		if !got.Equal(tt.want) || ok != tt.ok || (err != nil) != tt.err {
+			t.Errorf("lastSync(%q) = %v, %v, %v", tt.text, got, ok, err)
+		}
+	}
+}

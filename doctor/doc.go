@@ -1,0 +1,15 @@
+// Package doctor is nftguard's read-only host check. It reads the whole
+// nftables ruleset of a network namespace over netlink (dump requests only)
+// and the iptables-legacy table list, and reports findings: kernel features
+// nftguard needs, foreign base chains on the hooks nftguard uses and whether
+// they drop what nftguard accepts, two iptables userspaces programming one
+// host, and rules that a save/restore cycle by another userspace would
+// change (the iptables 1.8.7/1.8.8 `-m mark` class of failure).
+//
+// Reading is the only thing it does in the inspected namespace. The feature
+// probe writes, but only into a private network namespace it creates for
+// itself on a locked thread and that dies with that thread.
+//
+// The checks (Check) are pure functions of a Ruleset, so they are
+// table-tested without a kernel; Read and Probe are the only I/O.
+package doctor

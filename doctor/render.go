@@ -1,0 +1,201 @@
+package doctor
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine/nftsyntax"
+)
+
+// noSets resolves no named set: rules that use one fall back to describe.
+type noSets struct{}
+
+func (noSets) LookupSet(string) (nftsyntax.SetDecl, bool) { return nftsyntax.SetDecl{}, false }
+
+// renderRule prints a rule in nft syntax when nftguard's renderer can (inet
+// tables, expressions nft itself writes), and otherwise describes it one
+// expression at a time.
+func renderRule(t *Table, r *Rule) string {
+	if t.Family == "inet" {
+		var exprs []expr.Any
+		complete := true
+		for _, e := range r.Exprs {
+			if e.Value == nil {
+				complete = false
+				break
+			}
+			exprs = append(exprs, e.Value)
+		}
+		if complete {
+			text, err := nftsyntax.RenderRule(unix.NFPROTO_INET, &nftsyntax.Compiled{Exprs: exprs, UserData: r.UserData}, noSets{})
+			if err == nil {
+				return text
+			}
+		}
+	}
+	return describe(t.Family, r.Exprs)
+}
+
+// describe is the fallback: nft-like words for the common iptables-nft
+// patterns (addresses, verdicts, xt extensions), the expression name for
+// the rest.
+func describe(family string, exprs []Expr) string {
+	var out []string
+	var pending string // a loaded field waiting for its comparison
+	flush := func() {
+		if pending != "" {
+			out = append(out, pending)
+			pending = ""
+		}
+	}
+	for _, e := range exprs {
+		switch v := e.Value.(type) {
+		case *expr.Payload:
+			flush()
+			pending = payloadField(family, v)
+		case *expr.Meta:
+			flush()
+			pending = "meta " + metaKey(v.Key)
+		case *expr.Ct:
+			flush()
+			pending = fmt.Sprintf("ct key %d", v.Key)
+		case *expr.Cmp:
+			op := ""
+			if v.Op != expr.CmpOpEq {
+				op = cmpOps[v.Op] + " "
+			} else if strings.Contains(pending, " & ") {
+				op = "== "
+			}
+			if pending == "" {
+				pending = "(register)"
+			}
+			out = append(out, pending+" "+op+dataText(pending, v.Data))
+			pending = ""
+		case *expr.Bitwise:
+			if pending != "" {
+				pending += " & " + dataText(pending, v.Mask)
+			}
+		case *expr.Lookup:
+			neg := ""
+			if v.Invert {
+				neg = "!= "
+			}
+			if pending == "" {
+				pending = "(register)"
+			}
+			out = append(out, pending+" "+neg+"@"+v.SetName)
+			pending = ""
+		case *expr.Counter:
+			flush()
+			out = append(out, "counter")
+		case *expr.Verdict:
+			flush()
+			out = append(out, verdictText(v))
+		case *expr.Match:
+			flush()
+			out = append(out, fmt.Sprintf("xt match %q rev %d", v.Name, v.Rev))
+		case *expr.Target:
+			flush()
+			out = append(out, fmt.Sprintf("xt target %q rev %d", v.Name, v.Rev))
+		default:
+			// Unknown to this describer: the name stands for the value
+			// it may load for a following comparison.
+			flush()
+			pending = e.Name
+		}
+	}
+	flush()
+	return strings.Join(out, " ")
+}
+
+var cmpOps = map[expr.CmpOp]string{expr.CmpOpNeq: "!=", expr.CmpOpLt: "<", expr.CmpOpLte: "<=", expr.CmpOpGt: ">", expr.CmpOpGte: ">="}
+
+func payloadField(family string, p *expr.Payload) string {
+	if p.Base == expr.PayloadBaseNetworkHeader {
+		switch {
+		case family != "ip6" && p.Offset == 12 && p.Len == 4:
+			return "ip saddr"
+		case family != "ip6" && p.Offset == 16 && p.Len == 4:
+			return "ip daddr"
+		case family != "ip6" && p.Offset == 9 && p.Len == 1:
+			return "ip protocol"
+		case family == "ip6" && p.Offset == 8 && p.Len == 16:
+			return "ip6 saddr"
+		case family == "ip6" && p.Offset == 24 && p.Len == 16:
+			return "ip6 daddr"
+		}
+	}
+	if p.Base == expr.PayloadBaseTransportHeader && p.Len == 2 {
+		switch p.Offset {
+		case 0:
+			return "th sport"
+		case 2:
+			return "th dport"
+		}
+	}
+	return fmt.Sprintf("payload base %d offset %d len %d", p.Base, p.Offset, p.Len)
+}
+
+func metaKey(k expr.MetaKey) string {
+	switch k {
+	case expr.MetaKeyMARK:
+		return "mark"
+	case expr.MetaKeyIIFNAME:
+		return "iifname"
+	case expr.MetaKeyOIFNAME:
+		return "oifname"
+	case expr.MetaKeyL4PROTO:
+		return "l4proto"
+	case expr.MetaKeyNFPROTO:
+		return "nfproto"
+	}
+	return fmt.Sprintf("key %d", k)
+}
+
+func dataText(field string, b []byte) string {
+	if strings.HasPrefix(field, "meta mark") && len(b) == 4 {
+		// The mark is loaded in host byte order.
+		return fmt.Sprintf("0x%x", binary.NativeEndian.Uint32(b))
+	}
+	if strings.HasSuffix(field, "addr") {
+		if a, ok := netip.AddrFromSlice(b); ok {
+			return a.String()
+		}
+	}
+	if strings.HasSuffix(field, "name") {
+		return fmt.Sprintf("%q", strings.TrimRight(string(b), "\x00"))
+	}
+	if len(b) <= 2 && strings.HasSuffix(field, "port") {
+		n := 0
+		for _, c := range b {
+			n = n<<8 | int(c)
+		}
+		return fmt.Sprint(n)
+	}
+	return fmt.Sprintf("0x%x", b)
+}
+
+func verdictText(v *expr.Verdict) string {
+	switch v.Kind {
+	case expr.VerdictAccept:
+		return "accept"
+	case expr.VerdictDrop:
+		return "drop"
+	case expr.VerdictReturn:
+		return "return"
+	case expr.VerdictContinue:
+		return "continue"
+	case expr.VerdictJump:
+		return "jump " + v.Chain
+	case expr.VerdictGoto:
+		return "goto " + v.Chain
+	case expr.VerdictQueue:
+		return "queue"
+	}
+	return fmt.Sprintf("verdict %d", v.Kind)
+}

@@ -1,0 +1,171 @@
+package explain
+
+import (
+	nppolicy "github.com/nftguard/nftguard/policy"
+
+	"fmt"
+	"net/netip"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Input is the cluster state a flow is judged against.
+type Input struct {
+	// NodeName, when set, judges the flow as the agent of that node
+	// enforces it: only pods on that node are isolated. Empty means the
+	// whole cluster enforces (every node runs an agent).
+	NodeName        string
+	Namespaces      []*corev1.Namespace
+	Nodes           []*corev1.Node
+	Pods            []*corev1.Pod
+	NetworkPolicies []*networkingv1.NetworkPolicy
+}
+
+// Problem is an object left out because it is not valid; the API server
+// would have refused it, so it never takes part in a verdict.
+type Problem struct {
+	Object string // e.g. "NetworkPolicy x/deny"
+	Reason string
+}
+
+func (p Problem) Error() string { return p.Object + ": " + p.Reason }
+
+// Cluster is the input indexed for evaluating flows. It is read-only after
+// New, so one Cluster may answer many flows, also concurrently.
+type Cluster struct {
+	nodeName string
+	nsLabels map[string]labels.Set
+	pods     map[string]*pod // namespace/name of live pods, also hostNetwork ones
+	byAddr   map[netip.Addr]*pod
+	nodeOf   map[netip.Addr]string // node addresses, also of hostNetwork pods
+	policies []*policy
+	gone     map[string]bool // terminated pods, to say so when one is named
+}
+
+// pod is a live pod reduced to what a verdict needs.
+type pod struct {
+	obj         *corev1.Pod
+	key         string
+	addrs       []netip.Addr
+	hostNetwork bool
+}
+
+// policy is a valid NetworkPolicy with its selector parsed once.
+type policy struct {
+	np       *networkingv1.NetworkPolicy
+	key      string
+	selector labels.Selector
+	ingress  bool
+	egress   bool
+}
+
+// New indexes the input. Invalid objects are returned as problems and left
+// out; everything else takes part in verdicts.
+func New(in Input) (*Cluster, []Problem) {
+	c := &Cluster{
+		nodeName: in.NodeName,
+		nsLabels: map[string]labels.Set{},
+		pods:     map[string]*pod{},
+		byAddr:   map[netip.Addr]*pod{},
+		nodeOf:   map[netip.Addr]string{},
+		gone:     map[string]bool{},
+	}
+	var problems []Problem
+	for _, ns := range in.Namespaces {
+		l := labels.Set{}
+		for k, v := range ns.Labels {
+			l[k] = v
+		}
+		// The API server sets this label on every namespace.
+		l[corev1.LabelMetadataName] = ns.Name
+		c.nsLabels[ns.Name] = l
+	}
+	for _, n := range in.Nodes {
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				c.nodeOf[ip.Unmap()] = n.Name
+			}
+		}
+	}
+	for _, o := range in.Pods {
+		key := o.Namespace + "/" + o.Name
+		if o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed {
+			c.gone[key] = true // its address may already belong to another pod
+			continue
+		}
+		p := &pod{obj: o, key: key, hostNetwork: o.Spec.HostNetwork}
+		ips := o.Status.PodIPs
+		if len(ips) == 0 && o.Status.PodIP != "" {
+			ips = []corev1.PodIP{{IP: o.Status.PodIP}}
+		}
+		bad := false
+		for i, ip := range ips {
+			a, err := netip.ParseAddr(ip.IP)
+			if err != nil {
+				problems = append(problems, Problem{"Pod " + key, fmt.Sprintf("status.podIPs[%d]: invalid IP %q", i, ip.IP)})
+				bad = true
+				break
+			}
+			p.addrs = append(p.addrs, a.Unmap())
+		}
+		if bad {
+			continue
+		}
+		c.pods[key] = p
+		for _, a := range p.addrs {
+			if p.hostNetwork {
+				// A hostNetwork pod's address is its node's.
+				c.nodeOf[a] = o.Spec.NodeName
+				continue
+			}
+			c.byAddr[a] = p
+		}
+	}
+	for _, np := range in.NetworkPolicies {
+		key := np.Namespace + "/" + np.Name
+		// A policy the API server would refuse enforces nothing; the
+		// validation is the compiler's, so both skip the same policies.
+		if probs := nppolicy.Validate(np); len(probs) > 0 {
+			for _, p := range probs {
+				problems = append(problems, Problem{"NetworkPolicy " + key, p.Field + ": " + p.Reason})
+			}
+			continue
+		}
+		sel, _ := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		p := &policy{np: np, key: key, selector: sel}
+		p.ingress, p.egress = policyTypes(np)
+		c.policies = append(c.policies, p)
+	}
+	// Sorted, so the rule named as the decider does not depend on file order.
+	sort.Slice(c.policies, func(i, j int) bool { return c.policies[i].key < c.policies[j].key })
+	return c, problems
+}
+
+// policyTypes applies the API server's defaulting of spec.policyTypes.
+func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
+	if len(np.Spec.PolicyTypes) == 0 {
+		return true, len(np.Spec.Egress) > 0
+	}
+	for _, t := range np.Spec.PolicyTypes {
+		switch t {
+		case networkingv1.PolicyTypeIngress:
+			ingress = true
+		case networkingv1.PolicyTypeEgress:
+			egress = true
+		}
+	}
+	return ingress, egress
+}
+
+// namespaceLabels returns the labels of a namespace; one without a
+// Namespace object still carries its name label.
+func (c *Cluster) namespaceLabels(ns string) labels.Set {
+	if l, ok := c.nsLabels[ns]; ok {
+		return l
+	}
+	return labels.Set{corev1.LabelMetadataName: ns}
+}

@@ -1,0 +1,26 @@
+// Package explain decides, for one flow, whether Kubernetes NetworkPolicy
+// allows it, and names the policy rule that decided.
+//
+// It is an independent reading of the NetworkPolicy specification that works
+// on the API objects directly. It deliberately shares no code with the policy
+// compiler or the nftables rules it produces: its purpose is to cross-check
+// them (the e2e tests compare its answers with real probes through the
+// kernel). Like the compiler it is pure: objects in, a verdict out.
+//
+// The semantics:
+//
+//   - A pod is isolated for ingress (egress) when a NetworkPolicy of its
+//     namespace selects it and has the Ingress (Egress) policy type; policy
+//     types default to Ingress, plus Egress when the policy has egress rules.
+//   - An isolated direction is allowed when any rule of any selecting policy
+//     matches: one of its peers matches (podSelector and namespaceSelector
+//     AND together inside one peer; ipBlock is the CIDR minus its excepts)
+//     or it has no peers, and one of its ports matches or it has none.
+//   - Ports: a number, a range up to endPort, or a name resolved on the
+//     destination pod; the protocol defaults to TCP; a port entry without a
+//     port matches every port of its protocol.
+//   - A pod always reaches itself; traffic between a pod and its own node is
+//     always allowed; hostNetwork pods are never isolated nor selected by
+//     pod selectors; terminated pods are ignored; addresses that are not
+//     pods are only matched by ipBlocks.
+package explain

@@ -1,0 +1,288 @@
+package explain
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Result is the verdict on one flow: the source's egress and the
+// destination's ingress are judged independently, and the flow passes only
+// when both allow it.
+type Result struct {
+	From, To Endpoint
+	Protocol corev1.Protocol
+	Port     int32
+	Egress   Decision // on the source side
+	Ingress  Decision // on the destination side
+	Allowed  bool
+}
+
+// Decision is the verdict of one side.
+type Decision struct {
+	Allowed bool
+	// Reason says why, when no policy rule decided: the pod is not
+	// isolated, talks to itself or to its node, or is no pod at all.
+	Reason string
+	// Isolated lists the policies (namespace/name) that isolate the pod
+	// in this direction.
+	Isolated []string
+	// Rule is the first rule, in policy name order, that allowed the flow.
+	Rule *RuleRef
+}
+
+// RuleRef names one rule of a policy and what of it matched.
+type RuleRef struct {
+	Policy    string // namespace/name
+	Direction string // "ingress" or "egress"
+	Index     int    // in spec.ingress or spec.egress
+	Peer      string // e.g. `from[1] namespaceSelector ns=y`, or "any peer"
+	Port      string // e.g. "ports[0] TCP/80", or "any port"
+}
+
+func (r RuleRef) String() string {
+	return fmt.Sprintf("%s %s[%d] (peer %s, port %s)", r.Policy, r.Direction, r.Index, r.Peer, r.Port)
+}
+
+// Explain judges one flow. The error wraps ErrBadInput when the flow names
+// an unknown or terminated pod, or an unusable address.
+func (c *Cluster) Explain(f Flow) (*Result, error) {
+	switch f.Protocol {
+	case corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP:
+	default:
+		return nil, badInput("protocol %q: must be TCP, UDP or SCTP", f.Protocol)
+	}
+	if f.Port < 1 || f.Port > 65535 {
+		return nil, badInput("port %d: must be from 1 to 65535", f.Port)
+	}
+	from, err := c.resolve(f.From)
+	if err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
+	}
+	to, err := c.resolve(f.To)
+	if err != nil {
+		return nil, fmt.Errorf("--to: %w", err)
+	}
+	if err := pickAddrs(&from, &to, f.Family); err != nil {
+		return nil, err
+	}
+	r := &Result{From: from, To: to, Protocol: f.Protocol, Port: f.Port}
+	r.Egress = c.side(false, from, to, f)
+	r.Ingress = c.side(true, to, from, f)
+	r.Allowed = r.Egress.Allowed && r.Ingress.Allowed
+	return r, nil
+}
+
+// side judges the egress of self towards peer, or (ingress) the ingress of
+// self from peer.
+func (c *Cluster) side(ingress bool, self, peer Endpoint, f Flow) Decision {
+	dir := "egress"
+	if ingress {
+		dir = "ingress"
+	}
+	switch {
+	case self.pod == nil:
+		return Decision{Allowed: true, Reason: "not a pod: no policy applies"}
+	case self.HostNetwork:
+		return Decision{Allowed: true, Reason: "hostNetwork pod: never isolated"}
+	case peer.pod == self.pod || peer.Addr == self.Addr:
+		return Decision{Allowed: true, Reason: "a pod always reaches itself"}
+	case (peer.pod == nil || peer.HostNetwork) && peer.Node != "" && peer.Node == self.Node:
+		return Decision{Allowed: true, Reason: "traffic between a pod and its own node is always allowed"}
+	case c.nodeName != "" && self.Node != c.nodeName:
+		return Decision{Allowed: true, Reason: fmt.Sprintf("not enforced on node %s: the pod runs on %q", c.nodeName, self.Node)}
+	}
+	obj := self.pod.obj
+	d := Decision{}
+	for _, p := range c.policies {
+		if p.np.Namespace != obj.Namespace || !p.selector.Matches(labels.Set(obj.Labels)) {
+			continue
+		}
+		if (ingress && !p.ingress) || (!ingress && !p.egress) {
+			continue
+		}
+		d.Isolated = append(d.Isolated, p.key)
+		if d.Rule != nil {
+			continue // keep collecting the isolating policies
+		}
+		d.Rule = c.matchPolicy(p, ingress, peer, self, f)
+	}
+	switch {
+	case len(d.Isolated) == 0:
+		d.Allowed, d.Reason = true, "not isolated for "+dir+": no policy selects the pod"
+	case d.Rule != nil:
+		d.Allowed = true
+	default:
+		d.Reason = fmt.Sprintf("isolated by %s, no rule allowed", strings.Join(d.Isolated, ", "))
+	}
+	return d
+}
+
+// matchPolicy returns the first rule of p's ingress (egress) that admits
+// the peer on the flow's port. dst is the flow's destination, on which
+// named ports resolve.
+func (c *Cluster) matchPolicy(p *policy, ingress bool, peer, self Endpoint, f Flow) *RuleRef {
+	dst := peer
+	if ingress {
+		dst = self
+	}
+	type rule struct {
+		peers []networkingv1.NetworkPolicyPeer
+		ports []networkingv1.NetworkPolicyPort
+	}
+	var rules []rule
+	dir, peerField := "egress", "to"
+	if ingress {
+		dir, peerField = "ingress", "from"
+		for _, r := range p.np.Spec.Ingress {
+			rules = append(rules, rule{r.From, r.Ports})
+		}
+	} else {
+		for _, r := range p.np.Spec.Egress {
+			rules = append(rules, rule{r.To, r.Ports})
+		}
+	}
+	for i, r := range rules {
+		peerText, ok := c.matchPeers(r.peers, peerField, p.np.Namespace, peer)
+		if !ok {
+			continue
+		}
+		portText, ok := matchPorts(r.ports, dst, f)
+		if !ok {
+			continue
+		}
+		return &RuleRef{Policy: p.key, Direction: dir, Index: i, Peer: peerText, Port: portText}
+	}
+	return nil
+}
+
+// matchPeers reports whether one of the peers selects e, and which.
+func (c *Cluster) matchPeers(peers []networkingv1.NetworkPolicyPeer, field, policyNS string, e Endpoint) (string, bool) {
+	if len(peers) == 0 {
+		return "any peer", true
+	}
+	for j, pr := range peers {
+		name := fmt.Sprintf("%s[%d]", field, j)
+		if b := pr.IPBlock; b != nil {
+			if inBlock(b, e.Addr) {
+				text := name + " ipBlock " + b.CIDR
+				if len(b.Except) > 0 {
+					text += " except " + strings.Join(b.Except, ",")
+				}
+				return text, true
+			}
+			continue
+		}
+		// Selectors pick pods; a hostNetwork pod or a bare address is
+		// never one of them.
+		if e.pod == nil || e.HostNetwork {
+			continue
+		}
+		obj := e.pod.obj
+		var parts []string
+		if pr.NamespaceSelector == nil {
+			if obj.Namespace != policyNS {
+				continue
+			}
+		} else {
+			sel, _ := metav1.LabelSelectorAsSelector(pr.NamespaceSelector)
+			if !sel.Matches(c.namespaceLabels(obj.Namespace)) {
+				continue
+			}
+			parts = append(parts, "namespaceSelector "+selectorText(pr.NamespaceSelector))
+		}
+		if pr.PodSelector != nil {
+			sel, _ := metav1.LabelSelectorAsSelector(pr.PodSelector)
+			if !sel.Matches(labels.Set(obj.Labels)) {
+				continue
+			}
+			parts = append(parts, "podSelector "+selectorText(pr.PodSelector))
+		}
+		return name + " " + strings.Join(parts, " AND "), true
+	}
+	return "", false
+}
+
+func selectorText(s *metav1.LabelSelector) string {
+	t := metav1.FormatLabelSelector(s)
+	if t == "" || t == "<none>" {
+		return "{} (all)"
+	}
+	return t
+}
+
+// inBlock reports whether a is in the CIDR and in none of its excepts.
+func inBlock(b *networkingv1.IPBlock, a netip.Addr) bool {
+	cidr, err := netip.ParsePrefix(b.CIDR)
+	if err != nil || !cidr.Masked().Contains(a) {
+		return false
+	}
+	for _, e := range b.Except {
+		if ex, err := netip.ParsePrefix(e); err == nil && ex.Masked().Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// matchPorts reports whether one of the ports admits the flow, and which.
+// Named ports resolve on the destination pod.
+func matchPorts(ports []networkingv1.NetworkPolicyPort, dst Endpoint, f Flow) (string, bool) {
+	if len(ports) == 0 {
+		return "any port", true
+	}
+	for k, pp := range ports {
+		proto := corev1.ProtocolTCP
+		if pp.Protocol != nil {
+			proto = *pp.Protocol
+		}
+		if proto != f.Protocol {
+			continue
+		}
+		name := fmt.Sprintf("ports[%d] %s", k, proto)
+		switch {
+		case pp.Port == nil:
+			return name + " (every port)", true
+		case pp.Port.Type == intstr.Int && pp.EndPort != nil:
+			if f.Port >= pp.Port.IntVal && f.Port <= *pp.EndPort {
+				return fmt.Sprintf("%s/%d-%d", name, pp.Port.IntVal, *pp.EndPort), true
+			}
+		case pp.Port.Type == intstr.Int:
+			if f.Port == pp.Port.IntVal {
+				return fmt.Sprintf("%s/%d", name, f.Port), true
+			}
+		default:
+			if dst.pod == nil {
+				continue // a name means nothing on an address that is no pod
+			}
+			if n, ok := namedPort(dst.pod.obj, pp.Port.StrVal, proto); ok && n == f.Port {
+				return fmt.Sprintf("%s/%s (%d on %s)", name, pp.Port.StrVal, n, dst.Pod), true
+			}
+		}
+	}
+	return "", false
+}
+
+// namedPort finds a container port by name and protocol.
+func namedPort(p *corev1.Pod, name string, proto corev1.Protocol) (int32, bool) {
+	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, ct := range list {
+			for _, cp := range ct.Ports {
+				got := cp.Protocol
+				if got == "" {
+					got = corev1.ProtocolTCP
+				}
+				if cp.Name == name && got == proto {
+					return cp.ContainerPort, true
+				}
+			}
+		}
+	}
+	return 0, false
+}

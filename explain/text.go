@@ -1,0 +1,46 @@
+package explain
+
+import (
+	"fmt"
+	"strings"
+)
+
+// String prints the verdict the way `nftguard explain` shows it:
+//
+//	flow x/b (10.100.0.3) -> x/a (10.100.0.2) TCP/80
+//	egress  x/b: allowed: not isolated for egress: no policy selects the pod
+//	ingress x/a: allowed by x/allow-b ingress[0] (peer from[0] podSelector pod=b, port any port)
+//	verdict: allowed
+func (r *Result) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "flow %s -> %s %s/%d\n", r.From, r.To, r.Protocol, r.Port)
+	fmt.Fprintf(&b, "egress  %s: %s\n", r.From.short(), r.Egress)
+	fmt.Fprintf(&b, "ingress %s: %s\n", r.To.short(), r.Ingress)
+	fmt.Fprintf(&b, "verdict: %s\n", verdict(r.Allowed))
+	return b.String()
+}
+
+func (d Decision) String() string {
+	switch {
+	case d.Rule != nil:
+		return "allowed by " + d.Rule.String()
+	case d.Allowed:
+		return "allowed: " + d.Reason
+	default:
+		return "denied: " + d.Reason
+	}
+}
+
+func (e Endpoint) short() string {
+	if e.Pod != "" {
+		return e.Pod
+	}
+	return e.Addr.String()
+}
+
+func verdict(allowed bool) string {
+	if allowed {
+		return "allowed"
+	}
+	return "denied"
+}
