@@ -35,8 +35,10 @@ vet:
 test: deps vet
 	hack/gotest ./...
 
+# bench-engine compares the engine with nft -f, iptables-nft-restore and the
+# save|edit|restore cycle (bounded profile; BENCH_FLAGS=-full for 50k rules).
 bench-engine: deps
-	$(GO) test ./engine/ -run '^$$' -bench . -benchmem -count 3
+	$(GO) run ./bench/engine $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin
