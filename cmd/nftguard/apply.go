@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/conntrack"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/manifest"
 )
@@ -15,12 +16,19 @@ import (
 // load reads the manifests and compiles the desired table, printing every
 // problem to stderr. It returns the number of skipped objects.
 func load(stdin io.Reader, files []string, c common, stderr io.Writer) (*engine.Desired, int, error) {
+	res, skipped, err := build(stdin, files, c, stderr)
+	return res.Desired, skipped, err
+}
+
+// build is load with the whole compose result, for apply, which also needs
+// the egress bindings to clear stale conntrack entries.
+func build(stdin io.Reader, files []string, c common, stderr io.Writer) (compose.Result, int, error) {
 	if len(files) == 0 {
-		return nil, 0, usagef("-f PATH is required (a manifest file, a directory, or - for stdin)")
+		return compose.Result{}, 0, usagef("-f PATH is required (a manifest file, a directory, or - for stdin)")
 	}
 	objs, problems, err := manifest.Load(stdin, files...)
 	if err != nil {
-		return nil, 0, usageError{err}
+		return compose.Result{}, 0, usageError{err}
 	}
 	for _, p := range problems {
 		fmt.Fprintf(stderr, "skipped: %v\n", p)
@@ -41,7 +49,7 @@ func load(stdin io.Reader, files []string, c common, stderr io.Writer) (*engine.
 	for _, w := range res.Warnings {
 		fmt.Fprintf(stderr, "warning: %v\n", w)
 	}
-	return res.Desired, len(problems) + len(res.Problems), nil
+	return res, len(problems) + len(res.Problems), nil
 }
 
 func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -54,7 +62,7 @@ func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	desired, skipped, err := load(stdin, files, c, stderr)
+	res, skipped, err := build(stdin, files, c, stderr)
 	if err != nil {
 		return err
 	}
@@ -64,7 +72,7 @@ func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	defer eng.Close()
 	start := time.Now()
-	stats, err := eng.Sync(ctx, desired)
+	stats, err := eng.Sync(ctx, res.Desired)
 	if err != nil {
 		return err
 	}
@@ -74,6 +82,15 @@ func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	fmt.Fprintf(stdout, "table %s synced in %v: %d operations in %d messages (%d bytes, %s)\n",
 		compose.Table(), time.Since(start).Round(time.Microsecond), stats.Operations, stats.Messages, stats.Bytes, mode)
+	// The kernel keeps a connection's NAT binding for its lifetime, so the
+	// new table only reaches established flows once their stale entries go.
+	cleared, err := conntrack.ClearStale(ctx, c.netns, res.EgressBindings, conntrack.WithCIDRs(c.clusterCIDRs, c.serviceCIDRs))
+	if err != nil {
+		return fmt.Errorf("table synced, but stale egress translations not cleared: %w", err)
+	}
+	if cleared.Deleted > 0 {
+		fmt.Fprintf(stdout, "conntrack: %d stale egress translations cleared\n", cleared.Deleted)
+	}
 	if skipped > 0 {
 		return partialError{skipped}
 	}

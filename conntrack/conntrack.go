@@ -1,0 +1,195 @@
+package conntrack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"sync"
+
+	"github.com/mdlayher/netlink"
+	ct "github.com/ti-mo/conntrack"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/egress"
+)
+
+// Stats counts what ClearStale did.
+type Stats struct {
+	Seen    int // source-NATed conntrack entries read, IPv4 and IPv6 (all entries before Linux 5.15)
+	Deleted int // entries deleted because their translation is stale
+}
+
+// Option refines ClearStale.
+type Option func(*env)
+
+// WithCIDRs tells ClearStale the cluster (pod) CIDRs and the service CIDRs,
+// the same ones the egress compiler got: only entries whose original source
+// is in a cluster CIDR are pod traffic, and entries whose destination is in
+// either are never translated by the egress chain, so neither is touched.
+// Without it, every source is considered a possible pod and only the node's
+// own addresses count as internal destinations.
+func WithCIDRs(cluster, service []netip.Prefix) Option {
+	return func(e *env) {
+		e.cluster = append(e.cluster, cluster...)
+		e.internal = append(append(e.internal, cluster...), service...)
+	}
+}
+
+// ClearStale deletes the conntrack entries in the network namespace at
+// netnsPath ("" for the current one) whose source translation no longer
+// matches bindings (pod address → egress address, as just synced); see the
+// package documentation for the rules. It returns how many entries it read
+// and deleted. An entry that disappears before it is deleted is not an
+// error.
+func ClearStale(ctx context.Context, netnsPath string, bindings map[netip.Addr]egress.Binding, opts ...Option) (Stats, error) {
+	var st Stats
+	if err := ctx.Err(); err != nil {
+		return st, err
+	}
+	v := env{bindings: make(map[netip.Addr]egress.Binding, len(bindings))}
+	for a, b := range bindings {
+		v.bindings[a.Unmap()] = b
+	}
+	for _, o := range opts {
+		o(&v)
+	}
+
+	cfg := &netlink.Config{}
+	if netnsPath != "" {
+		// The sockets are created inside the namespace by the netlink
+		// library, on a locked OS thread that is moved back afterwards (or
+		// discarded if that fails), so no other goroutine ever runs in the
+		// wrong namespace. The file stays open until both sockets are
+		// closed so the descriptor in cfg is valid for as long as it is
+		// used.
+		f, err := os.Open(netnsPath)
+		if err != nil {
+			return st, fmt.Errorf("conntrack: open network namespace: %w", err)
+		}
+		defer f.Close()
+		cfg.NetNS = int(f.Fd())
+	}
+
+	local, err := localAddrs(cfg)
+	if err != nil {
+		return st, fmt.Errorf("conntrack: read node addresses: %w", err)
+	}
+	v.local = local
+
+	c, err := ct.Dial(cfg)
+	if err != nil {
+		return st, fmt.Errorf("conntrack: open netlink socket: %w", err)
+	}
+	// The library's calls take no context: closing the socket is what
+	// interrupts a dump or a delete blocked in the kernel.
+	var once sync.Once
+	closeConn := func() { once.Do(func() { c.Close() }) }
+	defer closeConn()
+	stop := context.AfterFunc(ctx, closeConn)
+	defer stop()
+	fail := func(what string, err error) (Stats, error) {
+		if ctx.Err() != nil {
+			return st, fmt.Errorf("conntrack: %s: %w", what, ctx.Err())
+		}
+		return st, fmt.Errorf("conntrack: %s: %w", what, err)
+	}
+
+	// Only source-NATed entries can be stale; the kernel filters on the
+	// status bit from Linux 5.15 and ignores the filter before, which
+	// decide copes with (it checks the tuples itself). This keeps the dump
+	// small on a node tracking many untranslated connections.
+	flows, err := c.DumpFilter(ct.NewFilter().Status(ct.StatusSrcNAT), nil)
+	if err != nil {
+		return fail("dump entries", err)
+	}
+	st.Seen = len(flows)
+	for _, f := range flows {
+		e := entry{Src: f.TupleOrig.IP.SourceAddress, Dst: f.TupleReply.IP.SourceAddress, NAT: f.TupleReply.IP.DestinationAddress}
+		if !decide(e, v).remove() {
+			continue
+		}
+		// The tuples (and zone) identify the entry; the other attributes of
+		// the dump are not needed to delete it. The reply tuple is sent
+		// too although the kernel looks the entry up by the original one:
+		// the library picks the message's address family from both, and
+		// sends IPv6 deletes as IPv4 (rejected) without it.
+		err := c.Delete(ct.Flow{TupleOrig: f.TupleOrig, TupleReply: f.TupleReply, Zone: f.Zone})
+		switch {
+		case err == nil:
+			st.Deleted++
+		case errors.Is(err, unix.ENOENT):
+			// Gone already (timed out or closed since the dump).
+		default:
+			return fail(fmt.Sprintf("delete %s %s -> %s (translated to %s)",
+				protoName(f.TupleOrig.Proto.Protocol), e.Src, f.TupleOrig.IP.DestinationAddress, e.NAT), err)
+		}
+	}
+	return st, nil
+}
+
+func protoName(p uint8) string {
+	switch p {
+	case unix.IPPROTO_TCP:
+		return "tcp"
+	case unix.IPPROTO_UDP:
+		return "udp"
+	case unix.IPPROTO_SCTP:
+		return "sctp"
+	case unix.IPPROTO_ICMP:
+		return "icmp"
+	case unix.IPPROTO_ICMPV6:
+		return "icmpv6"
+	}
+	return fmt.Sprintf("proto %d", p)
+}
+
+// localAddrs returns every address assigned to an interface of the
+// namespace (IPv4 and IPv6), read with an RTM_GETADDR dump: these are the
+// addresses a masquerade or another tool's SNAT on this node translates to.
+func localAddrs(cfg *netlink.Config) (map[netip.Addr]bool, error) {
+	c, err := netlink.Dial(unix.NETLINK_ROUTE, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open route netlink socket: %w", err)
+	}
+	defer c.Close()
+	// An all-zero ifaddrmsg: family AF_UNSPEC dumps IPv4 and IPv6.
+	msgs, err := c.Execute(netlink.Message{
+		Header: netlink.Header{Type: unix.RTM_GETADDR, Flags: netlink.Request | netlink.Dump},
+		Data:   make([]byte, unix.SizeofIfAddrmsg),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dump addresses: %w", err)
+	}
+	out := map[netip.Addr]bool{}
+	for _, m := range msgs {
+		if m.Header.Type != unix.RTM_NEWADDR || len(m.Data) < unix.SizeofIfAddrmsg {
+			continue
+		}
+		ad, err := netlink.NewAttributeDecoder(m.Data[unix.SizeofIfAddrmsg:])
+		if err != nil {
+			return nil, fmt.Errorf("decode address: %w", err)
+		}
+		var local, addr netip.Addr
+		for ad.Next() {
+			switch ad.Type() {
+			case unix.IFA_LOCAL:
+				local, _ = netip.AddrFromSlice(ad.Bytes())
+			case unix.IFA_ADDRESS:
+				addr, _ = netip.AddrFromSlice(ad.Bytes())
+			}
+		}
+		if err := ad.Err(); err != nil {
+			return nil, fmt.Errorf("decode address: %w", err)
+		}
+		// On point-to-point links IFA_ADDRESS is the peer and IFA_LOCAL
+		// ours; otherwise IFA_LOCAL is absent (IPv6) or equal.
+		if local.IsValid() {
+			out[local.Unmap()] = true
+		} else if addr.IsValid() {
+			out[addr.Unmap()] = true
+		}
+	}
+	return out, nil
+}
