@@ -163,8 +163,10 @@ func (b *batch) addRule(chain string, r *kRule, before uint64) error {
 	for i, as := range r.anon {
 		b.setID++
 		ids[i] = b.setID
+		// Named as nft names them: "__set%d" for sets, "__map%d" for
+		// maps (the kernel fills in the number).
 		s := *as
-		s.name = "__set%d"
+		s.name = anonName(as.name)
 		d := opDesc{verb: "add anonymous set for rule in chain", name: chain, index: r.index, text: r.text}
 		b.addSet(&s, ids[i], d)
 		if err := b.elems(unix.NFT_MSG_NEWSETELEM, &s, ids[i], as.list(), nil, d); err != nil {
@@ -189,14 +191,14 @@ func (b *batch) addRule(chain string, r *kRule, before uint64) error {
 	}
 	n := b.m.nest(unix.NFTA_RULE_EXPRESSIONS)
 	for _, e := range r.exprs {
-		if l, ok := e.(*expr.Lookup); ok && strings.HasPrefix(l.SetName, "__set") && int(l.SetID) < len(ids) {
+		if l, ok := e.(*expr.Lookup); ok && isAnonName(l.SetName) && int(l.SetID) < len(ids) {
 			c := *l
-			c.SetName, c.SetID = "__set%d", ids[l.SetID]
+			c.SetName, c.SetID = anonName(r.anon[l.SetID].name), ids[l.SetID]
 			e = &c
 		}
-		if d, ok := e.(*expr.Dynset); ok && strings.HasPrefix(d.SetName, "__set") && int(d.SetID) < len(ids) {
+		if d, ok := e.(*expr.Dynset); ok && isAnonName(d.SetName) && int(d.SetID) < len(ids) {
 			c := *d
-			c.SetName, c.SetID = "__set%d", ids[d.SetID]
+			c.SetName, c.SetID = anonName(r.anon[d.SetID].name), ids[d.SetID]
 			e = &c
 		}
 		eb, err := expr.Marshal(b.fam, e)
@@ -267,7 +269,23 @@ func (b *batch) elems(typ uint16, s *kSet, id uint32, elems []nftsyntax.Elem, te
 		if uint32(len(el.Key)) != s.keyLen || (el.KeyEnd != nil && uint32(len(el.KeyEnd)) != s.keyLen) {
 			return fmt.Errorf("%s: element %d%s: key is %d bytes, set key is %d", d, i+1, textAt(texts, i), len(el.Key), s.keyLen)
 		}
-		if s.flags&unix.NFT_SET_MAP != 0 && s.dataType != nftDataVerdict && uint32(len(el.Data)) != s.dataLen {
+		if s.flags&unix.NFT_SET_MAP == 0 {
+			continue
+		}
+		switch {
+		case typ == delSetElem:
+			// A deletion names the key; the value is not checked.
+		case el.IntervalEnd:
+			// The end of an interval (and the zero sentinel) carries no
+			// value, in nft's encoding too.
+			if len(el.Data) != 0 || el.Verdict != nil {
+				return fmt.Errorf("%s: element %d%s: an interval end carries no value", d, i+1, textAt(texts, i))
+			}
+		case s.dataType == nftDataVerdict:
+			if el.Verdict == nil {
+				return fmt.Errorf("%s: element %d%s: verdict map entry has no verdict", d, i+1, textAt(texts, i))
+			}
+		case uint32(len(el.Data)) != s.dataLen:
 			return fmt.Errorf("%s: element %d%s: value is %d bytes, map value is %d", d, i+1, textAt(texts, i), len(el.Data), s.dataLen)
 		}
 	}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/nftguard/nftguard/engine/nftsyntax"
@@ -307,7 +306,13 @@ func chainHead(c Chain) (*kChain, error) {
 func (c *compiler) compileRule(chain string, index int, r Rule, decls setDecls) (*kRule, error) {
 	text := r.Rule
 	if r.Comment != "" {
-		text += " comment " + strconv.Quote(r.Comment)
+		// nft strings have no escapes: the comment goes in as it is
+		// (strconv.Quote would store its escapes), and a quote or a
+		// control character in it is refused.
+		if strings.ContainsRune(r.Comment, '"') {
+			return nil, fmt.Errorf("chain %q rule %d (%q): comment contains a double quote", chain, index, r.Rule)
+		}
+		text += ` comment "` + r.Comment + `"`
 	}
 	cr, err := nftsyntax.CompileRule(nftsyntax.Family(c.fam), text, decls)
 	if err != nil {

@@ -19,6 +19,8 @@ func newExpr(name string) expr.Any {
 	switch name {
 	case "bitwise":
 		return &expr.Bitwise{}
+	case "byteorder":
+		return &expr.Byteorder{}
 	case "cmp":
 		return &expr.Cmp{}
 	case "connlimit":
@@ -89,8 +91,11 @@ func decodeExpr(fam byte, b []byte) (expr.Any, error) {
 		return nil, fmt.Errorf("unsupported expression %q", name)
 	}
 	data := a[unix.NFTA_EXPR_DATA]
-	if name == "notrack" {
+	switch name {
+	case "notrack":
 		return e, nil
+	case "byteorder":
+		return decodeByteorder(data)
 	}
 	if err := expr.Unmarshal(fam, data, e); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", name, err)
@@ -104,6 +109,29 @@ func decodeExpr(fam byte, b []byte) (expr.Any, error) {
 		return v, nil
 	}
 	return e, nil
+}
+
+// decodeByteorder decodes a byteorder expression (google/nftables v0.3.0
+// encodes it but does not decode it): SREG, DREG, OP, LEN and SIZE, each a
+// big-endian u32, all of which the kernel dumps. Anything else leaves the
+// rule undecodable rather than guessed at.
+func decodeByteorder(data []byte) (expr.Any, error) {
+	a, err := attrs(data)
+	if err != nil {
+		return nil, fmt.Errorf("decode byteorder: %w", err)
+	}
+	var v [5]uint32
+	for i, typ := range []uint16{unix.NFTA_BYTEORDER_SREG, unix.NFTA_BYTEORDER_DREG, unix.NFTA_BYTEORDER_OP, unix.NFTA_BYTEORDER_LEN, unix.NFTA_BYTEORDER_SIZE} {
+		b, ok := a[typ]
+		if !ok || len(b) != 4 {
+			return nil, fmt.Errorf("decode byteorder: attribute %d missing or not 4 bytes", typ)
+		}
+		v[i] = binary.BigEndian.Uint32(b)
+	}
+	if len(a) != len(v) {
+		return nil, fmt.Errorf("decode byteorder: unexpected attributes")
+	}
+	return &expr.Byteorder{SourceRegister: v[0], DestRegister: v[1], Op: expr.ByteorderOp(v[2]), Len: v[3], Size: v[4]}, nil
 }
 
 // decodeExprs decodes NFTA_RULE_EXPRESSIONS.
@@ -212,7 +240,7 @@ func needsNorm(e expr.Any) bool {
 }
 
 func normSetRef(name string, id uint32, anon anonResolver, refs *[]string) (string, error) {
-	if strings.HasPrefix(name, "__set") {
+	if isAnonName(name) {
 		k, ok := anon(name, id)
 		if !ok {
 			return "", fmt.Errorf("rule refers to unknown anonymous set %q", name)
@@ -221,6 +249,21 @@ func normSetRef(name string, id uint32, anon anonResolver, refs *[]string) (stri
 	}
 	*refs = append(*refs, name)
 	return name, nil
+}
+
+// isAnonName reports whether a set name is an anonymous set's: nft names
+// anonymous sets "__set%d" and anonymous maps (vmap { ... }) "__map%d".
+func isAnonName(name string) bool {
+	return strings.HasPrefix(name, "__set") || strings.HasPrefix(name, "__map")
+}
+
+// anonName is the name pattern an anonymous set is sent with (the kernel
+// fills in the number).
+func anonName(name string) string {
+	if strings.HasPrefix(name, "__map") {
+		return "__map%d"
+	}
+	return "__set%d"
 }
 
 // declKey is what decides whether an existing set can be kept (and only its

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/engine/nftsyntax"
 )
@@ -119,6 +122,7 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 
 	// 2. Sets that go away or change shape; elements that go away.
 	mode := map[string]int{}
+	segAdd := map[string][]nftsyntax.Elem{} // step 5's additions to kept interval sets
 	for _, name := range cur.setOrder {
 		w, ok := want.sets[name]
 		if !ok || recreateSet[name] {
@@ -144,9 +148,20 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 		}
 		mode[name] = setCompare
 		var gone []nftsyntax.Elem
-		for id, el := range c.elems {
-			if we, ok := w.elems[id]; !ok || elemValue(we) != elemValue(el) || forcedElem(el) {
-				gone = append(gone, el)
+		if segmentSet(c) && segmentSet(w) {
+			var add []nftsyntax.Elem
+			gone, add = diffSegments(c, w, forcedElem)
+			segAdd[name] = add
+		} else {
+			var ids []string
+			for id, el := range c.elems {
+				if we, ok := w.elems[id]; !ok || elemValue(we) != elemValue(el) || forcedElem(el) {
+					ids = append(ids, id)
+				}
+			}
+			sort.Strings(ids)
+			for _, id := range ids {
+				gone = append(gone, c.elems[id])
 			}
 		}
 		if len(gone) > 0 {
@@ -194,6 +209,13 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 		case setDeltaOK:
 			add, texts = w.delta.add, w.delta.addTexts
 		default:
+			if add0, ok := segAdd[name]; ok {
+				add = add0
+				for _, el := range add {
+					texts = append(texts, w.elemText[elemID(el)])
+				}
+				break
+			}
 			for _, id := range w.ids() {
 				we := w.elems[id]
 				if ce, ok := c.elems[id]; !ok || elemValue(ce) != elemValue(we) || forcedElem(we) {
@@ -350,4 +372,112 @@ func lis(a []int) []int {
 		}
 	}
 	return out
+}
+
+// segmentSet reports whether a set is a plain (not concatenated) interval
+// set, which the kernel keeps as a list of segments: a start element per
+// interval, an INTERVAL_END element at its end + 1 (none for an interval
+// that runs to the top of the key space), and the INTERVAL_END sentinel at
+// zero that nft writes when no interval starts at zero.
+func segmentSet(s *kSet) bool {
+	return s.flags&unix.NFT_SET_INTERVAL != 0 && s.flags&nftSetConcat == 0 && len(s.fieldLens) == 0
+}
+
+// segment is one unit of a segment set, added and deleted as a whole: an
+// interval's start followed by its end (if any), or a lone end (the zero
+// sentinel, or a stray end).
+type segment struct {
+	elems []nftsyntax.Elem
+	id    string // the elements' identities and values
+}
+
+// segments splits a segment set into its units, in key order (at one key
+// an end comes before a start, as it closes the interval below).
+func segments(s *kSet) []segment {
+	els := make([]nftsyntax.Elem, 0, len(s.elems))
+	for _, el := range s.elems {
+		els = append(els, el)
+	}
+	sort.Slice(els, func(i, j int) bool {
+		a, b := els[i], els[j]
+		if c := bytes.Compare(a.Key, b.Key); c != 0 {
+			return c < 0
+		}
+		if a.IntervalEnd != b.IntervalEnd {
+			return a.IntervalEnd
+		}
+		return bytes.Compare(a.KeyEnd, b.KeyEnd) < 0
+	})
+	out := make([]segment, 0, len(els)/2+1)
+	add := func(es ...nftsyntax.Elem) {
+		var sb strings.Builder
+		for _, el := range es {
+			sb.WriteString(elemID(el))
+			sb.WriteString("=")
+			sb.WriteString(elemValue(el))
+			sb.WriteString("\x01")
+		}
+		out = append(out, segment{elems: es, id: sb.String()})
+	}
+	open := -1 // index in els of an interval start not yet closed
+	for i, el := range els {
+		switch {
+		case el.IntervalEnd && el.KeyEnd == nil && open >= 0:
+			add(els[open], el)
+			open = -1
+		case el.IntervalEnd && el.KeyEnd == nil:
+			add(el)
+		default:
+			if open >= 0 {
+				add(els[open]) // a start without end: the interval runs to the top
+			}
+			open = -1
+			if el.KeyEnd != nil {
+				add(el)
+			} else {
+				open = i
+			}
+		}
+	}
+	if open >= 0 {
+		add(els[open])
+	}
+	return out
+}
+
+// diffSegments compares two versions of a segment set interval by interval
+// (an interval whose start or end moved is deleted and added again, so an
+// end point never lands inside an interval still present), and returns
+// the elements to delete, each interval's start immediately followed by
+// its end as the kernel wants them, and the elements to add, both in key
+// order: the result does not depend on map iteration.
+func diffSegments(cur, want *kSet, forced func(nftsyntax.Elem) bool) (del, add []nftsyntax.Elem) {
+	isForced := func(sg segment) bool {
+		for _, el := range sg.elems {
+			if forced(el) {
+				return true
+			}
+		}
+		return false
+	}
+	cs, ws := segments(cur), segments(want)
+	inCur := make(map[string]bool, len(cs))
+	for _, sg := range cs {
+		inCur[sg.id] = true
+	}
+	inWant := make(map[string]bool, len(ws))
+	for _, sg := range ws {
+		inWant[sg.id] = true
+	}
+	for _, sg := range cs {
+		if !inWant[sg.id] || isForced(sg) {
+			del = append(del, sg.elems...)
+		}
+	}
+	for _, sg := range ws {
+		if !inCur[sg.id] || isForced(sg) {
+			add = append(add, sg.elems...)
+		}
+	}
+	return del, add
 }

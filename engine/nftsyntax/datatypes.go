@@ -216,7 +216,7 @@ func parseValue(dt DataType, s string) ([]byte, error) {
 		if !ok {
 			name = s
 		}
-		if name == "" || len(name) >= 16 || strings.ContainsAny(name, "\x00*") {
+		if name == "" || len(name) >= 16 || strings.Contains(name, "*") || hasControl(name) {
 			return nil, fmt.Errorf("invalid ifname %q", s)
 		}
 		b := make([]byte, 16)

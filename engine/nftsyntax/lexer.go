@@ -36,14 +36,24 @@ func lex(text string) ([]token, error) {
 			if j < 0 {
 				return nil, &SyntaxError{Col: i + 1, Token: text[i:], Reason: "unterminated string"}
 			}
+			// nft's strings are printable text: a control character
+			// (NUL above all, which ends the string in the kernel)
+			// would not survive the round trip.
+			for k := i + 1; k <= i+j; k++ {
+				if isControl(text[k]) {
+					return nil, &SyntaxError{Col: k + 1, Token: text[k : k+1], Reason: "control character in string"}
+				}
+			}
 			toks = append(toks, token{text: text[i : i+j+2], col: i + 1, quoted: true})
 			i += j + 2
+		case isControl(c):
+			return nil, &SyntaxError{Col: i + 1, Token: text[i : i+1], Reason: "control character"}
 		case strings.IndexByte(punctuation, c) >= 0:
 			toks = append(toks, token{text: text[i : i+1], col: i + 1})
 			i++
 		default:
 			j := i
-			for j < len(text) && !strings.ContainsRune(" \t\n\r\""+punctuation, rune(text[j])) {
+			for j < len(text) && !isControl(text[j]) && !strings.ContainsRune(" \""+punctuation, rune(text[j])) {
 				j++
 			}
 			toks = append(toks, token{text: text[i:j], col: i + 1})
@@ -51,6 +61,20 @@ func lex(text string) ([]token, error) {
 		}
 	}
 	return toks, nil
+}
+
+// isControl reports an ASCII control character (tab is a blank between
+// tokens, never part of one).
+func isControl(c byte) bool { return c < 0x20 || c == 0x7f }
+
+// hasControl reports whether s contains an ASCII control character.
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if isControl(s[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // SyntaxError is a parse error at a column of the rule text.

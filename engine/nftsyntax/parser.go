@@ -382,7 +382,7 @@ func parseOperand(dt DataType, s string) (operand, error) {
 			name = s
 		}
 		if strings.HasSuffix(name, "*") && len(name) > 1 && !strings.Contains(name[:len(name)-1], "*") {
-			if len(name) > 16 {
+			if len(name) > 16 || hasControl(name) {
 				return operand{}, errorf("invalid ifname %q", s)
 			}
 			return operand{kind: opValue, val: []byte(name[:len(name)-1]), wildcard: true}, nil
@@ -435,17 +435,48 @@ func parseKeyPart(dt DataType, s string) (operand, error) {
 		return operand{kind: opRange, val: lo, hi: hi}, nil
 	}
 	v, err := parseValue(dt, s)
+	if err != nil {
+		if i := strings.IndexByte(s, '-'); i >= 0 && nameLen(s) > i {
+			return operand{}, errorf("invalid %s %q: nft reads it as one name, not a range of names", dt.Name, s)
+		}
+	}
 	return operand{kind: opValue, val: v}, err
 }
 
 // rangeDash finds the '-' separating a range; protocol names like
 // "ipv6-icmp" contain one, so a dash only splits when the whole text does
-// not parse as one value.
+// not parse as one value. Like nft's scanner, a word that starts with a
+// letter reads as one name across dashes ("tcp-udp" is a name, never a
+// range of names; nft refuses it as unknown), while an address such as
+// "fd00::1-fd00::ff" stops the name at its colon.
 func rangeDash(dt DataType, s string) int {
 	if _, err := parseValue(dt, s); err == nil {
 		return -1
 	}
-	return strings.IndexByte(s, '-')
+	i := strings.IndexByte(s, '-')
+	if i >= 0 && nameLen(s) > i {
+		return -1
+	}
+	return i
+}
+
+// nameLen is the length of the name nft's scanner reads at the start of s
+// (its "string" token: a letter, '_' or '.', then letters, digits, '/',
+// '-', '_' or '.'), 0 when s does not start with one.
+func nameLen(s string) int {
+	isLetter := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+	if s == "" || !(isLetter(s[0]) || s[0] == '_' || s[0] == '.') {
+		return 0
+	}
+	n := 1
+	for n < len(s) {
+		c := s[n]
+		if !(isLetter(c) || c >= '0' && c <= '9' || strings.IndexByte("/-_.", c) >= 0) {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 func (p *parser) ctState(m *matchStmt) error {

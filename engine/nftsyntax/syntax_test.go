@@ -100,6 +100,13 @@ func TestParseErrors(t *testing.T) {
 		{"meta mark 1-2", "ranges of mark are not supported"},
 		{"ip saddr 10.0.0.1/8", "host bits set"},
 		{`log prefix "unterminated`, "unterminated string"},
+		{"log prefix\"\x00\"", `col 12: unexpected "\x00": control character in string`},
+		{"log prefix \"a\x1bb\" accept", "control character in string"},
+		{"accept\x00", "control character"},
+		{"iifname \"eth\x7f\" accept", "control character in string"},
+		{"meta l4proto tcp-udp accept", `invalid inet_proto "tcp-udp": nft reads it as one name, not a range of names`},
+		{"meta l4proto { tcp-udp, 1 } accept", "not a range of names"},
+		{"tcp dport http-443 accept", "not a range of names"},
 		{"ip saddr { 10.0.0.0/8, 10.1.0.0/16 }", "overlaps"},
 	} {
 		_, err := CompileRule(inet, c.in, sets)
@@ -214,6 +221,10 @@ func FuzzCompileRule(f *testing.F) {
 	for _, c := range allRuleCases() {
 		f.Add(c.in)
 	}
+	// Regressions: a NUL in a string rendered differently from what it
+	// compiled to; a name range was taken for a range.
+	f.Add("log prefix\"\x00\"")
+	f.Add("meta l4proto tcp-udp accept")
 	sets := testSets()
 	f.Fuzz(func(t *testing.T, text string) {
 		c, err := CompileRule(inet, text, sets)
