@@ -1,11 +1,12 @@
 package doctor
 
 import (
+	"github.com/nftguard/nftguard/engine/nftsyntax"
+
 	"errors"
 	"fmt"
 	"sort"
 
-	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -230,104 +231,16 @@ func decodeExprs(fam byte, b []byte) ([]Expr, error) {
 			return nil, err
 		}
 		e := Expr{Name: cstr(a[unix.NFTA_EXPR_NAME])}
-		data := a[unix.NFTA_EXPR_DATA]
-		v := newExpr(e.Name)
-		if v == nil {
-			e.Err = "unknown expression"
-			out = append(out, e)
-			continue
-		}
-		if err := expr.Unmarshal(fam, data, v); err != nil {
+		v, err := nftsyntax.DecodeExpr(nftsyntax.Family(fam), e.Name, a[unix.NFTA_EXPR_DATA])
+		if err != nil {
 			e.Err = err.Error()
 			out = append(out, e)
 			continue
-		}
-		// A verdict is an immediate that loads the verdict register.
-		if imm, ok := v.(*expr.Immediate); ok && imm.Register == unix.NFT_REG_VERDICT && len(imm.Data) == 0 {
-			vd := &expr.Verdict{}
-			if err := expr.Unmarshal(fam, data, vd); err == nil {
-				v = vd
-			}
 		}
 		e.Value = v
 		out = append(out, e)
 	}
 	return out, nil
-}
-
-// newExpr returns an empty expression of a name the decoder knows, or nil.
-func newExpr(name string) expr.Any {
-	switch name {
-	case "bitwise":
-		return &expr.Bitwise{}
-	case "byteorder":
-		return &expr.Byteorder{}
-	case "cmp":
-		return &expr.Cmp{}
-	case "connlimit":
-		return &expr.Connlimit{}
-	case "counter":
-		return &expr.Counter{}
-	case "ct":
-		return &expr.Ct{}
-	case "dup":
-		return &expr.Dup{}
-	case "dynset":
-		return &expr.Dynset{}
-	case "exthdr":
-		return &expr.Exthdr{}
-	case "fib":
-		return &expr.Fib{}
-	case "flow_offload":
-		return &expr.FlowOffload{}
-	case "hash":
-		return &expr.Hash{}
-	case "immediate":
-		return &expr.Immediate{}
-	case "limit":
-		return &expr.Limit{}
-	case "log":
-		return &expr.Log{}
-	case "lookup":
-		return &expr.Lookup{}
-	case "masq":
-		return &expr.Masq{}
-	case "match":
-		return &expr.Match{}
-	case "meta":
-		return &expr.Meta{}
-	case "nat":
-		return &expr.NAT{}
-	case "notrack":
-		return &expr.Notrack{}
-	case "numgen":
-		return &expr.Numgen{}
-	case "objref":
-		return &expr.Objref{}
-	case "payload":
-		return &expr.Payload{}
-	case "queue":
-		return &expr.Queue{}
-	case "quota":
-		return &expr.Quota{}
-	case "range":
-		return &expr.Range{}
-	case "redir":
-		return &expr.Redir{}
-	case "reject":
-		return &expr.Reject{}
-	case "rt":
-		return &expr.Rt{}
-	case "socket":
-		return &expr.Socket{}
-	case "synproxy":
-		return &expr.SynProxy{}
-	case "target":
-		return &expr.Target{}
-	case "tproxy":
-		return &expr.TProxy{}
-	}
-	return nil
 }
 
 // nfDrop is NF_DROP, the verdict value of a chain policy "drop".

@@ -12,126 +12,15 @@ import (
 	"github.com/nftguard/nftguard/engine/nftsyntax"
 )
 
-// newExpr maps a kernel expression name to an empty google/nftables value.
-// Names missing here (or whose decoder is unimplemented upstream) make the
-// rule undecodable, which the diff treats as drift to replace.
-func newExpr(name string) expr.Any {
-	switch name {
-	case "bitwise":
-		return &expr.Bitwise{}
-	case "byteorder":
-		return &expr.Byteorder{}
-	case "cmp":
-		return &expr.Cmp{}
-	case "connlimit":
-		return &expr.Connlimit{}
-	case "counter":
-		return &expr.Counter{}
-	case "ct":
-		return &expr.Ct{}
-	case "dup":
-		return &expr.Dup{}
-	case "dynset":
-		return &expr.Dynset{}
-	case "exthdr":
-		return &expr.Exthdr{}
-	case "fib":
-		return &expr.Fib{}
-	case "hash":
-		return &expr.Hash{}
-	case "immediate":
-		return &expr.Immediate{}
-	case "limit":
-		return &expr.Limit{}
-	case "log":
-		return &expr.Log{}
-	case "lookup":
-		return &expr.Lookup{}
-	case "masq":
-		return &expr.Masq{}
-	case "meta":
-		return &expr.Meta{}
-	case "nat":
-		return &expr.NAT{}
-	case "notrack":
-		return &expr.Notrack{}
-	case "numgen":
-		return &expr.Numgen{}
-	case "objref":
-		return &expr.Objref{}
-	case "payload":
-		return &expr.Payload{}
-	case "queue":
-		return &expr.Queue{}
-	case "quota":
-		return &expr.Quota{}
-	case "range":
-		return &expr.Range{}
-	case "redir":
-		return &expr.Redir{}
-	case "reject":
-		return &expr.Reject{}
-	case "socket":
-		return &expr.Socket{}
-	case "tproxy":
-		return &expr.TProxy{}
-	}
-	return nil
-}
-
-// decodeExpr decodes one NFTA_LIST_ELEM payload (name + data).
+// decodeExpr decodes one NFTA_LIST_ELEM payload (name + data). An
+// expression it cannot decode makes the rule undecodable, which the diff
+// treats as drift to replace.
 func decodeExpr(fam byte, b []byte) (expr.Any, error) {
 	a, err := attrs(b)
 	if err != nil {
 		return nil, err
 	}
-	name := cstr(a[unix.NFTA_EXPR_NAME])
-	e := newExpr(name)
-	if e == nil {
-		return nil, fmt.Errorf("unsupported expression %q", name)
-	}
-	data := a[unix.NFTA_EXPR_DATA]
-	switch name {
-	case "notrack":
-		return e, nil
-	case "byteorder":
-		return decodeByteorder(data)
-	}
-	if err := expr.Unmarshal(fam, data, e); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", name, err)
-	}
-	// A verdict is an immediate into the verdict register.
-	if imm, ok := e.(*expr.Immediate); ok && imm.Register == unix.NFT_REG_VERDICT && len(imm.Data) == 0 {
-		v := &expr.Verdict{}
-		if err := expr.Unmarshal(fam, data, v); err != nil {
-			return nil, fmt.Errorf("decode verdict: %w", err)
-		}
-		return v, nil
-	}
-	return e, nil
-}
-
-// decodeByteorder decodes a byteorder expression (google/nftables v0.3.0
-// encodes it but does not decode it): SREG, DREG, OP, LEN and SIZE, each a
-// big-endian u32, all of which the kernel dumps. Anything else leaves the
-// rule undecodable rather than guessed at.
-func decodeByteorder(data []byte) (expr.Any, error) {
-	a, err := attrs(data)
-	if err != nil {
-		return nil, fmt.Errorf("decode byteorder: %w", err)
-	}
-	var v [5]uint32
-	for i, typ := range []uint16{unix.NFTA_BYTEORDER_SREG, unix.NFTA_BYTEORDER_DREG, unix.NFTA_BYTEORDER_OP, unix.NFTA_BYTEORDER_LEN, unix.NFTA_BYTEORDER_SIZE} {
-		b, ok := a[typ]
-		if !ok || len(b) != 4 {
-			return nil, fmt.Errorf("decode byteorder: attribute %d missing or not 4 bytes", typ)
-		}
-		v[i] = binary.BigEndian.Uint32(b)
-	}
-	if len(a) != len(v) {
-		return nil, fmt.Errorf("decode byteorder: unexpected attributes")
-	}
-	return &expr.Byteorder{SourceRegister: v[0], DestRegister: v[1], Op: expr.ByteorderOp(v[2]), Len: v[3], Size: v[4]}, nil
+	return nftsyntax.DecodeExpr(nftsyntax.Family(fam), cstr(a[unix.NFTA_EXPR_NAME]), a[unix.NFTA_EXPR_DATA])
 }
 
 // decodeExprs decodes NFTA_RULE_EXPRESSIONS.
