@@ -1,6 +1,8 @@
 package egress
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/engine/nftsyntax"
 )
 
 // Annotation names, without their prefix. Each is read with the
@@ -264,16 +267,18 @@ func Compile(in Input) Output {
 func (s *egressService) chain(v4, v6 []netip.Addr) (engine.Chain, []engine.Set) {
 	name := "eg_svc_" + s.svc.Namespace + "_" + s.svc.Name
 	if len(name) > maxChainNameLen {
-		name = name[:maxChainNameLen]
+		// Keep long names unique: cut, then add a hash of the whole.
+		h := sha256.Sum256([]byte(name))
+		name = name[:maxChainNameLen-17] + "_" + hex.EncodeToString(h[:8])
 	}
-	ch := engine.Chain{Name: name, Comment: "egress of Service " + s.key}
+	ch := engine.Chain{Name: name, Comment: nftsyntax.ClipComment("egress of Service " + s.key)}
 	var sets []engine.Set
 	netSet := func(kind string, is4 bool, nets []netip.Prefix) string {
 		typ, fam := "ipv6_addr", "6"
 		if is4 {
 			typ, fam = "ipv4_addr", "4"
 		}
-		set := engine.Set{Name: name + "_" + kind + fam, Type: typ, Interval: true, Comment: s.key + " " + kind + " networks"}
+		set := engine.Set{Name: name + "_" + kind + fam, Type: typ, Interval: true, Comment: nftsyntax.ClipComment(s.key + " " + kind + " networks")}
 		for _, p := range mergePrefixes(nets) {
 			if p.Addr().Is4() == is4 {
 				set.Elements = append(set.Elements, engine.Element{Key: p.String()})
@@ -330,7 +335,7 @@ func (s *egressService) chain(v4, v6 []netip.Addr) (engine.Chain, []engine.Set) 
 				}
 			}
 			m.WriteString("snat " + fam.kw + " to " + fam.lb.String())
-			ch.Rules = append(ch.Rules, engine.Rule{Rule: m.String(), Comment: s.key})
+			ch.Rules = append(ch.Rules, engine.Rule{Rule: m.String(), Comment: nftsyntax.ClipComment(s.key)})
 		}
 	}
 	// A packet that matched no rule returns to eg_postrouting, where the

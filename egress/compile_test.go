@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"context"
 	"net/netip"
 	"strings"
 	"testing"
@@ -41,6 +42,21 @@ func baseInput() Input {
 		ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")},
 		NodeIPs:      []netip.Addr{netip.MustParseAddr("192.168.56.10")},
 	}
+}
+
+// compileChecked compiles and loads the output into the engine's Fake, so
+// every rule and element goes through the nft syntax compiler.
+func compileChecked(t *testing.T, in Input) Output {
+	t.Helper()
+	out := Compile(in)
+	fake, err := engine.NewFake(engine.Table{Family: "inet", Name: "nftguard"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fake.Sync(context.Background(), &engine.Desired{Chains: out.Chains, Sets: out.Sets}); err != nil {
+		t.Fatalf("compiled table does not load: %v", err)
+	}
+	return out
 }
 
 func findSet(t *testing.T, out Output, name string) engine.Set {
@@ -93,7 +109,7 @@ func TestUnrestrictedServiceUsesTheSNATMap(t *testing.T) {
 		pod("x", "db-1", "db", "n1", "10.244.1.7"),   // not selected
 		pod("x", "web-4", "web", "n1"),               // no address yet
 	}
-	out := Compile(in)
+	out := compileChecked(t, in)
 	if len(out.Problems) > 0 {
 		t.Fatal(out.Problems)
 	}
@@ -119,7 +135,7 @@ func TestKubeVIPAnnotationsAlone(t *testing.T) {
 		"kube-vip.io/egress-destination-ports": "tcp:443,udp:53",
 	}, "203.0.113.7")}
 	in.Pods = []*corev1.Pod{pod("x", "web-1", "web", "n1", "10.244.1.5")}
-	out := Compile(in)
+	out := compileChecked(t, in)
 	if len(out.Problems) > 0 {
 		t.Fatal(out.Problems)
 	}
@@ -146,7 +162,7 @@ func TestEachProtocolMatchedOnItsOwn(t *testing.T) {
 		"nftguard.io/egress-denied-networks":   "198.51.100.128/25",
 	}, "203.0.113.7")}
 	in.Pods = []*corev1.Pod{pod("x", "web-1", "web", "n1", "10.244.1.5")}
-	out := Compile(in)
+	out := compileChecked(t, in)
 	if len(out.Problems) > 0 {
 		t.Fatal(out.Problems)
 	}
@@ -176,7 +192,7 @@ func TestIPv6AndDualStack(t *testing.T) {
 		pod("x", "a", "dual", "n1", "10.244.1.5", "fd00:244::5"),
 		pod("x", "b", "v4only", "n1", "10.244.1.6", "fd00:244::6"),
 	}
-	out := Compile(in)
+	out := compileChecked(t, in)
 	if len(out.Problems) > 0 {
 		t.Fatal(out.Problems)
 	}
@@ -196,7 +212,7 @@ func TestOlderServiceWinsAConflict(t *testing.T) {
 	newer.Spec.Selector = map[string]string{"app": "web"}
 	in.Services = []*corev1.Service{newer, older}
 	in.Pods = []*corev1.Pod{pod("x", "web-1", "web", "n1", "10.244.1.5")}
-	out := Compile(in)
+	out := compileChecked(t, in)
 	if got := elems(findSet(t, out, MapSNAT4)); got != "10.244.1.5 : 203.0.113.1" {
 		t.Errorf("snat: %s", got)
 	}
@@ -224,7 +240,7 @@ func TestBadAnnotationsSkipOnlyThatService(t *testing.T) {
 			svc("x", "good", t0, map[string]string{"nftguard.io/egress": "true"}, "203.0.113.2"),
 		}
 		in.Pods = []*corev1.Pod{pod("x", "b", "bad", "n1", "10.244.1.5"), pod("x", "g", "good", "n1", "10.244.1.6")}
-		out := Compile(in)
+		out := compileChecked(t, in)
 		if len(out.Problems) != 1 || !strings.Contains(out.Problems[0].Error(), tc.want) || !strings.Contains(out.Problems[0].Error(), "Service x/bad") {
 			t.Errorf("%v: problems %v, want %q", tc.ann, out.Problems, tc.want)
 		}
@@ -242,7 +258,7 @@ func TestServicesThatCannotEgress(t *testing.T) {
 	in := baseInput()
 	in.Services = []*corev1.Service{notLB, noIP, off}
 	in.Pods = []*corev1.Pod{pod("x", "a", "cip", "n1", "10.244.1.5"), pod("x", "b", "pending", "n1", "10.244.1.6"), pod("x", "c", "off", "n1", "10.244.1.7")}
-	out := Compile(in)
+	out := compileChecked(t, in)
 	if len(out.Chains)+len(out.Sets) != 0 {
 		t.Errorf("no Service can egress, yet the output has %d chains and %d sets", len(out.Chains), len(out.Sets))
 	}

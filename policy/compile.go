@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/engine/nftsyntax"
 )
 
 // Names of the fixed chains and maps of the policy layout (see the package
@@ -252,7 +253,7 @@ type direction struct {
 
 func (c *compiler) ingressChain(p *pod, pols []*compiledPolicy) engine.Chain {
 	d := direction{tag: "in", field: "ingress", peer4: "ip saddr", peer6: "ip6 saddr", verdict: "accept"}
-	ch := engine.Chain{Name: objName("ing", p.obj.Namespace, p.obj.Name), Comment: "ingress of pod " + p.key}
+	ch := engine.Chain{Name: objName("ing", p.obj.Namespace, p.obj.Name), Comment: nftsyntax.ClipComment("ingress of pod " + p.key)}
 	ch.Rules = append(ch.Rules, engine.Rule{Rule: "ct state invalid drop"})
 	// A pod may always reach itself, also through the node (hairpin).
 	for _, a := range p.v4 {
@@ -272,7 +273,7 @@ func (c *compiler) ingressChain(p *pod, pols []*compiledPolicy) engine.Chain {
 
 func (c *compiler) egressChain(p *pod, pols []*compiledPolicy) engine.Chain {
 	d := direction{tag: "eg", field: "egress", peer4: "ip daddr", peer6: "ip6 daddr", verdict: "goto " + ChainIngress}
-	ch := engine.Chain{Name: objName("egr", p.obj.Namespace, p.obj.Name), Comment: "egress of pod " + p.key}
+	ch := engine.Chain{Name: objName("egr", p.obj.Namespace, p.obj.Name), Comment: nftsyntax.ClipComment("egress of pod " + p.key)}
 	ch.Rules = append(ch.Rules, engine.Rule{Rule: "ct state invalid drop"})
 	for _, a := range p.v4 {
 		ch.Rules = append(ch.Rules, engine.Rule{Rule: "ip daddr " + a.String() + " accept", Comment: "pod to itself"})
@@ -293,7 +294,7 @@ func (c *compiler) egressChain(p *pod, pols []*compiledPolicy) engine.Chain {
 // is the pod the chain belongs to, against which named ports resolve; for
 // egress dst is nil and named ports resolve per peer pod.
 func (c *compiler) ruleFor(d direction, cp *compiledPolicy, idx int, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, dst *pod) []engine.Rule {
-	comment := fmt.Sprintf("%s %s[%d]", cp.key, d.field, idx)
+	comment := nftsyntax.ClipComment(fmt.Sprintf("%s %s[%d]", cp.key, d.field, idx))
 	base := []string{cp.np.Namespace, cp.np.Name, fmt.Sprintf("%s%d", d.tag, idx)}
 
 	// Port matches that apply to any peer: numbers, ranges, protocols, and
@@ -413,7 +414,7 @@ func (c *compiler) namedEgress(d direction, base []string, _ string, peers []*po
 			}
 		}
 	}
-	comment := fmt.Sprintf("%s/%s %s", base[0], base[1], base[2])
+	comment := nftsyntax.ClipComment(fmt.Sprintf("%s/%s %s", base[0], base[1], base[2]))
 	if len(t4) > 0 {
 		emit("ip daddr . meta l4proto . th dport @"+c.addrSet(append(base, "named4"), "ipv4_addr . inet_proto . inet_service", false, t4, comment), []string{""})
 	}

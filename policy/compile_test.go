@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -85,6 +86,23 @@ func netpol(namespace, name string, podSel metav1.LabelSelector, f func(*network
 
 // --- helpers over the output ---------------------------------------------
 
+// compileChecked compiles and then loads the output into the engine's Fake,
+// which compiles every rule and element with the same nft syntax compiler
+// the kernel path uses: a rule the compiler emits that nft would not accept
+// fails the test here, without a kernel.
+func compileChecked(t *testing.T, in Input) Output {
+	t.Helper()
+	out := Compile(in)
+	fake, err := engine.NewFake(engine.Table{Family: "inet", Name: "nftguard"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fake.Sync(context.Background(), &engine.Desired{Chains: out.Chains, Sets: out.Sets}); err != nil {
+		t.Fatalf("compiled table does not load: %v", err)
+	}
+	return out
+}
+
 func chain(t *testing.T, out Output, name string) engine.Chain {
 	t.Helper()
 	for _, c := range out.Chains {
@@ -158,7 +176,7 @@ func eq(t *testing.T, what string, got, want []string) {
 // --- tests ----------------------------------------------------------------
 
 func TestNoPoliciesMeansNothingIsolated(t *testing.T) {
-	out := Compile(Input{NodeName: "n1", Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1")}})
+	out := compileChecked(t, Input{NodeName: "n1", Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1")}})
 	for _, m := range []string{MapIngress4, MapIngress6, MapEgress4, MapEgress6} {
 		if s := set(t, out, m); len(s.Elements) != 0 {
 			t.Errorf("%s has elements %v without any policy", m, keys(s))
@@ -181,7 +199,7 @@ func TestDefaultDenyIngressIsolatesOnlyLocalSelectedPods(t *testing.T) {
 		},
 		Policies: []*networkingv1.NetworkPolicy{netpol("x", "deny", metav1.LabelSelector{}, nil)},
 	}
-	out := Compile(in)
+	out := compileChecked(t, in)
 	eq(t, "ingress map", keys(set(t, out, MapIngress4)), []string{"10.0.0.1 : jump np_ing_x_a"})
 	eq(t, "egress map", keys(set(t, out, MapEgress4)), nil)
 	eq(t, "chain", ruleTexts(chain(t, out, "np_ing_x_a")), []string{
@@ -215,7 +233,7 @@ func TestPolicyTypesDefaulting(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out := Compile(Input{NodeName: "n1", Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1")},
+			out := compileChecked(t, Input{NodeName: "n1", Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1")},
 				Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, tc.spec)}})
 			if got := hasChain(out, "np_ing_x_a"); got != tc.ing {
 				t.Errorf("ingress isolated = %v, want %v", got, tc.ing)
@@ -268,7 +286,7 @@ func TestPeersAndSelectors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out := Compile(Input{NodeName: "n1", Namespaces: namespaces, Pods: pods,
+			out := compileChecked(t, Input{NodeName: "n1", Namespaces: namespaces, Pods: pods,
 				Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", *sel("pod", "a"), tc.spec)}})
 			if len(out.Problems) > 0 {
 				t.Fatal(out.Problems)
@@ -302,14 +320,14 @@ func contains(list []string, s string) bool {
 
 func TestEmptyFromVersusMissingRules(t *testing.T) {
 	pods := []*corev1.Pod{mkpod("x", "a", "10.0.0.1")}
-	allowAll := Compile(Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
+	allowAll := compileChecked(t, Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
 		netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{}} // one rule, no from: everything
 		})}})
 	eq(t, "empty from", ruleTexts(chain(t, allowAll, "np_ing_x_a")), []string{
 		"ct state invalid drop", "ip saddr 10.0.0.1 accept", "accept", "drop"})
 
-	denyAll := Compile(Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
+	denyAll := compileChecked(t, Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
 		netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{} // no rules: nothing
 		})}})
@@ -321,7 +339,7 @@ func TestPorts(t *testing.T) {
 	end := int32(90)
 	sctp := corev1.ProtocolSCTP
 	udp := corev1.ProtocolUDP
-	out := Compile(Input{NodeName: "n1",
+	out := compileChecked(t, Input{NodeName: "n1",
 		Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1", port("web", 8080, corev1.ProtocolTCP), port("dns", 5353, corev1.ProtocolUDP))},
 		Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			r80 := tcp(80)
@@ -357,7 +375,7 @@ func TestNamedPortsResolvePerDestinationPod(t *testing.T) {
 		mkpod("x", "c", "10.0.0.3"),
 	}
 	named := protoPort(corev1.ProtocolTCP, intstr.FromString("http"))
-	out := Compile(Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
+	out := compileChecked(t, Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
 		netpol("x", "in", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{named}}}
 		}),
@@ -385,7 +403,7 @@ func TestNamedPortsResolvePerDestinationPod(t *testing.T) {
 }
 
 func TestIPBlockExcept(t *testing.T) {
-	out := Compile(Input{NodeName: "n1", Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1")},
+	out := compileChecked(t, Input{NodeName: "n1", Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1")},
 		Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
 				{IPBlock: &networkingv1.IPBlock{CIDR: "192.168.0.0/16", Except: []string{"192.168.1.0/24", "192.168.128.0/17"}}},
@@ -408,7 +426,7 @@ func TestPodsThatAreNotEnforced(t *testing.T) {
 		mkpod("x", "host", "192.0.2.10", hostNet()),
 		mkpod("x", "live", "10.0.0.5"),
 	}
-	out := Compile(Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
+	out := compileChecked(t, Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
 		netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}
 		})}})
@@ -428,7 +446,7 @@ func TestInvalidObjectsAreReportedAndSkipped(t *testing.T) {
 	})
 	badSel := netpol("x", "bad-sel", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Maybe"}}}, nil)
 	good := netpol("y", "good", metav1.LabelSelector{}, nil)
-	out := Compile(Input{NodeName: "n1",
+	out := compileChecked(t, Input{NodeName: "n1",
 		Pods:     []*corev1.Pod{mkpod("x", "a", "10.0.0.1"), mkpod("y", "a", "10.0.1.1"), mkpod("y", "weird", "not-an-ip")},
 		Policies: []*networkingv1.NetworkPolicy{badCIDR, badExcept, badPort, badSel, good}})
 	var got []string
@@ -465,7 +483,7 @@ func TestInvalidObjectsAreReportedAndSkipped(t *testing.T) {
 func TestLongNamesStayWithinKernelLimits(t *testing.T) {
 	long := strings.Repeat("n", 63)
 	pol := strings.Repeat("p", 253)
-	out := Compile(Input{NodeName: "n1",
+	out := compileChecked(t, Input{NodeName: "n1",
 		Pods: []*corev1.Pod{mkpod(long, strings.Repeat("q", 253), "10.0.0.1")},
 		Policies: []*networkingv1.NetworkPolicy{netpol(long, pol, metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}

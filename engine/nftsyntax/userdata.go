@@ -3,6 +3,7 @@ package nftsyntax
 import (
 	"encoding/binary"
 	"fmt"
+	"unicode/utf8"
 )
 
 // libnftnl user data TLVs: one type byte, one length byte, the value.
@@ -26,8 +27,27 @@ const (
 
 	// maxComment is the longest comment nft accepts (NFT_USERDATA_MAXLEN
 	// bounds the whole TLV area).
-	maxComment = 128
+	maxComment = MaxCommentLen
 )
+
+// MaxCommentLen is the longest comment, in bytes, that nft accepts on a
+// rule, chain or set.
+const MaxCommentLen = 128
+
+// ClipComment shortens a comment that is longer than nft accepts, keeping
+// its start (where callers put what identifies the object) and marking the
+// cut with "...". Comments are for people; a clipped one is better than a
+// refused rule.
+func ClipComment(s string) string {
+	if len(s) <= MaxCommentLen {
+		return s
+	}
+	cut := MaxCommentLen - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
 
 type udata []byte
 
