@@ -5,7 +5,7 @@
 GO      ?= go
 DEB_PKGS = nftables iptables iproute2 conntrack util-linux
 
-.PHONY: all build deps demo test vet lint bench-engine clean
+.PHONY: all build deps demo test vet bench-engine clean
 
 all: build
 
@@ -31,9 +31,12 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
 # test runs every test against the real kernel in throw-away network
-# namespaces; hack/gotest fails the run if any test was skipped.
+# namespaces; hack/gotest fails the run if any test was skipped. Then the
+# nft syntax parser is fuzzed for a bounded time (FUZZTIME=10m for a long run).
+FUZZTIME ?= 30s
 test: deps vet
 	hack/gotest ./...
+	$(GO) test ./engine/nftsyntax/ -run '^$$' -fuzz '^FuzzCompileRule$$' -fuzztime $(FUZZTIME)
 
 # bench-engine compares the engine with nft -f, iptables-nft-restore and the
 # save|edit|restore cycle (bounded profile; BENCH_FLAGS=-full for 50k rules).
@@ -42,3 +45,9 @@ bench-engine: deps
 
 clean:
 	rm -rf bin
+
+# k8sbins builds kube-apiserver and etcd for the agent tests from Go modules
+# into ~/.cache/nftguard-test/k8s-VERSION (~15 min cold; a no-op when cached).
+.PHONY: k8sbins
+k8sbins:
+	GO=$(GO) hack/k8sbins/build.sh
