@@ -34,7 +34,7 @@ vet:
 # namespaces; hack/gotest fails the run if any test was skipped. Then the
 # nft syntax parser is fuzzed for a bounded time (FUZZTIME=10m for a long run).
 FUZZTIME ?= 30s
-test: deps vet
+test: deps vet k8sbins
 	hack/gotest ./...
 	$(GO) test ./engine/nftsyntax/ -run '^$$' -fuzz '^FuzzCompileRule$$' -fuzztime $(FUZZTIME)
 
@@ -42,6 +42,21 @@ test: deps vet
 # save|edit|restore cycle (bounded profile; BENCH_FLAGS=-full for 50k rules).
 bench-engine: deps
 	$(GO) run ./bench/engine $(BENCH_FLAGS)
+
+# bench runs the benchmark suite (bench/suite, its own Go module so that the
+# plotting library stays out of nftguard's go.mod) and writes
+# bench/results/REPORT.md with PNG plots. BENCH_PROFILE=full (default),
+# quick (1k/10k, < 5 min) or smoke.
+BENCH_PROFILE ?= full
+.PHONY: bench bench-smoke
+bench: deps
+	cd bench/suite && $(GO) run . -profile $(BENCH_PROFILE)
+
+# bench-smoke keeps the suite working (CI): vet, gofmt, then tiny sizes and
+# one repetition, reported to bench/results/smoke/.
+bench-smoke: deps
+	cd bench/suite && $(GO) vet . && test -z "$$(gofmt -l .)"
+	cd bench/suite && $(GO) run . -profile smoke -out ../results/smoke
 
 clean:
 	rm -rf bin

@@ -46,6 +46,7 @@ func commands() []command {
 		{"apply", "make the table match Kubernetes manifests (-f PATH), then exit", runApply},
 		{"render", "print the table that apply would program, touching nothing", runRender},
 		{"cleanup", "remove nftguard's table in one transaction", runCleanup},
+		{"run", "the node agent: keep the table equal to the cluster's policies", runRun},
 		{"explain", "say whether NetworkPolicy allows one flow, and which rule decided", runExplain},
 		{"doctor", "read-only host check: nftables features, foreign tables and rules", runDoctor},
 	}

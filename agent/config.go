@@ -1,0 +1,84 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// Defaults sized for a 10k-pod cluster: a burst of events (a Deployment
+// rolling out) costs one sync, and no change waits longer than a second.
+const (
+	DefaultMinSyncInterval = 100 * time.Millisecond
+	DefaultMaxSyncInterval = time.Second
+	DefaultResyncPeriod    = 5 * time.Minute
+	DefaultMetricsAddr     = "127.0.0.1:9743"
+)
+
+// Config is everything Run needs.
+type Config struct {
+	// REST is the API server connection (in-cluster or from a kubeconfig).
+	REST *rest.Config
+	// NodeName is the node whose pods are enforced.
+	NodeName string
+	// NetNS, when set, is the path of the network namespace the table is
+	// programmed in (multi-node simulation on one machine, tests).
+	NetNS string
+	// ClusterCIDRs and ServiceCIDRs tell egress SNAT what is in-cluster.
+	ClusterCIDRs []netip.Prefix
+	ServiceCIDRs []netip.Prefix
+
+	// MinSyncInterval is how long the loop waits after the latest event
+	// for more to arrive; MaxSyncInterval caps how long the first event
+	// of a burst waits. Zero means the default.
+	MinSyncInterval time.Duration
+	MaxSyncInterval time.Duration
+	// ResyncPeriod recompiles and syncs even without events, as a safety
+	// net; the sync is still incremental. Zero means the default,
+	// negative disables it.
+	ResyncPeriod time.Duration
+
+	// MetricsAddr is where /metrics, /healthz and /readyz are served;
+	// "" or "0" disables the server.
+	MetricsAddr string
+
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns a copy with zero values replaced by defaults, or an
+// error naming the invalid field.
+func (c Config) withDefaults() (Config, error) {
+	if c.REST == nil {
+		return c, errors.New("no API server configuration")
+	}
+	if c.NodeName == "" {
+		return c, errors.New("node name is empty")
+	}
+	if c.MinSyncInterval == 0 {
+		c.MinSyncInterval = DefaultMinSyncInterval
+	}
+	if c.MaxSyncInterval == 0 {
+		c.MaxSyncInterval = DefaultMaxSyncInterval
+	}
+	if c.ResyncPeriod == 0 {
+		c.ResyncPeriod = DefaultResyncPeriod
+	}
+	if c.MinSyncInterval < 0 || c.MaxSyncInterval < 0 {
+		return c, errors.New("sync intervals must not be negative")
+	}
+	if c.MaxSyncInterval < c.MinSyncInterval {
+		return c, fmt.Errorf("max sync interval %v is shorter than min sync interval %v", c.MaxSyncInterval, c.MinSyncInterval)
+	}
+	if c.MetricsAddr == "0" {
+		c.MetricsAddr = ""
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}

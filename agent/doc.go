@@ -1,0 +1,13 @@
+// Package agent is the node agent behind `nftguard run`: it watches the
+// Kubernetes API with shared informers, compiles the node's desired table
+// with compose.Build and keeps the kernel equal to it through the engine.
+//
+// Data flows one way: informer events only mark the state dirty; a single
+// sync loop debounces them, reads the informer caches, compiles and calls
+// engine.Sync. The engine's netlink monitor reports foreign changes to the
+// table (drift), which the same loop repairs. Because the loop is the only
+// writer, syncs never overlap and every metric describes one sync.
+//
+// The table is never removed by the agent: on shutdown it stays in force, so
+// a restart or upgrade never opens the node (`nftguard cleanup` removes it).
+package agent

@@ -1,0 +1,159 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nftguard/nftguard/egress"
+	"github.com/nftguard/nftguard/policy"
+)
+
+// Reason of the Warning events the agent creates.
+const reasonCompileFailed = "NftguardCompileFailed"
+
+// objectRef names the object a compile problem is about.
+type objectRef struct {
+	kind, apiVersion, namespace, name string
+}
+
+// refOf extracts the object from a compiler problem; ok is false for
+// problems that name no object.
+func refOf(err error) (objectRef, bool) {
+	var pp policy.Problem
+	if errors.As(err, &pp) {
+		return objectRef{kind: pp.Kind, apiVersion: apiVersionOf(pp.Kind), namespace: pp.Namespace, name: pp.Name}, pp.Name != ""
+	}
+	var ep egress.Problem
+	if errors.As(err, &ep) {
+		return objectRef{kind: ep.Kind, apiVersion: apiVersionOf(ep.Kind), namespace: ep.Namespace, name: ep.Name}, ep.Name != ""
+	}
+	return objectRef{}, false
+}
+
+func apiVersionOf(kind string) string {
+	if kind == "NetworkPolicy" {
+		return "networking.k8s.io/v1"
+	}
+	return "v1"
+}
+
+// eventRecorder turns compile problems into Kubernetes Warning events, once
+// per object and message: a bad object is reported when it appears (or its
+// problem changes), not on every sync. Events are sent by one goroutine so
+// an unreachable API server never delays a sync.
+type eventRecorder struct {
+	client kubernetes.Interface
+	node   string
+	log    *slog.Logger
+	m      *metrics
+	// uidOf finds the object's UID in the informer caches ("" if gone).
+	uidOf func(objectRef) types.UID
+
+	mu   sync.Mutex
+	seen map[string]bool // problem keys reported (or queued) and still current
+	q    chan queuedEvent
+}
+
+type queuedEvent struct {
+	key string
+	ev  *corev1.Event
+}
+
+func newEventRecorder(client kubernetes.Interface, node string, m *metrics, log *slog.Logger, uidOf func(objectRef) types.UID) *eventRecorder {
+	return &eventRecorder{client: client, node: node, m: m, log: log, uidOf: uidOf,
+		seen: map[string]bool{}, q: make(chan queuedEvent, 256)}
+}
+
+// report is called after every compile with all current problems.
+func (r *eventRecorder) report(problems []error) {
+	current := map[string]bool{}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range problems {
+		ref, ok := refOf(p)
+		if !ok {
+			continue
+		}
+		uid := r.uidOf(ref)
+		key := fmt.Sprintf("%s|%s|%s|%s|%s", ref.kind, ref.namespace, ref.name, uid, p.Error())
+		current[key] = true
+		if r.seen[key] {
+			continue
+		}
+		r.seen[key] = true
+		r.m.errors.WithLabelValues(errInvalidObject).Inc()
+		r.log.Warn("object left out of the table", "kind", ref.kind, "namespace", ref.namespace, "name", ref.name, "problem", p.Error())
+		select {
+		case r.q <- queuedEvent{key, r.event(ref, uid, p.Error())}:
+		default:
+			// Queue full (API server down during a storm): forget the
+			// key so a later sync reports it again.
+			delete(r.seen, key)
+		}
+	}
+	// A fixed (or deleted) object may break again later: report it then.
+	for k := range r.seen {
+		if !current[k] {
+			delete(r.seen, k)
+		}
+	}
+}
+
+func (r *eventRecorder) event(ref objectRef, uid types.UID, msg string) *corev1.Event {
+	now := metav1.Now()
+	return &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			// Unique per report; the dedupe above keeps the count low.
+			Name:      fmt.Sprintf("%s.%x", ref.name, time.Now().UnixNano()),
+			Namespace: ref.namespace,
+		},
+		InvolvedObject: corev1.ObjectReference{Kind: ref.kind, APIVersion: ref.apiVersion,
+			Namespace: ref.namespace, Name: ref.name, UID: uid},
+		Reason:              reasonCompileFailed,
+		Message:             truncate(msg, 1000),
+		Type:                corev1.EventTypeWarning,
+		Source:              corev1.EventSource{Component: "nftguard", Host: r.node},
+		ReportingController: "nftguard",
+		ReportingInstance:   "nftguard-" + r.node,
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// run sends queued events until ctx is done.
+func (r *eventRecorder) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case qe := <-r.q:
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, err := r.client.CoreV1().Events(qe.ev.Namespace).Create(cctx, qe.ev, metav1.CreateOptions{})
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				r.m.errors.WithLabelValues(errEvent).Inc()
+				r.log.Error("create event", "namespace", qe.ev.Namespace, "object", qe.ev.InvolvedObject.Name, "err", err)
+				r.mu.Lock()
+				delete(r.seen, qe.key) // retried at the next sync that still has the problem
+				r.mu.Unlock()
+			}
+		}
+	}
+}

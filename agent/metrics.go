@@ -1,0 +1,110 @@
+package agent
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/nftguard/nftguard/engine"
+)
+
+// Error kinds of nftguard_errors_total.
+const (
+	errSync          = "sync"           // engine.Sync failed (the table is unchanged)
+	errMonitor       = "monitor"        // the drift monitor failed and is restarted
+	errEvent         = "event"          // a Kubernetes Event could not be created
+	errInvalidObject = "invalid_object" // an object was newly found uncompilable
+	errConntrack     = "conntrack"      // stale egress translations could not be cleared
+)
+
+// metrics lives in its own registry: the process has no global state, and a
+// test can run several agents side by side.
+type metrics struct {
+	reg *prometheus.Registry
+
+	syncs            *prometheus.CounterVec
+	syncDuration     *prometheus.HistogramVec
+	compileSeconds   prometheus.Histogram
+	operations       prometheus.Histogram
+	tableObjects     *prometheus.GaugeVec
+	invalidObjects   *prometheus.GaugeVec
+	driftDetected    prometheus.Counter
+	driftRepairs     prometheus.Counter
+	errors           *prometheus.CounterVec
+	lastSuccess      prometheus.Gauge
+	informerEvents   *prometheus.CounterVec
+	conntrackCleared prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nftguard_syncs_total", Help: "Syncs of the table, by result (success, error).",
+		}, []string{"result"}),
+		syncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nftguard_sync_duration_seconds",
+			Help:    "Wall time of engine syncs (read, diff, one netlink transaction), by mode (full, incremental).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"mode"}),
+		compileSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "nftguard_compile_duration_seconds",
+			Help:    "Time to compile the desired table from the informer caches.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		operations: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "nftguard_sync_operations",
+			Help:    "Objects added, deleted or changed per successful sync (each set element counts).",
+			Buckets: append([]float64{0}, prometheus.ExponentialBuckets(1, 4, 10)...),
+		}),
+		tableObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nftguard_table_objects", Help: "Size of the table after the last successful sync, by kind (chains, rules, sets, elements).",
+		}, []string{"kind"}),
+		invalidObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nftguard_invalid_objects", Help: "API objects left out of the table at the last compile, by kind.",
+		}, []string{"kind"}),
+		driftDetected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nftguard_drift_detected_total", Help: "Changes to our table made by other processes, seen by the netlink monitor.",
+		}),
+		driftRepairs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nftguard_drift_repairs_total", Help: "Successful syncs that repaired drift.",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nftguard_errors_total", Help: "Errors by kind (sync, monitor, event, invalid_object, conntrack).",
+		}, []string{"kind"}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nftguard_last_sync_success_timestamp_seconds", Help: "Unix time of the last successful sync.",
+		}),
+		informerEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nftguard_informer_events_total", Help: "Relevant add, update and delete events, by resource.",
+		}, []string{"resource"}),
+		conntrackCleared: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nftguard_conntrack_cleared_total", Help: "Conntrack entries deleted because their egress translation became stale.",
+		}),
+	}
+	m.reg.MustRegister(m.conntrackCleared, m.syncs, m.syncDuration, m.compileSeconds, m.operations, m.tableObjects,
+		m.invalidObjects, m.driftDetected, m.driftRepairs, m.errors, m.lastSuccess, m.informerEvents,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Export every error kind from the start, so alerts on rate() see zeros.
+	for _, k := range []string{errSync, errMonitor, errEvent, errInvalidObject, errConntrack} {
+		m.errors.WithLabelValues(k)
+	}
+	for _, r := range []string{"success", "error"} {
+		m.syncs.WithLabelValues(r)
+	}
+	return m
+}
+
+// observeTable records the size of the table just synced.
+func (m *metrics) observeTable(d *engine.Desired) {
+	var rules, elems int
+	for _, c := range d.Chains {
+		rules += len(c.Rules)
+	}
+	for _, s := range d.Sets {
+		elems += len(s.Elements)
+	}
+	m.tableObjects.WithLabelValues("chains").Set(float64(len(d.Chains)))
+	m.tableObjects.WithLabelValues("rules").Set(float64(rules))
+	m.tableObjects.WithLabelValues("sets").Set(float64(len(d.Sets)))
+	m.tableObjects.WithLabelValues("elements").Set(float64(elems))
+}

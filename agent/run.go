@@ -1,0 +1,184 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/engine"
+)
+
+// Retry back-off after a failed sync: quick at first (a race), capped so a
+// broken kernel or object does not spin.
+const (
+	retryMin = 500 * time.Millisecond
+	retryMax = 30 * time.Second
+)
+
+// Run is the agent: it returns nil when ctx is done (SIGTERM), leaving the
+// table in force, or an error if it cannot start.
+func Run(ctx context.Context, cfg Config) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return fmt.Errorf("agent config: %w", err)
+	}
+	log := cfg.Logger.With("node", cfg.NodeName)
+
+	// Open netlink first: a missing capability or namespace fails start-up
+	// before anything else happens.
+	var opts []engine.Option
+	if cfg.NetNS != "" {
+		opts = append(opts, engine.WithNetNS(cfg.NetNS))
+	}
+	eng, err := engine.New(compose.Table(), opts...)
+	if err != nil {
+		return fmt.Errorf("open nftables: %w", err)
+	}
+	// Close releases the socket only; the table stays in force.
+	defer eng.Close()
+
+	rest := *cfg.REST
+	if rest.UserAgent == "" {
+		rest.UserAgent = "nftguard/" + cfg.NodeName
+	}
+	client, err := kubernetes.NewForConfig(&rest)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+
+	m := newMetrics()
+	var ready atomic.Bool
+	if cfg.MetricsAddr != "" {
+		srv, err := listenOps(cfg.MetricsAddr, m, &ready, log)
+		if err != nil {
+			return err
+		}
+		defer srv.shutdown()
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+
+	deb := newDebouncer(cfg.MinSyncInterval, cfg.MaxSyncInterval)
+	src, err := newSources(client, m, func() { deb.trigger(reasonChange) })
+	if err != nil {
+		return err
+	}
+	defer src.stop()
+
+	events := newEventRecorder(client, cfg.NodeName, m, log, src.uidOf)
+	wg.Go(func() { events.run(ctx) })
+
+	// Until the caches are complete the table of the previous run stays in
+	// force untouched: compiling from a partial cache would open or close
+	// traffic that the cluster's policies say otherwise about.
+	log.Info("waiting for informer caches")
+	start := time.Now()
+	if !src.start(ctx) {
+		log.Info("stopped before the caches synced; table left in place")
+		return nil
+	}
+	log.Info("informer caches synced", "after", time.Since(start).Round(time.Millisecond))
+
+	wg.Go(func() { monitorDrift(ctx, eng, m, log, deb) })
+	if cfg.ResyncPeriod > 0 {
+		wg.Go(func() { periodic(ctx, cfg.ResyncPeriod, deb) })
+	}
+
+	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, ready: &ready}
+	// The first sync replaces any table left by an earlier run in one
+	// transaction (the engine does a full replace on its first sync).
+	deb.trigger(reasonStart)
+	backoff := retryMin
+	var retry *time.Timer
+	for {
+		why := deb.wait(ctx)
+		if why == 0 {
+			break
+		}
+		if err := s.sync(ctx, why); err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			log.Error("sync failed", "err", err, "retry_in", backoff)
+			// Keep the reasons: a failed drift repair is still a repair
+			// to do.
+			retry = time.AfterFunc(backoff, func() { deb.trigger(why | reasonRetry) })
+			backoff = min(2*backoff, retryMax)
+			continue
+		}
+		backoff = retryMin
+	}
+	if retry != nil {
+		retry.Stop()
+	}
+	log.Info("shutting down; table left in place")
+	return nil
+}
+
+// monitorDrift feeds the engine's netlink monitor into the sync loop and
+// restarts it if it fails.
+func monitorDrift(ctx context.Context, eng *engine.Engine, m *metrics, log interface {
+	Error(string, ...any)
+	Warn(string, ...any)
+}, deb *debouncer) {
+	for ctx.Err() == nil {
+		err := eng.Monitor(ctx, func() {
+			m.driftDetected.Inc()
+			deb.trigger(reasonDrift)
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		m.errors.WithLabelValues(errMonitor).Inc()
+		log.Error("drift monitor failed; restarting it", "err", err)
+		// The table may have changed while the monitor was down.
+		deb.trigger(reasonDrift)
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// periodic asks for a resync every period: a safety net that recompiles
+// from the caches; the engine still sends only the difference.
+func periodic(ctx context.Context, period time.Duration, deb *debouncer) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			deb.trigger(reasonResync)
+		}
+	}
+}
+
+// uidOf finds an object's UID in the caches, for Events.
+func (s *sources) uidOf(ref objectRef) types.UID {
+	switch ref.kind {
+	case "NetworkPolicy":
+		if o, err := s.policies.NetworkPolicies(ref.namespace).Get(ref.name); err == nil {
+			return o.UID
+		}
+	case "Service":
+		if o, err := s.services.Services(ref.namespace).Get(ref.name); err == nil {
+			return o.UID
+		}
+	case "Pod":
+		if o, err := s.pods.Pods(ref.namespace).Get(ref.name); err == nil {
+			return o.UID
+		}
+	}
+	return ""
+}

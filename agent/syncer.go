@@ -1,0 +1,141 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/conntrack"
+	"github.com/nftguard/nftguard/egress"
+	"github.com/nftguard/nftguard/engine"
+)
+
+// syncer compiles the informer caches and syncs the engine. Only the sync
+// loop calls it, so syncs never overlap.
+type syncer struct {
+	cfg    *Config
+	src    *sources
+	eng    engine.Interface
+	m      *metrics
+	events *eventRecorder
+	log    *slog.Logger
+	ready  *atomic.Bool
+	// cleared are the egress bindings conntrack was last cleaned for; nil
+	// until the first successful cleaning (the previous run may have left
+	// stale translations).
+	cleared map[netip.Addr]egress.Binding
+}
+
+// sync runs one compile and one engine sync; why is for logs and metrics.
+func (s *syncer) sync(ctx context.Context, why reason) error {
+	start := time.Now()
+	in, err := s.src.input(s.cfg)
+	if err != nil {
+		s.fail(errSync)
+		return err
+	}
+	res := compose.Build(in)
+	compiled := time.Now()
+	s.m.compileSeconds.Observe(compiled.Sub(start).Seconds())
+	s.countProblems(res.Problems)
+	s.events.report(res.Problems)
+
+	st, err := s.eng.Sync(ctx, res.Desired)
+	if err != nil {
+		s.fail(errSync)
+		return fmt.Errorf("sync table: %w", err)
+	}
+	mode := "incremental"
+	if st.Full {
+		mode = "full"
+	}
+	s.m.syncs.WithLabelValues("success").Inc()
+	s.m.syncDuration.WithLabelValues(mode).Observe(st.Duration.Seconds())
+	s.m.operations.Observe(float64(st.Operations))
+	s.m.observeTable(res.Desired)
+	s.m.lastSuccess.SetToCurrentTime()
+	if why.has(reasonDrift) {
+		s.m.driftRepairs.Inc()
+	}
+	if err := s.clearConntrack(ctx, res.EgressBindings); err != nil {
+		return err
+	}
+	if !s.ready.Swap(true) {
+		s.log.Info("table in force, ready", "node", s.cfg.NodeName)
+	}
+	level := slog.LevelDebug
+	if st.Operations > 0 || st.Full || why.has(reasonDrift) {
+		level = slog.LevelInfo
+	}
+	s.log.Log(ctx, level, "synced",
+		"mode", mode, "reasons", why.String(), "operations", st.Operations, "messages", st.Messages,
+		"bytes", st.Bytes, "attempts", st.Attempts, "pods", len(in.Pods), "policies", len(in.NetworkPolicies),
+		"invalid", len(res.Problems), "compile", compiled.Sub(start).Round(time.Microsecond),
+		"sync", st.Duration.Round(time.Microsecond))
+	return nil
+}
+
+func (s *syncer) fail(kind string) {
+	s.m.syncs.WithLabelValues("error").Inc()
+	s.m.errors.WithLabelValues(kind).Inc()
+}
+
+func (s *syncer) countProblems(problems []error) {
+	byKind := map[string]int{"NetworkPolicy": 0, "Service": 0, "Pod": 0}
+	for _, p := range problems {
+		ref, _ := refOf(p)
+		if ref.kind == "" {
+			ref.kind = "other"
+		}
+		byKind[ref.kind]++
+	}
+	for k, n := range byKind {
+		s.m.invalidObjects.WithLabelValues(k).Set(float64(n))
+	}
+}
+
+func (r reason) String() string {
+	names := []struct {
+		r    reason
+		name string
+	}{{reasonStart, "start"}, {reasonChange, "change"}, {reasonDrift, "drift"}, {reasonResync, "resync"}, {reasonRetry, "retry"}}
+	out := ""
+	for _, n := range names {
+		if r.has(n.r) {
+			if out != "" {
+				out += ","
+			}
+			out += n.name
+		}
+	}
+	return out
+}
+
+// clearConntrack deletes conntrack entries whose egress translation the
+// table no longer makes: the kernel applies NAT rules only to a flow's first
+// packet. It reads the whole conntrack table, so it runs only when the
+// bindings changed.
+func (s *syncer) clearConntrack(ctx context.Context, bindings map[netip.Addr]egress.Binding) error {
+	if s.cleared != nil && maps.Equal(s.cleared, bindings) {
+		return nil
+	}
+	st, err := conntrack.ClearStale(ctx, s.cfg.NetNS, bindings, conntrack.WithCIDRs(s.cfg.ClusterCIDRs, s.cfg.ServiceCIDRs))
+	if err != nil {
+		s.m.errors.WithLabelValues(errConntrack).Inc()
+		return fmt.Errorf("table synced, but stale egress translations not cleared: %w", err)
+	}
+	if bindings == nil {
+		bindings = map[netip.Addr]egress.Binding{}
+	}
+	s.cleared = bindings
+	s.m.conntrackCleared.Add(float64(st.Deleted))
+	if st.Deleted > 0 {
+		s.log.Info("stale egress translations cleared", "entries", st.Deleted)
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/nftguard/nftguard/agent"
+)
+
+// runRun is `nftguard run`, the node agent: flags in, agent.Run does the work.
+func runRun(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	c.registerEgress(fs)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: the in-cluster service account)")
+	metricsAddr := fs.String("metrics-addr", agent.DefaultMetricsAddr, `address for /metrics, /healthz and /readyz ("0" disables)`)
+	minSync := fs.Duration("min-sync-interval", agent.DefaultMinSyncInterval, "quiet time after the latest change before a sync (coalesces bursts)")
+	maxSync := fs.Duration("max-sync-interval", agent.DefaultMaxSyncInterval, "longest a change waits for its sync during a steady stream of changes")
+	resync := fs.Duration("resync-period", agent.DefaultResyncPeriod, "periodic recompile and incremental sync without changes (negative disables)")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if *maxSync < *minSync {
+		return usagef("--max-sync-interval %v is shorter than --min-sync-interval %v", *maxSync, *minSync)
+	}
+	log, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return usageError{err}
+	}
+	// client-go logs through klog; send it to the same structured log.
+	klog.SetSlogLogger(log)
+	cfg, err := restConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	return agent.Run(ctx, agent.Config{
+		REST:            cfg,
+		NodeName:        c.nodeName,
+		NetNS:           c.netns,
+		ClusterCIDRs:    c.clusterCIDRs,
+		ServiceCIDRs:    c.serviceCIDRs,
+		MinSyncInterval: *minSync,
+		MaxSyncInterval: *maxSync,
+		ResyncPeriod:    *resync,
+		MetricsAddr:     *metricsAddr,
+		Logger:          log,
+	})
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("API server configuration: %w", err)
+	}
+	// One agent per node: keep its share of the API server small but let
+	// the initial lists go through without client-side throttling.
+	cfg.QPS, cfg.Burst = 20, 40
+	return cfg, nil
+}

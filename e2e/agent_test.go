@@ -1,0 +1,1101 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nftguard/nftguard/internal/kubetest"
+	"github.com/nftguard/nftguard/internal/netlab"
+)
+
+var (
+	agentOutage = flag.Duration("agent.outage", 10*time.Second, "how long TestAgent keeps the API server down (the issue's soak value is 60s)")
+	agentChurn  = flag.Bool("agent.churn", false, "TestAgent: also create and delete 200 pods and 50 policies in bursts")
+	agentScale  = flag.Bool("agent.scale", false, "TestAgent: also load 10k pods (100 on n1) and 1k policies, then measure agent RSS and label-change latency")
+)
+
+// The agent tests use ports 80 and 81 over TCP: enough to tell a port rule
+// from a peer rule, and a denied matrix costs one probe timeout.
+var agentPorts = []netlab.Port{{Proto: netlab.TCP, Num: 80}, {Proto: netlab.TCP, Num: 81}}
+
+// agentLab is three lab nodes with two pods each, the API server that
+// describes them, and one `nftguard run` per node.
+type agentLab struct {
+	t      *testing.T
+	lab    *netlab.Lab
+	srv    *kubetest.Server
+	admin  kubernetes.Interface
+	dir    string
+	agents map[string]*agentProc
+	// labels of each pod, for the expectations
+	podLabels map[string]map[string]string
+}
+
+var agentTopology = []netlab.NodeSpec{
+	{Name: "n1", Pods: []string{"x/a", "y/a"}},
+	{Name: "n2", Pods: []string{"x/b", "y/b"}},
+	{Name: "n3", Pods: []string{"x/c", "y/c"}},
+}
+
+func agentUser(node string) string { return "agent-" + node }
+
+// TestAgent runs one API server and three agents, and walks through the
+// life of a cluster: deploy/ RBAC only, policies and label changes
+// converging on every node, invalid objects reported once as Events, an
+// agent SIGKILLed and restarted, an API server outage, drift repair, and a
+// graceful shutdown that leaves the table in force.
+func TestAgent(t *testing.T) {
+	a := newAgentLab(t)
+	ctx := context.Background()
+
+	t.Run("baseline", func(t *testing.T) {
+		a.converge(t, "no policies", "y/b", "x/a", agentPorts[1], true, func(from, to string, p netlab.Port) bool { return true }, 0)
+	})
+
+	want := a.expect(ctx)
+	a.createPolicy(ctx, &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "deny-ingress"},
+		Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
+	})
+	t.Run("deny ingress to x", func(t *testing.T) {
+		want = a.expect(ctx)
+		a.converge(t, "deny-ingress", "y/b", "x/a", agentPorts[0], false, want, 0)
+	})
+
+	port80 := intstr.FromInt32(80)
+	a.createPolicy(ctx, &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "allow-y-80"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ns": "y"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: &port80}},
+			}},
+		},
+	})
+	t.Run("allow y on port 80 across nodes", func(t *testing.T) {
+		want = a.expect(ctx)
+		a.converge(t, "allow-y-80", "y/b", "x/a", agentPorts[0], true, want, 0)
+	})
+
+	// A Service the egress compiler refuses: every agent reports it once.
+	_, err := a.admin.CoreV1().Services("y").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "bad-egress", Annotations: map[string]string{"nftguard.io/egress": "maybe"}},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.createPolicy(ctx, &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "allow-labeled"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From: []networkingv1.NetworkPolicyPeer{{
+					NamespaceSelector: &metav1.LabelSelector{},
+					PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"access": "yes"}},
+				}},
+			}},
+		},
+	})
+	t.Run("pod label change", func(t *testing.T) {
+		a.setPodLabel(ctx, "x/c", "access", "yes")
+		want = a.expect(ctx)
+		a.converge(t, "label x/c access=yes", "x/c", "x/a", agentPorts[1], true, want, 0)
+	})
+
+	t.Run("invalid object reported once per agent", func(t *testing.T) {
+		a.checkEvents(ctx, t, "y", "bad-egress")
+	})
+
+	t.Run("SIGKILL and restart keeps the table", func(t *testing.T) {
+		n1 := a.agents["n1"]
+		stopWatch := a.watchDenied(t, "y/b", "x/a", agentPorts[1])
+		n1.signal(t, syscall.SIGKILL)
+		// Down: the table stays in force while the cluster changes.
+		a.deletePolicy(ctx, "x", "allow-labeled")
+		a.checkMatrix(t, "n1 agent down", want)
+		want = a.expect(ctx)
+		a.startAgent(t, "n1")
+		a.converge(t, "restarted n1 agent", "x/c", "x/a", agentPorts[1], false, want, 0)
+		if opened := stopWatch(); opened > 0 {
+			t.Errorf("y/b -> x/a %v got through %d time(s) while the agent restarted", agentPorts[1], opened)
+		}
+		m := n1.metrics(t)
+		if n := metricValue(m, `nftguard_syncs_total{result="success"}`); n != 1 {
+			t.Errorf("restarted agent needed %v syncs to converge, want exactly 1", n)
+		}
+	})
+
+	t.Run("API server outage", func(t *testing.T) {
+		a.srv.StopAPIServer()
+		start := time.Now()
+		for time.Since(start) < *agentOutage {
+			a.checkMatrix(t, "API server down", want)
+			time.Sleep(time.Second)
+		}
+		for node, ag := range a.agents {
+			if ag.exited() {
+				t.Fatalf("agent %s exited while the API server was down:\n%s", node, ag.logTail())
+			}
+		}
+		if err := a.srv.StartAPIServer(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("API server down for %v, enforcement unchanged", time.Since(start).Round(time.Second))
+		a.deletePolicy(ctx, "x", "allow-y-80")
+		want = a.expect(ctx)
+		// client-go's reflectors back off exponentially (capped at 30s,
+		// with jitter up to 60s) while the API server is down, so the first
+		// change after an outage waits for their next attempt.
+		a.converge(t, "delete allow-y-80 after the outage", "y/b", "x/a", agentPorts[0], false, want, 90*time.Second)
+	})
+
+	t.Run("drift is repaired", func(t *testing.T) {
+		node := a.lab.Node("n2")
+		if out, err := exec.Command("ip", "netns", "exec", node.NetNS, "nft", "delete", "table", "inet", "nftguard").CombinedOutput(); err != nil {
+			t.Fatalf("delete the table behind the agent's back: %v: %s", err, out)
+		}
+		a.converge(t, "drift repair on n2", "y/a", "x/b", agentPorts[0], false, want, 0)
+		if r := metricValue(a.agents["n2"].metrics(t), "nftguard_drift_repairs_total"); r < 1 {
+			t.Errorf("nftguard_drift_repairs_total = %v on n2, want >= 1", r)
+		}
+	})
+
+	if *agentChurn {
+		t.Run("churn", func(t *testing.T) {
+			a.runChurn(t)
+			a.checkMatrix(t, "after churn", want)
+		})
+	} else {
+		t.Log("churn not run by default (enable with -agent.churn)")
+	}
+
+	if *agentScale {
+		t.Run("scale", func(t *testing.T) { a.runScale(t) })
+	} else {
+		t.Log("scale not run by default (enable with -agent.scale)")
+	}
+
+	t.Run("metrics and memory", func(t *testing.T) {
+		m := a.agents["n2"].metrics(t)
+		for _, name := range []string{
+			"nftguard_sync_duration_seconds_bucket", "nftguard_sync_operations_bucket", `nftguard_table_objects{kind="rules"}`,
+			`nftguard_table_objects{kind="elements"}`, `nftguard_table_objects{kind="sets"}`, "nftguard_drift_repairs_total",
+			`nftguard_errors_total{kind="sync"}`, "nftguard_last_sync_success_timestamp_seconds", `nftguard_invalid_objects{kind="Service"}`,
+		} {
+			if !strings.Contains(m, name) {
+				t.Errorf("metric %s missing", name)
+			}
+		}
+		if v := metricValue(m, `nftguard_errors_total{kind="sync"}`); v != 0 {
+			t.Errorf("n2 had %v failed syncs", v)
+		}
+		for _, node := range []string{"n1", "n2", "n3"} {
+			t.Logf("agent %s RSS %d MiB", node, a.agents[node].rssKiB(t)/1024)
+		}
+	})
+
+	t.Run("SIGTERM leaves the table in force", func(t *testing.T) {
+		n3 := a.agents["n3"]
+		n3.signal(t, syscall.SIGTERM)
+		select {
+		case <-n3.done:
+		case <-time.After(15 * time.Second):
+			t.Fatal("agent did not stop within 15s of SIGTERM")
+		}
+		if n3.err != nil {
+			t.Fatalf("agent exited with %v after SIGTERM:\n%s", n3.err, n3.logTail())
+		}
+		if out, err := exec.Command("ip", "netns", "exec", a.lab.Node("n3").NetNS, "nft", "list", "table", "inet", "nftguard").CombinedOutput(); err != nil {
+			t.Fatalf("table gone after SIGTERM: %v: %s", err, out)
+		}
+		a.checkMatrix(t, "n3 agent stopped", want)
+	})
+}
+
+// TestAgentBinaryStatic checks that the binary the Dockerfile builds
+// (CGO_ENABLED=0) runs in FROM scratch: no interpreter, no dynamic section.
+func TestAgentBinaryStatic(t *testing.T) {
+	f, err := elf.Open(nftguardBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Errorf("binary has a %v program header: it is dynamically linked", p.Type)
+		}
+	}
+	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("binary imports %v", libs)
+	}
+}
+
+func newAgentLab(t *testing.T) *agentLab {
+	t.Helper()
+	var users []string
+	for _, n := range agentTopology {
+		users = append(users, agentUser(n.Name))
+	}
+	start := time.Now()
+	srv := kubetest.Start(t, kubetest.Options{Users: users})
+	t.Logf("API server ready in %v", time.Since(start).Round(time.Millisecond))
+	a := &agentLab{t: t, srv: srv, admin: kubernetes.NewForConfigOrDie(srv.Config(kubetest.Admin)),
+		dir: t.TempDir(), agents: map[string]*agentProc{}, podLabels: map[string]map[string]string{}}
+	a.lab = netlab.New(t, netlab.Spec{Nodes: agentTopology, Ports: agentPorts})
+	ctx := context.Background()
+	a.deploy(ctx, users)
+	a.createCluster(ctx)
+	for _, n := range agentTopology {
+		a.startAgent(t, n.Name)
+	}
+	return a
+}
+
+// deploy applies deploy/ to the API server (server-side dry run first, as
+// an operator would check it, then for real) and binds each agent's user to
+// the ClusterRole from deploy/rbac.yaml: the agents get nothing else.
+func (a *agentLab) deploy(ctx context.Context, users []string) {
+	t := a.t
+	cfg := a.srv.Config(kubetest.Admin)
+	for _, f := range []string{"rbac.yaml", "daemonset.yaml"} {
+		data, err := os.ReadFile(filepath.Join("..", "deploy", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kubetest.Apply(ctx, cfg, data, true); err != nil {
+			t.Fatalf("deploy/%s (dry run): %v", f, err)
+		}
+		if _, err := kubetest.Apply(ctx, cfg, data, false); err != nil {
+			t.Fatalf("deploy/%s: %v", f, err)
+		}
+	}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "nftguard-test-agents"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "nftguard"},
+	}
+	for _, u := range users {
+		crb.Subjects = append(crb.Subjects, rbacv1.Subject{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: u})
+	}
+	if _, err := a.admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createCluster writes what kubelets and users would: Nodes with their
+// addresses, namespaces, and pods whose status carries the lab's addresses.
+func (a *agentLab) createCluster(ctx context.Context) {
+	t := a.t
+	for _, ln := range a.lab.Nodes {
+		n, err := a.admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: ln.Name}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ln.IPv4.String()}}
+		if _, err := a.admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ns := range []string{"x", "y"} {
+		_, err := a.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+			ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"ns": ns}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ep := range a.lab.Pods {
+		ns, name, _ := strings.Cut(ep.Name, "/")
+		a.podLabels[ep.Name] = map[string]string{"pod": name}
+		p, err := a.admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pod": name}},
+			Spec: corev1.PodSpec{NodeName: ep.Node.Name, Containers: []corev1.Container{{
+				Name: "serve", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53",
+				Ports: []corev1.ContainerPort{{Name: "serve-80", ContainerPort: 80}, {Name: "serve-81", ContainerPort: 81}},
+			}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Phase = corev1.PodRunning
+		p.Status.HostIP = ep.Node.IPv4.String()
+		p.Status.PodIP = ep.IPv4.String()
+		p.Status.PodIPs = []corev1.PodIP{{IP: ep.IPv4.String()}, {IP: ep.IPv6.String()}}
+		if _, err := a.admin.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("set status of pod %s: %v", ep.Name, err)
+		}
+	}
+}
+
+func (a *agentLab) createPolicy(ctx context.Context, np *networkingv1.NetworkPolicy) {
+	a.t.Helper()
+	if _, err := a.admin.NetworkingV1().NetworkPolicies(np.Namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		a.t.Fatalf("create policy %s/%s: %v", np.Namespace, np.Name, err)
+	}
+}
+
+func (a *agentLab) deletePolicy(ctx context.Context, ns, name string) {
+	a.t.Helper()
+	if err := a.admin.NetworkingV1().NetworkPolicies(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		a.t.Fatalf("delete policy %s/%s: %v", ns, name, err)
+	}
+}
+
+func (a *agentLab) setPodLabel(ctx context.Context, pod, key, value string) {
+	a.t.Helper()
+	ns, name, _ := strings.Cut(pod, "/")
+	p, err := a.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	p.Labels[key] = value
+	if _, err := a.admin.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		a.t.Fatal(err)
+	}
+	a.podLabels[pod][key] = value
+}
+
+// expect computes the expected matrix from the policies in the API server,
+// for the few shapes these tests use (ingress policies in x with namespace,
+// pod-label and port conditions). A pod always reaches itself.
+func (a *agentLab) expect(ctx context.Context) func(from, to string, p netlab.Port) bool {
+	a.t.Helper()
+	list, err := a.admin.NetworkingV1().NetworkPolicies("x").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	pols := list.Items
+	labels := map[string]map[string]string{}
+	for k, v := range a.podLabels {
+		labels[k] = map[string]string{}
+		for lk, lv := range v {
+			labels[k][lk] = lv
+		}
+	}
+	return func(from, to string, p netlab.Port) bool {
+		if from == to || nsOf(to) != "x" || len(pols) == 0 {
+			return true
+		}
+		for _, np := range pols {
+			for _, r := range np.Spec.Ingress {
+				if agentPeerMatches(r.From, from, labels[from]) && agentPortMatches(r.Ports, p) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+}
+
+func agentPeerMatches(peers []networkingv1.NetworkPolicyPeer, from string, podLabels map[string]string) bool {
+	if len(peers) == 0 {
+		return true
+	}
+	subset := func(sel *metav1.LabelSelector, have map[string]string) bool {
+		for k, v := range sel.MatchLabels {
+			if have[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	for _, pr := range peers {
+		nsOK := pr.NamespaceSelector == nil && nsOf(from) == "x" || pr.NamespaceSelector != nil && subset(pr.NamespaceSelector, map[string]string{"ns": nsOf(from)})
+		podOK := pr.PodSelector == nil || subset(pr.PodSelector, podLabels)
+		if nsOK && podOK {
+			return true
+		}
+	}
+	return false
+}
+
+func agentPortMatches(ports []networkingv1.NetworkPolicyPort, p netlab.Port) bool {
+	if len(ports) == 0 {
+		return true
+	}
+	for _, pp := range ports {
+		if pp.Port == nil || pp.Port.IntValue() == p.Num {
+			return true
+		}
+	}
+	return false
+}
+
+// converge measures how long the cluster takes to reach want after a change
+// made just before: it polls one key cell (from -> to on port, which the
+// change flips to keyAllowed) quickly, then checks the whole matrix on
+// every node, retrying until a deadline (30s when within is 0).
+func (a *agentLab) converge(t *testing.T, what, from, to string, port netlab.Port, keyAllowed bool, want func(from, to string, p netlab.Port) bool, within time.Duration) {
+	t.Helper()
+	if within == 0 {
+		within = 30 * time.Second
+	}
+	start := time.Now()
+	deadline := start.Add(within)
+	var keyAt time.Duration
+	for {
+		// A lab connection is set up in well under a millisecond, so a
+		// short timeout keeps the measurement fine-grained.
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		ok, _ := a.lab.Probe(ctx, from, to, port, netlab.IPv4) // a timeout reads as denied
+		cancel()
+		if ok == keyAllowed {
+			keyAt = time.Since(start)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s -> %s %v still allowed=%v after %v\n%s", what, from, to, port, ok, within, a.logs())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	exp := a.expected(want)
+	for {
+		got, err := a.lab.Reachability(context.Background(), netlab.IPv4, agentPorts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		diff := netlab.Compare(exp, got)
+		if diff == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: connectivity did not converge within %v:\n%s\n%s", what, within, diff, a.logs())
+		}
+	}
+	t.Logf("%s: converged in %v (key cell %s -> %s %v), whole matrix by %v", what, keyAt.Round(time.Millisecond),
+		from, to, port, time.Since(start).Round(time.Millisecond))
+}
+
+func (a *agentLab) expected(want func(from, to string, p netlab.Port) bool) *netlab.Matrix {
+	exp := a.lab.NewExpected(netlab.IPv4, false, agentPorts...)
+	for _, from := range exp.From {
+		for _, to := range exp.To {
+			for _, p := range agentPorts {
+				exp.Expect(from, to, want(from, to, p), p)
+			}
+		}
+	}
+	return exp
+}
+
+// checkMatrix asserts the matrix equals want right now (no retries).
+func (a *agentLab) checkMatrix(t *testing.T, what string, want func(from, to string, p netlab.Port) bool) {
+	t.Helper()
+	got, err := a.lab.Reachability(context.Background(), netlab.IPv4, agentPorts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := netlab.Compare(a.expected(want), got); diff != "" {
+		t.Fatalf("%s: enforcement changed:\n%s", what, diff)
+	}
+}
+
+// watchDenied probes a denied cell in a loop until the returned function is
+// called, which reports how often it got through.
+func (a *agentLab) watchDenied(t *testing.T, from, to string, port netlab.Port) func() int {
+	var opened atomic.Int32
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			if ok, _ := a.lab.Probe(ctx, from, to, port, netlab.IPv4); ok {
+				opened.Add(1)
+			}
+			cancel()
+		}
+	}()
+	return func() int {
+		close(stop)
+		<-done
+		return int(opened.Load())
+	}
+}
+
+// checkEvents waits for each agent's Warning event about the object, then
+// checks that later syncs did not repeat it.
+func (a *agentLab) checkEvents(ctx context.Context, t *testing.T, ns, name string) {
+	t.Helper()
+	count := func() map[string]int {
+		list, err := a.admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		by := map[string]int{}
+		for _, e := range list.Items {
+			if e.Reason == "NftguardCompileFailed" && e.Type == corev1.EventTypeWarning {
+				by[e.Source.Host]++
+			}
+		}
+		return by
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var by map[string]int
+	for by = count(); len(by) < len(agentTopology); by = count() {
+		if time.Now().After(deadline) {
+			t.Fatalf("events per node %v, want one from each of %d agents\n%s", by, len(agentTopology), a.logs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Make every agent sync a few more times, then count again.
+	for i := 0; i < 3; i++ {
+		a.setPodLabel(ctx, "y/c", "round", strconv.Itoa(i))
+		time.Sleep(300 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	for node, n := range count() {
+		if n != 1 {
+			t.Errorf("agent %s created %d events for %s/%s, want 1", node, n, ns, name)
+		}
+	}
+}
+
+func (a *agentLab) logs() string {
+	var b strings.Builder
+	for _, n := range agentTopology {
+		if ag := a.agents[n.Name]; ag != nil {
+			fmt.Fprintf(&b, "--- agent %s log (tail) ---\n%s\n", n.Name, ag.logTail())
+		}
+	}
+	return b.String()
+}
+
+// agentProc is one `nftguard run` process.
+type agentProc struct {
+	node    string
+	addr    string // host:port of /metrics, /healthz, /readyz
+	logPath string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
+}
+
+// startAgent starts (or restarts) the node's agent with its RBAC-restricted
+// kubeconfig and waits until it is ready.
+func (a *agentLab) startAgent(t *testing.T, node string) {
+	t.Helper()
+	kc, err := a.srv.WriteKubeconfig(a.dir, agentUser(node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag := a.agents[node]
+	if ag == nil {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ag = &agentProc{node: node, addr: l.Addr().String(), logPath: filepath.Join(a.dir, "agent-"+node+".log")}
+		l.Close()
+		a.agents[node] = ag
+		t.Cleanup(func() { ag.signal(t, syscall.SIGKILL) })
+	}
+	logf, err := os.OpenFile(ag.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	ag.cmd = exec.Command(nftguardBin, "run", "--kubeconfig", kc, "--node-name", node,
+		"--netns", a.lab.Node(node).Path, "--metrics-addr", ag.addr,
+		"--min-sync-interval", "50ms", "--max-sync-interval", "500ms", "--log-format", "json")
+	ag.cmd.Stdout, ag.cmd.Stderr = logf, logf
+	ag.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	ag.done = make(chan struct{})
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the starting thread exits: keep the thread
+		// for as long as the agent lives.
+		runtime.LockOSThread()
+		if err := ag.cmd.Start(); err != nil {
+			started <- err
+			close(ag.done)
+			return
+		}
+		started <- nil
+		ag.err = ag.cmd.Wait()
+		close(ag.done)
+	}()
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for {
+		resp, err := http.Get("http://" + ag.addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if ag.exited() || time.Since(start) > 30*time.Second {
+			t.Fatalf("agent %s not ready after %v (exited=%v %v):\n%s", node, time.Since(start), ag.exited(), ag.err, ag.logTail())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("agent %s ready (first sync done) %v after start", node, time.Since(start).Round(time.Millisecond))
+}
+
+func (ag *agentProc) exited() bool {
+	select {
+	case <-ag.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// signal sends sig to the agent by PID; SIGKILL also waits for the exit.
+func (ag *agentProc) signal(t *testing.T, sig syscall.Signal) {
+	if ag.cmd == nil || ag.exited() {
+		return
+	}
+	if err := ag.cmd.Process.Signal(sig); err != nil {
+		t.Errorf("signal agent %s: %v", ag.node, err)
+	}
+	if sig == syscall.SIGKILL {
+		<-ag.done
+	}
+}
+
+func (ag *agentProc) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + ag.addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape agent %s: %v", ag.node, err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		b.WriteString(sc.Text())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func (ag *agentProc) rssKiB(t *testing.T) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", ag.cmd.Process.Pid))
+	if err != nil {
+		t.Fatalf("agent %s: %v", ag.node, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	return 0
+}
+
+func (ag *agentProc) logTail() string {
+	b, err := os.ReadFile(ag.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}
+
+// metricValue returns the value of one series in Prometheus text format
+// (-1 when absent).
+func metricValue(text, series string) float64 {
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
+
+// runChurn creates 200 pods and 50 policies in bursts of 20, deletes half of
+// each, and then checks that no sync failed, that the lab's connectivity is
+// unchanged (the churn lives in its own namespace), and that each node's
+// table equals a fresh compile of what is in the API server.
+func (a *agentLab) runChurn(t *testing.T) {
+	ctx := context.Background()
+	const pods, policies, burst = 200, 50, 20
+	if _, err := a.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: "churn", Labels: map[string]string{"ns": "churn"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := 0; i < pods; i++ {
+		name := fmt.Sprintf("p%03d", i)
+		p, err := a.admin.CoreV1().Pods("churn").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": fmt.Sprintf("app%d", i%10), "pod": name}},
+			Spec: corev1.PodSpec{NodeName: agentTopology[i%len(agentTopology)].Name, Containers: []corev1.Container{{
+				Name: "c", Image: "agnhost", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip := fmt.Sprintf("10.200.%d.%d", i/250, i%250+1)
+		p.Status.Phase, p.Status.PodIP, p.Status.PodIPs = corev1.PodRunning, ip, []corev1.PodIP{{IP: ip}}
+		if _, err := a.admin.CoreV1().Pods("churn").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if i%burst == burst-1 {
+			time.Sleep(200 * time.Millisecond) // let a burst's sync happen mid-churn
+		}
+	}
+	named := intstr.FromString("http")
+	for i := 0; i < policies; i++ {
+		np := &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "churn", Name: fmt.Sprintf("np%02d", i)},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app%d", i%10)}},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+				Ingress: []networkingv1.NetworkPolicyIngressRule{{
+					From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app%d", (i+1)%10)}}}},
+					Ports: []networkingv1.NetworkPolicyPort{{Port: &named}},
+				}},
+				Egress: []networkingv1.NetworkPolicyEgressRule{{
+					To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: fmt.Sprintf("192.168.%d.0/24", i)}}},
+				}},
+			},
+		}
+		if _, err := a.admin.NetworkingV1().NetworkPolicies("churn").Create(ctx, np, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if i%burst == burst-1 {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	for i := 0; i < pods; i += 2 {
+		if err := a.admin.CoreV1().Pods("churn").Delete(ctx, fmt.Sprintf("p%03d", i), metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < policies; i += 2 {
+		if err := a.admin.NetworkingV1().NetworkPolicies("churn").Delete(ctx, fmt.Sprintf("np%02d", i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("churn: %d pods and %d policies created, half deleted, in %v", pods, policies, time.Since(start).Round(time.Millisecond))
+
+	manifest := a.dumpCluster(ctx, t)
+	converged := time.Now()
+	for _, n := range agentTopology {
+		ag := a.agents[n.Name]
+		if ag == nil || ag.exited() {
+			continue
+		}
+		// Each table must equal a fresh compile of the API state.
+		wantTable := a.freshTable(t, manifest, n.Name)
+		if !strings.Contains(wantTable, "10.200.0.") {
+			t.Fatalf("fresh compile for %s lacks the churn pods:\n%s", n.Name, wantTable)
+		}
+		var got string
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			got = normalizeNft(nftList(t, a.lab.Node(n.Name).NetNS))
+			return got == wantTable, nil
+		})
+		if err != nil {
+			t.Fatalf("node %s: table differs from a fresh compile after churn (%d vs %d bytes)\n%s", n.Name, len(got), len(wantTable), ag.logTail())
+		}
+		if v := metricValue(ag.metrics(t), `nftguard_errors_total{kind="sync"}`); v != 0 {
+			t.Errorf("node %s: %v failed syncs during churn", n.Name, v)
+		}
+	}
+	t.Logf("churn: every node's table equals a fresh compile %v after the last change", time.Since(converged).Round(time.Millisecond))
+}
+
+// dumpCluster writes the API server's objects as one manifest for
+// `nftguard render`.
+func (a *agentLab) dumpCluster(ctx context.Context, t *testing.T) string {
+	var items []any
+	nss, err := a.admin.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range nss.Items {
+		o := &nss.Items[i]
+		o.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}
+		items = append(items, o)
+	}
+	ps, err := a.admin.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ps.Items {
+		o := &ps.Items[i]
+		o.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+		items = append(items, o)
+	}
+	nps, err := a.admin.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range nps.Items {
+		o := &nps.Items[i]
+		o.TypeMeta = metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}
+		items = append(items, o)
+	}
+	data, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(a.dir, "cluster.json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// freshTable renders the node's table from the manifest, loads it with nft
+// into a scratch namespace and lists it back, so both sides of the
+// comparison are printed by the same nft.
+func (a *agentLab) freshTable(t *testing.T, manifest, node string) string {
+	out, err := exec.Command(nftguardBin, "render", "-f", manifest, "--node-name", node).Output()
+	if err != nil {
+		t.Fatalf("render for %s: %v", node, err)
+	}
+	ns := fmt.Sprintf("ngt-churn-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	defer exec.Command("ip", "netns", "del", ns).Run()
+	load := exec.Command("ip", "netns", "exec", ns, "nft", "-f", "-")
+	load.Stdin = strings.NewReader(string(out))
+	if msg, err := load.CombinedOutput(); err != nil {
+		t.Fatalf("nft -f rendered table: %v: %s", err, msg)
+	}
+	return normalizeNft(nftList(t, ns))
+}
+
+func nftList(t *testing.T, netns string) string {
+	out, err := exec.Command("ip", "netns", "exec", netns, "nft", "list", "table", "inet", "nftguard").CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft list in %s: %v: %s", netns, err, out)
+	}
+	return string(out)
+}
+
+// normalizeNft makes two listings of equal tables compare equal: chains and
+// sets are listed in creation order and hash-set elements in insertion
+// order, both of which differ between an incrementally built table and a
+// fresh load. Rule order inside a chain is kept: it is semantic.
+func normalizeNft(listing string) string {
+	var blocks []string
+	var cur []string
+	var elems []string
+	inElems := false
+	for _, line := range strings.Split(listing, "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case inElems || strings.HasPrefix(trimmed, "elements = {"):
+			inElems = true
+			part := strings.TrimPrefix(trimmed, "elements = {")
+			closed := strings.HasSuffix(part, "}")
+			part = strings.TrimSuffix(part, "}")
+			for _, e := range strings.Split(part, ",") {
+				if e = strings.TrimSpace(e); e != "" {
+					elems = append(elems, e)
+				}
+			}
+			if closed {
+				sort.Strings(elems)
+				cur = append(cur, "elements = { "+strings.Join(elems, ", ")+" }")
+				elems, inElems = nil, false
+			}
+		case strings.HasPrefix(line, "\t") && !strings.HasPrefix(line, "\t\t") && trimmed == "}":
+			cur = append(cur, trimmed)
+			blocks = append(blocks, strings.Join(cur, "\n"))
+			cur = nil
+		case strings.HasPrefix(line, "\t"):
+			cur = append(cur, trimmed)
+		}
+	}
+	sort.Strings(blocks)
+	return strings.Join(blocks, "\n\n")
+}
+
+// runScale loads 10k pods spread over 100 nodes (100 of them on n1, whose
+// agent is measured) in 50 namespaces, and 1k policies, then measures the
+// agents' RSS and the time from a pod label change to the kernel change on
+// n1, with the whole load in every agent's caches and table.
+func (a *agentLab) runScale(t *testing.T) {
+	ctx := context.Background()
+	const pods, policies, namespaces, nodes = 10000, 1000, 50, 100
+	cfg := a.srv.Config(kubetest.Admin)
+	cfg.QPS, cfg.Burst = 5000, 5000
+	admin := kubernetes.NewForConfigOrDie(cfg)
+	start := time.Now()
+	for i := 0; i < namespaces; i++ {
+		name := fmt.Sprintf("scale-%02d", i)
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"ns": name, "tier": fmt.Sprintf("t%d", i%5)}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	work := make(chan int)
+	errs := make(chan error, 16)
+	for w := 0; w < 16; w++ {
+		go func() {
+			for i := range work {
+				errs <- a.scalePod(ctx, admin, i, namespaces, nodes)
+			}
+		}()
+	}
+	go func() {
+		for i := 0; i < pods; i++ {
+			work <- i
+		}
+		close(work)
+	}()
+	for i := 0; i < pods; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	named := intstr.FromString("http")
+	for i := 0; i < policies; i++ {
+		ns := fmt.Sprintf("scale-%02d", i%namespaces)
+		np := &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("np%04d", i)},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app%d", i%20)}},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+				Ingress: []networkingv1.NetworkPolicyIngressRule{{
+					From: []networkingv1.NetworkPolicyPeer{{
+						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": fmt.Sprintf("t%d", i%5)}},
+						PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app%d", (i+1)%20)}},
+					}},
+					Ports: []networkingv1.NetworkPolicyPort{{Port: &named}},
+				}},
+			},
+		}
+		if _, err := admin.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("scale: %d pods over %d nodes and %d policies written in %v", pods, nodes, policies, time.Since(start).Round(time.Second))
+
+	// Wait until n1's agent has synced everything: its table holds a
+	// verdict map entry per local pod.
+	n1 := a.agents["n1"]
+	loaded := time.Now()
+	var elems float64
+	for {
+		time.Sleep(time.Second)
+		m := n1.metrics(t)
+		e := metricValue(m, `nftguard_table_objects{kind="elements"}`)
+		if e == elems && e > 0 {
+			break
+		}
+		elems = e
+		if time.Since(loaded) > 3*time.Minute {
+			t.Fatalf("n1 still changing after 3 min (elements %v)", e)
+		}
+	}
+	m := n1.metrics(t)
+	t.Logf("scale: n1 settled: table %v rules, %v sets, %v elements; sync errors %v",
+		metricValue(m, `nftguard_table_objects{kind="rules"}`), metricValue(m, `nftguard_table_objects{kind="sets"}`),
+		elems, metricValue(m, `nftguard_errors_total{kind="sync"}`))
+	for _, node := range []string{"n1", "n2"} {
+		t.Logf("scale: agent %s RSS %d MiB", node, a.agents[node].rssKiB(t)/1024)
+	}
+
+	// Label-change latency on n1: toggle a label that a policy in x
+	// matches and time the key cell, minus the 50ms debounce.
+	a.createPolicy(ctx, &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "allow-scale-probe"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"probe": "yes"}}}},
+			}},
+		},
+	})
+	time.Sleep(2 * time.Second)
+	var lat []time.Duration
+	for i := 0; i < 5; i++ {
+		a.setPodLabel(ctx, "x/b", "probe", "yes")
+		lat = append(lat, a.waitCell(t, "x/b", "x/a", agentPorts[1], true))
+		a.setPodLabel(ctx, "x/b", "probe", "no")
+		a.waitCell(t, "x/b", "x/a", agentPorts[1], false)
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	m = n1.metrics(t)
+	t.Logf("scale: label change -> kernel on n1 (incl. 50ms debounce): min %v median %v max %v; compile avg %.1fms, sync avg %.1fms",
+		lat[0], lat[len(lat)/2], lat[len(lat)-1],
+		1000*metricValue(m, "nftguard_compile_duration_seconds_sum")/metricValue(m, "nftguard_compile_duration_seconds_count"),
+		1000*metricValue(m, `nftguard_sync_duration_seconds_sum{mode="incremental"}`)/metricValue(m, `nftguard_sync_duration_seconds_count{mode="incremental"}`))
+	a.deletePolicy(ctx, "x", "allow-scale-probe")
+	delete(a.podLabels["x/b"], "probe")
+}
+
+func (a *agentLab) scalePod(ctx context.Context, admin kubernetes.Interface, i, namespaces, nodes int) error {
+	ns := fmt.Sprintf("scale-%02d", i%namespaces)
+	node := fmt.Sprintf("fake-%03d", i%nodes)
+	if i%nodes == 0 {
+		node = "n1"
+	}
+	p, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%05d", i), Labels: map[string]string{"app": fmt.Sprintf("app%d", i%20)}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
+			Name: "c", Image: "agnhost", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	ip := fmt.Sprintf("10.%d.%d.%d", 128+i/65536, i/256%256, i%256)
+	p.Status.Phase, p.Status.PodIP, p.Status.PodIPs = corev1.PodRunning, ip, []corev1.PodIP{{IP: ip}}
+	_, err = admin.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	return err
+}
+
+// waitCell polls one cell until it reads allowed and returns how long that
+// took.
+func (a *agentLab) waitCell(t *testing.T, from, to string, port netlab.Port, allowed bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		ok, _ := a.lab.Probe(ctx, from, to, port, netlab.IPv4)
+		cancel()
+		if ok == allowed {
+			return time.Since(start)
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("%s -> %s %v not allowed=%v after 30s", from, to, port, allowed)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,308 @@
+package kubetest
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Admin is the user with the system:masters group.
+const Admin = "admin"
+
+// Options configures Start.
+type Options struct {
+	// Users get a bearer token each and no group: they can do only what
+	// RBAC bindings (created by the test) allow.
+	Users []string
+}
+
+// Server is a running etcd + kube-apiserver pair.
+type Server struct {
+	// Host is the API server URL, https://127.0.0.1:PORT.
+	Host string
+	// CAFile verifies the API server's self-signed serving certificate.
+	CAFile string
+
+	dir       string
+	apiBin    string
+	apiPort   int
+	etcdURL   string
+	tokens    map[string]string
+	etcd, api *proc
+}
+
+// Start runs etcd and kube-apiserver on free loopback ports and returns once
+// /readyz answers; t.Cleanup stops both and removes their files. Failures
+// fail the test.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	s, err := start(opts)
+	if err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func start(opts Options) (s *Server, err error) {
+	apiBin, etcdBin, err := binaries()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "nftguard-kubetest-")
+	if err != nil {
+		return nil, fmt.Errorf("temp dir: %w", err)
+	}
+	s = &Server{dir: dir, apiBin: apiBin, tokens: map[string]string{}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if err := s.writeTokens(append([]string{Admin}, opts.Users...)); err != nil {
+		return nil, err
+	}
+	if err := writeServiceAccountKey(dir); err != nil {
+		return nil, err
+	}
+	if err := s.startEtcd(etcdBin); err != nil {
+		return nil, err
+	}
+	if s.apiPort, err = freePort(); err != nil {
+		return nil, err
+	}
+	s.Host = fmt.Sprintf("https://127.0.0.1:%d", s.apiPort)
+	s.CAFile = filepath.Join(dir, "certs", "apiserver.crt")
+	if err := s.StartAPIServer(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) writeTokens(users []string) error {
+	var b strings.Builder
+	for _, u := range users {
+		tok, err := randomHex(16)
+		if err != nil {
+			return err
+		}
+		s.tokens[u] = tok
+		if u == Admin {
+			fmt.Fprintf(&b, "%s,%s,%s,\"system:masters\"\n", tok, u, u)
+		} else {
+			fmt.Fprintf(&b, "%s,%s,%s\n", tok, u, u)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, "tokens.csv"), []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("write token file: %w", err)
+	}
+	return nil
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// writeServiceAccountKey creates the key pair kube-apiserver requires for
+// service account tokens (the tests use static tokens instead).
+func writeServiceAccountKey(dir string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("service account key: %w", err)
+	}
+	priv, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("service account key: %w", err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return fmt.Errorf("service account key: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: priv}), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644)
+}
+
+func (s *Server) startEtcd(bin string) error {
+	client, err := freePort()
+	if err != nil {
+		return err
+	}
+	peer, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.etcdURL = fmt.Sprintf("http://127.0.0.1:%d", client)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
+	logPath := filepath.Join(s.dir, "etcd.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin,
+		"--data-dir", filepath.Join(s.dir, "etcd"),
+		"--name", "kubetest",
+		"--listen-client-urls", s.etcdURL, "--advertise-client-urls", s.etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "kubetest="+peerURL,
+		"--unsafe-no-fsync", "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if s.etcd, err = startProc("etcd", cmd); err != nil {
+		return err
+	}
+	ok := poll(30*time.Second, 100*time.Millisecond, func() bool {
+		resp, err := http.Get(s.etcdURL + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK || s.etcd.exited()
+	})
+	if !ok || s.etcd.exited() {
+		return fmt.Errorf("etcd not healthy:\n%s", tail(logPath, 4000))
+	}
+	return nil
+}
+
+// StartAPIServer starts kube-apiserver (again, after StopAPIServer) on the
+// same port with the same certificates and waits for /readyz.
+func (s *Server) StartAPIServer() error {
+	if s.api != nil && !s.api.exited() {
+		return errors.New("kube-apiserver is already running")
+	}
+	logPath := filepath.Join(s.dir, "kube-apiserver.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(s.apiBin,
+		"--etcd-servers", s.etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--secure-port", strconv.Itoa(s.apiPort),
+		"--cert-dir", filepath.Join(s.dir, "certs"),
+		"--token-auth-file", filepath.Join(s.dir, "tokens.csv"),
+		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range", "10.96.0.0/16",
+		"--service-account-issuer", "https://kubernetes.default.svc",
+		"--service-account-key-file", filepath.Join(s.dir, "sa.pub"),
+		"--service-account-signing-key-file", filepath.Join(s.dir, "sa.key"),
+		// No controller-manager creates default service accounts, and a
+		// loopback advertise address needs no endpoint reconciler.
+		"--disable-admission-plugins=ServiceAccount",
+		"--endpoint-reconciler-type=none",
+		"--allow-privileged=true")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if s.api, err = startProc("kube-apiserver", cmd); err != nil {
+		return err
+	}
+	if err := s.waitReady(60 * time.Second); err != nil {
+		return fmt.Errorf("%w\n%s", err, tail(logPath, 6000))
+	}
+	return nil
+}
+
+func (s *Server) waitReady(timeout time.Duration) error {
+	var last string
+	ok := poll(timeout, 200*time.Millisecond, func() bool {
+		if s.api.exited() {
+			last = fmt.Sprintf("exited: %v", s.api.err)
+			return true
+		}
+		cfg := s.Config(Admin)
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			last = err.Error() // the certificate may not be written yet
+			return false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Host+"/readyz", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		resp.Body.Close()
+		last = resp.Status
+		return resp.StatusCode == http.StatusOK
+	})
+	if !ok || s.api.exited() {
+		return fmt.Errorf("kube-apiserver not ready after %v: %s", timeout, last)
+	}
+	return nil
+}
+
+// StopAPIServer kills kube-apiserver (etcd keeps the data), simulating an
+// API server outage.
+func (s *Server) StopAPIServer() {
+	if s.api != nil {
+		s.api.stop()
+	}
+}
+
+// Close stops both processes and removes every file. Safe to call twice.
+func (s *Server) Close() {
+	if s.api != nil {
+		s.api.stop()
+	}
+	if s.etcd != nil {
+		s.etcd.stop()
+	}
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+	}
+}
+
+// Token returns a user's bearer token ("" for unknown users).
+func (s *Server) Token(user string) string { return s.tokens[user] }
+
+// Config is a client configuration for user (Admin or one of
+// Options.Users).
+func (s *Server) Config(user string) *rest.Config {
+	return &rest.Config{
+		Host:            s.Host,
+		BearerToken:     s.tokens[user],
+		TLSClientConfig: rest.TLSClientConfig{CAFile: s.CAFile},
+		QPS:             100, Burst: 200,
+	}
+}
+
+// WriteKubeconfig writes a kubeconfig for user into dir and returns its
+// path, for processes such as `nftguard run --kubeconfig`.
+func (s *Server) WriteKubeconfig(dir, user string) (string, error) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: s.Host, CertificateAuthority: s.CAFile}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: s.tokens[user]}
+	cfg.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: user}
+	cfg.CurrentContext = "kubetest"
+	path := filepath.Join(dir, "kubeconfig-"+user)
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return "", fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return path, nil
+}
