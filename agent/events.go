@@ -20,6 +20,10 @@ import (
 // Reason of the Warning events the agent creates.
 const reasonCompileFailed = "NftguardCompileFailed"
 
+// reasonNotFullyApplied marks a valid object that does not take full effect
+// yet, such as an egress Service without a load-balancer address.
+const reasonNotFullyApplied = "NftguardNotFullyApplied"
+
 // objectRef names the object a compile problem is about.
 type objectRef struct {
 	kind, apiVersion, namespace, name string
@@ -74,11 +78,16 @@ func newEventRecorder(client kubernetes.Interface, node string, m *metrics, log 
 }
 
 // report is called after every compile with all current problems.
-func (r *eventRecorder) report(problems []error) {
+func (r *eventRecorder) report(problems, warnings []error) {
 	current := map[string]bool{}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, p := range problems {
+	all := append(append([]error{}, problems...), warnings...)
+	for i, p := range all {
+		// Problems are objects left out of the table; warnings are valid
+		// objects that do not take full effect yet (an egress Service
+		// without a load-balancer address, a pod another Service owns).
+		skipped := i < len(problems)
 		ref, ok := refOf(p)
 		if !ok {
 			continue
@@ -90,10 +99,16 @@ func (r *eventRecorder) report(problems []error) {
 			continue
 		}
 		r.seen[key] = true
-		r.m.errors.WithLabelValues(errInvalidObject).Inc()
-		r.log.Warn("object left out of the table", "kind", ref.kind, "namespace", ref.namespace, "name", ref.name, "problem", p.Error())
+		reason := reasonCompileFailed
+		if skipped {
+			r.m.errors.WithLabelValues(errInvalidObject).Inc()
+			r.log.Warn("object left out of the table", "kind", ref.kind, "namespace", ref.namespace, "name", ref.name, "problem", p.Error())
+		} else {
+			reason = reasonNotFullyApplied
+			r.log.Warn("object does not take full effect", "kind", ref.kind, "namespace", ref.namespace, "name", ref.name, "warning", p.Error())
+		}
 		select {
-		case r.q <- queuedEvent{key, r.event(ref, uid, p.Error())}:
+		case r.q <- queuedEvent{key, r.event(ref, uid, reason, p.Error())}:
 		default:
 			// Queue full (API server down during a storm): forget the
 			// key so a later sync reports it again.
@@ -108,7 +123,7 @@ func (r *eventRecorder) report(problems []error) {
 	}
 }
 
-func (r *eventRecorder) event(ref objectRef, uid types.UID, msg string) *corev1.Event {
+func (r *eventRecorder) event(ref objectRef, uid types.UID, reason, msg string) *corev1.Event {
 	now := metav1.Now()
 	return &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
@@ -118,7 +133,7 @@ func (r *eventRecorder) event(ref objectRef, uid types.UID, msg string) *corev1.
 		},
 		InvolvedObject: corev1.ObjectReference{Kind: ref.kind, APIVersion: ref.apiVersion,
 			Namespace: ref.namespace, Name: ref.name, UID: uid},
-		Reason:              reasonCompileFailed,
+		Reason:              reason,
 		Message:             truncate(msg, 1000),
 		Type:                corev1.EventTypeWarning,
 		Source:              corev1.EventSource{Component: "nftguard", Host: r.node},

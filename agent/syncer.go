@@ -43,7 +43,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	compiled := time.Now()
 	s.m.compileSeconds.Observe(compiled.Sub(start).Seconds())
 	s.countProblems(res.Problems)
-	s.events.report(res.Problems)
+	s.events.report(res.Problems, res.Warnings)
 
 	st, err := s.eng.Sync(ctx, res.Desired)
 	if err != nil {
