@@ -14,12 +14,15 @@ import (
 // runExplain judges one flow against the manifests with the explain
 // package, an independent reading of NetworkPolicy semantics (it does not
 // look at nftables rules). A denied flow is a successful answer: exit 0.
-func runExplain(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func runExplain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
 	var files stringList
-	var from, to, port, nodeName string
+	var from, to, port, nodeName, kubeconfig string
+	var live bool
 	var family int
 	fs.Var(&files, "f", "manifest file or directory (YAML or JSON, repeatable; - for stdin)")
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "judge against a live cluster (this kubeconfig) instead of manifests")
+	fs.BoolVar(&live, "in-cluster", false, "judge against the live cluster of the in-cluster service account")
 	fs.StringVar(&from, "from", "", "source: NAMESPACE/POD or an IP address")
 	fs.StringVar(&to, "to", "", "destination: NAMESPACE/POD or an IP address")
 	fs.StringVar(&port, "port", "", "destination port as PROTO/PORT, e.g. tcp/80")
@@ -29,8 +32,10 @@ func runExplain(_ context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	switch {
-	case len(files) == 0:
-		return usagef("-f PATH is required (a manifest file, a directory, or - for stdin)")
+	case len(files) == 0 && kubeconfig == "" && !live:
+		return usagef("-f PATH, --kubeconfig FILE or --in-cluster is required")
+	case len(files) > 0 && (kubeconfig != "" || live):
+		return usagef("-f and --kubeconfig/--in-cluster exclude each other")
 	case from == "" || to == "" || port == "":
 		return usagef("--from, --to and --port are required")
 	case family != 0 && family != 4 && family != 6:
@@ -40,12 +45,18 @@ func runExplain(_ context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return usageError{err}
 	}
-	objs, problems, err := manifest.Load(stdin, files...)
-	if err != nil {
-		return usageError{err}
-	}
-	for _, p := range problems {
-		fmt.Fprintf(stderr, "skipped: %v\n", p)
+	var objs *manifest.Objects
+	if len(files) > 0 {
+		var problems []manifest.Problem
+		objs, problems, err = manifest.Load(stdin, files...)
+		if err != nil {
+			return usageError{err}
+		}
+		for _, p := range problems {
+			fmt.Fprintf(stderr, "skipped: %v\n", p)
+		}
+	} else if objs, err = liveObjects(ctx, kubeconfig); err != nil {
+		return err
 	}
 	cl, probs := explain.New(explain.Input{
 		NodeName:        nodeName,

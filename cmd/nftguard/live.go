@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nftguard/nftguard/manifest"
+)
+
+// liveObjects lists, from a running cluster, the objects the one-shot
+// commands otherwise read from manifests. An empty kubeconfig means the
+// in-cluster service account.
+func liveObjects(ctx context.Context, kubeconfig string) (*manifest.Objects, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	objs := &manifest.Objects{}
+	all := metav1.ListOptions{}
+	nss, err := cs.CoreV1().Namespaces().List(ctx, all)
+	if err != nil {
+		return nil, fmt.Errorf("list namespaces: %w", err)
+	}
+	for i := range nss.Items {
+		objs.Namespaces = append(objs.Namespaces, &nss.Items[i])
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, all)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	for i := range nodes.Items {
+		objs.Nodes = append(objs.Nodes, &nodes.Items[i])
+	}
+	pods, err := cs.CoreV1().Pods("").List(ctx, all)
+	if err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	for i := range pods.Items {
+		objs.Pods = append(objs.Pods, &pods.Items[i])
+	}
+	nps, err := cs.NetworkingV1().NetworkPolicies("").List(ctx, all)
+	if err != nil {
+		return nil, fmt.Errorf("list networkpolicies: %w", err)
+	}
+	for i := range nps.Items {
+		objs.NetworkPolicies = append(objs.NetworkPolicies, &nps.Items[i])
+	}
+	return objs, nil
+}
