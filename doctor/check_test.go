@@ -261,10 +261,10 @@ func TestLastSync(t *testing.T) {
 		ok   bool
 		err  bool
 	}{
-		{"# HELP x\nnftguard_last_sync_timestamp_seconds 1700000000.5\n", time.Unix(1700000000, 5e8), true, false},
-		{`nftguard_last_sync_timestamp_seconds{node="n1"} 1700000000` + "\n", time.Unix(1700000000, 0), true, false},
-		{"nftguard_last_sync_timestamp_seconds_total 5\nother 1\n", time.Time{}, false, false},
-		{"nftguard_last_sync_timestamp_seconds NaN\n", time.Time{}, false, true},
+		{"# HELP x\nnftguard_last_sync_success_timestamp_seconds 1700000000.5\n", time.Unix(1700000000, 5e8), true, false},
+		{`nftguard_last_sync_success_timestamp_seconds{node="n1"} 1700000000` + "\n", time.Unix(1700000000, 0), true, false},
+		{"nftguard_last_sync_success_timestamp_seconds_total 5\nother 1\n", time.Time{}, false, false},
+		{"nftguard_last_sync_success_timestamp_seconds NaN\n", time.Time{}, false, true},
 	} {
 		got, ok, err := lastSync(strings.NewReader(tt.text))
 		if !got.Equal(tt.want) || ok != tt.ok || (err != nil) != tt.err {

@@ -14,7 +14,7 @@ import (
 
 // LastSyncMetric is the gauge a live agent exports: the Unix time of its
 // last successful sync.
-const LastSyncMetric = "nftguard_last_sync_timestamp_seconds"
+const LastSyncMetric = "nftguard_last_sync_success_timestamp_seconds"
 
 // staleSync is the age beyond which a live agent's last sync is suspect:
 // the agent resyncs on every change and periodically.
