@@ -52,18 +52,21 @@ type batch struct {
 	seq0  uint32
 	seq   uint32
 	ops   []opDesc // ops[seq-seq0-1] describes message seq
-	// echo maps the sequence number of an echoed NEWRULE to the rule
-	// whose kernel handle it reports.
-	echo    map[uint32]*kRule
+	// echo[i] is, for an echoed NEWRULE message ops[i], the rule whose
+	// kernel handle the echo reports (nil for other messages).
+	echo    []*kRule
 	doEcho  bool
 	lastOff int
 	setID   uint32
 	opCount int // objects acted on (elements count one each)
 }
 
-func newBatch(fam byte, table string, seq uint32, echo bool) *batch {
-	b := &batch{fam: fam, table: table, seq0: seq, seq: seq, echo: map[uint32]*kRule{}, doEcho: echo, lastOff: -1}
-	b.m.b = make([]byte, 0, 4096)
+// newBatch starts a batch; sizeHint is the expected size of the encoded
+// batch (a 50k-rule batch is 24 MB: growing it by appending would copy it
+// several times over).
+func newBatch(fam byte, table string, seq uint32, echo bool, sizeHint int) *batch {
+	b := &batch{fam: fam, table: table, seq0: seq, seq: seq, doEcho: echo, lastOff: -1}
+	b.m.b = make([]byte, 0, max(sizeHint, 4096))
 	off := b.m.msg(unix.NFNL_MSG_BATCH_BEGIN, unix.NLM_F_REQUEST, seq, unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES)
 	b.m.endMsg(off)
 	return b
@@ -182,7 +185,10 @@ func (b *batch) addRule(chain string, r *kRule, before uint64) error {
 	}
 	off := b.begin(unix.NFT_MSG_NEWRULE, flags, opDesc{verb: "add rule to chain", name: chain, index: r.index, text: r.text})
 	if b.doEcho {
-		b.echo[b.seq] = r
+		for len(b.echo) < len(b.ops)-1 {
+			b.echo = append(b.echo, nil)
+		}
+		b.echo = append(b.echo, r)
 	}
 	b.m.str(unix.NFTA_RULE_TABLE, b.table)
 	b.m.str(unix.NFTA_RULE_CHAIN, chain)
@@ -190,6 +196,25 @@ func (b *batch) addRule(chain string, r *kRule, before uint64) error {
 		b.m.u64(unix.NFTA_RULE_POSITION, before)
 	}
 	n := b.m.nest(unix.NFTA_RULE_EXPRESSIONS)
+	if r.wireLen > 0 {
+		// Encoded once, when the rule's key was computed.
+		b.m.b = append(b.m.b, r.key[:r.wireLen]...)
+	} else if err := b.ruleExprs(r, ids); err != nil {
+		return fmt.Errorf("chain %q rule %d: %w", chain, r.index, err)
+	}
+	if err := b.m.endNest(n); err != nil {
+		return fmt.Errorf("chain %q rule %d: %w", chain, r.index, err)
+	}
+	if len(r.userdata) > 0 {
+		b.m.attr(unix.NFTA_RULE_USERDATA, r.userdata)
+	}
+	b.m.endMsg(off)
+	return nil
+}
+
+// ruleExprs encodes a rule's expressions, its lookups renumbered to the
+// anonymous sets' ids in this batch.
+func (b *batch) ruleExprs(r *kRule, ids []uint32) error {
 	for _, e := range r.exprs {
 		if l, ok := e.(*expr.Lookup); ok && isAnonName(l.SetName) && int(l.SetID) < len(ids) {
 			c := *l
@@ -201,21 +226,13 @@ func (b *batch) addRule(chain string, r *kRule, before uint64) error {
 			c.SetName, c.SetID = anonName(r.anon[d.SetID].name), ids[d.SetID]
 			e = &c
 		}
-		eb, err := expr.Marshal(b.fam, e)
-		if err != nil {
-			return fmt.Errorf("chain %q rule %d: %w", chain, r.index, err)
-		}
 		le := b.m.nest(unix.NFTA_LIST_ELEM)
-		b.m.b = append(b.m.b, eb...)
+		var err error
+		if b.m.b, err = nftsyntax.AppendExpr(b.m.b, nftsyntax.Family(b.fam), e); err != nil {
+			return err
+		}
 		b.m.endNest(le)
 	}
-	if err := b.m.endNest(n); err != nil {
-		return fmt.Errorf("chain %q rule %d: %w", chain, r.index, err)
-	}
-	if len(r.userdata) > 0 {
-		b.m.attr(unix.NFTA_RULE_USERDATA, r.userdata)
-	}
-	b.m.endMsg(off)
 	return nil
 }
 

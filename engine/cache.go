@@ -2,7 +2,10 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/nftguard/nftguard/engine/nftsyntax"
 )
@@ -22,8 +25,8 @@ type compiler struct {
 	declFP string
 	chains map[string]*chainEntry
 	sets   map[string]*setEntry
-	ver    uint64 // last set version handed out
-	memo   exprMemo
+	ver    uint64     // last set version handed out
+	memos  []exprMemo // one per compile worker
 }
 
 type chainEntry struct {
@@ -45,7 +48,7 @@ type setDelta struct {
 }
 
 func newCompiler(fam byte) *compiler {
-	return &compiler{fam: fam, memo: exprMemo{}}
+	return &compiler{fam: fam}
 }
 
 // compile turns d into kernel form with a compiler of its own (no reuse).
@@ -77,30 +80,63 @@ func (c *compiler) compile(d *Desired) (*kTable, error) {
 		oldChains = nil
 	}
 
+	// Sets and chains compile independently of each other (rules only
+	// read the declarations), so they are spread over the CPUs; results
+	// and errors are then taken in declaration order, as if compiled one
+	// after the other.
+	nSets := len(d.Sets)
+	units := make([]compiled, nSets+len(d.Chains))
+	seen := make(map[string]bool, len(d.Chains))
+	for i, ch := range d.Chains {
+		units[nSets+i].dup = seen[ch.Name]
+		seen[ch.Name] = true
+	}
+	c.forEach(len(units), func(i int, memo exprMemo) {
+		u := &units[i]
+		if i < nSets {
+			s := d.Sets[i]
+			u.set, u.apply, u.err = c.compileSet(s, decls[s.Name], c.sets[s.Name])
+			if u.err != nil {
+				u.err = fmt.Errorf("set %q: %w", s.Name, u.err)
+			}
+			return
+		}
+		if ch := d.Chains[i-nSets]; !u.dup {
+			u.chain, u.err = c.compileChain(ch, decls, oldChains[ch.Name], memo)
+		}
+	})
+
 	sets := make(map[string]*setEntry, len(d.Sets))
 	var apply []func()
-	for _, s := range d.Sets {
-		ent, fn, err := c.compileSet(s, decls[s.Name], c.sets[s.Name])
-		if err != nil {
-			return nil, fmt.Errorf("set %q: %w", s.Name, err)
+	for i, s := range d.Sets {
+		u := units[i]
+		if u.err != nil {
+			return nil, u.err
 		}
-		if fn != nil {
-			apply = append(apply, fn)
+		if u.apply != nil {
+			apply = append(apply, u.apply)
 		}
-		sets[s.Name] = ent
-		t.addSet(ent.k)
+		sets[s.Name] = u.set
+		t.addSet(u.set.k)
 	}
 	chains := make(map[string]*chainEntry, len(d.Chains))
-	for _, ch := range d.Chains {
-		if _, dup := chains[ch.Name]; dup {
+	for i, ch := range d.Chains {
+		u := units[nSets+i]
+		if u.dup {
 			return nil, fmt.Errorf("chain %q declared twice", ch.Name)
 		}
-		ent, err := c.compileChain(ch, decls, oldChains[ch.Name])
-		if err != nil {
-			return nil, err
+		if u.err != nil {
+			return nil, u.err
 		}
-		chains[ch.Name] = ent
-		t.addChain(ent.k)
+		chains[ch.Name] = u.chain
+		t.addChain(u.chain.k)
+	}
+	// Versions are handed out in declaration order, once nothing failed.
+	for _, s := range d.Sets {
+		if k := sets[s.Name].k; k.ver == 0 {
+			c.ver++
+			k.ver = c.ver
+		}
 	}
 	for _, fn := range apply {
 		fn()
@@ -108,6 +144,48 @@ func (c *compiler) compile(d *Desired) (*kTable, error) {
 	c.chains, c.sets, c.declFP = chains, sets, fp.String()
 	return t, nil
 }
+
+// compiled is the result of compiling one set or chain of a Desired.
+type compiled struct {
+	set   *setEntry
+	apply func()
+	chain *chainEntry
+	dup   bool // a chain of the same name came earlier
+	err   error
+}
+
+// forEach calls fn for 0..n-1 on up to GOMAXPROCS goroutines, each with
+// an expression memo of its own (the memos are kept for later syncs).
+func (c *compiler) forEach(n int, fn func(i int, memo exprMemo)) {
+	workers := min(runtime.GOMAXPROCS(0), n, maxCompileWorkers)
+	for len(c.memos) < max(workers, 1) {
+		c.memos = append(c.memos, exprMemo{})
+	}
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			fn(i, c.memos[0])
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		memo := c.memos[w]
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i, memo)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// maxCompileWorkers bounds the goroutines one compile uses.
+const maxCompileWorkers = 8
 
 func sameSetHead(a, b *Set) bool {
 	return a.Name == b.Name && a.Type == b.Type && a.Map == b.Map && a.Interval == b.Interval && a.Comment == b.Comment
@@ -137,15 +215,16 @@ func (c *compiler) compileSet(s Set, decl nftsyntax.SetDecl, old *setEntry) (*se
 	if err != nil {
 		return nil, nil, err
 	}
-	ks.elemText = map[string]string{}
+	ks.elems = make(map[string]nftsyntax.Elem, len(elems))
+	ks.order = make([]string, 0, len(elems))
+	ks.elemText = make(map[string]string, len(elems))
 	for i, el := range elems {
 		id := ks.add(el)
 		if len(elems) == len(s.Elements) {
 			ks.elemText[id] = s.Elements[i].Key
 		}
 	}
-	c.ver++
-	ks.ver = c.ver
+	// ks.ver stays 0 until compile hands out versions.
 	return &setEntry{src: copySet(s), k: ks}, nil, nil
 }
 
@@ -231,7 +310,7 @@ func sameChainHead(a, b *Chain) bool {
 // compileChain compiles a chain, reusing the compiled form of the rules the
 // caller did not change (found as a common prefix and suffix, then by text
 // in the middle).
-func (c *compiler) compileChain(ch Chain, decls setDecls, old *chainEntry) (*chainEntry, error) {
+func (c *compiler) compileChain(ch Chain, decls setDecls, old *chainEntry, memo exprMemo) (*chainEntry, error) {
 	if old != nil && sameChainHead(&old.src, &ch) && equalSlices(old.src.Rules, ch.Rules) {
 		return old, nil
 	}
@@ -264,7 +343,7 @@ func (c *compiler) compileChain(ch Chain, decls setDecls, old *chainEntry) (*cha
 			kc.rules[i], reuse[r] = withIndex(rs[0], i+1), rs[1:]
 			continue
 		}
-		kr, err := c.compileRule(ch.Name, i+1, r, decls)
+		kr, err := c.compileRule(ch.Name, i+1, r, decls, memo)
 		if err != nil {
 			return nil, err
 		}
@@ -303,7 +382,7 @@ func chainHead(c Chain) (*kChain, error) {
 }
 
 // compileRule compiles rule number index of a chain, with its canonical key.
-func (c *compiler) compileRule(chain string, index int, r Rule, decls setDecls) (*kRule, error) {
+func (c *compiler) compileRule(chain string, index int, r Rule, decls setDecls, memo exprMemo) (*kRule, error) {
 	text := r.Rule
 	if r.Comment != "" {
 		// nft strings have no escapes: the comment goes in as it is
@@ -322,7 +401,7 @@ func (c *compiler) compileRule(chain string, index int, r Rule, decls setDecls) 
 	for _, as := range cr.AnonSets {
 		kr.anon = append(kr.anon, anonSet(as))
 	}
-	if err := kr.computeKey(c.fam, c.memo); err != nil {
+	if err := kr.computeKey(c.fam, memo); err != nil {
 		return nil, fmt.Errorf("chain %q rule %d: %w", chain, index, err)
 	}
 	return kr, nil

@@ -49,27 +49,67 @@ type anonResolver func(name string, id uint32) (string, bool)
 
 // ruleKey computes the canonical form of a rule: every expression
 // re-marshalled after a decode (so both sides pass the same lossy codec),
-// with what the kernel reports differently from what we send normalised:
-// counter values, set ids, and anonymous set names (replaced by their
-// content). It also returns the named sets the rule refers to.
-func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, memo exprMemo) (string, []string, error) {
-	var sb strings.Builder
-	var refs []string
+// each inside its NFTA_LIST_ELEM header as a rule carries it, with what the
+// kernel reports differently from what we send normalised: counter values,
+// set ids, and anonymous set names (replaced by their content). It also
+// returns the named sets the rule refers to.
+//
+// own says the expressions come from the engine's compiler rather than from
+// a kernel dump: those of the types nftsyntax.Canonical accepts are already in
+// canonical form and skip the decode. For such a rule ruleKey also reports
+// wireLen: when every expression's canonical form is the very encoding the
+// rule is sent with, key[:wireLen] is the rule's NFTA_RULE_EXPRESSIONS
+// payload and the batch copies it instead of encoding the rule again (0
+// otherwise).
+func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, memo exprMemo, own bool) (key string, wireLen int, refs []string, err error) {
+	kb := make([]byte, 0, 64*len(exprs)+len(userdata)+8)
+	wireOK := own
 	for _, e := range exprs {
-		b, err := expr.Marshal(fam, e)
-		if err != nil {
-			return "", nil, err
+		le := len(kb)
+		kb = append(kb, 0, 0, 0, 0)
+		if own && nftsyntax.Canonical(e) {
+			c := e
+			switch x := e.(type) {
+			case *expr.Counter:
+				if x.Bytes != 0 || x.Packets != 0 {
+					c, wireOK = &expr.Counter{}, false
+				}
+			case *expr.Lookup:
+				name, err := normSetRef(x.SetName, x.SetID, anon, &refs)
+				if err != nil {
+					return "", 0, nil, err
+				}
+				if name != x.SetName || x.SetID != 0 {
+					n := *x
+					n.SetName, n.SetID = name, 0
+					c, wireOK = &n, false
+				}
+			}
+			if kb, err = nftsyntax.AppendExpr(kb, nftsyntax.Family(fam), c); err != nil {
+				return "", 0, nil, err
+			}
+			endListElem(kb, le)
+			continue
 		}
+		b, err := nftsyntax.AppendExpr(kb, nftsyntax.Family(fam), e)
+		if err != nil {
+			return "", 0, nil, err
+		}
+		enc := b[le+4:]
 		plain := memo != nil && !needsNorm(e)
 		if plain {
-			if k, ok := memo[string(b)]; ok {
-				sb.WriteString(k)
+			if k, ok := memo[string(enc)]; ok {
+				if k != string(enc) {
+					wireOK = false
+				}
+				kb = append(b[:le+4], k...)
+				endListElem(kb, le)
 				continue
 			}
 		}
-		c, err := decodeExpr(fam, b)
+		c, err := decodeExpr(fam, enc)
 		if err != nil {
-			return "", nil, err
+			return "", 0, nil, err
 		}
 		switch x := c.(type) {
 		case *expr.Counter:
@@ -77,30 +117,44 @@ func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, mem
 		case *expr.Lookup:
 			name, err := normSetRef(x.SetName, x.SetID, anon, &refs)
 			if err != nil {
-				return "", nil, err
+				return "", 0, nil, err
 			}
 			x.SetName, x.SetID = name, 0
 		case *expr.Dynset:
 			name, err := normSetRef(x.SetName, x.SetID, anon, &refs)
 			if err != nil {
-				return "", nil, err
+				return "", 0, nil, err
 			}
 			x.SetName, x.SetID = name, 0
 		case *expr.Quota:
 			x.Consumed = 0
 		}
-		k, err := expr.Marshal(fam, c)
+		k, err := nftsyntax.AppendExpr(nil, nftsyntax.Family(fam), c)
 		if err != nil {
-			return "", nil, err
+			return "", 0, nil, err
 		}
 		if plain {
-			memo.put(string(b), string(k))
+			memo.put(string(enc), string(k))
 		}
-		sb.Write(k)
+		if string(k) != string(enc) {
+			wireOK = false
+		}
+		kb = append(b[:le+4], k...)
+		endListElem(kb, le)
 	}
-	sb.WriteString("\x00ud:")
-	sb.Write(userdata)
-	return sb.String(), refs, nil
+	if wireOK {
+		wireLen = len(kb)
+	}
+	kb = append(kb, "\x00ud:"...)
+	kb = append(kb, userdata...)
+	return string(kb), wireLen, refs, nil
+}
+
+// endListElem writes the header of the NFTA_LIST_ELEM that starts at off
+// and runs to the end of b.
+func endListElem(b []byte, off int) {
+	binary.NativeEndian.PutUint16(b[off:], uint16(len(b)-off))
+	binary.NativeEndian.PutUint16(b[off+2:], unix.NFTA_LIST_ELEM|nlaFNested)
 }
 
 // exprMemo remembers the canonical form of expressions by their encoding:

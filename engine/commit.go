@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -59,7 +60,7 @@ func New(t Table, opts ...Option) (*Engine, error) {
 	if t.Family == "" {
 		t.Family = "inet"
 	}
-	e := &Engine{table: t, fam: fam, rbuf: make([]byte, 1<<20), echoLimit: 1 << 20, comp: newCompiler(fam)}
+	e := &Engine{table: t, fam: fam, rbuf: make([]byte, 1<<20), echoLimit: echoMaxRules, comp: newCompiler(fam)}
 	for _, o := range opts {
 		o(e)
 	}
@@ -193,12 +194,25 @@ func (e *Engine) syncOnce(want *kTable, st *Stats) (fresh bool, err error) {
 	}
 
 	echo := countNewRules(cur, want) <= e.echoLimit
-	b := newBatch(e.fam, e.table.Name, e.nextSeq(), echo)
-	if full {
-		b.delTable()
-		st.Full = true
+	var b *batch
+	var next *kTable
+	for {
+		b = newBatch(e.fam, e.table.Name, e.nextSeq(), echo, batchSizeHint(cur, want))
+		if full {
+			b.delTable()
+			st.Full = true
+		}
+		next, err = diff(b, cur, want)
+		var nh *needHandlesError
+		if !errors.As(err, &nh) {
+			break
+		}
+		for _, name := range nh.chains {
+			if err := e.fillHandles(cur.chains[name]); err != nil {
+				return fresh, err
+			}
+		}
 	}
-	next, err := diff(b, cur, want)
 	if err != nil {
 		return fresh, err
 	}
@@ -212,12 +226,81 @@ func (e *Engine) syncOnce(want *kTable, st *Stats) (fresh bool, err error) {
 		return fresh, err
 	}
 	e.started = true
-	e.cache = nil
-	if echo {
-		e.cache = next
+	if !echo {
+		// The new rules' handles are read when a later diff needs them.
+		for _, name := range next.chainOrder {
+			c := next.chains[name]
+			for _, r := range c.rules {
+				if r.handle == 0 {
+					c.noHandles = true
+					break
+				}
+			}
+		}
 	}
+	e.cache = next
 	return fresh, nil
 }
+
+// fillHandles reads the kernel handles of a cached chain's rules, which a
+// batch added without echoing them. The kernel's chain must be the one
+// the batch wrote, rule by rule (same number of rules, each with the same
+// number of expressions and the same user data); anything else means
+// someone else changed it, and the table is read again as a whole.
+func (e *Engine) fillHandles(c *kChain) error {
+	handles := make([]uint64, 0, len(c.rules))
+	stale := false
+	err := e.requestEach(unix.NFT_MSG_GETRULE, unix.NLM_F_DUMP, func(m *enc) {
+		m.str(unix.NFTA_RULE_TABLE, e.table.Name)
+		m.str(unix.NFTA_RULE_CHAIN, c.name)
+	}, func(r rawMsg) {
+		if stale || len(r.data) < nfgenHdrLen || r.data[0] != e.fam {
+			return
+		}
+		var table, chain, ud []byte
+		var handle uint64
+		nexprs := 0
+		walkAttrs(r.data[nfgenHdrLen:], func(typ uint16, data []byte) {
+			switch typ {
+			case unix.NFTA_RULE_TABLE:
+				table = data
+			case unix.NFTA_RULE_CHAIN:
+				chain = data
+			case unix.NFTA_RULE_HANDLE:
+				handle = be64(data)
+			case unix.NFTA_RULE_USERDATA:
+				ud = data
+			case unix.NFTA_RULE_EXPRESSIONS:
+				walkAttrs(data, func(uint16, []byte) { nexprs++ })
+			}
+		})
+		if string(bytes.TrimRight(table, "\x00")) != e.table.Name || string(bytes.TrimRight(chain, "\x00")) != c.name {
+			return
+		}
+		i := len(handles)
+		if i >= len(c.rules) || len(c.rules[i].exprs) != nexprs || !bytes.Equal(c.rules[i].userdata, ud) || handle == 0 {
+			stale = true
+			return
+		}
+		handles = append(handles, handle)
+	})
+	if err != nil {
+		return fmt.Errorf("dump rules of chain %q: %w", c.name, err)
+	}
+	if stale || len(handles) != len(c.rules) {
+		return errStaleCache
+	}
+	for i, r := range c.rules {
+		r.handle = handles[i]
+	}
+	c.noHandles = false
+	return nil
+}
+
+// echoMaxRules is the most new rules a batch has the kernel echo (with
+// their handles): building and reading 50k echoes costs a quarter of a
+// second, while most syncs never touch most of the rules again.
+const echoMaxRules = 2000
 
 // countNewRules bounds how many rules a batch will add, to decide whether
 // the kernel should echo their handles or we re-read afterwards.
@@ -235,6 +318,29 @@ func countNewRules(cur, want *kTable) int {
 			}
 		}
 		n += d
+	}
+	return n
+}
+
+// batchSizeHint estimates the size of a batch that turns cur into want
+// and creates chains or sets: the rules of new chains (their keys hold
+// their encoded expressions) and the elements of new sets. A change to
+// existing chains and sets starts small and grows.
+func batchSizeHint(cur, want *kTable) int {
+	n := 4096
+	for name, w := range want.chains {
+		if cur != nil && cur.chains[name] != nil {
+			continue
+		}
+		for _, r := range w.rules {
+			n += len(r.key) + 64 + len(name)
+		}
+	}
+	for name, s := range want.sets {
+		if cur != nil && cur.sets[name] != nil {
+			continue
+		}
+		n += len(s.elems) * (int(2*s.keyLen+s.dataLen) + 24)
 	}
 	return n
 }
@@ -294,11 +400,13 @@ func (e *Engine) commit(b *batch) error {
 					done = true
 				}
 			case r.typ == msgType(unix.NFT_MSG_NEWRULE):
-				if kr, ok := b.echo[r.seq]; ok && len(r.data) > nfgenHdrLen {
-					a, err := attrs(r.data[nfgenHdrLen:])
-					if err == nil {
-						kr.handle = be64(a[unix.NFTA_RULE_HANDLE])
-					}
+				if i := int(r.seq - b.seq0 - 1); r.seq > b.seq0 && i < len(b.echo) && b.echo[i] != nil && len(r.data) > nfgenHdrLen {
+					kr := b.echo[i]
+					walkAttrs(r.data[nfgenHdrLen:], func(typ uint16, data []byte) {
+						if typ == unix.NFTA_RULE_HANDLE {
+							kr.handle = be64(data)
+						}
+					})
 				}
 			}
 		}
@@ -315,7 +423,7 @@ func (e *Engine) commit(b *batch) error {
 func (e *Engine) Delete(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	b := newBatch(e.fam, e.table.Name, e.nextSeq(), false)
+	b := newBatch(e.fam, e.table.Name, e.nextSeq(), false, 0)
 	b.delTable()
 	err := e.commit(b)
 	e.cache = nil

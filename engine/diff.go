@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -93,6 +94,17 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 	// with it too.
 	forcedElem := func(el nftsyntax.Elem) bool {
 		return el.Verdict != nil && recreateChain[el.Verdict.Chain]
+	}
+
+	// A chain whose rules are kept in part needs their handles.
+	var noHandles []string
+	for _, name := range cur.chainOrder {
+		if _, ok := want.chains[name]; ok && cur.chains[name].noHandles && !same(name) && !recreateChain[name] {
+			noHandles = append(noHandles, name)
+		}
+	}
+	if len(noHandles) > 0 {
+		return nil, &needHandlesError{chains: noHandles}
 	}
 
 	// 1. Rules out of chains that go away, and rules not kept.
@@ -278,6 +290,14 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 		}
 	}
 	return next, nil
+}
+
+// needHandlesError says which chains of the cache lack the kernel handles
+// the diff needs (see kChain.noHandles).
+type needHandlesError struct{ chains []string }
+
+func (e *needHandlesError) Error() string {
+	return fmt.Sprintf("kernel handles of the rules of %d chains unknown", len(e.chains))
 }
 
 // newRule copies a compiled rule for the cache, where the kernel's echo

@@ -18,6 +18,17 @@ var errDumpInterrupted = errors.New("dump interrupted by a concurrent change")
 // dump (until NLMSG_DONE) or the single answer of a get. Errors come back as
 // unix.Errno.
 func (e *Engine) request(typ uint16, flags uint16, build func(*enc)) ([]rawMsg, error) {
+	var out []rawMsg
+	err := e.requestEach(typ, flags, build, func(r rawMsg) {
+		r.data = append([]byte(nil), r.data...)
+		out = append(out, r)
+	})
+	return out, err
+}
+
+// requestEach is request handing each reply to fn as it is read; r.data is
+// valid only during the call.
+func (e *Engine) requestEach(typ uint16, flags uint16, build func(*enc), fn func(r rawMsg)) error {
 	seq := e.nextSeq()
 	var m enc
 	off := m.msg(msgType(typ), unix.NLM_F_REQUEST|flags, seq, e.fam, 0)
@@ -26,21 +37,19 @@ func (e *Engine) request(typ uint16, flags uint16, build func(*enc)) ([]rawMsg, 
 	}
 	m.endMsg(off)
 	if err := sendRaw(e.conn, m.b); err != nil {
-		return nil, err
+		return err
 	}
 	dump := flags&unix.NLM_F_DUMP != 0
-	var out []rawMsg
 	intr := false
+	var msgs []rawMsg
 	for {
 		n, err := recvRaw(e.conn, e.rbuf)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		b := make([]byte, n)
-		copy(b, e.rbuf[:n])
-		msgs, err := parseMsgs(b, nil)
+		msgs, err = parseMsgs(e.rbuf[:n], msgs[:0])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, r := range msgs {
 			if r.seq != seq {
@@ -52,20 +61,20 @@ func (e *Engine) request(typ uint16, flags uint16, build func(*enc)) ([]rawMsg, 
 			switch r.typ {
 			case unix.NLMSG_DONE:
 				if intr {
-					return nil, errDumpInterrupted
+					return errDumpInterrupted
 				}
-				return out, nil
+				return nil
 			case unix.NLMSG_ERROR:
 				if code := errCode(r.data); code != 0 {
-					return nil, code
+					return code
 				}
 				if !dump {
-					return out, nil
+					return nil
 				}
 			default:
-				out = append(out, r)
+				fn(r)
 				if !dump {
-					return out, nil
+					return nil
 				}
 			}
 		}
@@ -173,7 +182,7 @@ func (e *Engine) readOnce() (*kTable, error) {
 			// An undecodable rule keeps key "": it matches nothing and is
 			// replaced, never guessed at.
 			if exprs, err := decodeExprs(e.fam, a[unix.NFTA_RULE_EXPRESSIONS]); err == nil {
-				if k, refs, err := ruleKey(e.fam, exprs, kr.userdata, resolve, memo); err == nil {
+				if k, _, refs, err := ruleKey(e.fam, exprs, kr.userdata, resolve, memo, false); err == nil {
 					kr.key, kr.refs, kr.jumps = k, refs, readJumps(exprs, anon)
 				}
 			}

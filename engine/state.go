@@ -51,6 +51,10 @@ type kChain struct {
 	// from is, in the engine's cache, the compiled chain this one was
 	// made equal to: the same compiled chain again needs no diff.
 	from *kChain
+	// noHandles is set, in the engine's cache, on a chain whose new rules
+	// were added without the kernel echoing their handles (a large
+	// batch); the first diff that needs them reads them (fillHandles).
+	noHandles bool
 }
 
 // sameBase reports whether a chain can be kept as it is apart from its
@@ -67,6 +71,9 @@ type kRule struct {
 	// key is the canonical form two rules are compared by; "" means the
 	// rule could not be decoded and never equals anything.
 	key string
+	// wireLen, when not 0, says key[:wireLen] is exactly the rule's
+	// NFTA_RULE_EXPRESSIONS as the batch sends it (see ruleKey).
+	wireLen int
 	// refs are the named sets the rule uses (a recreated set forces the
 	// rule to be re-added).
 	refs []string
@@ -166,10 +173,14 @@ func (r *kRule) computeKey(fam byte, memo exprMemo) error {
 		}
 		return anon[id].contentKey(), true
 	}
-	k, refs, err := ruleKey(fam, r.exprs, r.userdata, resolve, memo)
+	k, wl, refs, err := ruleKey(fam, r.exprs, r.userdata, resolve, memo, true)
 	if err != nil {
 		return err
 	}
 	r.key, r.refs, r.jumps = k, refs, jumpTargets(r)
+	r.wireLen = 0
+	if len(r.anon) == 0 {
+		r.wireLen = wl
+	}
 	return nil
 }

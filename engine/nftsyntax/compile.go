@@ -19,7 +19,7 @@ func CompileRule(fam Family, text string, sets Sets) (*Compiled, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compile %q: %w", text, err)
 	}
-	c := &compiler{sets: sets, out: &Compiled{}}
+	c := &compiler{sets: sets, out: &Compiled{Exprs: make([]expr.Any, 0, 4*len(r.stmts)+2)}}
 	for _, s := range r.stmts {
 		if err := c.stmt(s); err != nil {
 			return nil, fmt.Errorf("compile %q: %s: %w", text, s, err)
@@ -46,6 +46,17 @@ type compiler struct {
 
 func (c *compiler) emit(e ...expr.Any) { c.out.Exprs = append(c.out.Exprs, e...) }
 
+// dep is a protocol dependency's load and match with the matched byte,
+// allocated together (every rule that names an address or a port has one
+// or two).
+type dep struct {
+	meta expr.Meta
+	cmp  expr.Cmp
+	val  [1]byte
+}
+
+func (d *dep) data() []byte { return d.val[:] }
+
 func (c *compiler) depNfproto(v byte) error {
 	if c.nfproto == v {
 		return nil
@@ -53,7 +64,9 @@ func (c *compiler) depNfproto(v byte) error {
 	if c.nfproto != 0 {
 		return fmt.Errorf("conflicting protocols: ipv4 and ipv6 in one rule")
 	}
-	c.emit(&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{v}})
+	d := &dep{meta: expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, cmp: expr.Cmp{Op: expr.CmpOpEq, Register: 1}, val: [1]byte{v}}
+	d.cmp.Data = d.data()
+	c.emit(&d.meta, &d.cmp)
 	c.nfproto = v
 	return nil
 }
@@ -65,7 +78,9 @@ func (c *compiler) depL4proto(v byte) error {
 	if c.l4proto != 0 {
 		return fmt.Errorf("conflicting transport protocols in one rule")
 	}
-	c.emit(&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{v}})
+	d := &dep{meta: expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, cmp: expr.Cmp{Op: expr.CmpOpEq, Register: 1}, val: [1]byte{v}}
+	d.cmp.Data = d.data()
+	c.emit(&d.meta, &d.cmp)
 	c.l4proto = v
 	return nil
 }

@@ -74,6 +74,10 @@ func EncodeElements(d SetDecl, elems []ElementText) ([]Elem, error) {
 				if !bytes.Equal(p.lo, p.hi) {
 					return nil, fmt.Errorf("set %s element %q: a range or prefix needs flags interval", d.Name, it.text)
 				}
+				if len(it.parts) == 1 && !d.Key.IsConcat() {
+					key = p.lo // parsed for this element alone
+					break
+				}
 				key = appendField(key, d.Key, i, p.lo)
 			}
 			if seen[string(key)] {
@@ -156,7 +160,13 @@ func appendField(b []byte, t Type, i int, v []byte) []byte {
 }
 
 func parseElementKey(d SetDecl, key string) ([]span, error) {
-	parts := strings.Split(key, " . ")
+	var one [1]string
+	parts := one[:]
+	if strings.Contains(key, " . ") || len(d.Key.Fields) != 1 {
+		parts = strings.Split(key, " . ")
+	} else {
+		parts[0] = key
+	}
 	if len(parts) != len(d.Key.Fields) {
 		return nil, fmt.Errorf("key has %d fields, type %s has %d", len(parts), d.Key, len(d.Key.Fields))
 	}

@@ -22,7 +22,7 @@ const punctuation = "{},@&;"
 // lex splits a rule into tokens. Words run until a blank or punctuation;
 // "==" and "!=" are words of their own when blank-separated.
 func lex(text string) ([]token, error) {
-	var toks []token
+	toks := make([]token, 0, strings.Count(text, " ")+2)
 	i := 0
 	for i < len(text) {
 		c := text[i]

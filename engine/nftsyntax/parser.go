@@ -22,7 +22,7 @@ func parseRule(text string) (*ruleAST, error) {
 		return nil, err
 	}
 	p := &parser{toks: toks, end: len(text) + 1}
-	r := &ruleAST{}
+	r := &ruleAST{stmts: make([]stmt, 0, 4)}
 	for !p.done() {
 		if p.peek() == "comment" {
 			p.next()
