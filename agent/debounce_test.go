@@ -7,13 +7,15 @@ import (
 )
 
 func TestDebouncerCoalescesBurst(t *testing.T) {
-	d := newDebouncer(50*time.Millisecond, time.Second)
+	// The quiet time is long against the gaps in the burst, so a loaded
+	// machine stretching a 2ms sleep cannot split the burst.
+	d := newDebouncer(300*time.Millisecond, 5*time.Second)
 	ctx := context.Background()
 	start := time.Now()
 	go func() {
 		for i := 0; i < 10; i++ {
 			d.trigger(reasonChange)
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond)
 		}
 		d.trigger(reasonDrift)
 	}()
@@ -21,9 +23,9 @@ func TestDebouncerCoalescesBurst(t *testing.T) {
 	if !r.has(reasonChange) || !r.has(reasonDrift) {
 		t.Fatalf("reasons %b, want change and drift merged", r)
 	}
-	// The burst lasts ~100ms; the sync is due 50ms after its last event.
-	if got := time.Since(start); got < 100*time.Millisecond || got > 500*time.Millisecond {
-		t.Fatalf("sync after %v, want once the burst is quiet for 50ms", got)
+	// The sync is due 300ms after the burst's last event, not before.
+	if got := time.Since(start); got < 300*time.Millisecond || got > 4*time.Second {
+		t.Fatalf("sync after %v, want once the burst is quiet for 300ms", got)
 	}
 }
 

@@ -166,12 +166,22 @@ func Compile(in Input) Output {
 	var svcSets []engine.Set
 	owner := map[string]string{} // pod key → winning Service key
 
+	// The pods that can be translated (on this node, own address, not
+	// terminated) by namespace, in input order: each Service only looks at
+	// its own namespace's.
+	local := map[string][]*corev1.Pod{}
+	for _, p := range in.Pods {
+		if p.Spec.NodeName != in.NodeName || p.Spec.HostNetwork ||
+			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		local[p.Namespace] = append(local[p.Namespace], p)
+	}
+
 	for _, s := range services {
 		var v4, v6 []netip.Addr
-		for _, p := range in.Pods {
-			if p.Namespace != s.svc.Namespace || p.Spec.NodeName != in.NodeName || p.Spec.HostNetwork ||
-				p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed ||
-				!s.selector.Matches(labels.Set(p.Labels)) {
+		for _, p := range local[s.svc.Namespace] {
+			if !s.selector.Matches(labels.Set(p.Labels)) {
 				continue
 			}
 			pk := p.Namespace + "/" + p.Name

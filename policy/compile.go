@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,10 +49,16 @@ type Output struct {
 // pod is a live pod reduced to what the compiler needs.
 type pod struct {
 	obj   *corev1.Pod
-	key   string // namespace/name
+	key   string // namespace/name; set for local pods and where needed
 	local bool
 	v4    []netip.Addr
 	v6    []netip.Addr
+	v4s   []string // v4 as text
+	v6s   []string // v6 as text
+
+	// Room for the usual single address of a family, to spare allocations.
+	buf4  [1]netip.Addr
+	buf4s [1]string
 }
 
 // compiledPolicy is a valid policy with its selectors parsed once.
@@ -63,22 +70,68 @@ type compiledPolicy struct {
 	egress   bool
 }
 
+// peerKey names what a podSelector/namespaceSelector peer selects: the
+// namespaces (ns is "=" and the policy's namespace without a
+// namespaceSelector, else "?" and the selector's canonical text) and the pods
+// in them.
+type peerKey struct {
+	ns  string
+	pod string
+}
+
+// ruleKey names one ingress or egress rule of a policy.
+type ruleKey struct {
+	cp     *compiledPolicy
+	egress bool
+	idx    int
+}
+
+// compiledRule is what a rule compiles to independent of the pod whose
+// chain it goes into: the rules are these peer matches crossed with the
+// port matches, then the named-port matches.
+type compiledRule struct {
+	comment      string
+	peerMatches  []string
+	namedMatches []string
+	// portMatches when they do not depend on the destination pod.
+	portMatches []string
+	perDst      bool
+}
+
 type compiler struct {
 	in       Input
 	nsLabels map[string]labels.Set
 	pods     []*pod
 	podsByNS map[string][]*pod
+	nsNames  []string        // namespaces with pods, sorted
+	local    []*pod          // pods on this node, sorted by key
+	nsDup    map[string]bool // namespace → two of its pods share a name
 	sets     map[string]*engine.Set
 	problems []Problem
+
+	sc        *selectorCache
+	nsMatches map[string][]string // namespaceSelector key → namespaces
+	peers     map[peerKey]peerSelection
+	rules     map[ruleKey]*compiledRule
 }
 
 // Compile turns the cluster state into the policy chains and sets for the
 // node in.NodeName. Invalid objects are reported in Output.Problems and left
 // out; everything else is compiled.
 func Compile(in Input) Output {
-	c := &compiler{in: in, nsLabels: map[string]labels.Set{}, podsByNS: map[string][]*pod{}, sets: map[string]*engine.Set{}}
+	c := &compiler{
+		in:        in,
+		nsLabels:  make(map[string]labels.Set, len(in.Namespaces)),
+		podsByNS:  map[string][]*pod{},
+		sets:      map[string]*engine.Set{},
+		sc:        newSelectorCache(),
+		nsMatches: map[string][]string{},
+		peers:     map[peerKey]peerSelection{},
+		nsDup:     map[string]bool{},
+		rules:     map[ruleKey]*compiledRule{},
+	}
 	for _, ns := range in.Namespaces {
-		l := labels.Set{}
+		l := make(labels.Set, len(ns.Labels)+1)
 		for k, v := range ns.Labels {
 			l[k] = v
 		}
@@ -89,18 +142,23 @@ func Compile(in Input) Output {
 	}
 	c.indexPods()
 
-	var policies []*compiledPolicy
+	policies := make([]*compiledPolicy, 0, len(in.Policies))
 	for _, np := range in.Policies {
-		if probs := Validate(np); len(probs) > 0 {
+		if probs := validate(np, c.sc); len(probs) > 0 {
 			c.problems = append(c.problems, probs...)
 			continue
 		}
-		sel, _ := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		sel, _ := c.sc.parse(&np.Spec.PodSelector)
 		cp := &compiledPolicy{np: np, key: np.Namespace + "/" + np.Name, selector: sel}
 		cp.ingress, cp.egress = policyTypes(np)
 		policies = append(policies, cp)
 	}
 	sort.Slice(policies, func(i, j int) bool { return policies[i].key < policies[j].key })
+	// Policies by namespace, each list in the sorted order.
+	policiesByNS := map[string][]*compiledPolicy{}
+	for _, cp := range policies {
+		policiesByNS[cp.np.Namespace] = append(policiesByNS[cp.np.Namespace], cp)
+	}
 
 	out := Output{}
 	ingress4 := engine.Set{Name: MapIngress4, Type: "ipv4_addr", Map: "verdict", Comment: "local pods isolated for ingress"}
@@ -109,13 +167,11 @@ func Compile(in Input) Output {
 	egress6 := engine.Set{Name: MapEgress6, Type: "ipv6_addr", Map: "verdict", Comment: "local pods isolated for egress"}
 
 	var podChains []engine.Chain
-	for _, p := range c.pods {
-		if !p.local {
-			continue
-		}
-		var ing, egr []*compiledPolicy
-		for _, cp := range policies {
-			if cp.np.Namespace != p.obj.Namespace || !cp.selector.Matches(labels.Set(p.obj.Labels)) {
+	var ing, egr []*compiledPolicy
+	for _, p := range c.local {
+		ing, egr = ing[:0], egr[:0]
+		for _, cp := range policiesByNS[p.obj.Namespace] {
+			if !cp.selector.Matches(labels.Set(p.obj.Labels)) {
 				continue
 			}
 			if cp.ingress {
@@ -138,6 +194,7 @@ func Compile(in Input) Output {
 	}
 	sort.Slice(podChains, func(i, j int) bool { return podChains[i].Name < podChains[j].Name })
 
+	out.Chains = make([]engine.Chain, 0, 2+len(podChains))
 	out.Chains = append(out.Chains,
 		engine.Chain{
 			Name: ChainForward, Type: "filter", Hook: "forward", Priority: 0, Policy: "accept",
@@ -160,6 +217,7 @@ func Compile(in Input) Output {
 		},
 	)
 	out.Chains = append(out.Chains, podChains...)
+	out.Sets = make([]engine.Set, 0, 4+len(c.sets))
 	for _, m := range []*engine.Set{&ingress4, &ingress6, &egress4, &egress6} {
 		sortElements(m)
 		out.Sets = append(out.Sets, *m)
@@ -170,9 +228,8 @@ func Compile(in Input) Output {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		s := c.sets[n]
-		sortElements(s)
-		out.Sets = append(out.Sets, *s)
+		// addrSet stores its elements sorted.
+		out.Sets = append(out.Sets, *c.sets[n])
 	}
 	out.Problems = c.problems
 	return out
@@ -196,14 +253,18 @@ func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 }
 
 func (c *compiler) indexPods() {
-	for _, o := range c.in.Pods {
+	c.pods = make([]*pod, 0, len(c.in.Pods))
+	all := make([]pod, len(c.in.Pods)) // one allocation for every pod
+	for n, o := range c.in.Pods {
 		// Terminated pods no longer own their address, and hostNetwork
 		// pods use the node's: neither is isolated nor selected as a peer
 		// (traffic from a hostNetwork pod is judged by its node's IP).
 		if o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed || o.Spec.HostNetwork {
 			continue
 		}
-		p := &pod{obj: o, key: o.Namespace + "/" + o.Name, local: o.Spec.NodeName == c.in.NodeName}
+		p := &all[n]
+		*p = pod{obj: o, local: o.Spec.NodeName == c.in.NodeName}
+		p.v4, p.v4s = p.buf4[:0], p.buf4s[:0]
 		ips := o.Status.PodIPs
 		if len(ips) == 0 && o.Status.PodIP != "" {
 			ips = []corev1.PodIP{{IP: o.Status.PodIP}}
@@ -217,33 +278,75 @@ func (c *compiler) indexPods() {
 				ok = false
 				break
 			}
+			if a.Is4() {
+				// ParseAddr takes only the canonical dotted quad:
+				// the text is already what String returns.
+				p.v4 = append(p.v4, a)
+				p.v4s = append(p.v4s, ip.IP)
+				continue
+			}
 			a = a.Unmap()
 			if a.Is4() {
 				p.v4 = append(p.v4, a)
+				p.v4s = append(p.v4s, a.String())
 			} else {
 				p.v6 = append(p.v6, a)
+				p.v6s = append(p.v6s, a.String())
 			}
 		}
 		if !ok || len(p.v4)+len(p.v6) == 0 {
 			continue // without an address there is nothing to match
 		}
 		c.pods = append(c.pods, p)
+		if p.local {
+			p.key = o.Namespace + "/" + o.Name
+			c.local = append(c.local, p)
+		}
+		if _, seen := c.podsByNS[o.Namespace]; !seen {
+			c.nsNames = append(c.nsNames, o.Namespace)
+		}
 		c.podsByNS[o.Namespace] = append(c.podsByNS[o.Namespace], p)
 	}
-	sort.Slice(c.pods, func(i, j int) bool { return c.pods[i].key < c.pods[j].key })
+	// Local pods are compiled in key order (pods sharing a key in input
+	// order), which decides which of two objects declaring one set name
+	// declares it.
+	sort.SliceStable(c.local, func(i, j int) bool { return c.local[i].key < c.local[j].key })
+	sort.Strings(c.nsNames)
+}
+
+// nsHasDuplicates tells whether two pods of namespace ns share a name. Pods from an informer never
+// do; it is checked once per namespace, when a peer first selects there.
+func (c *compiler) nsHasDuplicates(ns string) bool {
+	if d, ok := c.nsDup[ns]; ok {
+		return d
+	}
+	ps := c.podsByNS[ns]
+	seen := make(map[string]struct{}, len(ps))
+	dup := false
+	for _, p := range ps {
+		if _, ok := seen[p.obj.Name]; ok {
+			dup = true
+			break
+		}
+		seen[p.obj.Name] = struct{}{}
+	}
+	c.nsDup[ns] = dup
+	return dup
 }
 
 func addDispatch(m4, m6 *engine.Set, p *pod, chain string) {
-	for _, a := range p.v4 {
-		m4.Elements = append(m4.Elements, engine.Element{Key: a.String(), Value: "jump " + chain})
+	v := "jump " + chain
+	for _, a := range p.v4s {
+		m4.Elements = append(m4.Elements, engine.Element{Key: a, Value: v})
 	}
-	for _, a := range p.v6 {
-		m6.Elements = append(m6.Elements, engine.Element{Key: a.String(), Value: "jump " + chain})
+	for _, a := range p.v6s {
+		m6.Elements = append(m6.Elements, engine.Element{Key: a, Value: v})
 	}
 }
 
 // direction holds what differs between ingress and egress rules.
 type direction struct {
+	egress  bool
 	tag     string // "in" or "eg", used in set names
 	field   string // "ingress" or "egress", used in comments
 	peer4   string // "ip saddr" or "ip daddr"
@@ -251,20 +354,25 @@ type direction struct {
 	verdict string // what a matching rule does
 }
 
+var (
+	dirIngress = direction{tag: "in", field: "ingress", peer4: "ip saddr", peer6: "ip6 saddr", verdict: "accept"}
+	dirEgress  = direction{egress: true, tag: "eg", field: "egress", peer4: "ip daddr", peer6: "ip6 daddr", verdict: "goto " + ChainIngress}
+)
+
 func (c *compiler) ingressChain(p *pod, pols []*compiledPolicy) engine.Chain {
-	d := direction{tag: "in", field: "ingress", peer4: "ip saddr", peer6: "ip6 saddr", verdict: "accept"}
+	d := &dirIngress
 	ch := engine.Chain{Name: objName("ing", p.obj.Namespace, p.obj.Name), Comment: nftsyntax.ClipComment("ingress of pod " + p.key)}
 	ch.Rules = append(ch.Rules, engine.Rule{Rule: "ct state invalid drop"})
 	// A pod may always reach itself, also through the node (hairpin).
-	for _, a := range p.v4 {
-		ch.Rules = append(ch.Rules, engine.Rule{Rule: "ip saddr " + a.String() + " accept", Comment: "pod to itself"})
+	for _, a := range p.v4s {
+		ch.Rules = append(ch.Rules, engine.Rule{Rule: "ip saddr " + a + " accept", Comment: "pod to itself"})
 	}
-	for _, a := range p.v6 {
-		ch.Rules = append(ch.Rules, engine.Rule{Rule: "ip6 saddr " + a.String() + " accept", Comment: "pod to itself"})
+	for _, a := range p.v6s {
+		ch.Rules = append(ch.Rules, engine.Rule{Rule: "ip6 saddr " + a + " accept", Comment: "pod to itself"})
 	}
 	for _, cp := range pols {
 		for i, r := range cp.np.Spec.Ingress {
-			ch.Rules = append(ch.Rules, c.ruleFor(d, cp, i, r.From, r.Ports, p)...)
+			ch.Rules = c.appendRule(ch.Rules, d, cp, i, r.From, r.Ports, p)
 		}
 	}
 	ch.Rules = append(ch.Rules, engine.Rule{Rule: "drop", Comment: "isolated for ingress: no rule allowed"})
@@ -272,82 +380,124 @@ func (c *compiler) ingressChain(p *pod, pols []*compiledPolicy) engine.Chain {
 }
 
 func (c *compiler) egressChain(p *pod, pols []*compiledPolicy) engine.Chain {
-	d := direction{tag: "eg", field: "egress", peer4: "ip daddr", peer6: "ip6 daddr", verdict: "goto " + ChainIngress}
+	d := &dirEgress
 	ch := engine.Chain{Name: objName("egr", p.obj.Namespace, p.obj.Name), Comment: nftsyntax.ClipComment("egress of pod " + p.key)}
 	ch.Rules = append(ch.Rules, engine.Rule{Rule: "ct state invalid drop"})
-	for _, a := range p.v4 {
-		ch.Rules = append(ch.Rules, engine.Rule{Rule: "ip daddr " + a.String() + " accept", Comment: "pod to itself"})
+	for _, a := range p.v4s {
+		ch.Rules = append(ch.Rules, engine.Rule{Rule: "ip daddr " + a + " accept", Comment: "pod to itself"})
 	}
-	for _, a := range p.v6 {
-		ch.Rules = append(ch.Rules, engine.Rule{Rule: "ip6 daddr " + a.String() + " accept", Comment: "pod to itself"})
+	for _, a := range p.v6s {
+		ch.Rules = append(ch.Rules, engine.Rule{Rule: "ip6 daddr " + a + " accept", Comment: "pod to itself"})
 	}
 	for _, cp := range pols {
 		for i, r := range cp.np.Spec.Egress {
-			ch.Rules = append(ch.Rules, c.ruleFor(d, cp, i, r.To, r.Ports, nil)...)
+			ch.Rules = c.appendRule(ch.Rules, d, cp, i, r.To, r.Ports, nil)
 		}
 	}
 	ch.Rules = append(ch.Rules, engine.Rule{Rule: "drop", Comment: "isolated for egress: no rule allowed"})
 	return ch
 }
 
-// ruleFor compiles one ingress or egress rule of a policy. For ingress, dst
-// is the pod the chain belongs to, against which named ports resolve; for
-// egress dst is nil and named ports resolve per peer pod.
-func (c *compiler) ruleFor(d direction, cp *compiledPolicy, idx int, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, dst *pod) []engine.Rule {
-	comment := nftsyntax.ClipComment(fmt.Sprintf("%s %s[%d]", cp.key, d.field, idx))
-	base := []string{cp.np.Namespace, cp.np.Name, fmt.Sprintf("%s%d", d.tag, idx)}
+// appendRule appends the nft rules of one ingress or egress rule of a
+// policy. For ingress, dst is the pod the chain belongs to, against which
+// named ports resolve; for egress dst is nil and named ports resolve per
+// peer pod.
+func (c *compiler) appendRule(rules []engine.Rule, d *direction, cp *compiledPolicy, idx int, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, dst *pod) []engine.Rule {
+	k := ruleKey{cp: cp, egress: d.egress, idx: idx}
+	cr := c.rules[k]
+	if cr == nil {
+		cr = c.compileRule(d, cp, idx, peers, ports)
+		c.rules[k] = cr
+	}
+	pm := cr.portMatches
+	if cr.perDst {
+		pm = portMatchesFor(ports, dst)
+	}
+	for _, peer := range cr.peerMatches {
+		for _, m := range pm {
+			rules = append(rules, engine.Rule{Rule: joinMatch(peer, m, d.verdict), Comment: cr.comment})
+		}
+	}
+	for _, peer := range cr.namedMatches {
+		rules = append(rules, engine.Rule{Rule: joinMatch(peer, "", d.verdict), Comment: cr.comment})
+	}
+	return rules
+}
 
-	// Port matches that apply to any peer: numbers, ranges, protocols, and
-	// (for ingress) names resolved on the destination pod.
+// joinMatch joins the non-empty matches and the verdict with spaces.
+func joinMatch(peer, port, verdict string) string {
+	switch {
+	case peer == "" && port == "":
+		return verdict
+	case peer == "":
+		return port + " " + verdict
+	case port == "":
+		return peer + " " + verdict
+	}
+	return peer + " " + port + " " + verdict
+}
+
+// portMatchesFor returns the port matches that apply to any peer: numbers,
+// ranges, protocols, and (for ingress, dst != nil) names resolved on the
+// destination pod. One "" stands for no port restriction.
+func portMatchesFor(ports []networkingv1.NetworkPolicyPort, dst *pod) []string {
+	if len(ports) == 0 {
+		return []string{""}
+	}
 	var portMatches []string
-	var named []networkingv1.NetworkPolicyPort
 	for _, pp := range ports {
 		proto := protoName(pp.Protocol)
 		switch {
 		case pp.Port == nil:
 			portMatches = append(portMatches, "meta l4proto "+proto)
 		case pp.Port.Type == intstr.Int && pp.EndPort != nil && *pp.EndPort != pp.Port.IntVal:
-			portMatches = append(portMatches, fmt.Sprintf("%s dport %d-%d", proto, pp.Port.IntVal, *pp.EndPort))
+			portMatches = append(portMatches, proto+" dport "+strconv.Itoa(int(pp.Port.IntVal))+"-"+strconv.Itoa(int(*pp.EndPort)))
 		case pp.Port.Type == intstr.Int:
-			portMatches = append(portMatches, fmt.Sprintf("%s dport %d", proto, pp.Port.IntVal))
+			portMatches = append(portMatches, proto+" dport "+strconv.Itoa(int(pp.Port.IntVal)))
 		case dst != nil:
 			if n, ok := namedPort(dst.obj, pp.Port.StrVal, pp.Protocol); ok {
-				portMatches = append(portMatches, fmt.Sprintf("%s dport %d", proto, n))
+				portMatches = append(portMatches, proto+" dport "+strconv.Itoa(int(n)))
 			}
-		default:
-			named = append(named, pp)
 		}
 	}
-	if len(ports) == 0 {
-		portMatches = []string{""}
-	}
+	return portMatches
+}
 
-	var rules []engine.Rule
-	emit := func(peerMatch string, pm []string) {
-		for _, m := range pm {
-			parts := []string{}
-			if peerMatch != "" {
-				parts = append(parts, peerMatch)
+// compileRule compiles the part of a rule that does not depend on the pod
+// whose chain it goes into, declaring its sets.
+func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) *compiledRule {
+	idxText := strconv.Itoa(idx)
+	cr := &compiledRule{comment: nftsyntax.ClipComment(cp.key + " " + d.field + "[" + idxText + "]")}
+	base := []string{cp.np.Namespace, cp.np.Name, d.tag + idxText}
+
+	// Named ports resolve on the destination pod: for ingress that is the
+	// chain's pod, for egress each peer pod.
+	var named []networkingv1.NetworkPolicyPort
+	for _, pp := range ports {
+		if pp.Port != nil && pp.Port.Type != intstr.Int {
+			if d.egress {
+				named = append(named, pp)
+			} else {
+				cr.perDst = true
 			}
-			if m != "" {
-				parts = append(parts, m)
-			}
-			parts = append(parts, d.verdict)
-			rules = append(rules, engine.Rule{Rule: strings.Join(parts, " "), Comment: comment})
 		}
+	}
+	if !cr.perDst {
+		cr.portMatches = portMatchesFor(ports, nil)
 	}
 
 	if len(peers) == 0 {
 		// No peers: every source (ingress) or destination (egress).
-		emit("", portMatches)
+		cr.peerMatches = []string{""}
 		if len(named) > 0 {
-			c.namedEgress(d, base, "any", c.pods, named, emit)
+			cr.namedMatches = c.namedEgress(base, c.pods, named)
 		}
-		return rules
+		return cr
 	}
 
 	var selected []*pod
 	var blocks4, blocks6 []addrRange
+	nsel, dup := 0, false
 	for _, peer := range peers {
 		if peer.IPBlock != nil {
 			cidr, _ := netip.ParsePrefix(peer.IPBlock.CIDR)
@@ -364,40 +514,64 @@ func (c *compiler) ruleFor(d direction, cp *compiledPolicy, idx int, peers []net
 			}
 			continue
 		}
-		selected = append(selected, c.selectPeers(cp.np.Namespace, peer)...)
+		sel := c.selectPeers(cp.np.Namespace, peer)
+		if nsel == 0 {
+			selected = sel.pods // shared with the cache: copied before changing
+		} else {
+			if nsel == 1 {
+				selected = append([]*pod(nil), selected...)
+			}
+			selected = append(selected, sel.pods...)
+		}
+		dup = dup || sel.dup
+		nsel++
 	}
-	selected = uniquePods(selected)
+	if dup {
+		// Pods sharing a key count once, as the first selected.
+		for _, p := range selected {
+			if p.key == "" {
+				p.key = p.obj.Namespace + "/" + p.obj.Name
+			}
+		}
+		selected = uniquePods(append([]*pod(nil), selected...))
+	}
+	// Otherwise duplicates are the same pod, and addrSet drops repeated
+	// elements.
 
-	var v4, v6 []string
+	n4, n6 := 0, 0
 	for _, p := range selected {
-		for _, a := range p.v4 {
-			v4 = append(v4, a.String())
-		}
-		for _, a := range p.v6 {
-			v6 = append(v6, a.String())
-		}
+		n4 += len(p.v4s)
+		n6 += len(p.v6s)
 	}
-	if len(v4) > 0 {
-		emit(d.peer4+" @"+c.addrSet(append(base, "pods4"), "ipv4_addr", false, v4, comment), portMatches)
+	if n4 > 0 {
+		v4 := make([]string, 0, n4)
+		for _, p := range selected {
+			v4 = append(v4, p.v4s...)
+		}
+		cr.peerMatches = append(cr.peerMatches, d.peer4+" @"+c.addrSet(append(base, "pods4"), "ipv4_addr", false, v4, cr.comment))
 	}
-	if len(v6) > 0 {
-		emit(d.peer6+" @"+c.addrSet(append(base, "pods6"), "ipv6_addr", false, v6, comment), portMatches)
+	if n6 > 0 {
+		v6 := make([]string, 0, n6)
+		for _, p := range selected {
+			v6 = append(v6, p.v6s...)
+		}
+		cr.peerMatches = append(cr.peerMatches, d.peer6+" @"+c.addrSet(append(base, "pods6"), "ipv6_addr", false, v6, cr.comment))
 	}
 	if rs := mergeRanges(blocks4); len(rs) > 0 {
-		emit(d.peer4+" @"+c.addrSet(append(base, "cidr4"), "ipv4_addr", true, rangeTexts(rs), comment), portMatches)
+		cr.peerMatches = append(cr.peerMatches, d.peer4+" @"+c.addrSet(append(base, "cidr4"), "ipv4_addr", true, rangeTexts(rs), cr.comment))
 	}
 	if rs := mergeRanges(blocks6); len(rs) > 0 {
-		emit(d.peer6+" @"+c.addrSet(append(base, "cidr6"), "ipv6_addr", true, rangeTexts(rs), comment), portMatches)
+		cr.peerMatches = append(cr.peerMatches, d.peer6+" @"+c.addrSet(append(base, "cidr6"), "ipv6_addr", true, rangeTexts(rs), cr.comment))
 	}
 	if len(named) > 0 {
-		c.namedEgress(d, base, "", selected, named, emit)
+		cr.namedMatches = c.namedEgress(base, selected, named)
 	}
-	return rules
+	return cr
 }
 
 // namedEgress matches egress named ports: the name resolves on each
 // destination pod, so the rule looks up address . protocol . port tuples.
-func (c *compiler) namedEgress(d direction, base []string, _ string, peers []*pod, named []networkingv1.NetworkPolicyPort, emit func(string, []string)) {
+func (c *compiler) namedEgress(base []string, peers []*pod, named []networkingv1.NetworkPolicyPort) []string {
 	var t4, t6 []string
 	for _, p := range peers {
 		for _, pp := range named {
@@ -405,70 +579,110 @@ func (c *compiler) namedEgress(d direction, base []string, _ string, peers []*po
 			if !ok {
 				continue
 			}
-			proto := protoName(pp.Protocol)
-			for _, a := range p.v4 {
-				t4 = append(t4, fmt.Sprintf("%s . %s . %d", a, proto, n))
+			suffix := " . " + protoName(pp.Protocol) + " . " + strconv.Itoa(int(n))
+			for _, a := range p.v4s {
+				t4 = append(t4, a+suffix)
 			}
-			for _, a := range p.v6 {
-				t6 = append(t6, fmt.Sprintf("%s . %s . %d", a, proto, n))
+			for _, a := range p.v6s {
+				t6 = append(t6, a+suffix)
 			}
 		}
 	}
-	comment := nftsyntax.ClipComment(fmt.Sprintf("%s/%s %s", base[0], base[1], base[2]))
+	comment := nftsyntax.ClipComment(base[0] + "/" + base[1] + " " + base[2])
+	var out []string
 	if len(t4) > 0 {
-		emit("ip daddr . meta l4proto . th dport @"+c.addrSet(append(base, "named4"), "ipv4_addr . inet_proto . inet_service", false, t4, comment), []string{""})
+		out = append(out, "ip daddr . meta l4proto . th dport @"+c.addrSet(append(base, "named4"), "ipv4_addr . inet_proto . inet_service", false, t4, comment))
 	}
 	if len(t6) > 0 {
-		emit("ip6 daddr . meta l4proto . th dport @"+c.addrSet(append(base, "named6"), "ipv6_addr . inet_proto . inet_service", false, t6, comment), []string{""})
+		out = append(out, "ip6 daddr . meta l4proto . th dport @"+c.addrSet(append(base, "named6"), "ipv6_addr . inet_proto . inet_service", false, t6, comment))
 	}
+	return out
+}
+
+// parse parses a (validated) label selector once per compile.
+func (c *compiler) parse(ls *metav1.LabelSelector) *parsedSelector { return c.sc.get(ls) }
+
+// peerSelection is what a peer selects: pods in input order per namespace,
+// and whether pods sharing a key may be among them.
+type peerSelection struct {
+	pods []*pod
+	dup  bool
 }
 
 // selectPeers returns the pods a podSelector/namespaceSelector peer selects:
 // the selectors AND together; a missing namespaceSelector means the policy's
-// own namespace.
-func (c *compiler) selectPeers(policyNS string, peer networkingv1.NetworkPolicyPeer) []*pod {
+// own namespace. Equal peers are evaluated once per compile; the result is
+// shared and must not be changed.
+func (c *compiler) selectPeers(policyNS string, peer networkingv1.NetworkPolicyPeer) peerSelection {
 	podSel := labels.Everything()
+	var k peerKey
 	if peer.PodSelector != nil {
-		podSel, _ = metav1.LabelSelectorAsSelector(peer.PodSelector)
+		ps := c.parse(peer.PodSelector)
+		podSel, k.pod = ps.sel, ps.key
+	}
+	if peer.NamespaceSelector == nil {
+		k.ns = "=" + policyNS
+	} else {
+		k.ns = "?" + c.parse(peer.NamespaceSelector).key
+	}
+	if out, ok := c.peers[k]; ok {
+		return out
 	}
 	var namespaces []string
 	if peer.NamespaceSelector == nil {
 		namespaces = []string{policyNS}
 	} else {
-		nsSel, _ := metav1.LabelSelectorAsSelector(peer.NamespaceSelector)
-		for ns := range c.podsByNS {
-			l, ok := c.nsLabels[ns]
-			if !ok {
-				l = labels.Set{corev1.LabelMetadataName: ns}
-			}
-			if nsSel.Matches(l) {
-				namespaces = append(namespaces, ns)
-			}
-		}
+		namespaces = c.selectNamespaces(c.parse(peer.NamespaceSelector))
 	}
-	var out []*pod
+	var out peerSelection
+	everything := podSel.Empty()
 	for _, ns := range namespaces {
+		n := len(out.pods)
 		for _, p := range c.podsByNS[ns] {
-			if podSel.Matches(labels.Set(p.obj.Labels)) {
-				out = append(out, p)
+			if everything || podSel.Matches(labels.Set(p.obj.Labels)) {
+				out.pods = append(out.pods, p)
 			}
 		}
+		if len(out.pods) > n && c.nsHasDuplicates(ns) {
+			out.dup = true
+		}
 	}
+	c.peers[k] = out
 	return out
 }
 
-// addrSet declares (once) a named set holding the given elements and returns
-// its name.
+// selectNamespaces returns the namespaces with pods that a
+// namespaceSelector selects.
+func (c *compiler) selectNamespaces(ps *parsedSelector) []string {
+	if out, ok := c.nsMatches[ps.key]; ok {
+		return out
+	}
+	var out []string
+	for _, ns := range c.nsNames {
+		l, ok := c.nsLabels[ns]
+		if !ok {
+			l = labels.Set{corev1.LabelMetadataName: ns}
+		}
+		if ps.sel.Matches(l) {
+			out = append(out, ns)
+		}
+	}
+	c.nsMatches[ps.key] = out
+	return out
+}
+
+// addrSet declares (once) a named set holding the given elements, sorted
+// and without repeats, and returns its name. It may reorder elems.
 func (c *compiler) addrSet(parts []string, typ string, interval bool, elems []string, comment string) string {
 	name := setName(parts)
 	if _, ok := c.sets[name]; ok {
 		return name
 	}
 	s := &engine.Set{Name: name, Type: typ, Interval: interval, Comment: comment}
-	seen := map[string]bool{}
-	for _, e := range elems {
-		if !seen[e] {
-			seen[e] = true
+	sort.Strings(elems)
+	s.Elements = make([]engine.Element, 0, len(elems))
+	for i, e := range elems {
+		if i == 0 || e != elems[i-1] {
 			s.Elements = append(s.Elements, engine.Element{Key: e})
 		}
 	}
@@ -482,15 +696,16 @@ func namedPort(p *corev1.Pod, name string, proto *corev1.Protocol) (int32, bool)
 	if proto != nil {
 		want = *proto
 	}
-	containers := append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...)
-	for _, ct := range containers {
-		for _, port := range ct.Ports {
-			got := port.Protocol
-			if got == "" {
-				got = corev1.ProtocolTCP
-			}
-			if port.Name == name && got == want {
-				return port.ContainerPort, true
+	for _, cts := range [2][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range cts {
+			for _, port := range cts[i].Ports {
+				got := port.Protocol
+				if got == "" {
+					got = corev1.ProtocolTCP
+				}
+				if port.Name == name && got == want {
+					return port.ContainerPort, true
+				}
 			}
 		}
 	}

@@ -3,13 +3,12 @@ package policy
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Problem is an object that could not be compiled, with the field and the
@@ -30,6 +29,11 @@ func (p Problem) Error() string {
 // compiler relies on, so that a manifest applied without an API server is
 // refused for the same reasons a cluster would refuse it.
 func Validate(np *networkingv1.NetworkPolicy) []Problem {
+	return validate(np, nil)
+}
+
+// validate is Validate with the selectors parsed through sc (nil: no cache).
+func validate(np *networkingv1.NetworkPolicy, sc *selectorCache) []Problem {
 	var out []Problem
 	bad := func(field, format string, args ...any) {
 		out = append(out, Problem{Kind: "NetworkPolicy", Namespace: np.Namespace, Name: np.Name, Field: field, Reason: fmt.Sprintf(format, args...)})
@@ -37,7 +41,7 @@ func Validate(np *networkingv1.NetworkPolicy) []Problem {
 	if np.Name == "" {
 		bad("metadata.name", "required")
 	}
-	if _, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); err != nil {
+	if _, err := sc.parse(&np.Spec.PodSelector); err != nil {
 		bad("spec.podSelector", "%v", err)
 	}
 	seen := map[networkingv1.PolicyType]bool{}
@@ -51,27 +55,38 @@ func Validate(np *networkingv1.NetworkPolicy) []Problem {
 		seen[t] = true
 	}
 	for i, r := range np.Spec.Ingress {
-		f := fmt.Sprintf("spec.ingress[%d]", i)
 		for j, p := range r.From {
-			validatePeer(p, fmt.Sprintf("%s.from[%d]", f, j), bad)
+			validatePeer(p, fieldPath{"spec.ingress", i, "from", j}, sc, bad)
 		}
 		for j, p := range r.Ports {
-			validatePort(p, fmt.Sprintf("%s.ports[%d]", f, j), bad)
+			validatePort(p, fieldPath{"spec.ingress", i, "ports", j}, sc, bad)
 		}
 	}
 	for i, r := range np.Spec.Egress {
-		f := fmt.Sprintf("spec.egress[%d]", i)
 		for j, p := range r.To {
-			validatePeer(p, fmt.Sprintf("%s.to[%d]", f, j), bad)
+			validatePeer(p, fieldPath{"spec.egress", i, "to", j}, sc, bad)
 		}
 		for j, p := range r.Ports {
-			validatePort(p, fmt.Sprintf("%s.ports[%d]", f, j), bad)
+			validatePort(p, fieldPath{"spec.egress", i, "ports", j}, sc, bad)
 		}
 	}
 	return out
 }
 
-func validatePeer(p networkingv1.NetworkPolicyPeer, field string, bad func(string, string, ...any)) {
+// fieldPath names a peer or port of a rule, e.g. spec.ingress[0].from[1];
+// the text is only built for a problem.
+type fieldPath struct {
+	rules string
+	i     int
+	list  string
+	j     int
+}
+
+func (f fieldPath) String() string {
+	return f.rules + "[" + strconv.Itoa(f.i) + "]." + f.list + "[" + strconv.Itoa(f.j) + "]"
+}
+
+func validatePeer(p networkingv1.NetworkPolicyPeer, path fieldPath, sc *selectorCache, bad func(string, string, ...any)) {
 	n := 0
 	if p.PodSelector != nil || p.NamespaceSelector != nil {
 		n++
@@ -80,31 +95,31 @@ func validatePeer(p networkingv1.NetworkPolicyPeer, field string, bad func(strin
 		n++
 	}
 	if n == 0 {
-		bad(field, "must specify a peer: podSelector, namespaceSelector or ipBlock")
+		bad(path.String(), "must specify a peer: podSelector, namespaceSelector or ipBlock")
 		return
 	}
 	if n > 1 {
-		bad(field, "may not specify both ipBlock and another peer")
+		bad(path.String(), "may not specify both ipBlock and another peer")
 		return
 	}
 	if p.PodSelector != nil {
-		if _, err := metav1.LabelSelectorAsSelector(p.PodSelector); err != nil {
-			bad(field+".podSelector", "%v", err)
+		if _, err := sc.parse(p.PodSelector); err != nil {
+			bad(path.String()+".podSelector", "%v", err)
 		}
 	}
 	if p.NamespaceSelector != nil {
-		if _, err := metav1.LabelSelectorAsSelector(p.NamespaceSelector); err != nil {
-			bad(field+".namespaceSelector", "%v", err)
+		if _, err := sc.parse(p.NamespaceSelector); err != nil {
+			bad(path.String()+".namespaceSelector", "%v", err)
 		}
 	}
 	if b := p.IPBlock; b != nil {
 		cidr, err := netip.ParsePrefix(b.CIDR)
 		if err != nil {
-			bad(field+".ipBlock.cidr", "invalid CIDR %q: %v", b.CIDR, err)
+			bad(path.String()+".ipBlock.cidr", "invalid CIDR %q: %v", b.CIDR, err)
 			return
 		}
 		for k, e := range b.Except {
-			ef := fmt.Sprintf("%s.ipBlock.except[%d]", field, k)
+			ef := path.String() + ".ipBlock.except[" + strconv.Itoa(k) + "]"
 			ex, err := netip.ParsePrefix(e)
 			if err != nil {
 				bad(ef, "invalid CIDR %q: %v", e, err)
@@ -121,39 +136,39 @@ func validatePeer(p networkingv1.NetworkPolicyPeer, field string, bad func(strin
 	}
 }
 
-func validatePort(p networkingv1.NetworkPolicyPort, field string, bad func(string, string, ...any)) {
+func validatePort(p networkingv1.NetworkPolicyPort, path fieldPath, sc *selectorCache, bad func(string, string, ...any)) {
 	if p.Protocol != nil {
 		switch *p.Protocol {
 		case corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP:
 		default:
-			bad(field+".protocol", "unsupported value %q: must be TCP, UDP or SCTP", *p.Protocol)
+			bad(path.String()+".protocol", "unsupported value %q: must be TCP, UDP or SCTP", *p.Protocol)
 		}
 	}
 	if p.Port == nil {
 		if p.EndPort != nil {
-			bad(field+".endPort", "may not be specified when port is not specified")
+			bad(path.String()+".endPort", "may not be specified when port is not specified")
 		}
 		return
 	}
 	switch p.Port.Type {
 	case intstr.Int:
 		if p.Port.IntVal < 1 || p.Port.IntVal > 65535 {
-			bad(field+".port", "%d is not between 1 and 65535", p.Port.IntVal)
+			bad(path.String()+".port", "%d is not between 1 and 65535", p.Port.IntVal)
 		}
 		if p.EndPort != nil {
 			if *p.EndPort < p.Port.IntVal {
-				bad(field+".endPort", "%d must be greater than or equal to port %d", *p.EndPort, p.Port.IntVal)
+				bad(path.String()+".endPort", "%d must be greater than or equal to port %d", *p.EndPort, p.Port.IntVal)
 			}
 			if *p.EndPort > 65535 {
-				bad(field+".endPort", "%d is not between 1 and 65535", *p.EndPort)
+				bad(path.String()+".endPort", "%d is not between 1 and 65535", *p.EndPort)
 			}
 		}
 	case intstr.String:
-		if errs := validation.IsValidPortName(p.Port.StrVal); len(errs) > 0 {
-			bad(field+".port", "invalid port name %q: %s", p.Port.StrVal, strings.Join(errs, "; "))
+		if errs := sc.portNameErrors(p.Port.StrVal); len(errs) > 0 {
+			bad(path.String()+".port", "invalid port name %q: %s", p.Port.StrVal, strings.Join(errs, "; "))
 		}
 		if p.EndPort != nil {
-			bad(field+".endPort", "may not be specified when port is a named port")
+			bad(path.String()+".endPort", "may not be specified when port is a named port")
 		}
 	}
 }
