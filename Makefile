@@ -32,11 +32,13 @@ vet:
 
 # test runs every test against the real kernel in throw-away network
 # namespaces; hack/gotest fails the run if any test was skipped. Then the
-# nft syntax parser is fuzzed for a bounded time (FUZZTIME=10m for a long run).
+# nft syntax parser is fuzzed for a bounded time (FUZZTIME=10m for a long run),
+# and the benchmark suite runs at tiny sizes so it keeps working.
 FUZZTIME ?= 30s
 test: deps vet k8sbins
 	hack/gotest ./...
 	$(GO) test ./engine/nftsyntax/ -run '^$$' -fuzz '^FuzzCompileRule$$' -fuzztime $(FUZZTIME)
+	$(MAKE) bench-smoke
 
 # bench-engine compares the engine with nft -f, iptables-nft-restore and the
 # save|edit|restore cycle (bounded profile; BENCH_FLAGS=-full for 50k rules).

@@ -1,0 +1,139 @@
+// Command suite runs nftguard's benchmarks — full-program scale, change
+// latency, data-path rates, agent memory and the engine's micro-benchmarks
+// — each against the tools users would otherwise pick, in the same run,
+// and writes bench/results/REPORT.md with PNG plots.
+//
+//	make bench                    # full profile
+//	make bench BENCH_PROFILE=quick
+//	make bench-smoke              # tiny sizes, one repetition, for CI
+//
+// It needs root, nft and iptables-nft (make deps). Every namespace it makes
+// is removed, also on failure; it never touches the host's ruleset.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+func main() {
+	def := os.Getenv("BENCH_PROFILE")
+	if def == "" {
+		def = "full"
+	}
+	name := flag.String("profile", def, "full, quick or smoke (default from $BENCH_PROFILE, else full)")
+	out := flag.String("out", "../results", "directory for REPORT.md and the plots")
+	root := flag.String("root", "../..", "repository root")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *name, *out, *root); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, name, out, root string) error {
+	prof, err := profiles(name)
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("needs root (network namespaces, nftables)")
+	}
+	if root, err = filepath.Abs(root); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("results directory: %w", err)
+	}
+	if err := sweepStale(os.Stderr); err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "nftguard-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	r := &runner{ctx: ctx, prof: prof, root: root, work: work, tag: fmt.Sprintf("%s%d", tagPrefix, os.Getpid()), log: os.Stderr}
+	res := &results{Profile: prof, Machine: describeMachine(), Plots: map[string]string{}}
+	res.Machine.Commit = commit(root)
+	start := time.Now()
+	r.logf("profile %s, load average %s", prof.Name, res.Machine.LoadAvgAtStart)
+	if err := r.buildBinary(); err != nil {
+		return err
+	}
+	r.measure(res, out)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
+	res.Duration = time.Since(start)
+	res.Machine.LoadAvgAtFinish = loadAvg()
+	if err := writeReport(res, out); err != nil {
+		return err
+	}
+	fmt.Printf("\nnftguard benchmarks, profile %s, %s (report: %s)\n\n", prof.Name, res.Duration.Round(time.Second), filepath.Join(out, "REPORT.md"))
+	res.summary(os.Stdout)
+	if len(res.Failures) > 0 {
+		return fmt.Errorf("%d scenario(s) failed: %v", len(res.Failures), res.Failures)
+	}
+	return nil
+}
+
+// measure runs the scenarios. A failed scenario is recorded and the others
+// still run: one broken baseline must not hide the rest of the numbers.
+// The data path runs last among the namespace users because netlab's
+// signal handler ends the process on SIGINT once a lab exists.
+func (r *runner) measure(res *results, out string) {
+	fail := func(what string, err error) {
+		r.logf("%s failed: %v", what, err)
+		res.Failures = append(res.Failures, fmt.Sprintf("%s: %v", what, err))
+	}
+	var err error
+	if res.Scale, err = r.runScale(); err != nil {
+		fail("scale", err)
+	} else if res.Plots["scale"], err = plotScale(out, res.Scale); err != nil {
+		fail("scale plot", err)
+	}
+	if res.Change, err = r.runChange(); err != nil {
+		fail("change latency", err)
+	} else if res.Plots["change"], err = plotChange(out, res.Change); err != nil {
+		fail("change plot", err)
+	}
+	if r.prof.Churn > 0 {
+		if res.Memory, err = r.runMemory(); err != nil {
+			fail("memory", err)
+		}
+	} else {
+		res.Memory.Pending = "not part of the " + r.prof.Name + " profile"
+	}
+	if r.prof.MicroBench != "" && r.ctx.Err() == nil {
+		res.Micro = r.runMicro()
+		if res.Micro.Err != nil {
+			fail("engine micro-benchmarks", res.Micro.Err)
+		}
+	}
+	if res.DataPath, err = r.runDataPath(); err != nil {
+		fail("data path", err)
+	} else if res.Plots["datapath"], err = plotDataPath(out, res.DataPath); err != nil {
+		fail("data path plot", err)
+	}
+}
+
+func writeReport(res *results, out string) error {
+	f, err := os.Create(filepath.Join(out, "REPORT.md"))
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	res.markdown(f)
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// ranged is a series of medians with their min–max, for error bars.
+type ranged struct {
+	xs []float64
+	ss []sample
+	k  float64 // unit factor, e.g. 1000 for ms
+}
+
+func (r ranged) Len() int                { return len(r.xs) }
+func (r ranged) XY(i int) (x, y float64) { return r.xs[i], r.ss[i].median() * r.k }
+func (r ranged) YError(i int) (lo, hi float64) {
+	m := r.ss[i].median()
+	return (m - r.ss[i].min()) * r.k, (r.ss[i].max() - m) * r.k
+}
+
+// addSeries draws one named series: line, points and min–max bars.
+func addSeries(p *plot.Plot, i int, name string, r ranged) error {
+	line, points, err := plotter.NewLinePoints(r)
+	if err != nil {
+		return fmt.Errorf("series %s: %w", name, err)
+	}
+	c := plotutil.Color(i)
+	line.Color, points.Color = c, c
+	points.Shape = plotutil.Shape(i)
+	bars, err := plotter.NewYErrorBars(r)
+	if err != nil {
+		return fmt.Errorf("series %s: %w", name, err)
+	}
+	bars.Color = c
+	p.Add(line, points, bars)
+	p.Legend.Add(name, line, points)
+	return nil
+}
+
+func newPlot(title, x, y string, logX, logY bool) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	if logX {
+		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	}
+	if logY {
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+func save(p *plot.Plot, dir, name string) (string, error) {
+	path := filepath.Join(dir, name)
+	if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {
+		return "", fmt.Errorf("save plot %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// plotScale: scenario 1, full-program time vs cluster size.
+func plotScale(dir string, rs []scaleResult) (string, error) {
+	p := newPlot("Full program: nftguard apply vs nft -f of the rendered table", "pods in the cluster (policies = pods/10)", "time (ms, log)", true, true)
+	var xs []float64
+	var apply, nft []sample
+	for _, r := range rs {
+		xs = append(xs, float64(r.Size.Pods))
+		apply, nft = append(apply, r.Apply), append(nft, r.NftF)
+	}
+	if err := addSeries(p, 0, "nftguard apply (parse+compile+program)", ranged{xs, apply, 1000}); err != nil {
+		return "", err
+	}
+	if err := addSeries(p, 1, "nft -f of nftguard render", ranged{xs, nft, 1000}); err != nil {
+		return "", err
+	}
+	return save(p, dir, "scale.png")
+}
+
+// plotChange: scenario 2, per-change latency vs cluster size.
+func plotChange(dir string, rs []changeResult) (string, error) {
+	p := newPlot("One change: engine vs nft -f rewrite vs iptables save|edit|restore", "pods in the cluster (policies = pods/10)", "latency (ms, log)", true, true)
+	type series struct {
+		xs []float64
+		ss []sample
+	}
+	engine := map[string]*series{}
+	var order []string
+	var nft, cycle, syncOnly series
+	for _, r := range rs {
+		s, ok := engine[r.Change]
+		if !ok {
+			s = &series{}
+			engine[r.Change] = s
+			order = append(order, r.Change)
+		}
+		s.xs, s.ss = append(s.xs, float64(r.Size.Pods)), append(s.ss, r.Engine)
+		if r.Change == "pod added" {
+			syncOnly.xs, syncOnly.ss = append(syncOnly.xs, float64(r.Size.Pods)), append(syncOnly.ss, r.Sync)
+			nft.xs, nft.ss = append(nft.xs, float64(r.Size.Pods)), append(nft.ss, r.NftF)
+			cycle.xs, cycle.ss = append(cycle.xs, float64(r.Size.Pods)), append(cycle.ss, r.Cycle)
+		}
+	}
+	for i, name := range order {
+		if err := addSeries(p, i, "engine: "+name, ranged{engine[name].xs, engine[name].ss, 1000}); err != nil {
+			return "", err
+		}
+	}
+	if err := addSeries(p, len(order)+2, "engine.Sync alone, without compiling (pod added)", ranged{syncOnly.xs, syncOnly.ss, 1000}); err != nil {
+		return "", err
+	}
+	if err := addSeries(p, len(order), "nft -f rewrite (pod added)", ranged{nft.xs, nft.ss, 1000}); err != nil {
+		return "", err
+	}
+	if err := addSeries(p, len(order)+1, "iptables-nft save|edit|restore (pod added)", ranged{cycle.xs, cycle.ss, 1000}); err != nil {
+		return "", err
+	}
+	return save(p, dir, "change.png")
+}
+
+// plotDataPath: scenario 3, rates vs policies, the no-firewall limit
+// first.
+func plotDataPath(dir string, rs []dpResult) (string, error) {
+	p := newPlot("Data path through one node: rate vs policies selecting other pods", "", "operations per second", false, false)
+	var labels []string
+	var xs []float64
+	var tcp, udp []sample
+	for i, r := range rs {
+		labels = append(labels, r.Config.String())
+		xs = append(xs, float64(i))
+		tcp, udp = append(tcp, r.TCPConn), append(udp, r.UDPRR)
+	}
+	p.NominalX(labels...)
+	p.Y.Min = 0
+	if err := addSeries(p, 0, "new TCP connections/s", ranged{xs, tcp, 1}); err != nil {
+		return "", err
+	}
+	if err := addSeries(p, 1, "UDP request/response/s", ranged{xs, udp, 1}); err != nil {
+		return "", err
+	}
+	p.Legend.Left = false
+	p.Legend.Top = false
+	return save(p, dir, "datapath.png")
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// results is everything one run measured.
+type results struct {
+	Profile  profile
+	Machine  machine
+	Duration time.Duration
+	Scale    []scaleResult
+	Change   []changeResult
+	DataPath []dpResult
+	Memory   memoryResult
+	Micro    microResult
+	Plots    map[string]string // scenario → PNG file name
+	Failures []string          // scenarios that failed, with why
+}
+
+// summary writes the short table `make bench` prints and REPORT.md opens
+// with, and the goal lines.
+func (res *results) summary(w io.Writer) {
+	fmt.Fprintln(w, "| scenario | nftguard | baseline | ratio |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|")
+	for _, s := range res.Scale {
+		fmt.Fprintf(w, "| full program, %v | apply %s | nft -f %s | apply/nft = %.2f |\n",
+			s.Size, msf(s.Apply.median()), msf(s.NftF.median()), s.RatioApplyOverNftF)
+	}
+	for _, c := range res.Change {
+		if c.Size != res.changeGoalSize() {
+			continue
+		}
+		fmt.Fprintf(w, "| %s, %v | engine %s = compile %s + Sync %s (%d msgs) | nft -f %s / save\\|edit\\|restore %s | engine %s / %s faster; Sync alone %s / %s |\n",
+			c.Change, c.Size, msf(c.Engine.median()), msf(c.Engine.median()-c.Sync.median()), msf(c.Sync.median()), c.Messages,
+			msf(c.NftF.median()), msf(c.Cycle.median()),
+			times(ratio(c.NftF, c.Engine)), times(ratio(c.Cycle, c.Engine)), times(ratio(c.NftF, c.Sync)), times(ratio(c.Cycle, c.Sync)))
+	}
+	if none, ok := res.dataPath(dpNone); ok {
+		for _, d := range res.DataPath[1:] {
+			fmt.Fprintf(w, "| data path, %v | %.0f TCP conn/s, %.0f UDP req/s | no firewall: %.0f, %.0f | %.2f×, %.2f× |\n",
+				d.Config, d.TCPConn.median(), d.UDPRR.median(), none.TCPConn.median(), none.UDPRR.median(),
+				ratio(d.TCPConn, none.TCPConn), ratio(d.UDPRR, none.UDPRR))
+		}
+	}
+	fmt.Fprintln(w)
+	for _, g := range res.goals() {
+		fmt.Fprintln(w, "- "+g)
+	}
+}
+
+// changeGoalSize is the cluster the change goals are judged in: 10k pods
+// when measured, else the largest measured.
+func (res *results) changeGoalSize() size {
+	var best size
+	for _, c := range res.Change {
+		if c.Size == s10k {
+			return s10k
+		}
+		if c.Size.Pods > best.Pods {
+			best = c.Size
+		}
+	}
+	return best
+}
+
+func (res *results) dataPath(policies int) (dpResult, bool) {
+	for _, d := range res.DataPath {
+		if d.Config.Policies == policies {
+			return d, true
+		}
+	}
+	return dpResult{}, false
+}
+
+// times formats a speed-up; below 10 a decimal tells 0.4× from 1×.
+func times(r float64) string {
+	if r < 10 {
+		return fmt.Sprintf("%.1f×", r)
+	}
+	return fmt.Sprintf("%.0f×", r)
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "**met**"
+	}
+	return "**not met**"
+}
+
+// goals judges each goal of the issue on what was measured, and says so
+// when it was not measured.
+func (res *results) goals() []string {
+	var out []string
+	sz := res.changeGoalSize()
+	var worstCycle, worstNft, syncCycle, syncNft float64 = -1, -1, -1, -1
+	lower := func(v *float64, r float64) {
+		if *v < 0 || r < *v {
+			*v = r
+		}
+	}
+	for _, c := range res.Change {
+		if c.Size != sz {
+			continue
+		}
+		lower(&worstCycle, ratio(c.Cycle, c.Engine))
+		lower(&worstNft, ratio(c.NftF, c.Engine))
+		lower(&syncCycle, ratio(c.Cycle, c.Sync))
+		lower(&syncNft, ratio(c.NftF, c.Sync))
+	}
+	if worstCycle < 0 {
+		out = append(out, "Change ≥ 200× faster than save|edit|restore: not measured in this run.",
+			"Change ≥ 10× faster than nft -f: not measured in this run.")
+	} else {
+		note := ""
+		if sz != s10k {
+			note = fmt.Sprintf(" (judged at %v: the 10k cluster is not in this profile)", sz)
+		} else {
+			note = fmt.Sprintf(" (at %v)", sz)
+		}
+		out = append(out,
+			fmt.Sprintf("Change ≥ 200× faster than iptables-nft save|edit|restore%s: engine (compile + Sync) %s — %s for the worst change; engine.Sync alone (the same step the baseline times: compiled state to kernel) %s — %s.",
+				note, verdict(worstCycle >= 200), times(worstCycle), verdict(syncCycle >= 200), times(syncCycle)),
+			fmt.Sprintf("Change ≥ 10× faster than nft -f rewrite%s: engine (compile + Sync) %s — %s for the worst change; engine.Sync alone %s — %s.",
+				note, verdict(worstNft >= 10), times(worstNft), verdict(syncNft >= 10), times(syncNft)))
+	}
+	none, okNone := res.dataPath(dpNone)
+	k1, ok1 := res.dataPath(1000)
+	if okNone && ok1 {
+		t, u := ratio(k1.TCPConn, none.TCPConn), ratio(k1.UDPRR, none.UDPRR)
+		ct, _ := res.dataPath(dpConntrack)
+		out = append(out, fmt.Sprintf("Data path with 1k policies ≥ 0.9× no firewall: %s — TCP connections %.2f×, UDP request/response %.2f× (against conntrack only: %.2f×, %.2f×).",
+			verdict(t >= 0.9 && u >= 0.9), t, u, ratio(k1.TCPConn, ct.TCPConn), ratio(k1.UDPRR, ct.UDPRR)))
+	} else {
+		out = append(out, "Data path with 1k policies ≥ 0.9× no firewall: not measured in this run (profile has no 1k-policy point).")
+	}
+	out = append(out, res.Memory.goal())
+	return out
+}
+
+// markdown writes REPORT.md.
+func (res *results) markdown(w io.Writer) {
+	m := res.Machine
+	fmt.Fprintf(w, "# nftguard benchmarks\n\n")
+	fmt.Fprintf(w, "Generated by `bench/suite` (profile **%s**, %d repetitions, %s) on %s.\n\n",
+		res.Profile.Name, res.Profile.Reps, res.Duration.Round(time.Second), m.Date.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "Machine: %d CPUs (%s), %s memory, %s, %s, %s, %s.  \n", m.CPUs, m.CPUModel, m.Memory, m.Kernel, m.Nft, m.IPTables, m.Go)
+	fmt.Fprintf(w, "Measured tree: %s.  \n", m.Commit)
+	fmt.Fprintf(w, "Load average at start: %s; at the end: %s. Other jobs share this machine; baselines run in the same repetitions as nftguard so ratios hold.\n\n", m.LoadAvgAtStart, m.LoadAvgAtFinish)
+	fmt.Fprintf(w, "Every number is the median of the repetitions, with min–max in parentheses; every repetition runs in fresh network namespaces.\n\n")
+	if len(res.Failures) > 0 {
+		fmt.Fprintln(w, "**Failures in this run:**")
+		for _, f := range res.Failures {
+			fmt.Fprintf(w, "- %s\n", f)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "## Summary")
+	fmt.Fprintln(w)
+	res.summary(w)
+	fmt.Fprintln(w)
+	res.scaleSection(w)
+	res.changeSection(w)
+	res.dataPathSection(w)
+	res.Memory.section(w)
+	res.microSection(w)
+}
+
+func (res *results) image(w io.Writer, key, alt string) {
+	if name, ok := res.Plots[key]; ok {
+		fmt.Fprintf(w, "![%s](%s)\n\n", alt, name)
+	}
+}
+
+func (res *results) scaleSection(w io.Writer) {
+	fmt.Fprintln(w, "## 1. Policy scale: full program")
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "A synthetic 100-node cluster seen from node %s (so ~1%% of pods are local): pods/10 NetworkPolicies over pods/100 namespaces, 10 per namespace — a default-deny (ingress+egress), a DNS egress to a namespace selector, app-to-app on a named port, monitoring from another team's namespaces (namespace+pod selector, named port), egress to 0.0.0.0/0 except private ranges, ingress from an ipBlock with an except plus a pod selector. `nftguard apply` is the built binary exec'd on the JSON manifest (parse + compile + program, process start included); `nft -f` loads `nftguard render` of the same manifest (render not timed; `nft` runs through `ip netns exec`).\n\n", localNode)
+	fmt.Fprintln(w, "| cluster | manifest | table (chains / rules / sets / elements) | compile in process | nftguard apply | nft -f | apply / nft -f |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	for _, s := range res.Scale {
+		fmt.Fprintf(w, "| %v | %.1f MB | %d / %d / %d / %d | %s | %s | %s | %.2f |\n", s.Size, float64(s.ManifestBytes)/1e6,
+			s.Chains, s.Rules, s.Sets, s.Elements, s.CompileInProcess.ms(), s.Apply.ms(), s.NftF.ms(), s.RatioApplyOverNftF)
+	}
+	fmt.Fprintln(w)
+	res.image(w, "scale", "full program time vs cluster size")
+}
+
+func (res *results) changeSection(w io.Writer) {
+	fmt.Fprintln(w, "## 2. Change latency")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "From the programmed base table, one event at a time (each from the same base): a pod added on the benchmarked node, a local pod removed, a remote pod's label changed, a policy added. **engine** = `compose.Build` of the changed objects + `engine.Sync`, in process (messages and operations from `engine.Stats`); **CLI** = `nftguard apply` of the changed manifest (process start, parse, compile, read back the table, diff, one batch); **nft -f** = the whole changed table rewritten in one transaction (`delete table` + full text, as a text-generating tool must); **cycle** = `iptables-nft-save | edit | iptables-nft-restore` on an equal-size iptables ruleset (one chain per per-pod nft chain with the same rule count, plus one FORWARD jump per chain; set elements have no counterpart because kube-router keeps them in ipsets).")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| cluster | change | engine | of which Sync | msgs / ops | CLI | nft -f | save\\|edit\\|restore (rules) | nft -f / engine | cycle / engine |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, c := range res.Change {
+		read := ""
+		if c.Read {
+			read = " (read back!)"
+		}
+		fmt.Fprintf(w, "| %v | %s | %s | %s | %d / %d%s | %s | %s | %s (%d) | %s | %s |\n", c.Size, c.Change, c.Engine.ms(), c.Sync.ms(),
+			c.Messages, c.Operations, read, c.CLI.ms(), c.NftF.ms(), c.Cycle.ms(), c.IPTRules, times(ratio(c.NftF, c.Engine)), times(ratio(c.Cycle, c.Engine)))
+	}
+	fmt.Fprintln(w)
+	res.image(w, "change", "per-change latency vs cluster size")
+}
+
+func (res *results) dataPathSection(w io.Writer) {
+	fmt.Fprintln(w, "## 3. Data path")
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "A netlab node with two routed pods, `dp/client` and `dp/server`. The load generator is Go code on %d threads inside the client pod's namespace, for %v per protocol (at most %d operations): new TCP connections to the server's port 80 (handshake, the server's close, a reset from the client), and 64-byte UDP request/response over connected sockets (a lost datagram counts nothing and costs its 200 ms timeout). With a firewall the node's table holds one policy isolating the server and admitting the client — so every new flow takes the verdict-map lookup into the server's chain — plus N policies of the synthetic cluster selecting other pods (a tenth of the pods local to this node). *No firewall* is the node without any table (and so without conntrack): the limit. *Conntrack only* is a table with one forward rule, `ct state established,related accept`: the price of any stateful firewall before its first policy, which tells conntrack's cost from nftguard's.\n\n", dpWorkers, res.Profile.LoadFor, dpMaxOps)
+	fmt.Fprintln(w, "| configuration | table rules / elements | TCP conn/s | vs no firewall | vs conntrack only | UDP req/s | vs no firewall | vs conntrack only |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+	none, _ := res.dataPath(dpNone)
+	ct, _ := res.dataPath(dpConntrack)
+	for _, d := range res.DataPath {
+		fmt.Fprintf(w, "| %v | %d / %d | %s | %.2f | %.2f | %s | %.2f | %.2f |\n", d.Config, d.TableRules, d.TableElems,
+			d.TCPConn.rate(), ratio(d.TCPConn, none.TCPConn), ratio(d.TCPConn, ct.TCPConn),
+			d.UDPRR.rate(), ratio(d.UDPRR, none.UDPRR), ratio(d.UDPRR, ct.UDPRR))
+	}
+	fmt.Fprintln(w)
+	res.image(w, "datapath", "data path rate vs policies")
+}
+
+func (res *results) microSection(w io.Writer) {
+	fmt.Fprintln(w, "## 5. Engine micro-benchmarks")
+	fmt.Fprintln(w)
+	if res.Micro.Command == "" {
+		fmt.Fprintln(w, "Not run in this profile.")
+		fmt.Fprintln(w)
+		return
+	}
+	fmt.Fprintf(w, "`%s` (in the repository root, %s; the output is benchstat-ready: save two runs and compare them with `benchstat old.txt new.txt`).\n\n", res.Micro.Command, res.Micro.Duration.Round(time.Second))
+	if res.Micro.Err != nil {
+		fmt.Fprintf(w, "**Failed:** %v\n\n", res.Micro.Err)
+	}
+	fmt.Fprintf(w, "```\n%s\n```\n\n", strings.TrimSpace(res.Micro.Output))
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nftguard/nftguard/internal/testns"
+)
+
+// tagPrefix starts the testns tag of every namespace this program makes;
+// the creating pid follows it, so a later run can remove a crashed run's
+// leftovers without touching namespaces of a live one.
+const tagPrefix = "bs"
+
+// runner carries what every scenario needs.
+type runner struct {
+	ctx  context.Context
+	prof profile
+	root string // repository root
+	work string // scratch: the built binary, manifests
+	bin  string // the nftguard binary under test
+	tag  string // testns tag of this process
+	log  io.Writer
+}
+
+func (r *runner) logf(format string, args ...any) {
+	fmt.Fprintf(r.log, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// inNS runs fn in a fresh namespace and removes it afterwards, also when
+// fn fails.
+func (r *runner) inNS(fn func(ns *testns.NS) error) (err error) {
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
+	ns, err := testns.Create(r.tag)
+	if err != nil {
+		return fmt.Errorf("create namespace: %w", err)
+	}
+	defer func() {
+		if derr := ns.Delete(); derr != nil && err == nil {
+			err = fmt.Errorf("delete namespace %s: %w", ns.Name, derr)
+		}
+	}()
+	return fn(ns)
+}
+
+// buildBinary builds nftguard the way the Makefile does (static), so apply
+// is timed as users run it.
+func (r *runner) buildBinary() error {
+	r.bin = filepath.Join(r.work, "nftguard")
+	cmd := exec.CommandContext(r.ctx, "go", "build", "-o", r.bin, "./cmd/nftguard")
+	cmd.Dir = r.root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build nftguard: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// timeCmd runs a command with stdin and returns its wall time.
+func timeCmd(ctx context.Context, stdin string, name string, args ...string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	err := cmd.Run()
+	d := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return d, nil
+}
+
+// timeIn runs a test-only binary (nft, iptables-nft-*) inside ns through
+// testns and returns its wall time.
+func timeIn(ns *testns.NS, stdin, name string, args ...string) (time.Duration, error) {
+	start := time.Now()
+	if _, err := ns.Exec(stdin, name, args...); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// sweepStale removes namespaces left by earlier runs of this program that
+// died without cleaning up (their pid is gone).
+func sweepStale(log io.Writer) error {
+	names, err := testns.Leftovers(testns.Prefix + tagPrefix)
+	if err != nil {
+		return fmt.Errorf("list stale namespaces: %w", err)
+	}
+	for _, name := range names {
+		rest := strings.TrimPrefix(name, testns.Prefix+tagPrefix)
+		pid, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, '-'), 0)])
+		if err != nil {
+			continue // not ours
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			continue // a live run owns it
+		}
+		ns := &testns.NS{Name: name, Path: filepath.Join(testns.Dir, name)}
+		if err := ns.Delete(); err != nil {
+			return fmt.Errorf("remove stale namespace %s: %w", name, err)
+		}
+		fmt.Fprintln(log, "removed stale namespace", name)
+	}
+	return nil
+}
