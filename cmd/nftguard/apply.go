@@ -52,14 +52,22 @@ func build(stdin io.Reader, files []string, c common, stderr io.Writer) (compose
 	return res, len(problems) + len(res.Problems), nil
 }
 
-func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
+// manifestFlags parses the flags apply and render share: the common ones,
+// the egress CIDRs, and -f.
+func manifestFlags(name string, args []string, stderr io.Writer) (common, stringList, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	var c common
 	var files stringList
 	c.register(fs)
 	c.registerEgress(fs)
 	fs.Var(&files, "f", "manifest file or directory (YAML or JSON, repeatable; - for stdin)")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	err := parseFlags(fs, args, stderr)
+	return c, files, err
+}
+
+func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	c, files, err := manifestFlags("apply", args, stderr)
+	if err != nil {
 		return err
 	}
 	res, skipped, err := build(stdin, files, c, stderr)
@@ -98,13 +106,8 @@ func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 }
 
 func runRender(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("render", flag.ContinueOnError)
-	var c common
-	var files stringList
-	c.register(fs)
-	c.registerEgress(fs)
-	fs.Var(&files, "f", "manifest file or directory (YAML or JSON, repeatable; - for stdin)")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	c, files, err := manifestFlags("render", args, stderr)
+	if err != nil {
 		return err
 	}
 	desired, skipped, err := load(stdin, files, c, stderr)
