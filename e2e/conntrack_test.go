@@ -3,13 +3,10 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -17,7 +14,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/conntrack"
@@ -142,45 +138,11 @@ func TestEgressConntrack(t *testing.T) {
 	untouched("end")
 }
 
-// writeManifest writes the lab's objects as e.apply does.
-func (e *egressLab) writeManifest() {
-	e.t.Helper()
-	var items []any
-	for _, ns := range []string{"x", "y"} {
-		items = append(items, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	}
-	for _, ep := range e.lab.Pods {
-		ns, name, _ := strings.Cut(ep.Name, "/")
-		p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"pod": name}}}
-		p.Spec.NodeName = "n1"
-		p.Status.Phase = corev1.PodRunning
-		for _, ip := range []string{ep.IPv4.String(), ep.IPv6.String()} {
-			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
-		}
-		items = append(items, p)
-	}
-	for _, s := range e.services {
-		items = append(items, s)
-	}
-	data, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(e.dir, "cluster.json"), data, 0o644); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
 // applyOut runs nftguard apply like e.apply and returns its stdout, where
 // the number of cleared translations is reported.
 func (e *egressLab) applyOut() string {
 	e.t.Helper()
-	e.writeManifest()
-	node := e.lab.Node("n1")
-	c := &cluster{t: e.t}
-	out, errOut, err := c.run("apply", "-f", e.dir, "--netns", node.Path, "--node-name", "n1",
-		"--cluster-cidr", node.PodCIDRv4.String(), "--cluster-cidr", node.PodCIDRv6.String(), "--service-cidr", "10.96.0.0/16")
+	out, errOut, err := e.runApply()
 	if err != nil {
 		e.t.Fatalf("apply: %v\n%s\n%s", err, out, errOut)
 	}

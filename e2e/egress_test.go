@@ -67,11 +67,10 @@ func (e *egressLab) service(name string, created time.Time, selector map[string]
 	return s
 }
 
-// apply runs nftguard apply and returns its stderr; wantSkip says whether
-// an object is expected to be skipped as invalid (exit code 1).
-func (e *egressLab) apply(wantSkip ...bool) string {
+// writeManifest writes the lab's pods (with their addresses, or the
+// override in podIPs), the Services and the policies as one List.
+func (e *egressLab) writeManifest() {
 	e.t.Helper()
-	skip := len(wantSkip) > 0 && wantSkip[0]
 	var items []any
 	for _, ns := range []string{"x", "y"} {
 		items = append(items, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ns}})
@@ -106,10 +105,24 @@ func (e *egressLab) apply(wantSkip ...bool) string {
 	if err := os.WriteFile(filepath.Join(e.dir, "cluster.json"), data, 0o644); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// runApply writes the manifest and runs nftguard apply on node n1.
+func (e *egressLab) runApply() (stdout, stderr string, err error) {
+	e.t.Helper()
+	e.writeManifest()
 	node := e.lab.Node("n1")
 	c := &cluster{t: e.t}
-	out, errOut, err := c.run("apply", "-f", e.dir, "--netns", node.Path, "--node-name", "n1",
+	return c.run("apply", "-f", e.dir, "--netns", node.Path, "--node-name", "n1",
 		"--cluster-cidr", node.PodCIDRv4.String(), "--cluster-cidr", node.PodCIDRv6.String(), "--service-cidr", "10.96.0.0/16")
+}
+
+// apply runs nftguard apply and returns its stderr; wantSkip says whether
+// an object is expected to be skipped as invalid (exit code 1).
+func (e *egressLab) apply(wantSkip ...bool) string {
+	e.t.Helper()
+	skip := len(wantSkip) > 0 && wantSkip[0]
+	out, errOut, err := e.runApply()
 	var exit *exec.ExitError
 	switch {
 	case err == nil && skip:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 )
 
@@ -84,68 +83,21 @@ func (f *Fake) Syncs() int {
 	return f.syncs
 }
 
-// Dump renders the table in nft syntax (sets sorted by name, chains in
-// the order given), or "" when there is no table.
+// Dump renders the table in nft syntax, as Render does, with sets sorted
+// by name (chains in the order given), or "" when there is no table.
 func (f *Fake) Dump() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.d == nil {
 		return ""
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "table %s {\n", f.table)
-	sets := append([]Set(nil), f.d.Sets...)
-	sort.Slice(sets, func(i, j int) bool { return sets[i].Name < sets[j].Name })
-	for _, s := range sets {
-		kind, typ := "set", s.Type
-		if s.Map != "" {
-			kind, typ = "map", s.Type+" : "+s.Map
-		}
-		fmt.Fprintf(&b, "\t%s %s {\n\t\ttype %s\n", kind, s.Name, typ)
-		if s.Interval {
-			b.WriteString("\t\tflags interval\n")
-		}
-		if s.Comment != "" {
-			fmt.Fprintf(&b, "\t\tcomment %q\n", s.Comment)
-		}
-		if len(s.Elements) > 0 {
-			el := make([]string, len(s.Elements))
-			for i, e := range s.Elements {
-				el[i] = e.Key
-				if e.Value != "" {
-					el[i] += " : " + e.Value
-				}
-			}
-			fmt.Fprintf(&b, "\t\telements = { %s }\n", strings.Join(el, ", "))
-		}
-		b.WriteString("\t}\n")
+	d := &Desired{Chains: f.d.Chains, Sets: append([]Set(nil), f.d.Sets...)}
+	sort.Slice(d.Sets, func(i, j int) bool { return d.Sets[i].Name < d.Sets[j].Name })
+	out, err := Render(f.table, d)
+	if err != nil {
+		return "" // NewFake already refused a table Render cannot name
 	}
-	for _, c := range f.d.Chains {
-		fmt.Fprintf(&b, "\tchain %s {\n", c.Name)
-		if c.Comment != "" {
-			fmt.Fprintf(&b, "\t\tcomment %q\n", c.Comment)
-		}
-		if c.Hook != "" {
-			typ, pol := c.Type, c.Policy
-			if typ == "" {
-				typ = "filter"
-			}
-			if pol == "" {
-				pol = "accept"
-			}
-			fmt.Fprintf(&b, "\t\ttype %s hook %s priority %d; policy %s;\n", typ, c.Hook, c.Priority, pol)
-		}
-		for _, r := range c.Rules {
-			b.WriteString("\t\t" + r.Rule)
-			if r.Comment != "" {
-				fmt.Fprintf(&b, " comment %q", r.Comment)
-			}
-			b.WriteString("\n")
-		}
-		b.WriteString("\t}\n")
-	}
-	b.WriteString("}\n")
-	return b.String()
+	return out
 }
 
 func copyDesired(d *Desired) *Desired {

@@ -49,11 +49,14 @@ func Render(t Table, d *Desired) (string, error) {
 			fmt.Fprintf(&b, "\t\tcomment %q\n", c.Comment)
 		}
 		if c.Hook != "" {
-			policy := c.Policy
+			typ, policy := c.Type, c.Policy
+			if typ == "" {
+				typ = "filter"
+			}
 			if policy == "" {
 				policy = "accept"
 			}
-			fmt.Fprintf(&b, "\t\ttype %s hook %s priority %d; policy %s;\n", c.Type, c.Hook, c.Priority, policy)
+			fmt.Fprintf(&b, "\t\ttype %s hook %s priority %d; policy %s;\n", typ, c.Hook, c.Priority, policy)
 		}
 		for _, r := range c.Rules {
 			b.WriteString("\t\t")
