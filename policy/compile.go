@@ -2,6 +2,7 @@ package policy
 
 import (
 	"crypto/sha256"
+	"slices"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
@@ -113,12 +114,36 @@ type compiler struct {
 	nsMatches map[string][]string // namespaceSelector key → namespaces
 	peers     map[peerKey]peerSelection
 	rules     map[ruleKey]*compiledRule
+
+	// What the previous compile derived (read) and what this one derives
+	// (written), see Compiler.
+	prev, next *memo
+	dirtyNS    map[string]bool // namespaces whose pods changed since prev
+	nsChanged  bool            // namespaces or their labels changed since prev
+	peerSame   map[peerKey]bool // the selection is the previous compile's
+	// While a rule compiles: the sets it declares, whether it named a set
+	// declared before, the peers it selects, and whether it read every pod.
+	declared []*engine.Set
+	collided bool
+	used     *[]peerKey
+	allPods  bool
 }
 
 // Compile turns the cluster state into the policy chains and sets for the
 // node in.NodeName. Invalid objects are reported in Output.Problems and left
-// out; everything else is compiled.
+// out; everything else is compiled. It keeps nothing between calls; a
+// Compiler compiles successive states of one cluster faster.
 func Compile(in Input) Output {
+	return new(Compiler).Compile(in)
+}
+
+// Compile is the package's Compile for the next state of the cluster: the
+// result is the same, but what an earlier call derived from objects that
+// are still the same objects (pointers) is reused.
+func (m *Compiler) Compile(in Input) Output {
+	if m.prev == nil || m.prev.node != in.NodeName {
+		m.prev = &memo{node: in.NodeName}
+	}
 	c := &compiler{
 		in:        in,
 		nsLabels:  make(map[string]labels.Set, len(in.Namespaces)),
@@ -129,7 +154,11 @@ func Compile(in Input) Output {
 		peers:     map[peerKey]peerSelection{},
 		nsDup:     map[string]bool{},
 		rules:     map[ruleKey]*compiledRule{},
+		prev:      m.prev,
+		next:      newMemo(in.NodeName, len(in.Policies)),
+		peerSame:  map[peerKey]bool{},
 	}
+	defer func() { m.prev = c.next }()
 	for _, ns := range in.Namespaces {
 		l := make(labels.Set, len(ns.Labels)+1)
 		for k, v := range ns.Labels {
@@ -141,17 +170,16 @@ func Compile(in Input) Output {
 		c.nsLabels[ns.Name] = l
 	}
 	c.indexPods()
+	c.compareNamespaces()
 
 	policies := make([]*compiledPolicy, 0, len(in.Policies))
 	for _, np := range in.Policies {
-		if probs := validate(np, c.sc); len(probs) > 0 {
-			c.problems = append(c.problems, probs...)
+		pm := c.policy(np)
+		if pm.cp == nil {
+			c.problems = append(c.problems, pm.problems...)
 			continue
 		}
-		sel, _ := c.sc.parse(&np.Spec.PodSelector)
-		cp := &compiledPolicy{np: np, key: np.Namespace + "/" + np.Name, selector: sel}
-		cp.ingress, cp.egress = policyTypes(np)
-		policies = append(policies, cp)
+		policies = append(policies, pm.cp)
 	}
 	sort.Slice(policies, func(i, j int) bool { return policies[i].key < policies[j].key })
 	// Policies by namespace, each list in the sorted order.
@@ -182,12 +210,12 @@ func Compile(in Input) Output {
 			}
 		}
 		if len(ing) > 0 {
-			ch := c.ingressChain(p, ing)
+			ch := c.podChain(p, ing, &dirIngress)
 			podChains = append(podChains, ch)
 			addDispatch(&ingress4, &ingress6, p, ch.Name)
 		}
 		if len(egr) > 0 {
-			ch := c.egressChain(p, egr)
+			ch := c.podChain(p, egr, &dirEgress)
 			podChains = append(podChains, ch)
 			addDispatch(&egress4, &egress6, p, ch.Name)
 		}
@@ -254,64 +282,139 @@ func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 
 func (c *compiler) indexPods() {
 	c.pods = make([]*pod, 0, len(c.in.Pods))
-	all := make([]pod, len(c.in.Pods)) // one allocation for every pod
-	for n, o := range c.in.Pods {
-		// Terminated pods no longer own their address, and hostNetwork
-		// pods use the node's: neither is isolated nor selected as a peer
-		// (traffic from a hostNetwork pod is judged by its node's IP).
-		if o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed || o.Spec.HostNetwork {
+	c.dirtyNS = map[string]bool{}
+	// The pod table is kept from call to call and updated in place: a
+	// new table per call would cost more than everything else an
+	// event needs.
+	pods := c.prev.pods
+	if pods == nil {
+		pods = make(map[*corev1.Pod]*podEntry, len(c.in.Pods))
+	}
+	gen := c.prev.gen + 1
+	c.next.pods, c.next.gen = pods, gen
+	var fresh []podEntry // room for the pods seen for the first time
+	seen := 0
+	// Pods by namespace, with one map lookup per pod.
+	bucket := map[string]int{}
+	var byNS [][]*pod
+	for _, o := range c.in.Pods {
+		e := pods[o]
+		if e == nil {
+			// A new object: its namespace's selections must be
+			// evaluated again.
+			c.dirtyNS[o.Namespace] = true
+			if len(fresh) == cap(fresh) {
+				fresh = make([]podEntry, 0, max(64, len(c.in.Pods)-len(pods)))
+			}
+			fresh = fresh[:len(fresh)+1]
+			e = &fresh[len(fresh)-1]
+			c.newPod(o, e)
+			pods[o] = e
+		}
+		if e.gen != gen {
+			e.gen = gen
+			seen++
+		}
+		if e.problem != nil {
+			c.problems = append(c.problems, *e.problem)
+		}
+		if !e.valid {
 			continue
 		}
-		p := &all[n]
-		*p = pod{obj: o, local: o.Spec.NodeName == c.in.NodeName}
-		p.v4, p.v4s = p.buf4[:0], p.buf4s[:0]
-		ips := o.Status.PodIPs
-		if len(ips) == 0 && o.Status.PodIP != "" {
-			ips = []corev1.PodIP{{IP: o.Status.PodIP}}
-		}
-		ok := true
-		for i, ip := range ips {
-			a, err := netip.ParseAddr(ip.IP)
-			if err != nil {
-				c.problems = append(c.problems, Problem{Kind: "Pod", Namespace: o.Namespace, Name: o.Name,
-					Field: fmt.Sprintf("status.podIPs[%d]", i), Reason: fmt.Sprintf("invalid IP %q", ip.IP)})
-				ok = false
-				break
-			}
-			if a.Is4() {
-				// ParseAddr takes only the canonical dotted quad:
-				// the text is already what String returns.
-				p.v4 = append(p.v4, a)
-				p.v4s = append(p.v4s, ip.IP)
-				continue
-			}
-			a = a.Unmap()
-			if a.Is4() {
-				p.v4 = append(p.v4, a)
-				p.v4s = append(p.v4s, a.String())
-			} else {
-				p.v6 = append(p.v6, a)
-				p.v6s = append(p.v6s, a.String())
-			}
-		}
-		if !ok || len(p.v4)+len(p.v6) == 0 {
-			continue // without an address there is nothing to match
-		}
+		p := &e.pod
 		c.pods = append(c.pods, p)
 		if p.local {
-			p.key = o.Namespace + "/" + o.Name
 			c.local = append(c.local, p)
 		}
-		if _, seen := c.podsByNS[o.Namespace]; !seen {
+		b, ok := bucket[o.Namespace]
+		if !ok {
+			b = len(byNS)
+			bucket[o.Namespace] = b
+			byNS = append(byNS, nil)
 			c.nsNames = append(c.nsNames, o.Namespace)
 		}
-		c.podsByNS[o.Namespace] = append(c.podsByNS[o.Namespace], p)
+		byNS[b] = append(byNS[b], p)
+	}
+	for i, ns := range c.nsNames {
+		c.podsByNS[ns] = byNS[i]
+	}
+	if seen < len(pods) {
+		for o, e := range pods {
+			if e.gen != gen {
+				c.dirtyNS[o.Namespace] = true // deleted or replaced
+				delete(pods, o)
+			}
+		}
+	}
+	// Where pods share a name, the first selected counts, so there the
+	// order of the same pods matters too.
+	for ns, ps := range c.podsByNS {
+		if c.dirtyNS[ns] {
+			if c.nsHasDuplicates(ns) {
+				c.next.dupOrder[ns] = ps
+			}
+			continue
+		}
+		if old, ok := c.prev.dupOrder[ns]; ok {
+			if !slices.Equal(old, ps) {
+				c.dirtyNS[ns] = true
+			}
+			c.next.dupOrder[ns] = ps
+		}
 	}
 	// Local pods are compiled in key order (pods sharing a key in input
 	// order), which decides which of two objects declaring one set name
 	// declares it.
 	sort.SliceStable(c.local, func(i, j int) bool { return c.local[i].key < c.local[j].key })
 	sort.Strings(c.nsNames)
+}
+
+// newPod reduces a pod object to what the compiler needs, in e. Pods that
+// are not enforced or selected are not valid.
+func (c *compiler) newPod(o *corev1.Pod, e *podEntry) {
+	// Terminated pods no longer own their address, and hostNetwork
+	// pods use the node's: neither is isolated nor selected as a peer
+	// (traffic from a hostNetwork pod is judged by its node's IP).
+	if o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed || o.Spec.HostNetwork {
+		return
+	}
+	p := &e.pod
+	*p = pod{obj: o, local: o.Spec.NodeName == c.in.NodeName}
+	p.v4, p.v4s = p.buf4[:0], p.buf4s[:0]
+	ips := o.Status.PodIPs
+	if len(ips) == 0 && o.Status.PodIP != "" {
+		ips = []corev1.PodIP{{IP: o.Status.PodIP}}
+	}
+	for i, ip := range ips {
+		a, err := netip.ParseAddr(ip.IP)
+		if err != nil {
+			e.problem = &Problem{Kind: "Pod", Namespace: o.Namespace, Name: o.Name,
+				Field: fmt.Sprintf("status.podIPs[%d]", i), Reason: fmt.Sprintf("invalid IP %q", ip.IP)}
+			return
+		}
+		if a.Is4() {
+			// ParseAddr takes only the canonical dotted quad:
+			// the text is already what String returns.
+			p.v4 = append(p.v4, a)
+			p.v4s = append(p.v4s, ip.IP)
+			continue
+		}
+		a = a.Unmap()
+		if a.Is4() {
+			p.v4 = append(p.v4, a)
+			p.v4s = append(p.v4s, a.String())
+		} else {
+			p.v6 = append(p.v6, a)
+			p.v6s = append(p.v6s, a.String())
+		}
+	}
+	if len(p.v4)+len(p.v6) == 0 {
+		return // without an address there is nothing to match
+	}
+	if p.local {
+		p.key = o.Namespace + "/" + o.Name
+	}
+	e.valid = true
 }
 
 // nsHasDuplicates tells whether two pods of namespace ns share a name. Pods from an informer never
@@ -403,12 +506,7 @@ func (c *compiler) egressChain(p *pod, pols []*compiledPolicy) engine.Chain {
 // named ports resolve; for egress dst is nil and named ports resolve per
 // peer pod.
 func (c *compiler) appendRule(rules []engine.Rule, d *direction, cp *compiledPolicy, idx int, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, dst *pod) []engine.Rule {
-	k := ruleKey{cp: cp, egress: d.egress, idx: idx}
-	cr := c.rules[k]
-	if cr == nil {
-		cr = c.compileRule(d, cp, idx, peers, ports)
-		c.rules[k] = cr
-	}
+	cr := c.rule(d, cp, idx, peers, ports)
 	pm := cr.portMatches
 	if cr.perDst {
 		pm = portMatchesFor(ports, dst)
@@ -490,6 +588,7 @@ func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers 
 		// No peers: every source (ingress) or destination (egress).
 		cr.peerMatches = []string{""}
 		if len(named) > 0 {
+			c.allPods = true
 			cr.namedMatches = c.namedEgress(base, c.pods, named)
 		}
 		return cr
@@ -614,41 +713,86 @@ type peerSelection struct {
 // own namespace. Equal peers are evaluated once per compile; the result is
 // shared and must not be changed.
 func (c *compiler) selectPeers(policyNS string, peer networkingv1.NetworkPolicyPeer) peerSelection {
-	podSel := labels.Everything()
+	var ps, ns *parsedSelector
 	var k peerKey
 	if peer.PodSelector != nil {
-		ps := c.parse(peer.PodSelector)
-		podSel, k.pod = ps.sel, ps.key
+		ps = c.parse(peer.PodSelector)
+		k.pod = ps.key
 	}
 	if peer.NamespaceSelector == nil {
 		k.ns = "=" + policyNS
 	} else {
-		k.ns = "?" + c.parse(peer.NamespaceSelector).key
+		ns = c.parse(peer.NamespaceSelector)
+		k.ns = "?" + ns.key
+	}
+	if c.used != nil {
+		*c.used = append(*c.used, k)
 	}
 	if out, ok := c.peers[k]; ok {
 		return out
 	}
-	var namespaces []string
-	if peer.NamespaceSelector == nil {
-		namespaces = []string{policyNS}
-	} else {
-		namespaces = c.selectNamespaces(c.parse(peer.NamespaceSelector))
+	pm := &peerMemo{pods: ps, ns: ns, policyNS: policyNS}
+	out, _ := c.evalPeer(k, pm)
+	return out
+}
+
+// peer returns the selection of a peer evaluated in an earlier compile,
+// and whether it is the very selection that compile found.
+func (c *compiler) peer(k peerKey) (peerSelection, bool) {
+	if out, ok := c.peers[k]; ok {
+		return out, c.peerSame[k]
 	}
-	var out peerSelection
-	everything := podSel.Empty()
+	pm, ok := c.prev.peers[k]
+	if !ok {
+		return peerSelection{}, false
+	}
+	return c.evalPeer(k, pm)
+}
+
+// evalPeer evaluates the peer pm describes, reusing the previous compile's
+// selection when none of its inputs changed, or when evaluating again gives
+// the same pods.
+func (c *compiler) evalPeer(k peerKey, pm *peerMemo) (peerSelection, bool) {
+	old, hadOld := c.prev.peers[k]
+	var namespaces []string
+	switch {
+	case pm.ns == nil:
+		namespaces = []string{pm.policyNS}
+	case hadOld && !c.nsChanged:
+		namespaces = old.namespaces
+	default:
+		namespaces = c.selectNamespaces(pm.ns)
+	}
+	next := &peerMemo{pods: pm.pods, ns: pm.ns, policyNS: pm.policyNS, namespaces: namespaces}
+	same := hadOld && (pm.ns == nil || !c.nsChanged)
 	for _, ns := range namespaces {
-		n := len(out.pods)
-		for _, p := range c.podsByNS[ns] {
-			if everything || podSel.Matches(labels.Set(p.obj.Labels)) {
-				out.pods = append(out.pods, p)
+		if c.dirtyNS[ns] {
+			same = false
+			break
+		}
+	}
+	if same {
+		next.sel = old.sel
+	} else {
+		everything := pm.pods == nil || pm.pods.sel.Empty()
+		for _, ns := range namespaces {
+			n := len(next.sel.pods)
+			for _, p := range c.podsByNS[ns] {
+				if everything || pm.pods.sel.Matches(labels.Set(p.obj.Labels)) {
+					next.sel.pods = append(next.sel.pods, p)
+				}
+			}
+			if len(next.sel.pods) > n && c.nsHasDuplicates(ns) {
+				next.sel.dup = true
 			}
 		}
-		if len(out.pods) > n && c.nsHasDuplicates(ns) {
-			out.dup = true
+		if hadOld && old.sel.dup == next.sel.dup && slices.Equal(old.sel.pods, next.sel.pods) {
+			next.sel, same = old.sel, true
 		}
 	}
-	c.peers[k] = out
-	return out
+	c.peers[k], c.peerSame[k] = next.sel, same
+	c.next.peers[k] = next
+	return next.sel, same
 }
 
 // selectNamespaces returns the namespaces with pods that a
@@ -676,6 +820,7 @@ func (c *compiler) selectNamespaces(ps *parsedSelector) []string {
 func (c *compiler) addrSet(parts []string, typ string, interval bool, elems []string, comment string) string {
 	name := setName(parts)
 	if _, ok := c.sets[name]; ok {
+		c.collided = true
 		return name
 	}
 	s := &engine.Set{Name: name, Type: typ, Interval: interval, Comment: comment}
@@ -687,6 +832,7 @@ func (c *compiler) addrSet(parts []string, typ string, interval bool, elems []st
 		}
 	}
 	c.sets[name] = s
+	c.declared = append(c.declared, s)
 	return name
 }
 

@@ -1,0 +1,204 @@
+package policy
+
+import (
+	"flag"
+	"fmt"
+	"math/rand"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/nftguard/nftguard/engine"
+)
+
+var incrSeeds = flag.Int("incr.seeds", 1500, "random change sequences TestCompilerEqualsCompileOnRandomChanges replays")
+
+// TestCompilerEqualsCompileOnRandomChanges replays random sequences of
+// cluster changes (objects kept, replaced by changed copies, added,
+// deleted, reordered; namespaces relabelled; the node renamed) through one
+// Compiler and checks every result against a fresh Compile.
+func TestCompilerEqualsCompileOnRandomChanges(t *testing.T) {
+	n := *incrSeeds
+	if testing.Short() {
+		n = 150
+	}
+	for seed := int64(0); seed < int64(n); seed++ {
+		r := rand.New(rand.NewSource(seed))
+		var m Compiler
+		in := randomCluster(r)
+		for step := 0; step < 10; step++ {
+			got, want := m.Compile(in), Compile(in)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("seed %d step %d: Compiler differs from Compile\ngot:  %+v\nwant: %+v", seed, step, got, want)
+			}
+			in = mutate(r, in)
+		}
+	}
+}
+
+// mutate returns the next state of a cluster: most objects are the same
+// objects, some are changed copies, some are new, some are gone. in is not
+// modified.
+func mutate(r *rand.Rand, in Input) Input {
+	other := randomCluster(r)
+	out := Input{NodeName: in.NodeName}
+	if r.Intn(25) == 0 {
+		out.NodeName = other.NodeName + "x"
+		if r.Intn(2) == 0 {
+			out.NodeName = "n2"
+		}
+	}
+	out.Namespaces = mix(r, in.Namespaces, other.Namespaces, func(ns *corev1.Namespace) *corev1.Namespace {
+		c := ns.DeepCopy()
+		if c.Labels == nil {
+			c.Labels = map[string]string{}
+		}
+		c.Labels["tier"] = []string{"a", "b", "c"}[r.Intn(3)]
+		return c
+	})
+	out.Pods = mix(r, in.Pods, other.Pods, func(p *corev1.Pod) *corev1.Pod {
+		c := p.DeepCopy()
+		switch r.Intn(5) {
+		case 0:
+			if c.Labels == nil {
+				c.Labels = map[string]string{}
+			}
+			c.Labels["app"] = []string{"a", "b", "c", "d"}[r.Intn(4)]
+		case 1:
+			c.Status.PodIPs = []corev1.PodIP{{IP: fmt.Sprintf("10.0.%d.%d", r.Intn(3), r.Intn(20))}}
+			c.Status.PodIP = ""
+		case 2:
+			c.Spec.NodeName = []string{"n1", "n2"}[r.Intn(2)]
+		case 3:
+			c.Status.Phase = []corev1.PodPhase{corev1.PodRunning, corev1.PodFailed}[r.Intn(2)]
+		default:
+			// an update that changes nothing the compiler reads
+			c.ResourceVersion = "2"
+		}
+		return c
+	})
+	out.Policies = mix(r, in.Policies, other.Policies, func(np *networkingv1.NetworkPolicy) *networkingv1.NetworkPolicy {
+		c := np.DeepCopy()
+		switch r.Intn(3) {
+		case 0:
+			breakPolicy(r, c)
+		case 1:
+			c.Spec.Ingress = nil
+			if len(other.Policies) > 0 {
+				c.Spec.Ingress = other.Policies[0].DeepCopy().Spec.Ingress
+			}
+		default:
+			c.Generation++
+		}
+		return c
+	})
+	return out
+}
+
+// mix keeps most of olds, replaces some with changed copies, drops some,
+// adds some of news, and sometimes shuffles the result.
+func mix[T any](r *rand.Rand, olds, news []T, change func(T) T) []T {
+	var out []T
+	for _, o := range olds {
+		switch x := r.Intn(20); {
+		case x == 0:
+			// deleted
+		case x <= 2:
+			out = append(out, change(o))
+		default:
+			out = append(out, o)
+		}
+	}
+	for _, n := range news {
+		if r.Intn(8) == 0 {
+			out = append(out, n)
+		}
+	}
+	if r.Intn(3) == 0 {
+		r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	}
+	return out
+}
+
+// TestCompilerReusesUnchangedWork checks that the Compiler returns the
+// very chains and set elements of the previous call for what an event did
+// not touch, which is what lets the engine skip them without comparing.
+func TestCompilerReusesUnchangedWork(t *testing.T) {
+	in := selectingCluster()
+	var m Compiler
+	first := m.Compile(in)
+	// A remote pod changes its labels: it leaves the sets of the rules
+	// that selected it and joins others.
+	next := in
+	next.Pods = append([]*corev1.Pod(nil), in.Pods...)
+	c := next.Pods[1].DeepCopy() // p00001, on node-001
+	c.Labels["app"] = "app6"
+	next.Pods[1] = c
+	second := m.Compile(next)
+	if want := Compile(next); !reflect.DeepEqual(second, want) {
+		t.Fatal("Compiler differs from Compile after a label change")
+	}
+	firstChains := map[string]*engine.Rule{}
+	for _, ch := range first.Chains {
+		firstChains[ch.Name] = &ch.Rules[0]
+	}
+	sameChains := 0
+	for _, ch := range second.Chains {
+		if firstChains[ch.Name] == &ch.Rules[0] {
+			sameChains++
+		}
+	}
+	firstSets := map[string]*engine.Element{}
+	for _, s := range first.Sets {
+		if len(s.Elements) > 0 {
+			firstSets[s.Name] = &s.Elements[0]
+		}
+	}
+	sameSets, changedSets := 0, 0
+	for _, s := range second.Sets {
+		switch {
+		case len(s.Elements) == 0:
+		case firstSets[s.Name] == &s.Elements[0]:
+			sameSets++
+		default:
+			changedSets++
+		}
+	}
+	t.Logf("chains reused %d of %d; sets reused %d, rebuilt %d", sameChains, len(second.Chains), sameSets, changedSets)
+	if changedSets == 0 || changedSets > sameSets/5 {
+		t.Errorf("%d sets rebuilt, %d reused, for one label change", changedSets, sameSets)
+	}
+	if sameChains < len(second.Chains)*3/4 {
+		t.Errorf("only %d of %d chains reused", sameChains, len(second.Chains))
+	}
+}
+
+// selectingCluster is bigCluster with selectors that select pods, so that
+// every rule has address sets.
+func selectingCluster() Input {
+	in := bigCluster()
+	for i, np := range in.Policies {
+		np.Spec.Ingress[0].From[0].PodSelector.MatchLabels["app"] = fmt.Sprintf("app%d", (i+5)%20)
+		np.Spec.Egress[0].To[0].PodSelector.MatchLabels["app"] = fmt.Sprintf("app%d", (i+10)%20)
+	}
+	return in
+}
+
+func BenchmarkCompilerLabelChange10k(b *testing.B) {
+	in := selectingCluster()
+	var m Compiler
+	m.Compile(in)
+	states := [2]Input{in, in}
+	states[1].Pods = append([]*corev1.Pod(nil), in.Pods...)
+	c := in.Pods[1].DeepCopy()
+	c.Labels["app"] = "app6"
+	states[1].Pods[1] = c
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		i++
+		m.Compile(states[i%2])
+	}
+}
