@@ -25,6 +25,9 @@ type syncer struct {
 	events *eventRecorder
 	log    *slog.Logger
 	ready  *atomic.Bool
+	// build keeps the compilers' work from one sync to the next, so an
+	// event costs what it changes.
+	build compose.Builder
 	// cleared are the egress bindings conntrack was last cleaned for; nil
 	// until the first successful cleaning (the previous run may have left
 	// stale translations).
@@ -39,7 +42,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 		s.fail(errSync)
 		return err
 	}
-	res := compose.Build(in)
+	res := s.build.Build(in)
 	compiled := time.Now()
 	s.m.compileSeconds.Observe(compiled.Sub(start).Seconds())
 	s.countProblems(res.Problems)

@@ -44,7 +44,23 @@ type Result struct {
 
 // Build compiles the desired table.
 func Build(in Input) Result {
-	pol := policy.Compile(policy.Input{
+	return new(Builder).Build(in)
+}
+
+// Builder builds the desired table for successive states of one node's
+// cluster, re-deriving only what depends on objects that changed (see
+// policy.Compiler): what an event did not touch comes back as the same
+// chains and sets, which the engine then skips without comparing them. The
+// caller must pass changed API objects as new objects and never modify one
+// it passed, as informer caches guarantee. The zero value is ready to use;
+// a Builder is not safe for concurrent use.
+type Builder struct {
+	policy policy.Compiler
+}
+
+// Build compiles the desired table; the result equals the package's Build.
+func (b *Builder) Build(in Input) Result {
+	pol := b.policy.Compile(policy.Input{
 		NodeName:   in.NodeName,
 		Namespaces: in.Namespaces,
 		Pods:       in.Pods,

@@ -140,7 +140,7 @@ func (r *runner) changeAt(s size) ([]changeResult, error) {
 			what string
 			fn   func(ns *testns.NS) error
 		}{
-			{"engine", func(ns *testns.NS) error { return r.engineChanges(ns, b0.Desired, chs, res) }},
+			{"engine", func(ns *testns.NS) error { return r.engineChanges(ns, base, chs, res) }},
 			{"cli", func(ns *testns.NS) error { return r.cliChanges(ns, man0, mans, res) }},
 			{"nft -f", func(ns *testns.NS) error { return nftChanges(ns, text0, texts, res) }},
 			{"iptables cycle", func(ns *testns.NS) error { return cycleChanges(ns, ipt0, chs, res) }},
@@ -155,21 +155,26 @@ func (r *runner) changeAt(s size) ([]changeResult, error) {
 }
 
 // engineChanges programs the base table once, then for each change times
-// compiling the changed cluster and syncing it, and syncs back to the base
-// (untimed) so every change starts from the same table.
-func (r *runner) engineChanges(ns *testns.NS, d0 *engine.Desired, chs []change, res []changeResult) error {
+// building the changed cluster's table and syncing it, and goes back to the
+// base (untimed) so every change starts from the same table. The tables
+// come from one compose.Builder, as in the agent: each build follows the
+// previous state, so it re-derives only what the change touched.
+func (r *runner) engineChanges(ns *testns.NS, base *cluster, chs []change, res []changeResult) error {
 	e, err := engine.New(compose.Table(), engine.WithNetNS(ns.Path))
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
 	}
 	defer e.Close()
 	ctx := r.ctx
-	if _, err := e.Sync(ctx, d0); err != nil {
+	var bld compose.Builder
+	in0 := base.input()
+	if _, err := e.Sync(ctx, bld.Build(in0).Desired); err != nil {
 		return fmt.Errorf("program base table: %w", err)
 	}
 	for i, c := range chs {
+		in := c.After.input()
 		start := time.Now()
-		b := compose.Build(c.After.input())
+		b := bld.Build(in)
 		syncStart := time.Now()
 		st, err := e.Sync(ctx, b.Desired)
 		end := time.Now()
@@ -179,7 +184,7 @@ func (r *runner) engineChanges(ns *testns.NS, d0 *engine.Desired, chs []change, 
 		res[i].Engine = append(res[i].Engine, end.Sub(start).Seconds())
 		res[i].Sync = append(res[i].Sync, end.Sub(syncStart).Seconds())
 		res[i].Messages, res[i].Operations, res[i].Read = st.Messages, st.Operations, st.Read
-		if _, err := e.Sync(ctx, d0); err != nil {
+		if _, err := e.Sync(ctx, bld.Build(in0).Desired); err != nil {
 			return fmt.Errorf("%s: back to base: %w", c.Name, err)
 		}
 	}
