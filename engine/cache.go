@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"runtime"
 	"strings"
 	"sync"
@@ -19,14 +20,20 @@ import (
 // for concurrent use (the Engine's mutex guards it).
 type compiler struct {
 	fam byte
-	// declFP fingerprints every set declaration; rules are compiled
-	// against the declarations, so a change to any of them drops every
-	// compiled rule.
-	declFP string
+	// The set declarations of the last compile, parsed, and what they
+	// were parsed from.
+	decls  setDecls
+	heads  map[string]setHead
 	chains map[string]*chainEntry
 	sets   map[string]*setEntry
 	ver    uint64     // last set version handed out
 	memos  []exprMemo // one per compile worker
+}
+
+// setHead is what a set's parsed declaration is made from.
+type setHead struct {
+	typ, data string
+	interval  bool
 }
 
 type chainEntry struct {
@@ -62,22 +69,38 @@ func compile(fam byte, d *Desired) (*kTable, error) {
 // has changed.
 func (c *compiler) compile(d *Desired) (*kTable, error) {
 	t := newKTable()
-	decls := setDecls{}
-	var fp strings.Builder
+	decls := make(setDecls, len(d.Sets))
+	heads := make(map[string]setHead, len(d.Sets))
 	for _, s := range d.Sets {
 		if _, dup := decls[s.Name]; dup {
 			return nil, fmt.Errorf("set %q declared twice", s.Name)
 		}
-		decl, err := nftsyntax.ParseSetDecl(s.Name, s.Type, s.Map, s.Interval)
-		if err != nil {
-			return nil, fmt.Errorf("set %q: %w", s.Name, err)
+		h := setHead{typ: s.Type, data: s.Map, interval: s.Interval}
+		decl, ok := c.decls[s.Name]
+		if !ok || c.heads[s.Name] != h {
+			var err error
+			if decl, err = nftsyntax.ParseSetDecl(s.Name, s.Type, s.Map, s.Interval); err != nil {
+				return nil, fmt.Errorf("set %q: %w", s.Name, err)
+			}
 		}
-		decls[s.Name] = decl
-		fmt.Fprintf(&fp, "%q %q %q %t %q;", s.Name, s.Type, s.Map, s.Interval, s.Comment)
+		decls[s.Name], heads[s.Name] = decl, h
 	}
-	oldChains := c.chains
-	if fp.String() != c.declFP {
-		oldChains = nil
+	// Rules are compiled against the declarations of the sets they name:
+	// a chain compiled before is reused only if those are unchanged.
+	declsSame := maps.Equal(heads, c.heads)
+	oldChain := func(name string) *chainEntry {
+		old := c.chains[name]
+		if old == nil || declsSame {
+			return old
+		}
+		for _, r := range old.k.rules {
+			for _, ref := range r.refs {
+				if h, ok := heads[ref]; !ok || h != c.heads[ref] {
+					return nil
+				}
+			}
+		}
+		return old
 	}
 
 	// Sets and chains compile independently of each other (rules only
@@ -102,7 +125,7 @@ func (c *compiler) compile(d *Desired) (*kTable, error) {
 			return
 		}
 		if ch := d.Chains[i-nSets]; !u.dup {
-			u.chain, u.err = c.compileChain(ch, decls, oldChains[ch.Name], memo)
+			u.chain, u.err = c.compileChain(ch, decls, oldChain(ch.Name), memo)
 		}
 	})
 
@@ -141,7 +164,7 @@ func (c *compiler) compile(d *Desired) (*kTable, error) {
 	for _, fn := range apply {
 		fn()
 	}
-	c.chains, c.sets, c.declFP = chains, sets, fp.String()
+	c.chains, c.sets, c.decls, c.heads = chains, sets, decls, heads
 	return t, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -54,7 +55,7 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 
 	recreateSet := map[string]bool{}
 	for _, name := range cur.setOrder {
-		if w, ok := want.sets[name]; ok && w.declKey() != cur.sets[name].declKey() {
+		if w, ok := want.sets[name]; ok && !sameDecl(w, cur.sets[name]) {
 			recreateSet[name] = true
 		}
 	}
@@ -500,4 +501,11 @@ func diffSegments(cur, want *kSet, forced func(nftsyntax.Elem) bool) (del, add [
 		}
 	}
 	return del, add
+}
+
+// sameDecl is declKey equality without building the keys.
+func sameDecl(a, b *kSet) bool {
+	return a.flags == b.flags && a.keyType == b.keyType && a.keyLen == b.keyLen &&
+		a.dataType == b.dataType && a.dataLen == b.dataLen &&
+		slices.Equal(a.fieldLens, b.fieldLens) && bytes.Equal(a.userdata, b.userdata)
 }
