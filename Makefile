@@ -3,7 +3,7 @@
 # work on a fresh Debian machine as root.
 
 GO      ?= go
-DEB_PKGS = nftables iptables iproute2 conntrack util-linux
+DEB_PKGS = nftables iptables iproute2 conntrack util-linux ipset
 
 .PHONY: all build deps demo test vet bench-engine clean
 
@@ -12,7 +12,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/nftguard ./cmd/nftguard
 
-# deps installs the test oracles and baselines (nft, iptables-nft,
+# deps installs the test oracles and baselines (nft, iptables-nft, ipset,
 # iptables-legacy, conntrack, nsenter) and downloads the Go modules.
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
