@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,8 +23,11 @@ type compiler struct {
 	fam byte
 	// The set declarations of the last compile, parsed, and what they
 	// were parsed from.
-	decls  setDecls
-	heads  map[string]setHead
+	decls setDecls
+	heads map[string]setHead
+	// last is the table the last compile returned, the base of the next
+	// one's delta.
+	last   *kTable
 	chains map[string]*chainEntry
 	sets   map[string]*setEntry
 	ver    uint64     // last set version handed out
@@ -68,7 +72,12 @@ func compile(fam byte, d *Desired) (*kTable, error) {
 // in place, under a new version. On error nothing the compiler remembers
 // has changed.
 func (c *compiler) compile(d *Desired) (*kTable, error) {
-	t := newKTable()
+	t := &kTable{
+		chains:     make(map[string]*kChain, len(d.Chains)),
+		sets:       make(map[string]*kSet, len(d.Sets)),
+		chainOrder: make([]string, 0, len(d.Chains)),
+		setOrder:   make([]string, 0, len(d.Sets)),
+	}
 	decls := make(setDecls, len(d.Sets))
 	heads := make(map[string]setHead, len(d.Sets))
 	for _, s := range d.Sets {
@@ -114,7 +123,27 @@ func (c *compiler) compile(d *Desired) (*kTable, error) {
 		units[nSets+i].dup = seen[ch.Name]
 		seen[ch.Name] = true
 	}
-	c.forEach(len(units), func(i int, memo exprMemo) {
+	// What the caller did not change is found here, so that the workers
+	// start only for what needs compiling (usually a few objects).
+	pending := make([]int, 0, 8)
+	for i := range units {
+		u := &units[i]
+		if i < nSets {
+			s := &d.Sets[i]
+			if old := c.sets[s.Name]; old != nil && sameSetHead(&old.src, s) && equalSlices(old.src.Elements, s.Elements) {
+				u.set = old
+				continue
+			}
+		} else if ch := &d.Chains[i-nSets]; !u.dup {
+			if old := oldChain(ch.Name); old != nil && sameChainHead(&old.src, ch) && equalSlices(old.src.Rules, ch.Rules) {
+				u.chain = old
+				continue
+			}
+		}
+		pending = append(pending, i)
+	}
+	c.forEach(len(pending), func(j int, memo exprMemo) {
+		i := pending[j]
 		u := &units[i]
 		if i < nSets {
 			s := d.Sets[i]
@@ -164,8 +193,60 @@ func (c *compiler) compile(d *Desired) (*kTable, error) {
 	for _, fn := range apply {
 		fn()
 	}
-	c.chains, c.sets, c.decls, c.heads = chains, sets, decls, heads
+	t.delta = c.delta(d, pending)
+	if c.last != nil {
+		c.last.delta = nil // only the newest table keeps its base alive
+	}
+	c.chains, c.sets, c.decls, c.heads, c.last = chains, sets, decls, heads, t
 	return t, nil
+}
+
+// delta lists what the compile of d changed from the previous compile,
+// before c moves on to d: the units that needed compiling (pending, by
+// index: sets, then chains) and the names that are gone.
+func (c *compiler) delta(d *Desired, pending []int) *tableDelta {
+	if c.last == nil {
+		return nil
+	}
+	dl := &tableDelta{base: c.last}
+	nSets := len(d.Sets)
+	newSets, newChains := 0, 0
+	for _, i := range pending {
+		if i < nSets {
+			name := d.Sets[i].Name
+			dl.sets = append(dl.sets, name)
+			if c.sets[name] == nil {
+				newSets++
+			}
+			continue
+		}
+		name := d.Chains[i-nSets].Name
+		dl.chains = append(dl.chains, name)
+		if c.chains[name] == nil {
+			newChains++
+		}
+	}
+	// Names are unique, so without new names equal counts mean none
+	// is gone.
+	if len(d.Sets)-newSets != len(c.last.setOrder) {
+		for _, name := range c.last.setOrder {
+			if !slices.ContainsFunc(d.Sets, func(s Set) bool { return s.Name == name }) {
+				dl.goneSets = append(dl.goneSets, name)
+			}
+		}
+	}
+	if len(d.Chains)-newChains != len(c.last.chainOrder) {
+		names := make(map[string]bool, len(d.Chains))
+		for _, ch := range d.Chains {
+			names[ch.Name] = true
+		}
+		for _, name := range c.last.chainOrder {
+			if !names[name] {
+				dl.goneChains = append(dl.goneChains, name)
+			}
+		}
+	}
+	return dl
 }
 
 // compiled is the result of compiling one set or chain of a Desired.

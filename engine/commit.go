@@ -216,6 +216,7 @@ func (e *Engine) syncOnce(want *kTable, st *Stats) (fresh bool, err error) {
 	if err != nil {
 		return fresh, err
 	}
+	next.mirrors = want
 	if b.empty() {
 		e.cache, e.started = next, true
 		return fresh, nil
@@ -228,7 +229,7 @@ func (e *Engine) syncOnce(want *kTable, st *Stats) (fresh bool, err error) {
 	e.started = true
 	if !echo {
 		// The new rules' handles are read when a later diff needs them.
-		for _, name := range next.chainOrder {
+		for _, name := range changedChains(cur, want) {
 			c := next.chains[name]
 			for _, r := range c.rules {
 				if r.handle == 0 {
@@ -306,7 +307,8 @@ const echoMaxRules = 2000
 // the kernel should echo their handles or we re-read afterwards.
 func countNewRules(cur, want *kTable) int {
 	n := 0
-	for name, w := range want.chains {
+	for _, name := range changedChains(cur, want) {
+		w := want.chains[name]
 		d := len(w.rules)
 		if cur != nil {
 			if c, ok := cur.chains[name]; ok {
@@ -322,21 +324,34 @@ func countNewRules(cur, want *kTable) int {
 	return n
 }
 
+// changedChains are the chains of want that may differ from cur's.
+func changedChains(cur, want *kTable) []string {
+	if q := quickDelta(cur, want); q != nil {
+		return q.chains
+	}
+	return want.chainOrder
+}
+
 // batchSizeHint estimates the size of a batch that turns cur into want
 // and creates chains or sets: the rules of new chains (their keys hold
 // their encoded expressions) and the elements of new sets. A change to
 // existing chains and sets starts small and grows.
 func batchSizeHint(cur, want *kTable) int {
 	n := 4096
-	for name, w := range want.chains {
+	for _, name := range changedChains(cur, want) {
 		if cur != nil && cur.chains[name] != nil {
 			continue
 		}
-		for _, r := range w.rules {
+		for _, r := range want.chains[name].rules {
 			n += len(r.key) + 64 + len(name)
 		}
 	}
-	for name, s := range want.sets {
+	sets := want.setOrder
+	if q := quickDelta(cur, want); q != nil {
+		sets = q.sets
+	}
+	for _, name := range sets {
+		s := want.sets[name]
 		if cur != nil && cur.sets[name] != nil {
 			continue
 		}

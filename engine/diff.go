@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -40,21 +41,96 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 		b.addTable()
 		cur = newKTable()
 	}
-	next := &kTable{
-		chains:     make(map[string]*kChain, len(want.chains)),
+	if q := quickDelta(cur, want); q != nil {
+		if next, ok, err := diffNames(b, cur, want, namesOf(cur, q)); ok || err != nil {
+			return next, err
+		}
+	}
+	next, _, err := diffNames(b, cur, want, allNames(cur, want))
+	return next, err
+}
+
+// names are the objects a diff looks at, each list in its table's order.
+type names struct {
+	quick                bool // only these may differ; the rest is the same
+	curChains, curSets   []string
+	wantChains, wantSets []string
+}
+
+func allNames(cur, want *kTable) names {
+	return names{curChains: cur.chainOrder, curSets: cur.setOrder, wantChains: want.chainOrder, wantSets: want.setOrder}
+}
+
+// namesOf narrows a diff to the objects of a delta against the table cur
+// mirrors.
+func namesOf(cur *kTable, q *tableDelta) names {
+	chains := make(map[string]bool, len(q.chains)+len(q.goneChains))
+	for _, n := range q.chains {
+		chains[n] = true
+	}
+	for _, n := range q.goneChains {
+		chains[n] = true
+	}
+	sets := make(map[string]bool, len(q.sets)+len(q.goneSets))
+	for _, n := range q.sets {
+		sets[n] = true
+	}
+	for _, n := range q.goneSets {
+		sets[n] = true
+	}
+	ns := names{quick: true, wantChains: q.chains, wantSets: q.sets}
+	for _, n := range cur.chainOrder {
+		if chains[n] {
+			ns.curChains = append(ns.curChains, n)
+		}
+	}
+	for _, n := range cur.setOrder {
+		if sets[n] {
+			ns.curSets = append(ns.curSets, n)
+		}
+	}
+	return ns
+}
+
+// diffNames is diff over the named objects. A quick diff reports !ok,
+// having written nothing, when a set or chain must be recreated: rules and
+// elements elsewhere that refer to it go and come back with it.
+func diffNames(b *batch, cur, want *kTable, ns names) (next *kTable, ok bool, err error) {
+	next = &kTable{
 		chainOrder: want.chainOrder,
 		sets:       want.sets,
 		setOrder:   want.setOrder,
-		setVer:     make(map[string]uint64, len(want.sets)),
 	}
-	for name, s := range want.sets {
-		if s.ver != 0 {
-			next.setVer[name] = s.ver
+	if ns.quick {
+		// Every object the delta does not name is the cache's.
+		next.chains = maps.Clone(cur.chains)
+		for _, n := range ns.curChains {
+			delete(next.chains, n)
+		}
+		next.setVer = maps.Clone(cur.setVer)
+		if next.setVer == nil {
+			next.setVer = map[string]uint64{}
+		}
+		for _, n := range ns.curSets {
+			delete(next.setVer, n)
+		}
+		for _, n := range ns.wantSets {
+			if v := want.sets[n].ver; v != 0 {
+				next.setVer[n] = v
+			}
+		}
+	} else {
+		next.chains = make(map[string]*kChain, len(want.chains))
+		next.setVer = make(map[string]uint64, len(want.sets))
+		for name, s := range want.sets {
+			if s.ver != 0 {
+				next.setVer[name] = s.ver
+			}
 		}
 	}
 
 	recreateSet := map[string]bool{}
-	for _, name := range cur.setOrder {
+	for _, name := range ns.curSets {
 		if w, ok := want.sets[name]; ok && !sameDecl(w, cur.sets[name]) {
 			recreateSet[name] = true
 		}
@@ -63,11 +139,14 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 	// comment (user data), so a changed comment recreates the chain like a
 	// changed hook or priority does.
 	recreateChain := map[string]bool{}
-	for _, name := range cur.chainOrder {
+	for _, name := range ns.curChains {
 		c := cur.chains[name]
 		if w, ok := want.chains[name]; ok && (!w.sameBase(c) || !bytes.Equal(w.userdata, c.userdata)) {
 			recreateChain[name] = true
 		}
+	}
+	if ns.quick && (len(recreateSet) > 0 || len(recreateChain) > 0) {
+		return nil, false, nil
 	}
 	// A rule that uses a recreated set or jumps to a recreated chain is
 	// removed before it and added back after it.
@@ -99,18 +178,18 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 
 	// A chain whose rules are kept in part needs their handles.
 	var noHandles []string
-	for _, name := range cur.chainOrder {
+	for _, name := range ns.curChains {
 		if _, ok := want.chains[name]; ok && cur.chains[name].noHandles && !same(name) && !recreateChain[name] {
 			noHandles = append(noHandles, name)
 		}
 	}
 	if len(noHandles) > 0 {
-		return nil, &needHandlesError{chains: noHandles}
+		return nil, false, &needHandlesError{chains: noHandles}
 	}
 
 	// 1. Rules out of chains that go away, and rules not kept.
 	plans := map[string][]int{} // want chain -> want rule index -> cur rule index (-1: insert)
-	for _, name := range cur.chainOrder {
+	for _, name := range ns.curChains {
 		c := cur.chains[name]
 		w, ok := want.chains[name]
 		if ok && same(name) {
@@ -136,7 +215,7 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 	// 2. Sets that go away or change shape; elements that go away.
 	mode := map[string]int{}
 	segAdd := map[string][]nftsyntax.Elem{} // step 5's additions to kept interval sets
-	for _, name := range cur.setOrder {
+	for _, name := range ns.curSets {
 		w, ok := want.sets[name]
 		if !ok || recreateSet[name] {
 			b.delSet(name)
@@ -152,12 +231,12 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 			mode[name] = setDeltaOK
 			if len(w.delta.del) > 0 {
 				if err := b.elems(delSetElem, w, 0, w.delta.del, nil, opDesc{}); err != nil {
-					return nil, err
+					return nil, false, err
 				}
 			}
 			continue
 		case c == w && !(known && cv == w.ver) && w.ver != 0:
-			return nil, errStaleCache
+			return nil, false, errStaleCache
 		}
 		mode[name] = setCompare
 		var gone []nftsyntax.Elem
@@ -179,20 +258,20 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 		}
 		if len(gone) > 0 {
 			if err := b.elems(delSetElem, c, 0, gone, nil, opDesc{}); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
 	}
 
 	// 3. Chains that go away (their rules and jumps into them are gone).
-	for _, name := range cur.chainOrder {
+	for _, name := range ns.curChains {
 		if _, ok := want.chains[name]; !ok || recreateChain[name] {
 			b.delChain(name)
 		}
 	}
 
 	// 4. New chains and policy changes.
-	for _, name := range want.chainOrder {
+	for _, name := range ns.wantChains {
 		w := want.chains[name]
 		c, ok := cur.chains[name]
 		switch {
@@ -204,14 +283,14 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 	}
 
 	// 5. New sets with their elements; new elements of kept sets.
-	for _, name := range want.setOrder {
+	for _, name := range ns.wantSets {
 		w := want.sets[name]
 		c, ok := cur.sets[name]
 		if !ok || recreateSet[name] {
 			b.setID++
 			b.addSet(w, b.setID, opDesc{verb: "add set", name: name})
 			if err := b.elems(newSetElem, w, b.setID, w.list(), w.texts(), opDesc{}); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			continue
 		}
@@ -239,13 +318,13 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 		}
 		if len(add) > 0 {
 			if err := b.elems(newSetElem, w, 0, add, texts, opDesc{}); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
 	}
 
 	// 6. New rules, each inserted before the next kept rule.
-	for _, name := range want.chainOrder {
+	for _, name := range ns.wantChains {
 		w := want.chains[name]
 		if same(name) {
 			next.chains[name] = cur.chains[name]
@@ -260,7 +339,7 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 			for j, r := range w.rules {
 				nc.rules[j] = newRule(r)
 				if err := b.addRule(name, nc.rules[j], 0); err != nil {
-					return nil, err
+					return nil, false, err
 				}
 			}
 			continue
@@ -286,11 +365,11 @@ func diff(b *batch, cur, want *kTable) (*kTable, error) {
 			}
 			nc.rules[j] = newRule(r)
 			if err := b.addRule(name, nc.rules[j], before[j]); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
 	}
-	return next, nil
+	return next, true, nil
 }
 
 // needHandlesError says which chains of the cache lack the kernel handles

@@ -19,6 +19,31 @@ type kTable struct {
 	// setVer is, in the engine's cache, the version of each compiled set
 	// the kernel holds (absent: unknown).
 	setVer map[string]uint64
+	// delta, on a compiled table, is how it differs from the table the
+	// same compiler compiled before (nil: unknown).
+	delta *tableDelta
+	// mirrors, on the engine's cache, is the compiled table the kernel's
+	// copy was last made equal to (nil: unknown, as after a read).
+	mirrors *kTable
+}
+
+// tableDelta lists what a compiled table changed from its base, the
+// previous compile: the chains and sets that are not the base's very
+// objects (new or changed, in declaration order), and the base's names
+// that are gone. Everything else is the same object, unchanged.
+type tableDelta struct {
+	base                 *kTable
+	chains, sets         []string
+	goneChains, goneSets []string
+}
+
+// quickDelta returns want's delta when it is relative to the table cur
+// mirrors: then only the objects it names can differ between the two.
+func quickDelta(cur, want *kTable) *tableDelta {
+	if cur == nil || cur.mirrors == nil || want.delta == nil || want.delta.base != cur.mirrors {
+		return nil
+	}
+	return want.delta
 }
 
 func newKTable() *kTable {
