@@ -2,10 +2,10 @@ package policy
 
 import (
 	"crypto/sha256"
-	"slices"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -118,8 +118,8 @@ type compiler struct {
 	// What the previous compile derived (read) and what this one derives
 	// (written), see Compiler.
 	prev, next *memo
-	dirtyNS    map[string]bool // namespaces whose pods changed since prev
-	nsChanged  bool            // namespaces or their labels changed since prev
+	dirtyNS    map[string]bool  // namespaces whose pods changed since prev
+	nsChanged  bool             // namespaces or their labels changed since prev
 	peerSame   map[peerKey]bool // the selection is the previous compile's
 	// While a rule compiles: the sets it declares, whether it named a set
 	// declared before, the peers it selects, and whether it read every pod.
@@ -173,7 +173,11 @@ func (m *Compiler) Compile(in Input) Output {
 	c.compareNamespaces()
 
 	policies := make([]*compiledPolicy, 0, len(in.Policies))
+	known := true // every policy is an object the previous compile saw
 	for _, np := range in.Policies {
+		if _, ok := c.prev.policies[np]; !ok {
+			known = false
+		}
 		pm := c.policy(np)
 		if pm.cp == nil {
 			c.problems = append(c.problems, pm.problems...)
@@ -181,12 +185,24 @@ func (m *Compiler) Compile(in Input) Output {
 		}
 		policies = append(policies, pm.cp)
 	}
-	sort.Slice(policies, func(i, j int) bool { return policies[i].key < policies[j].key })
-	// Policies by namespace, each list in the sorted order.
-	policiesByNS := map[string][]*compiledPolicy{}
-	for _, cp := range policies {
-		policiesByNS[cp.np.Namespace] = append(policiesByNS[cp.np.Namespace], cp)
+	// Policies by namespace, each list in key order: the previous
+	// compile's when the policies are the same objects (and no two share
+	// a key, whose order would follow the input's).
+	policiesByNS := c.prev.policiesByNS
+	if !known || policiesByNS == nil || c.prev.dupPolicyKeys ||
+		len(c.prev.policies) != len(in.Policies) || len(c.next.policies) != len(in.Policies) {
+		sort.Slice(policies, func(i, j int) bool { return policies[i].key < policies[j].key })
+		policiesByNS = map[string][]*compiledPolicy{}
+		for i, cp := range policies {
+			policiesByNS[cp.np.Namespace] = append(policiesByNS[cp.np.Namespace], cp)
+			if i > 0 && policies[i-1].key == cp.key {
+				c.next.dupPolicyKeys = true
+			}
+		}
+	} else {
+		c.next.dupPolicyKeys = c.prev.dupPolicyKeys
 	}
+	c.next.policiesByNS = policiesByNS
 
 	out := Output{}
 	ingress4 := engine.Set{Name: MapIngress4, Type: "ipv4_addr", Map: "verdict", Comment: "local pods isolated for ingress"}
@@ -281,22 +297,20 @@ func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 }
 
 func (c *compiler) indexPods() {
-	c.pods = make([]*pod, 0, len(c.in.Pods))
 	c.dirtyNS = map[string]bool{}
 	// The pod table is kept from call to call and updated in place: a
 	// new table per call would cost more than everything else an
 	// event needs.
-	pods := c.prev.pods
+	pods, buckets := c.prev.pods, c.prev.buckets
 	if pods == nil {
 		pods = make(map[*corev1.Pod]*podEntry, len(c.in.Pods))
+		buckets = map[string]*nsBucket{}
 	}
 	gen := c.prev.gen + 1
-	c.next.pods, c.next.gen = pods, gen
+	c.next.pods, c.next.buckets, c.next.gen = pods, buckets, gen
 	var fresh []podEntry // room for the pods seen for the first time
 	seen := 0
-	// Pods by namespace, with one map lookup per pod.
-	bucket := map[string]int{}
-	var byNS [][]*pod
+	var used []*nsBucket
 	for _, o := range c.in.Pods {
 		e := pods[o]
 		if e == nil {
@@ -309,6 +323,10 @@ func (c *compiler) indexPods() {
 			fresh = fresh[:len(fresh)+1]
 			e = &fresh[len(fresh)-1]
 			c.newPod(o, e)
+			if e.bucket = buckets[o.Namespace]; e.bucket == nil {
+				e.bucket = &nsBucket{name: o.Namespace}
+				buckets[o.Namespace] = e.bucket
+			}
 			pods[o] = e
 		}
 		if e.gen != gen {
@@ -322,21 +340,28 @@ func (c *compiler) indexPods() {
 			continue
 		}
 		p := &e.pod
-		c.pods = append(c.pods, p)
 		if p.local {
 			c.local = append(c.local, p)
 		}
-		b, ok := bucket[o.Namespace]
-		if !ok {
-			b = len(byNS)
-			bucket[o.Namespace] = b
-			byNS = append(byNS, nil)
-			c.nsNames = append(c.nsNames, o.Namespace)
+		b := e.bucket
+		if b.gen != gen {
+			// The lists are new every time: the memo keeps the
+			// previous ones where order counts.
+			b.gen, b.pods = gen, make([]*pod, 0, len(b.pods))
+			used = append(used, b)
 		}
-		byNS[b] = append(byNS[b], p)
+		b.pods = append(b.pods, p)
 	}
-	for i, ns := range c.nsNames {
-		c.podsByNS[ns] = byNS[i]
+	for _, b := range used {
+		c.nsNames = append(c.nsNames, b.name)
+		c.podsByNS[b.name] = b.pods
+	}
+	if len(buckets) > 2*len(used)+64 {
+		for name, b := range buckets {
+			if b.gen != gen {
+				delete(buckets, name) // every pod of the namespace is gone
+			}
+		}
 	}
 	if seen < len(pods) {
 		for o, e := range pods {
@@ -367,6 +392,19 @@ func (c *compiler) indexPods() {
 	// declares it.
 	sort.SliceStable(c.local, func(i, j int) bool { return c.local[i].key < c.local[j].key })
 	sort.Strings(c.nsNames)
+}
+
+// allPodsList returns every enforced pod, in input order.
+func (c *compiler) allPodsList() []*pod {
+	if c.pods == nil {
+		c.pods = make([]*pod, 0, len(c.in.Pods))
+		for _, o := range c.in.Pods {
+			if e := c.next.pods[o]; e.valid {
+				c.pods = append(c.pods, &e.pod)
+			}
+		}
+	}
+	return c.pods
 }
 
 // newPod reduces a pod object to what the compiler needs, in e. Pods that
@@ -589,7 +627,7 @@ func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers 
 		cr.peerMatches = []string{""}
 		if len(named) > 0 {
 			c.allPods = true
-			cr.namedMatches = c.namedEgress(base, c.pods, named)
+			cr.namedMatches = c.namedEgress(base, c.allPodsList(), named)
 		}
 		return cr
 	}
@@ -772,19 +810,32 @@ func (c *compiler) evalPeer(k peerKey, pm *peerMemo) (peerSelection, bool) {
 		}
 	}
 	if same {
-		next.sel = old.sel
+		next.sel, next.ends, next.dups = old.sel, old.ends, old.dups
 	} else {
+		// Namespaces whose pods did not change keep their part of the
+		// old selection.
+		reuse := hadOld && len(old.ends) == len(namespaces) && (pm.ns == nil || !c.nsChanged)
 		everything := pm.pods == nil || pm.pods.sel.Empty()
-		for _, ns := range namespaces {
+		next.ends, next.dups = make([]int, len(namespaces)), make([]bool, len(namespaces))
+		for i, ns := range namespaces {
 			n := len(next.sel.pods)
-			for _, p := range c.podsByNS[ns] {
-				if everything || pm.pods.sel.Matches(labels.Set(p.obj.Labels)) {
-					next.sel.pods = append(next.sel.pods, p)
+			if reuse && !c.dirtyNS[ns] {
+				start := 0
+				if i > 0 {
+					start = old.ends[i-1]
 				}
+				next.sel.pods = append(next.sel.pods, old.sel.pods[start:old.ends[i]]...)
+				next.dups[i] = old.dups[i]
+			} else {
+				for _, p := range c.podsByNS[ns] {
+					if everything || pm.pods.sel.Matches(labels.Set(p.obj.Labels)) {
+						next.sel.pods = append(next.sel.pods, p)
+					}
+				}
+				next.dups[i] = len(next.sel.pods) > n && c.nsHasDuplicates(ns)
 			}
-			if len(next.sel.pods) > n && c.nsHasDuplicates(ns) {
-				next.sel.dup = true
-			}
+			next.ends[i] = len(next.sel.pods)
+			next.sel.dup = next.sel.dup || next.dups[i]
 		}
 		if hadOld && old.sel.dup == next.sel.dup && slices.Equal(old.sel.pods, next.sel.pods) {
 			next.sel, same = old.sel, true

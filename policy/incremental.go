@@ -28,16 +28,21 @@ type Compiler struct {
 // compile reads the previous memo and writes a new one holding only what it
 // used, so nothing outlives the objects it came from.
 type memo struct {
-	node       string
-	pods       map[*corev1.Pod]*podEntry // shared by successive memos, see indexPods
-	gen        uint64                    // the compile that wrote this memo
-	policies   map[*networkingv1.NetworkPolicy]*policyMemo
-	namespaces map[string]*corev1.Namespace // the object whose labels count, by name
-	nsNames    []string                     // namespaces with pods, sorted
-	dupOrder   map[string][]*pod            // pods of namespaces where two share a name, in input order
-	peers      map[peerKey]*peerMemo
-	rules      map[ruleKey]*ruleMemo
-	chains     map[chainKey]*chainMemo
+	node     string
+	pods     map[*corev1.Pod]*podEntry // shared by successive memos, see indexPods
+	buckets  map[string]*nsBucket      // shared too: namespace of each pod entry
+	gen      uint64                    // the compile that wrote this memo
+	policies map[*networkingv1.NetworkPolicy]*policyMemo
+	// The valid policies by namespace, each list in key order, and
+	// whether two policies share a key.
+	policiesByNS  map[string][]*compiledPolicy
+	dupPolicyKeys bool
+	namespaces    map[string]*corev1.Namespace // the object whose labels count, by name
+	nsNames       []string                     // namespaces with pods, sorted
+	dupOrder      map[string][]*pod            // pods of namespaces where two share a name, in input order
+	peers         map[peerKey]*peerMemo
+	rules         map[ruleKey]*ruleMemo
+	chains        map[chainKey]*chainMemo
 }
 
 func newMemo(node string, policies int) *memo {
@@ -58,7 +63,15 @@ type podEntry struct {
 	pod
 	valid   bool
 	problem *Problem
-	gen     uint64 // the last compile that saw the object
+	gen     uint64    // the last compile that saw the object
+	bucket  *nsBucket // its namespace's, so grouping costs no lookup
+}
+
+// nsBucket gathers a namespace's pods during a compile.
+type nsBucket struct {
+	name string
+	pods []*pod
+	gen  uint64 // the compile pods belongs to
 }
 
 // policyMemo is a policy object validated: cp is nil for an invalid one.
@@ -74,6 +87,8 @@ type peerMemo struct {
 	policyNS   string
 	namespaces []string
 	sel        peerSelection
+	ends       []int  // where each namespace's pods end in sel.pods
+	dups       []bool // whether each namespace's part may hold pods sharing a key
 }
 
 // ruleMemo is a compiled rule with what it was compiled from.
