@@ -317,11 +317,18 @@ func (c *compiler) indexPods() {
 			// A new object: its namespace's selections must be
 			// evaluated again.
 			c.dirtyNS[o.Namespace] = true
-			if len(fresh) == cap(fresh) {
-				fresh = make([]podEntry, 0, max(64, len(c.in.Pods)-len(pods)))
+			// The first compile allocates every entry at once; later
+			// ones one by one, as a block would live as long as its
+			// longest-lived entry.
+			if len(pods) == 0 && fresh == nil {
+				fresh = make([]podEntry, 0, len(c.in.Pods))
 			}
-			fresh = fresh[:len(fresh)+1]
-			e = &fresh[len(fresh)-1]
+			if len(fresh) < cap(fresh) {
+				fresh = fresh[:len(fresh)+1]
+				e = &fresh[len(fresh)-1]
+			} else {
+				e = new(podEntry)
+			}
 			c.newPod(o, e)
 			if e.bucket = buckets[o.Namespace]; e.bucket == nil {
 				e.bucket = &nsBucket{name: o.Namespace}
