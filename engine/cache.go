@@ -319,11 +319,15 @@ func (c *compiler) compileSet(s Set, decl nftsyntax.SetDecl, old *setEntry) (*se
 	if err != nil {
 		return nil, nil, err
 	}
+	ids := elemIDs(elems)
 	ks.elems = make(map[string]nftsyntax.Elem, len(elems))
-	ks.order = make([]string, 0, len(elems))
+	// order is a subsequence of ids (duplicates dropped), so it is
+	// written over ids: entry i is read before any write reaches it.
+	ks.order = ids[:0]
 	ks.elemText = make(map[string]string, len(elems))
 	for i, el := range elems {
-		id := ks.add(el)
+		id := ids[i]
+		ks.addID(id, el)
 		if len(elems) == len(s.Elements) {
 			ks.elemText[id] = s.Elements[i].Key
 		}
@@ -366,11 +370,12 @@ func (c *compiler) setDelta(s Set, decl nftsyntax.SetDecl, old *setEntry) (*setE
 	}
 	k := old.k
 	delIDs := make(map[string]bool, len(delE))
-	for _, e := range delE {
-		delIDs[elemID(e)] = true
+	for _, id := range elemIDs(delE) {
+		delIDs[id] = true
 	}
-	for i, e := range addE {
-		if _, ok := k.elems[elemID(e)]; ok && !delIDs[elemID(e)] {
+	addIDs := elemIDs(addE)
+	for i, id := range addIDs {
+		if _, ok := k.elems[id]; ok && !delIDs[id] {
 			return nil, nil, fmt.Errorf("set %s: duplicate element %q", s.Name, add[i].Key)
 		}
 	}
@@ -390,7 +395,7 @@ func (c *compiler) setDelta(s Set, decl nftsyntax.SetDecl, old *setEntry) (*setE
 			k.order = nil
 		}
 		for i, e := range addE {
-			id := elemID(e)
+			id := addIDs[i]
 			if k.order != nil {
 				k.order = append(k.order, id)
 			}

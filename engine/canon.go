@@ -62,32 +62,20 @@ type anonResolver func(name string, id uint32) (string, bool)
 // payload and the batch copies it instead of encoding the rule again (0
 // otherwise).
 func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, memo exprMemo, own bool) (key string, wireLen int, refs []string, err error) {
+	if own && allCanonical(exprs) {
+		return ownRuleKey(fam, exprs, userdata, anon)
+	}
 	kb := make([]byte, 0, 64*len(exprs)+len(userdata)+8)
 	wireOK := own
 	for _, e := range exprs {
 		le := len(kb)
 		kb = append(kb, 0, 0, 0, 0)
 		if own && nftsyntax.Canonical(e) {
-			c := e
-			switch x := e.(type) {
-			case *expr.Counter:
-				if x.Bytes != 0 || x.Packets != 0 {
-					c, wireOK = &expr.Counter{}, false
-				}
-			case *expr.Lookup:
-				name, err := normSetRef(x.SetName, x.SetID, anon, &refs)
-				if err != nil {
-					return "", 0, nil, err
-				}
-				if name != x.SetName || x.SetID != 0 {
-					n := *x
-					n.SetName, n.SetID = name, 0
-					c, wireOK = &n, false
-				}
-			}
-			if kb, err = nftsyntax.AppendExpr(kb, nftsyntax.Family(fam), c); err != nil {
+			var same bool
+			if kb, same, err = appendOwnExpr(kb, fam, e, anon, &refs); err != nil {
 				return "", 0, nil, err
 			}
+			wireOK = wireOK && same
 			endListElem(kb, le)
 			continue
 		}
@@ -142,12 +130,76 @@ func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, mem
 		kb = append(b[:le+4], k...)
 		endListElem(kb, le)
 	}
+	key, wireLen = sealKey(kb, wireOK, userdata)
+	return key, wireLen, refs, nil
+}
+
+func allCanonical(exprs []expr.Any) bool {
+	for _, e := range exprs {
+		if !nftsyntax.Canonical(e) {
+			return false
+		}
+	}
+	return true
+}
+
+// ownRuleKey is ruleKey for the engine's own rule whose expressions are
+// all canonical: the key is their encoding with only counters and set
+// references normalised, so nothing is decoded, and it is built in a
+// buffer on the stack, leaving the key itself as the one allocation.
+func ownRuleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver) (key string, wireLen int, refs []string, err error) {
+	var buf [1024]byte
+	kb := buf[:0]
+	wireOK := true
+	for _, e := range exprs {
+		le := len(kb)
+		kb = append(kb, 0, 0, 0, 0)
+		var same bool
+		if kb, same, err = appendOwnExpr(kb, fam, e, anon, &refs); err != nil {
+			return "", 0, nil, err
+		}
+		wireOK = wireOK && same
+		endListElem(kb, le)
+	}
+	key, wireLen = sealKey(kb, wireOK, userdata)
+	return key, wireLen, refs, nil
+}
+
+// sealKey ends a rule key with the rule's user data; wireLen is where the
+// expressions end when they are the wire encoding (wireOK), else 0.
+func sealKey(kb []byte, wireOK bool, userdata []byte) (key string, wireLen int) {
 	if wireOK {
 		wireLen = len(kb)
 	}
 	kb = append(kb, "\x00ud:"...)
 	kb = append(kb, userdata...)
-	return string(kb), wireLen, refs, nil
+	return string(kb), wireLen
+}
+
+// appendOwnExpr appends the key form of a canonical expression of the
+// engine's own: its encoding, with counters zeroed and set references
+// normalised; same tells whether that is the very encoding it is sent
+// with.
+func appendOwnExpr(kb []byte, fam byte, e expr.Any, anon anonResolver, refs *[]string) (out []byte, same bool, err error) {
+	c, same := e, true
+	switch x := e.(type) {
+	case *expr.Counter:
+		if x.Bytes != 0 || x.Packets != 0 {
+			c, same = &expr.Counter{}, false
+		}
+	case *expr.Lookup:
+		name, err := normSetRef(x.SetName, x.SetID, anon, refs)
+		if err != nil {
+			return kb, false, err
+		}
+		if name != x.SetName || x.SetID != 0 {
+			n := *x
+			n.SetName, n.SetID = name, 0
+			c, same = &n, false
+		}
+	}
+	out, err = nftsyntax.AppendExpr(kb, nftsyntax.Family(fam), c)
+	return out, same, err
 }
 
 // endListElem writes the header of the NFTA_LIST_ELEM that starts at off
@@ -238,11 +290,44 @@ func (s *kSet) contentKey() string {
 }
 
 func elemID(e nftsyntax.Elem) string {
-	end := "0"
+	return string(appendElemID(make([]byte, 0, elemIDLen(e)), e))
+}
+
+func elemIDLen(e nftsyntax.Elem) int { return len(e.Key) + len(e.KeyEnd) + 3 }
+
+func appendElemID(b []byte, e nftsyntax.Elem) []byte {
+	end := byte('0')
 	if e.IntervalEnd {
-		end = "1"
+		end = '1'
 	}
-	return string(e.Key) + "\x00" + string(e.KeyEnd) + "\x00" + end
+	b = append(b, e.Key...)
+	b = append(b, 0)
+	b = append(b, e.KeyEnd...)
+	return append(b, 0, end)
+}
+
+// elemIDs returns elemID of every element. The ids are cut from one
+// string, two allocations instead of one per element of a large set; the
+// string lives as long as any of its ids, at most the size of the set's
+// ids when it was compiled.
+func elemIDs(elems []nftsyntax.Elem) []string {
+	n := 0
+	for _, e := range elems {
+		n += elemIDLen(e)
+	}
+	all := make([]byte, 0, n)
+	for _, e := range elems {
+		all = appendElemID(all, e)
+	}
+	s := string(all)
+	ids := make([]string, len(elems))
+	off := 0
+	for i, e := range elems {
+		l := elemIDLen(e)
+		ids[i] = s[off : off+l]
+		off += l
+	}
+	return ids
 }
 
 func elemValue(e nftsyntax.Elem) string {
@@ -319,11 +404,18 @@ func setFromDecl(d nftsyntax.SetDecl, anonymous bool, userdata []byte) *kSet {
 
 func (s *kSet) add(e nftsyntax.Elem) string {
 	id := elemID(e)
-	if _, dup := s.elems[id]; !dup {
+	s.addID(id, e)
+	return id
+}
+
+// addID adds e under its id (elemID); a later element with the same id
+// replaces the earlier one but keeps its place in order.
+func (s *kSet) addID(id string, e nftsyntax.Elem) {
+	n := len(s.elems)
+	s.elems[id] = e
+	if len(s.elems) > n {
 		s.order = append(s.order, id)
 	}
-	s.elems[id] = e
-	return id
 }
 
 // jumpTargets lists the chains a rule jumps or goes to (directly or through

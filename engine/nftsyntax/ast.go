@@ -9,7 +9,13 @@ import (
 
 // ruleAST is a parsed rule: the compiler's input and the renderer's output.
 type ruleAST struct {
-	stmts      []stmt
+	stmts []stmt
+	// The statements of a typical rule, allocated with it (within 512
+	// bytes, the largest size the Go allocator serves without a per-object
+	// type header).
+	stmtBuf    [4]stmt
+	matchBuf   [2]matchStmt
+	nMatch     int
 	comment    string
 	hasComment bool
 }
@@ -43,10 +49,11 @@ type operand struct {
 
 // matchStmt compares a selector (or a concatenation) with an operand.
 type matchStmt struct {
-	fields []*field
-	neq    bool
-	mask   []byte // `meta mark & MASK == VALUE`
-	rhs    operand
+	fields   []*field
+	fieldBuf [2]*field // fields of a typical match, allocated with it
+	neq      bool
+	mask     []byte // `meta mark & MASK == VALUE`
+	rhs      operand
 }
 
 // vmapStmt looks a selector up in a verdict map, anonymous or named.

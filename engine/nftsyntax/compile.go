@@ -19,7 +19,7 @@ func CompileRule(fam Family, text string, sets Sets) (*Compiled, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compile %q: %w", text, err)
 	}
-	c := &compiler{sets: sets, out: &Compiled{Exprs: make([]expr.Any, 0, 4*len(r.stmts)+2)}}
+	c := &compiler{sets: sets, out: newCompiled()}
 	for _, s := range r.stmts {
 		if err := c.stmt(s); err != nil {
 			return nil, fmt.Errorf("compile %q: %s: %w", text, s, err)
@@ -31,7 +31,7 @@ func CompileRule(fam Family, text string, sets Sets) (*Compiled, error) {
 		}
 		c.out.UserData = ruleComment(r.comment)
 	}
-	return c.out, nil
+	return &c.out.Compiled, nil
 }
 
 // compiler tracks the protocol context like nft does, so that a dependency
@@ -39,23 +39,50 @@ func CompileRule(fam Family, text string, sets Sets) (*Compiled, error) {
 // when the rule already matched it explicitly.
 type compiler struct {
 	sets    Sets
-	out     *Compiled
+	out     *compiledBuf
 	nfproto byte
 	l4proto byte
 }
 
+// compiledBuf is a Compiled allocated together with room for the
+// expressions of a typical rule, its protocol dependencies (a rule has at
+// most one of each kind: a second one is a conflict) and its value
+// matches. It is kept within 512 bytes, the largest size the Go allocator
+// serves without a per-object type header.
+type compiledBuf struct {
+	Compiled
+	exprs [10]expr.Any
+	nfDep dep
+	l4Dep dep
+	cmps  [2]payloadCmp // for value matches on payload fields
+	nCmps int
+}
+
+// payloadCmp returns a load-and-compare pair from the rule's own while
+// there are any.
+func (b *compiledBuf) payloadCmp() *payloadCmp {
+	if b.nCmps < len(b.cmps) {
+		b.nCmps++
+		return &b.cmps[b.nCmps-1]
+	}
+	return &payloadCmp{}
+}
+
+func newCompiled() *compiledBuf {
+	b := &compiledBuf{}
+	b.Exprs = b.exprs[:0] // a longer rule's grow on append
+	return b
+}
+
 func (c *compiler) emit(e ...expr.Any) { c.out.Exprs = append(c.out.Exprs, e...) }
 
-// dep is a protocol dependency's load and match with the matched byte,
-// allocated together (every rule that names an address or a port has one
-// or two).
+// dep is a protocol dependency's load and match with the matched byte
+// (every rule that names an address or a port has one or two).
 type dep struct {
 	meta expr.Meta
 	cmp  expr.Cmp
 	val  [1]byte
 }
-
-func (d *dep) data() []byte { return d.val[:] }
 
 func (c *compiler) depNfproto(v byte) error {
 	if c.nfproto == v {
@@ -64,9 +91,7 @@ func (c *compiler) depNfproto(v byte) error {
 	if c.nfproto != 0 {
 		return fmt.Errorf("conflicting protocols: ipv4 and ipv6 in one rule")
 	}
-	d := &dep{meta: expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, cmp: expr.Cmp{Op: expr.CmpOpEq, Register: 1}, val: [1]byte{v}}
-	d.cmp.Data = d.data()
-	c.emit(&d.meta, &d.cmp)
+	c.emitDep(&c.out.nfDep, expr.MetaKeyNFPROTO, v)
 	c.nfproto = v
 	return nil
 }
@@ -78,11 +103,15 @@ func (c *compiler) depL4proto(v byte) error {
 	if c.l4proto != 0 {
 		return fmt.Errorf("conflicting transport protocols in one rule")
 	}
-	d := &dep{meta: expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, cmp: expr.Cmp{Op: expr.CmpOpEq, Register: 1}, val: [1]byte{v}}
-	d.cmp.Data = d.data()
-	c.emit(&d.meta, &d.cmp)
+	c.emitDep(&c.out.l4Dep, expr.MetaKeyL4PROTO, v)
 	c.l4proto = v
 	return nil
+}
+
+func (c *compiler) emitDep(d *dep, key expr.MetaKey, v byte) {
+	*d = dep{meta: expr.Meta{Key: key, Register: 1}, cmp: expr.Cmp{Op: expr.CmpOpEq, Register: 1}, val: [1]byte{v}}
+	d.cmp.Data = d.val[:]
+	c.emit(&d.meta, &d.cmp)
 }
 
 func (c *compiler) deps(fs []*field) error {
@@ -221,11 +250,24 @@ func (c *compiler) lookupSet(name string) (SetDecl, bool) {
 }
 
 func checkKey(d SetDecl, fs []*field) error {
-	want := Type{Fields: dts(fs)}
-	if d.Key.String() != want.String() {
-		return fmt.Errorf("@%s has key type %s, the rule gives %s", d.Name, d.Key, want)
+	if !keyTypeIs(d.Key, fs) {
+		return fmt.Errorf("@%s has key type %s, the rule gives %s", d.Name, d.Key, Type{Fields: dts(fs)})
 	}
 	return nil
+}
+
+// keyTypeIs reports whether t prints like the type of the key fs (the
+// datatype names, which contain no " . ", are the same).
+func keyTypeIs(t Type, fs []*field) bool {
+	if len(t.Fields) != len(fs) {
+		return false
+	}
+	for i, f := range fs {
+		if t.Fields[i].Name != f.dt.Name {
+			return false
+		}
+	}
+	return true
 }
 
 // setRef resolves a named set or builds the anonymous one, returning the
@@ -378,11 +420,22 @@ func (c *compiler) match(m *matchStmt) error {
 		return nil
 	}
 	// A single value.
-	c.emit(load(f, 1, f.loadLen()))
-	if m.mask != nil {
-		c.emit(&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: m.mask, Xor: make([]byte, 4)})
+	if f.kind == fieldPayload && m.mask == nil {
+		// The common case (an address or a port) allocates its load
+		// and compare together.
+		v := c.out.payloadCmp()
+		*v = payloadCmp{
+			load: expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: f.base, Offset: f.offset, Len: f.loadLen()},
+			cmp:  expr.Cmp{Op: cmpOp(m.neq), Register: 1, Data: rhs.val},
+		}
+		c.emit(&v.load, &v.cmp)
+	} else {
+		c.emit(load(f, 1, f.loadLen()))
+		if m.mask != nil {
+			c.emit(&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: m.mask, Xor: make([]byte, 4)})
+		}
+		c.emit(&expr.Cmp{Op: cmpOp(m.neq), Register: 1, Data: rhs.val})
 	}
-	c.emit(&expr.Cmp{Op: cmpOp(m.neq), Register: 1, Data: rhs.val})
 	if !m.neq && m.mask == nil && !rhs.wildcard {
 		// An explicit protocol match is context for later dependencies.
 		switch f.name {
@@ -393,6 +446,12 @@ func (c *compiler) match(m *matchStmt) error {
 		}
 	}
 	return nil
+}
+
+// payloadCmp is a payload load and the compare of its value.
+type payloadCmp struct {
+	load expr.Payload
+	cmp  expr.Cmp
 }
 
 func leU32(v uint32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)} }

@@ -47,6 +47,9 @@ func ParseSetDecl(name, keyType, dataType string, interval bool) (SetDecl, error
 // EncodeElements converts a whole element list to kernel form as nft sends
 // it for `add element` of the same text into an empty set.
 func EncodeElements(d SetDecl, elems []ElementText) ([]Elem, error) {
+	if !d.Interval {
+		return encodePlain(d, elems)
+	}
 	type item struct {
 		parts []span
 		elem  Elem
@@ -64,32 +67,7 @@ func EncodeElements(d SetDecl, elems []ElementText) ([]Elem, error) {
 		}
 		items = append(items, item{parts: parts, elem: e, text: et.Key})
 	}
-	switch {
-	case !d.Interval:
-		seen := make(map[string]bool, len(items))
-		out := make([]Elem, 0, len(items))
-		for _, it := range items {
-			var key []byte
-			for i, p := range it.parts {
-				if !bytes.Equal(p.lo, p.hi) {
-					return nil, fmt.Errorf("set %s element %q: a range or prefix needs flags interval", d.Name, it.text)
-				}
-				if len(it.parts) == 1 && !d.Key.IsConcat() {
-					key = p.lo // parsed for this element alone
-					break
-				}
-				key = appendField(key, d.Key, i, p.lo)
-			}
-			if seen[string(key)] {
-				return nil, fmt.Errorf("set %s: duplicate element %q", d.Name, it.text)
-			}
-			seen[string(key)] = true
-			e := it.elem
-			e.Key = key
-			out = append(out, e)
-		}
-		return out, nil
-	case d.Key.IsConcat():
+	if d.Key.IsConcat() {
 		// Concatenated interval sets (pipapo) take each range as one
 		// element with an inclusive KEY_END, no interval-end elements.
 		out := make([]Elem, 0, len(items))
@@ -168,52 +146,63 @@ func parseElementKey(d SetDecl, key string) ([]span, error) {
 		parts[0] = key
 	}
 	if len(parts) != len(d.Key.Fields) {
-		return nil, fmt.Errorf("key has %d fields, type %s has %d", len(parts), d.Key, len(d.Key.Fields))
+		return nil, fieldCountError(d, len(parts))
 	}
 	out := make([]span, len(parts))
 	for i, s := range parts {
-		dt := d.Key.Fields[i]
-		s = strings.TrimSpace(s)
-		if dt.Name == "ifname" {
-			o, err := parseOperand(dt, s)
-			if err != nil {
-				return nil, err
-			}
-			if o.wildcard {
-				lo, hi := make([]byte, 16), make([]byte, 16)
-				copy(lo, o.val)
-				copy(hi, o.val)
-				for j := len(o.val); j < 16; j++ {
-					hi[j] = 0xff
-				}
-				out[i] = span{lo, hi}
-				continue
-			}
-			out[i] = span{o.val, o.val}
-			continue
-		}
-		o, err := parseKeyPart(dt, s)
+		sp, err := parseSpan(d, d.Key.Fields[i], strings.TrimSpace(s))
 		if err != nil {
 			return nil, err
 		}
-		switch o.kind {
-		case opValue:
-			out[i] = span{o.val, o.val}
-		case opPrefix:
-			hi := make([]byte, len(o.val))
-			m := prefixMask(len(o.val), o.bits)
-			for j := range hi {
-				hi[j] = o.val[j] | ^m[j]
-			}
-			out[i] = span{o.val, hi}
-		case opRange:
-			out[i] = span{o.val, o.hi}
-		}
-		if d.Interval && dt.intervalBigEndian() {
-			out[i] = span{reversed(out[i].lo), reversed(out[i].hi)}
-		}
+		out[i] = sp
 	}
 	return out, nil
+}
+
+func fieldCountError(d SetDecl, n int) error {
+	return fmt.Errorf("key has %d fields, type %s has %d", n, d.Key, len(d.Key.Fields))
+}
+
+// parseSpan parses one (trimmed) key part of an element of d.
+func parseSpan(d SetDecl, dt DataType, s string) (span, error) {
+	if dt.Name == "ifname" {
+		o, err := parseOperand(dt, s)
+		if err != nil {
+			return span{}, err
+		}
+		if o.wildcard {
+			lo, hi := make([]byte, 16), make([]byte, 16)
+			copy(lo, o.val)
+			copy(hi, o.val)
+			for j := len(o.val); j < 16; j++ {
+				hi[j] = 0xff
+			}
+			return span{lo, hi}, nil
+		}
+		return span{o.val, o.val}, nil
+	}
+	o, err := parseKeyPart(dt, s)
+	if err != nil {
+		return span{}, err
+	}
+	var sp span
+	switch o.kind {
+	case opValue:
+		sp = span{o.val, o.val}
+	case opPrefix:
+		hi := make([]byte, len(o.val))
+		m := prefixMask(len(o.val), o.bits)
+		for j := range hi {
+			hi[j] = o.val[j] | ^m[j]
+		}
+		sp = span{o.val, hi}
+	case opRange:
+		sp = span{o.val, o.hi}
+	}
+	if d.Interval && dt.intervalBigEndian() {
+		sp = span{reversed(sp.lo), reversed(sp.hi)}
+	}
+	return sp, nil
 }
 
 // reversed returns a copy of b in the opposite byte order.
@@ -257,7 +246,7 @@ func encodeValue(d SetDecl, v string, e *Elem) error {
 func parseVerdictText(s string) (*expr.Verdict, error) {
 	p := &parser{end: len(s) + 1}
 	var err error
-	if p.toks, err = lex(s); err != nil {
+	if p.toks, err = lex(s, nil); err != nil {
 		return nil, err
 	}
 	if p.done() {

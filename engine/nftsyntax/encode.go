@@ -15,101 +15,101 @@ import (
 // anything else goes through expr.Marshal. TestAppendExpr holds the two
 // encoders to the same bytes.
 func AppendExpr(b []byte, fam Family, e expr.Any) ([]byte, error) {
-	m := attrBuf{b: b}
+	var d, v, vd int // offsets of open nested attributes
 	switch x := e.(type) {
 	case *expr.Meta:
-		m.str(unix.NFTA_EXPR_NAME, "meta")
-		d := m.nest(unix.NFTA_EXPR_DATA)
-		m.u32(unix.NFTA_META_KEY, uint32(x.Key))
+		b = putstr(b, unix.NFTA_EXPR_NAME, "meta")
+		b, d = nest(b, unix.NFTA_EXPR_DATA)
+		b = putu32(b, unix.NFTA_META_KEY, uint32(x.Key))
 		if x.SourceRegister {
-			m.u32(unix.NFTA_META_SREG, x.Register)
+			b = putu32(b, unix.NFTA_META_SREG, x.Register)
 		} else {
-			m.u32(unix.NFTA_META_DREG, x.Register)
+			b = putu32(b, unix.NFTA_META_DREG, x.Register)
 		}
-		m.end(d)
+		endNest(b, d)
 	case *expr.Cmp:
-		m.str(unix.NFTA_EXPR_NAME, "cmp")
-		d := m.nest(unix.NFTA_EXPR_DATA)
-		m.u32(unix.NFTA_CMP_SREG, x.Register)
-		m.u32(unix.NFTA_CMP_OP, uint32(x.Op))
-		v := m.nest(unix.NFTA_CMP_DATA)
-		m.attr(unix.NFTA_DATA_VALUE, x.Data)
-		m.end(v)
-		m.end(d)
+		b = putstr(b, unix.NFTA_EXPR_NAME, "cmp")
+		b, d = nest(b, unix.NFTA_EXPR_DATA)
+		b = putu32(b, unix.NFTA_CMP_SREG, x.Register)
+		b = putu32(b, unix.NFTA_CMP_OP, uint32(x.Op))
+		b, v = nest(b, unix.NFTA_CMP_DATA)
+		b = putattr(b, unix.NFTA_DATA_VALUE, x.Data)
+		endNest(b, v)
+		endNest(b, d)
 	case *expr.Payload:
-		m.str(unix.NFTA_EXPR_NAME, "payload")
-		d := m.nest(unix.NFTA_EXPR_DATA)
+		b = putstr(b, unix.NFTA_EXPR_NAME, "payload")
+		b, d = nest(b, unix.NFTA_EXPR_DATA)
 		if x.OperationType == expr.PayloadWrite {
-			m.u32(unix.NFTA_PAYLOAD_SREG, x.SourceRegister)
+			b = putu32(b, unix.NFTA_PAYLOAD_SREG, x.SourceRegister)
 		} else {
-			m.u32(unix.NFTA_PAYLOAD_DREG, x.DestRegister)
+			b = putu32(b, unix.NFTA_PAYLOAD_DREG, x.DestRegister)
 		}
-		m.u32(unix.NFTA_PAYLOAD_BASE, uint32(x.Base))
-		m.u32(unix.NFTA_PAYLOAD_OFFSET, x.Offset)
-		m.u32(unix.NFTA_PAYLOAD_LEN, x.Len)
+		b = putu32(b, unix.NFTA_PAYLOAD_BASE, uint32(x.Base))
+		b = putu32(b, unix.NFTA_PAYLOAD_OFFSET, x.Offset)
+		b = putu32(b, unix.NFTA_PAYLOAD_LEN, x.Len)
 		if x.CsumType > 0 {
-			m.u32(unix.NFTA_PAYLOAD_CSUM_TYPE, uint32(x.CsumType))
-			m.u32(unix.NFTA_PAYLOAD_CSUM_OFFSET, x.CsumOffset)
+			b = putu32(b, unix.NFTA_PAYLOAD_CSUM_TYPE, uint32(x.CsumType))
+			b = putu32(b, unix.NFTA_PAYLOAD_CSUM_OFFSET, x.CsumOffset)
 			if x.CsumFlags > 0 {
-				m.u32(unix.NFTA_PAYLOAD_CSUM_FLAGS, x.CsumFlags)
+				b = putu32(b, unix.NFTA_PAYLOAD_CSUM_FLAGS, x.CsumFlags)
 			}
 		}
-		m.end(d)
+		endNest(b, d)
 	case *expr.Immediate:
-		m.str(unix.NFTA_EXPR_NAME, "immediate")
-		d := m.nest(unix.NFTA_EXPR_DATA)
-		m.u32(unix.NFTA_IMMEDIATE_DREG, x.Register)
-		v := m.nest(unix.NFTA_IMMEDIATE_DATA)
-		m.attr(unix.NFTA_DATA_VALUE, x.Data)
-		m.end(v)
-		m.end(d)
+		b = putstr(b, unix.NFTA_EXPR_NAME, "immediate")
+		b, d = nest(b, unix.NFTA_EXPR_DATA)
+		b = putu32(b, unix.NFTA_IMMEDIATE_DREG, x.Register)
+		b, v = nest(b, unix.NFTA_IMMEDIATE_DATA)
+		b = putattr(b, unix.NFTA_DATA_VALUE, x.Data)
+		endNest(b, v)
+		endNest(b, d)
 	case *expr.Verdict:
-		m.str(unix.NFTA_EXPR_NAME, "immediate")
-		d := m.nest(unix.NFTA_EXPR_DATA)
-		m.u32(unix.NFTA_IMMEDIATE_DREG, unix.NFT_REG_VERDICT)
-		v := m.nest(unix.NFTA_IMMEDIATE_DATA)
-		vd := m.nest(unix.NFTA_DATA_VERDICT)
-		m.u32(unix.NFTA_VERDICT_CODE, uint32(x.Kind))
+		b = putstr(b, unix.NFTA_EXPR_NAME, "immediate")
+		b, d = nest(b, unix.NFTA_EXPR_DATA)
+		b = putu32(b, unix.NFTA_IMMEDIATE_DREG, unix.NFT_REG_VERDICT)
+		b, v = nest(b, unix.NFTA_IMMEDIATE_DATA)
+		b, vd = nest(b, unix.NFTA_DATA_VERDICT)
+		b = putu32(b, unix.NFTA_VERDICT_CODE, uint32(x.Kind))
 		if x.Chain != "" {
-			m.str(unix.NFTA_VERDICT_CHAIN, x.Chain)
+			b = putstr(b, unix.NFTA_VERDICT_CHAIN, x.Chain)
 		}
-		m.end(vd)
-		m.end(v)
-		m.end(d)
+		endNest(b, vd)
+		endNest(b, v)
+		endNest(b, d)
 	case *expr.Lookup:
-		m.str(unix.NFTA_EXPR_NAME, "lookup")
-		d := m.nest(unix.NFTA_EXPR_DATA)
+		b = putstr(b, unix.NFTA_EXPR_NAME, "lookup")
+		b, d = nest(b, unix.NFTA_EXPR_DATA)
 		if x.SourceRegister != 0 {
-			m.u32(unix.NFTA_LOOKUP_SREG, x.SourceRegister)
+			b = putu32(b, unix.NFTA_LOOKUP_SREG, x.SourceRegister)
 		}
 		if x.IsDestRegSet {
-			m.u32(unix.NFTA_LOOKUP_DREG, x.DestRegister)
+			b = putu32(b, unix.NFTA_LOOKUP_DREG, x.DestRegister)
 		}
 		if x.Invert {
-			m.u32(unix.NFTA_LOOKUP_FLAGS, unix.NFT_LOOKUP_F_INV)
+			b = putu32(b, unix.NFTA_LOOKUP_FLAGS, unix.NFT_LOOKUP_F_INV)
 		}
-		m.str(unix.NFTA_LOOKUP_SET, x.SetName)
-		m.u32(unix.NFTA_LOOKUP_SET_ID, x.SetID)
-		m.end(d)
+		b = putstr(b, unix.NFTA_LOOKUP_SET, x.SetName)
+		b = putu32(b, unix.NFTA_LOOKUP_SET_ID, x.SetID)
+		endNest(b, d)
 	case *expr.Counter:
-		m.str(unix.NFTA_EXPR_NAME, "counter")
-		d := m.nest(unix.NFTA_EXPR_DATA)
-		m.u64(unix.NFTA_COUNTER_BYTES, x.Bytes)
-		m.u64(unix.NFTA_COUNTER_PACKETS, x.Packets)
-		m.end(d)
+		b = putstr(b, unix.NFTA_EXPR_NAME, "counter")
+		b, d = nest(b, unix.NFTA_EXPR_DATA)
+		b = putu64(b, unix.NFTA_COUNTER_BYTES, x.Bytes)
+		b = putu64(b, unix.NFTA_COUNTER_PACKETS, x.Packets)
+		endNest(b, d)
 	case *expr.Bitwise:
-		m.str(unix.NFTA_EXPR_NAME, "bitwise")
-		d := m.nest(unix.NFTA_EXPR_DATA)
-		m.u32(unix.NFTA_BITWISE_SREG, x.SourceRegister)
-		m.u32(unix.NFTA_BITWISE_DREG, x.DestRegister)
-		m.u32(unix.NFTA_BITWISE_LEN, x.Len)
-		v := m.nest(unix.NFTA_BITWISE_MASK)
-		m.attr(unix.NFTA_DATA_VALUE, x.Mask)
-		m.end(v)
-		v = m.nest(unix.NFTA_BITWISE_XOR)
-		m.attr(unix.NFTA_DATA_VALUE, x.Xor)
-		m.end(v)
-		m.end(d)
+		b = putstr(b, unix.NFTA_EXPR_NAME, "bitwise")
+		b, d = nest(b, unix.NFTA_EXPR_DATA)
+		b = putu32(b, unix.NFTA_BITWISE_SREG, x.SourceRegister)
+		b = putu32(b, unix.NFTA_BITWISE_DREG, x.DestRegister)
+		b = putu32(b, unix.NFTA_BITWISE_LEN, x.Len)
+		b, v = nest(b, unix.NFTA_BITWISE_MASK)
+		b = putattr(b, unix.NFTA_DATA_VALUE, x.Mask)
+		endNest(b, v)
+		b, v = nest(b, unix.NFTA_BITWISE_XOR)
+		b = putattr(b, unix.NFTA_DATA_VALUE, x.Xor)
+		endNest(b, v)
+		endNest(b, d)
 	default:
 		eb, err := expr.Marshal(byte(fam), e)
 		if err != nil {
@@ -117,7 +117,7 @@ func AppendExpr(b []byte, fam Family, e expr.Any) ([]byte, error) {
 		}
 		return append(b, eb...), nil
 	}
-	return m.b, nil
+	return b, nil
 }
 
 // Canonical reports whether an expression as this package's compiler builds
@@ -139,52 +139,55 @@ func Canonical(e expr.Any) bool {
 	return false
 }
 
-// attrBuf appends netlink attributes as netlink.MarshalAttributes lays
-// them out (native-endian header, unpadded length, zero padding).
-type attrBuf struct{ b []byte }
+// The put functions append netlink attributes as netlink.MarshalAttributes
+// lays them out (native-endian header, unpadded length, zero padding).
+// They take and return the buffer rather than update a struct through a
+// pointer, so that a caller's stack buffer stays on the stack.
 
-func (m *attrBuf) attr(typ uint16, data []byte) {
-	m.b = binary.NativeEndian.AppendUint16(m.b, uint16(4+len(data)))
-	m.b = binary.NativeEndian.AppendUint16(m.b, typ)
-	m.b = append(m.b, data...)
-	m.pad(len(data))
+func putattr(b []byte, typ uint16, data []byte) []byte {
+	b = binary.NativeEndian.AppendUint16(b, uint16(4+len(data)))
+	b = binary.NativeEndian.AppendUint16(b, typ)
+	b = append(b, data...)
+	return pad(b, len(data))
 }
 
 // pad aligns an attribute whose payload is n bytes to 4 bytes.
-func (m *attrBuf) pad(n int) {
-	m.b = append(m.b, zeros[:(4-n%4)%4]...)
+func pad(b []byte, n int) []byte {
+	return append(b, zeros[:(4-n%4)%4]...)
 }
 
 var zeros [4]byte
 
-// str appends a NUL-terminated string attribute.
-func (m *attrBuf) str(typ uint16, s string) {
-	m.b = binary.NativeEndian.AppendUint16(m.b, uint16(4+len(s)+1))
-	m.b = binary.NativeEndian.AppendUint16(m.b, typ)
-	m.b = append(m.b, s...)
-	m.b = append(m.b, 0)
-	m.pad(len(s) + 1)
+// putstr appends a NUL-terminated string attribute.
+func putstr(b []byte, typ uint16, s string) []byte {
+	b = binary.NativeEndian.AppendUint16(b, uint16(4+len(s)+1))
+	b = binary.NativeEndian.AppendUint16(b, typ)
+	b = append(b, s...)
+	b = append(b, 0)
+	return pad(b, len(s)+1)
 }
 
-func (m *attrBuf) u32(typ uint16, v uint32) {
-	m.b = binary.NativeEndian.AppendUint16(m.b, 8)
-	m.b = binary.NativeEndian.AppendUint16(m.b, typ)
-	m.b = binary.BigEndian.AppendUint32(m.b, v)
+func putu32(b []byte, typ uint16, v uint32) []byte {
+	b = binary.NativeEndian.AppendUint16(b, 8)
+	b = binary.NativeEndian.AppendUint16(b, typ)
+	return binary.BigEndian.AppendUint32(b, v)
 }
 
-func (m *attrBuf) u64(typ uint16, v uint64) {
-	m.b = binary.NativeEndian.AppendUint16(m.b, 12)
-	m.b = binary.NativeEndian.AppendUint16(m.b, typ)
-	m.b = binary.BigEndian.AppendUint64(m.b, v)
+func putu64(b []byte, typ uint16, v uint64) []byte {
+	b = binary.NativeEndian.AppendUint16(b, 12)
+	b = binary.NativeEndian.AppendUint16(b, typ)
+	return binary.BigEndian.AppendUint64(b, v)
 }
 
-func (m *attrBuf) nest(typ uint16) int {
-	off := len(m.b)
-	m.b = binary.NativeEndian.AppendUint16(m.b, 0)
-	m.b = binary.NativeEndian.AppendUint16(m.b, typ|unix.NLA_F_NESTED)
-	return off
+// nest starts a nested attribute; endNest writes its length once its
+// content is appended.
+func nest(b []byte, typ uint16) ([]byte, int) {
+	off := len(b)
+	b = binary.NativeEndian.AppendUint16(b, 0)
+	b = binary.NativeEndian.AppendUint16(b, typ|unix.NLA_F_NESTED)
+	return b, off
 }
 
-func (m *attrBuf) end(off int) {
-	binary.NativeEndian.PutUint16(m.b[off:], uint16(len(m.b)-off))
+func endNest(b []byte, off int) {
+	binary.NativeEndian.PutUint16(b[off:], uint16(len(b)-off))
 }

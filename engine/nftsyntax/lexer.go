@@ -19,10 +19,10 @@ type token struct {
 // prints them).
 const punctuation = "{},@&;"
 
-// lex splits a rule into tokens. Words run until a blank or punctuation;
-// "==" and "!=" are words of their own when blank-separated.
-func lex(text string) ([]token, error) {
-	toks := make([]token, 0, strings.Count(text, " ")+2)
+// lex splits a rule into tokens, appended to toks (the caller's buffer, so
+// that a short rule needs no allocation). Words run until a blank or
+// punctuation; "==" and "!=" are words of their own when blank-separated.
+func lex(text string, toks []token) ([]token, error) {
 	i := 0
 	for i < len(text) {
 		c := text[i]
@@ -48,12 +48,12 @@ func lex(text string) ([]token, error) {
 			i += j + 2
 		case isControl(c):
 			return nil, &SyntaxError{Col: i + 1, Token: text[i : i+1], Reason: "control character"}
-		case strings.IndexByte(punctuation, c) >= 0:
+		case isPunct(c):
 			toks = append(toks, token{text: text[i : i+1], col: i + 1})
 			i++
 		default:
 			j := i
-			for j < len(text) && !isControl(text[j]) && !strings.ContainsRune(" \""+punctuation, rune(text[j])) {
+			for j < len(text) && !endsWord(text[j]) {
 				j++
 			}
 			toks = append(toks, token{text: text[i:j], col: i + 1})
@@ -62,6 +62,19 @@ func lex(text string) ([]token, error) {
 	}
 	return toks, nil
 }
+
+// isPunct reports whether c is one of punctuation.
+func isPunct(c byte) bool {
+	switch c {
+	case '{', '}', ',', '@', '&', ';':
+		return true
+	}
+	return false
+}
+
+// endsWord reports whether c ends a word: a blank, a control character
+// (tab included), a quote or punctuation.
+func endsWord(c byte) bool { return c == ' ' || c == '"' || isControl(c) || isPunct(c) }
 
 // isControl reports an ASCII control character (tab is a blank between
 // tokens, never part of one).

@@ -16,13 +16,28 @@ type parser struct {
 	end  int // column just past the text, for errors at end of input
 }
 
+// newMatch returns one of the match statements allocated with the rule
+// while there are any. (The parser does not hold r: escape analysis would
+// then take the tokens for part of the AST and move them to the heap.)
+func (r *ruleAST) newMatch() *matchStmt {
+	if r.nMatch < len(r.matchBuf) {
+		r.nMatch++
+		return &r.matchBuf[r.nMatch-1]
+	}
+	return &matchStmt{}
+}
+
 func parseRule(text string) (*ruleAST, error) {
-	toks, err := lex(text)
+	// Tokens are only needed while parsing (the AST keeps substrings of
+	// text), so a typical rule's live on the stack.
+	var buf [24]token
+	toks, err := lex(text, buf[:0])
 	if err != nil {
 		return nil, err
 	}
+	r := &ruleAST{}
+	r.stmts = r.stmtBuf[:0]
 	p := &parser{toks: toks, end: len(text) + 1}
-	r := &ruleAST{stmts: make([]stmt, 0, 4)}
 	for !p.done() {
 		if p.peek() == "comment" {
 			p.next()
@@ -36,7 +51,7 @@ func parseRule(text string) (*ruleAST, error) {
 			}
 			break
 		}
-		s, err := p.stmt()
+		s, err := p.stmt(r)
 		if err != nil {
 			return nil, err
 		}
@@ -91,11 +106,15 @@ func (p *parser) expect(word, what string) error {
 }
 
 func (p *parser) expectWord(what string) (token, error) {
-	if p.done() || p.toks[p.pos].quoted || strings.Contains(punctuation, p.peek()) {
+	if p.done() || p.toks[p.pos].quoted || isPunctToken(p.peek()) {
 		return token{}, p.errHere("expected " + what)
 	}
 	return p.next(), nil
 }
+
+// isPunctToken reports whether a token is punctuation (a word never
+// contains any).
+func isPunctToken(t string) bool { return len(t) == 1 && isPunct(t[0]) }
 
 func (p *parser) expectString(what string) (string, error) {
 	if p.done() || !p.toks[p.pos].quoted {
@@ -117,9 +136,16 @@ func (p *parser) expectUint(what string, bits int) (uint64, error) {
 	return n, nil
 }
 
-var selectorStarts = map[string]bool{"ip": true, "ip6": true, "tcp": true, "udp": true, "sctp": true, "th": true, "meta": true, "iifname": true, "oifname": true, "ct": true}
+// selectorStart reports whether a word starts a selector.
+func selectorStart(w string) bool {
+	switch w {
+	case "ip", "ip6", "tcp", "udp", "sctp", "th", "meta", "iifname", "oifname", "ct":
+		return true
+	}
+	return false
+}
 
-func (p *parser) stmt() (stmt, error) {
+func (p *parser) stmt(r *ruleAST) (stmt, error) {
 	w := p.peek()
 	switch {
 	case w == "meta" && p.peekAt(1) == "mark" && p.peekAt(2) == "set":
@@ -133,8 +159,8 @@ func (p *parser) stmt() (stmt, error) {
 			return nil, p.errAt(t, err.Error())
 		}
 		return &markSetStmt{val: v}, nil
-	case selectorStarts[w]:
-		return p.match()
+	case selectorStart(w):
+		return p.match(r)
 	case w == "counter":
 		p.next()
 		c := &counterStmt{}
@@ -233,53 +259,97 @@ func isKeyword(s string) bool {
 // selector parses `ip saddr`, `meta l4proto`, `iifname`, ...
 func (p *parser) selector() (*field, error) {
 	t := p.next()
-	var name string
 	switch t.text {
 	case "iifname", "oifname":
-		name = t.text
-	case "ip", "ip6", "tcp", "udp", "sctp", "th", "meta", "ct":
-		var want []string
-		switch t.text {
-		case "ip":
-			want = []string{"saddr", "daddr", "protocol"}
-		case "ip6":
-			want = []string{"saddr", "daddr", "nexthdr"}
-		case "tcp", "udp", "sctp", "th":
-			want = []string{"dport", "sport"}
-		case "meta":
-			want = []string{"l4proto", "nfproto", "mark", "iifname", "oifname"}
-		case "ct":
-			want = []string{"state", "mark"}
-		}
-		k := p.peek()
-		ok := false
-		for _, w := range want {
-			ok = ok || k == w
-		}
-		if !ok || (p.done() || p.toks[p.pos].quoted) {
-			return nil, p.errHere("expected " + strings.Join(want, " or "))
-		}
-		p.next()
-		name = t.text + " " + k
-		if name == "meta iifname" || name == "meta oifname" {
-			name = k
-		}
-	default:
+		return fields[t.text], nil
+	}
+	want := secondWords(t.text)
+	if want == nil {
 		return nil, p.errAt(t, "expected a selector")
 	}
-	return fields[name], nil
+	if !p.done() && !p.toks[p.pos].quoted {
+		k := p.peek()
+		for _, w := range want {
+			if k == w.word {
+				p.next()
+				return w.f, nil
+			}
+		}
+	}
+	words := make([]string, len(want))
+	for i, w := range want {
+		words[i] = w.word
+	}
+	return nil, p.errHere("expected " + strings.Join(words, " or "))
 }
 
-func (p *parser) match() (stmt, error) {
+// selectorWord is a second word of a selector and the field it selects.
+type selectorWord struct {
+	word string
+	f    *field
+}
+
+func selectorWords(first string, second ...string) []selectorWord {
+	out := make([]selectorWord, len(second))
+	for i, w := range second {
+		name := first + " " + w
+		if first == "meta" && (w == "iifname" || w == "oifname") {
+			name = w
+		}
+		out[i] = selectorWord{w, fields[name]}
+	}
+	return out
+}
+
+// The read-only second words of each two-word selector, in the order an
+// error lists them.
+var (
+	ipWords   = selectorWords("ip", "saddr", "daddr", "protocol")
+	ip6Words  = selectorWords("ip6", "saddr", "daddr", "nexthdr")
+	tcpWords  = selectorWords("tcp", "dport", "sport")
+	udpWords  = selectorWords("udp", "dport", "sport")
+	sctpWords = selectorWords("sctp", "dport", "sport")
+	thWords   = selectorWords("th", "dport", "sport")
+	metaWords = selectorWords("meta", "l4proto", "nfproto", "mark", "iifname", "oifname")
+	ctWords   = selectorWords("ct", "state", "mark")
+)
+
+// secondWords returns the second words a selector's first word takes, nil
+// when it starts no two-word selector.
+func secondWords(first string) []selectorWord {
+	switch first {
+	case "ip":
+		return ipWords
+	case "ip6":
+		return ip6Words
+	case "tcp":
+		return tcpWords
+	case "udp":
+		return udpWords
+	case "sctp":
+		return sctpWords
+	case "th":
+		return thWords
+	case "meta":
+		return metaWords
+	case "ct":
+		return ctWords
+	}
+	return nil
+}
+
+func (p *parser) match(r *ruleAST) (stmt, error) {
 	start := p.toks[p.pos]
 	f, err := p.selector()
 	if err != nil {
 		return nil, err
 	}
-	fs := []*field{f}
+	m := r.newMatch()
+	m.fieldBuf[0] = f
+	fs := m.fieldBuf[:1]
 	for p.peek() == "." {
 		p.next()
-		if !selectorStarts[p.peek()] {
+		if !selectorStart(p.peek()) {
 			return nil, p.errHere("expected a selector after \".\"")
 		}
 		f, err := p.selector()
@@ -299,7 +369,7 @@ func (p *parser) match() (stmt, error) {
 		p.next()
 		return p.vmap(fs)
 	}
-	m := &matchStmt{fields: fs}
+	m.fields = fs
 	if p.peek() == "&" {
 		if len(fs) > 1 || fs[0].dt.Name != "mark" {
 			return nil, p.errHere("a mask applies only to meta mark or ct mark")
@@ -417,7 +487,13 @@ func parseKeyPart(dt DataType, s string) (operand, error) {
 		}
 		return operand{kind: opPrefix, val: v, bits: bits}, nil
 	}
-	if i := rangeDash(dt, s); i > 0 {
+	// A text that parses as one value is one, even if it contains a dash
+	// (protocol names like "ipv6-icmp"); see dashAt.
+	v, err := parseValue(dt, s)
+	if err == nil {
+		return operand{kind: opValue, val: v}, nil
+	}
+	if i := dashAt(s); i > 0 {
 		lo, err := parseValue(dt, s[:i])
 		if err != nil {
 			return operand{}, err
@@ -434,25 +510,20 @@ func parseKeyPart(dt DataType, s string) (operand, error) {
 		}
 		return operand{kind: opRange, val: lo, hi: hi}, nil
 	}
-	v, err := parseValue(dt, s)
-	if err != nil {
-		if i := strings.IndexByte(s, '-'); i >= 0 && nameLen(s) > i {
-			return operand{}, errorf("invalid %s %q: nft reads it as one name, not a range of names", dt.Name, s)
-		}
+	if i := strings.IndexByte(s, '-'); i >= 0 && nameLen(s) > i {
+		return operand{}, errorf("invalid %s %q: nft reads it as one name, not a range of names", dt.Name, s)
 	}
-	return operand{kind: opValue, val: v}, err
+	return operand{kind: opValue}, err
 }
 
-// rangeDash finds the '-' separating a range; protocol names like
-// "ipv6-icmp" contain one, so a dash only splits when the whole text does
-// not parse as one value. Like nft's scanner, a word that starts with a
-// letter reads as one name across dashes ("tcp-udp" is a name, never a
-// range of names; nft refuses it as unknown), while an address such as
-// "fd00::1-fd00::ff" stops the name at its colon.
-func rangeDash(dt DataType, s string) int {
-	if _, err := parseValue(dt, s); err == nil {
-		return -1
-	}
+// dashAt finds the '-' separating a range in a text that does not parse
+// as one value (protocol names like "ipv6-icmp" contain one, so the whole
+// text is tried as a value first, see parseKeyPart). Like nft's scanner, a
+// word that starts with a letter reads as one name across dashes
+// ("tcp-udp" is a name, never a range of names; nft refuses it as
+// unknown), while an address such as "fd00::1-fd00::ff" stops the name at
+// its colon.
+func dashAt(s string) int {
 	i := strings.IndexByte(s, '-')
 	if i >= 0 && nameLen(s) > i {
 		return -1
@@ -738,7 +809,7 @@ func (p *parser) snat() (stmt, error) {
 	if err := p.expect("to", "to"); err != nil {
 		return nil, err
 	}
-	if selectorStarts[p.peek()] {
+	if selectorStart(p.peek()) {
 		f, err := p.selector()
 		if err != nil {
 			return nil, err

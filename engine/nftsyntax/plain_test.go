@@ -1,0 +1,304 @@
+package nftsyntax
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// valueTexts are literals of every kind the parsers meet: valid values of
+// each datatype at their edges, IPv4-mapped and zoned IPv6 addresses,
+// prefixes and ranges (valid, reversed, with host bits), names with dashes,
+// and text that is none of these.
+var valueTexts = []string{
+	"", " ", "-", "/", "0", "1", "255", "256", "65535", "65536", "-1", "0x10", "0xffffffff", "0x100000000", "010",
+	"0.0.0.0", "10.0.0.1", "255.255.255.255", "256.0.0.1", "1.2.3", "1.2.3.4.5", "01.2.3.4", "1.2.3.4 ",
+	"::", "::1", "fd00::1", "fe80::1%eth0", "::ffff:1.2.3.4", "::ffff:10.0.0.1", "1.2.3.4::", "2001:db8::/32",
+	"ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "fd00::1-fd00::ff", "fd00::ff-fd00::1", "fd00::/64", "fd00::1/64",
+	"10.0.0.0/8", "10.0.0.1/8", "10.0.0.1/32", "10.0.0.0/33", "10.0.0.0/-1", "10.0.0.0/x", "0.0.0.0/0",
+	"10.0.0.1-10.0.0.9", "10.0.0.9-10.0.0.1", "10.0.0.1-10.0.0.1", "10.0.0.1-", "-10.0.0.1", "10.0.0.1-x",
+	"80-90", "90-80", "1-65535", "0-0", "80-", "a-b", "tcp", "udp", "ipv6-icmp", "tcp-udp", "icmpv6", "ip", "dccp",
+	"0-5", "250-255", "ipv4", "ipv6", "0x00000001", "0x00000001-0x00000002", "eth0", `"eth0"`, `"veth*"`, `"*"`,
+	`"0123456789abcdef"`, `"0123456789abcde"`, `""`, `"a*b*"`, "veth*", "x\x01", `"x` + "\x01" + `"`, "_a-b", ".x-1",
+}
+
+func valueTypes() []DataType {
+	return append(append([]DataType(nil), dataTypes...), typeNfproto, typeCtState)
+}
+
+func TestParseValueMatchesReference(t *testing.T) {
+	for _, dt := range valueTypes() {
+		for _, s := range valueTexts {
+			got, err := parseValue(dt, s)
+			want, wantErr := parseValueRef(dt, s)
+			if fmt.Sprint(err) != fmt.Sprint(wantErr) || !bytes.Equal(got, want) || (got == nil) != (want == nil) {
+				t.Errorf("parseValue(%s, %q) = %x, %v; want %x, %v", dt.Name, s, got, err, want, wantErr)
+			}
+			if cap(got) != len(got) {
+				t.Errorf("parseValue(%s, %q) has spare capacity %d", dt.Name, s, cap(got)-len(got))
+			}
+		}
+	}
+}
+
+func TestParseKeyPartMatchesReference(t *testing.T) {
+	for _, dt := range valueTypes() {
+		for _, s := range valueTexts {
+			got, err := parseKeyPart(dt, s)
+			want, wantErr := parseKeyPartRef(dt, s)
+			if fmt.Sprint(err) != fmt.Sprint(wantErr) || !sameOperand(got, want) {
+				t.Errorf("parseKeyPart(%s, %q) = %+v, %v; want %+v, %v", dt.Name, s, got, err, want, wantErr)
+			}
+		}
+	}
+}
+
+func sameOperand(a, b operand) bool {
+	return a.kind == b.kind && bytes.Equal(a.val, b.val) && bytes.Equal(a.hi, b.hi) && a.bits == b.bits && a.wildcard == b.wildcard
+}
+
+// plainDecls are set declarations without flags interval, of every key
+// type, plain, concatenated, and maps.
+func plainDecls(t testing.TB) []SetDecl {
+	var out []SetDecl
+	for _, k := range []string{"ipv4_addr", "ipv6_addr", "inet_proto", "inet_service", "mark", "ifname",
+		"ipv4_addr . inet_service", "ipv4_addr . inet_proto . inet_service", "ipv6_addr . inet_service",
+		"ipv6_addr . ipv6_addr", "ifname . mark", "inet_proto . inet_service"} {
+		for _, data := range []string{"", "verdict", "ipv4_addr", "mark"} {
+			d, err := ParseSetDecl("s", k, data, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// plainCases are element lists, valid and not, that encodePlain must
+// treat exactly as the general encoder did.
+var plainCases = [][]ElementText{
+	nil,
+	et(),
+	et("10.0.0.1", "10.0.0.2", "255.255.255.255", "0.0.0.0"),
+	et("10.0.0.1", "10.0.0.2", "10.0.0.1"),
+	et(" 10.0.0.1", "10.0.0.1 "),
+	et("10.0.0.1", "10.0.0.0/8", "10.0.0.1"),
+	et("10.0.0.1", "10.0.0.1", "10.0.0.0/8"),
+	et("10.0.0.1/32", "10.0.0.1"),
+	et("10.0.0.5-10.0.0.5", "10.0.0.6"),
+	et("10.0.0.1-10.0.0.9"),
+	et("10.0.0.1", "bogus", "10.0.0.0/8"),
+	et("10.0.0.0/8", "bogus"),
+	et("::ffff:1.2.3.4"),
+	et("::ffff:1.2.3.4", "1.2.3.4"),
+	et("fd00::1", "::1", "fd00::1"),
+	et("fd00::1", "fe80::1%eth0"),
+	et("fd00::/64", "fd00::1"),
+	et("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "::"),
+	et("tcp", "udp", "ipv6-icmp", "6"),
+	et("tcp", "tcp-udp"),
+	et("0-5"),
+	et("22", "80", "443", "65535", "0"),
+	et("22", "22"),
+	et("80-90"),
+	et("0x00000001", "0x00008000", "1"),
+	et(`"eth0"`, `"lo"`, "eth1"),
+	et(`"eth0"`, "eth0"),
+	et(`"veth*"`),
+	et(`"0123456789abcdef"`),
+	et("10.0.0.1 . 80", "10.0.0.1 . 81", "10.0.0.1 . 80"),
+	et("10.0.0.1 . tcp . 80", "10.0.0.2 . udp . 53"),
+	et("10.0.0.1 . tcp . 80-90"),
+	et("10.0.0.1 .tcp . 80"),
+	et("10.0.0.1 . tcp . 80 . 1"),
+	et("10.0.0.1 .  . 80"),
+	et("fd00::1 . 80", "::1 . 53", "::ffff:1.2.3.4 . 1"),
+	et("fd00::1 . fd00::2", "fd00::1 . fd00::2"),
+	et(`"eth0" . 0x00000001`, `"veth*" . 0x1`),
+	et("tcp . 80", "udp . 53", "6 . 80"),
+	et("10.0.0.1 . 80"),
+	{{"10.0.0.1", "accept"}, {"10.0.0.2", "jump a"}, {"10.0.0.3", "drop"}},
+	{{"10.0.0.1", "accept"}, {"10.0.0.1", "drop"}},
+	{{"10.0.0.1", "jump"}, {"10.0.0.2", "accept"}},
+	{{"10.0.0.1", "192.0.2.1"}, {"10.0.0.2", "fd00::1"}},
+	{{"10.0.0.1", ""}, {"10.0.0.2", "0x1"}},
+	{{"10.0.0.1", "0x1"}},
+	{{"bogus", "bogus"}},
+	{{"10.0.0.0/8", "0x1"}, {"bogus", "0x1"}},
+}
+
+// bigPlainCases are lists long enough for encodePlain to find duplicates
+// with a map (keyed by 4 or 16 bytes or by string, by key length), with a
+// duplicate or a range early, late, or both.
+func bigPlainCases() [][]ElementText {
+	var out [][]ElementText
+	for _, f := range []func(i int) string{
+		func(i int) string { return fmt.Sprintf("10.0.%d.%d", i/256, i%256) },
+		func(i int) string { return fmt.Sprintf("fd00::%x", i) },
+		func(i int) string { return fmt.Sprintf("%d", 1000+i) },
+		func(i int) string { return fmt.Sprintf("10.0.0.%d . %d", i%256, i) },
+		func(i int) string { return fmt.Sprintf("fd00::%x . fd00::1", i) },
+		func(i int) string { return fmt.Sprintf("%q", fmt.Sprintf("eth%d", i)) },
+	} {
+		plain := make([]ElementText, 40)
+		for i := range plain {
+			plain[i] = ElementText{Key: f(i)}
+		}
+		out = append(out, plain)
+		for _, at := range [][2]int{{20, 3}, {39, 38}, {17, 0}} {
+			dup := append([]ElementText(nil), plain...)
+			dup[at[0]] = dup[at[1]]
+			out = append(out, dup)
+		}
+		ranged := append([]ElementText(nil), plain...)
+		ranged[30] = ElementText{Key: "10.0.0.0/8"}
+		out = append(out, ranged)
+		both := append([]ElementText(nil), ranged...)
+		both[35] = both[2]
+		out = append(out, both)
+		early := append([]ElementText(nil), both...)
+		early[25] = early[1]
+		out = append(out, early)
+	}
+	return out
+}
+
+func TestEncodePlainMatchesReference(t *testing.T) {
+	for _, d := range plainDecls(t) {
+		for _, elems := range append(plainCases, bigPlainCases()...) {
+			got, err := EncodeElements(d, elems)
+			want, wantErr := encodePlainRef(d, elems)
+			if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+				t.Errorf("%s %v: %v\nerror %v\nwant  %v", d.Key, d.Data, elems, err, wantErr)
+				continue
+			}
+			if !sameElems(got, want) {
+				t.Errorf("%s %v: %v\ngot  %v\nwant %v", d.Key, d.Data, elems, got, want)
+			}
+		}
+	}
+}
+
+func sameElems(a, b []Elem) bool {
+	if len(a) != len(b) || (a == nil) != (b == nil) {
+		return false
+	}
+	for i := range a {
+		if !elemEqual(a[i], b[i]) || (a[i].KeyEnd == nil) != (b[i].KeyEnd == nil) || (a[i].Data == nil) != (b[i].Data == nil) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestEncodePlainKeysApart: keys share one buffer, yet appending to one
+// must not change the next.
+func TestEncodePlainKeysApart(t *testing.T) {
+	d, _ := ParseSetDecl("s", "ipv4_addr", "", false)
+	got, err := EncodeElements(d, et("10.0.0.1", "10.0.0.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = append(got[0].Key, 0xff)
+	if !bytes.Equal(got[1].Key, []byte{10, 0, 0, 2}) {
+		t.Errorf("second key changed to %x", got[1].Key)
+	}
+}
+
+func FuzzEncodePlain(f *testing.F) {
+	for _, c := range plainCases {
+		var keys, values []string
+		for _, e := range c {
+			keys, values = append(keys, e.Key), append(values, e.Value)
+		}
+		f.Add(uint8(0), strings.Join(keys, ","), strings.Join(values, ","))
+	}
+	decls := plainDecls(f)
+	f.Fuzz(func(t *testing.T, which uint8, keys, values string) {
+		d := decls[int(which)%len(decls)]
+		var elems []ElementText
+		vs := strings.Split(values, ",")
+		for i, k := range strings.Split(keys, ",") {
+			e := ElementText{Key: k}
+			if i < len(vs) {
+				e.Value = vs[i]
+			}
+			elems = append(elems, e)
+		}
+		got, err := EncodeElements(d, elems)
+		want, wantErr := encodePlainRef(d, elems)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) || !sameElems(got, want) {
+			t.Fatalf("%s %v: %q\ngot  %v, %v\nwant %v, %v", d.Key, d.Data, elems, got, err, want, wantErr)
+		}
+	})
+}
+
+// The lexer classifies bytes with switches; they must say what the
+// punctuation constant and the old set of word ends say.
+func TestLexByteClasses(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		b := byte(c)
+		if isPunct(b) != (strings.IndexByte(punctuation, b) >= 0) {
+			t.Errorf("isPunct(%q) = %v", b, isPunct(b))
+		}
+		oldEnd := isControl(b) || strings.ContainsRune(" \""+punctuation, rune(b))
+		if endsWord(b) != oldEnd {
+			t.Errorf("endsWord(%q) = %v, want %v", b, endsWord(b), oldEnd)
+		}
+	}
+	// Tokens as lex makes them: one punctuation byte, or a word without any.
+	for _, s := range []string{"", "{", "}", ",", "@", "&", ";", "ip", "\"x\"", "=="} {
+		if isPunctToken(s) != (s != "" && strings.Contains(punctuation, s)) {
+			t.Errorf("isPunctToken(%q) = %v", s, isPunctToken(s))
+		}
+	}
+}
+
+// TestBlockSizes: a rule's AST and its compiled form are allocated as one
+// block each, kept within the size the allocator serves without a type
+// header (see compiledBuf).
+func TestBlockSizes(t *testing.T) {
+	if n := unsafe.Sizeof(compiledBuf{}); n > 512 {
+		t.Errorf("compiledBuf is %d bytes", n)
+	}
+	if n := unsafe.Sizeof(ruleAST{}); n > 512 {
+		t.Errorf("ruleAST is %d bytes", n)
+	}
+}
+
+// dottedQuadAgrees checks parseDottedQuad against netip.ParseAddr: what
+// it accepts, netip accepts as the same IPv4 address.
+func dottedQuadAgrees(t *testing.T, s string) {
+	v, ok := parseDottedQuad(s)
+	if !ok {
+		return
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() || a.As4() != v {
+		t.Errorf("parseDottedQuad(%q) = %v, netip: %v, %v", s, v, a, err)
+	}
+}
+
+func TestDottedQuad(t *testing.T) {
+	for _, s := range append(valueTexts, "0.0.0.0", "1.2.3.4", "255.255.255.255", "256.1.1.1", "1.1.1.256",
+		"01.1.1.1", "1.01.1.1", "1.1.1.01", "1.1.1.00", "1..1.1", ".1.1.1", "1.1.1.", "1.1.1", "1.1.1.1.1",
+		"1000.1.1.1", "1.1.1.1a", "a1.1.1.1", "1.1.1.-1", "+1.1.1.1", "1.1.1.1%eth0", "١.1.1.1") {
+		dottedQuadAgrees(t, s)
+	}
+	for _, s := range []string{"0.0.0.0", "10.0.0.1", "255.255.255.255", "192.168.100.200"} {
+		if _, ok := parseDottedQuad(s); !ok {
+			t.Errorf("parseDottedQuad(%q) refused", s)
+		}
+	}
+}
+
+func FuzzDottedQuad(f *testing.F) {
+	for _, s := range valueTexts {
+		f.Add(s)
+	}
+	f.Fuzz(dottedQuadAgrees)
+}
