@@ -325,11 +325,21 @@ func (c *compiler) compileSet(s Set, decl nftsyntax.SetDecl, old *setEntry) (*se
 	// written over ids: entry i is read before any write reaches it.
 	ks.order = ids[:0]
 	ks.elemText = make(map[string]string, len(elems))
+	texts := len(elems) == len(s.Elements)
 	for i, el := range elems {
 		id := ids[i]
 		ks.addID(id, el)
-		if len(elems) == len(s.Elements) {
+		if texts {
 			ks.elemText[id] = s.Elements[i].Key
+		}
+	}
+	if len(ks.elems) == len(elems) {
+		ks.compiled = elems
+		if texts {
+			ks.compiledTexts = make([]string, len(elems))
+			for i := range elems {
+				ks.compiledTexts[i] = s.Elements[i].Key
+			}
 		}
 	}
 	// ks.ver stays 0 until compile hands out versions.
@@ -384,6 +394,7 @@ func (c *compiler) setDelta(s Set, decl nftsyntax.SetDecl, old *setEntry) (*setE
 		texts[i] = e.Key
 	}
 	apply := func() {
+		k.compiled, k.compiledTexts = nil, nil
 		for id := range delIDs {
 			delete(k.elems, id)
 			delete(k.elemText, id)

@@ -411,6 +411,7 @@ func (s *kSet) add(e nftsyntax.Elem) string {
 // addID adds e under its id (elemID); a later element with the same id
 // replaces the earlier one but keeps its place in order.
 func (s *kSet) addID(id string, e nftsyntax.Elem) {
+	s.compiled, s.compiledTexts = nil, nil
 	n := len(s.elems)
 	s.elems[id] = e
 	if len(s.elems) > n {

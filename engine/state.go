@@ -126,6 +126,11 @@ type kSet struct {
 	order []string // desired side: element identities in caller order
 	// elemText names elements in errors (desired side only).
 	elemText map[string]string
+	// As compiled, before any change in place: the elements in order and
+	// their texts (nil when unknown), so that a new set is written
+	// without a lookup per element.
+	compiled      []nftsyntax.Elem
+	compiledTexts []string
 	// ver identifies the content of a compiled set (0: not from the
 	// compiler); delta says how it changed from the previous version.
 	ver   uint64
@@ -134,6 +139,9 @@ type kSet struct {
 
 // list returns the elements in caller order (any order for kernel sets).
 func (s *kSet) list() []nftsyntax.Elem {
+	if s.compiled != nil {
+		return s.compiled
+	}
 	out := make([]nftsyntax.Elem, 0, len(s.elems))
 	if len(s.order) == len(s.elems) {
 		for _, id := range s.order {
@@ -161,6 +169,9 @@ func (s *kSet) ids() []string {
 
 // texts returns the caller's text of each element in list order.
 func (s *kSet) texts() []string {
+	if s.compiledTexts != nil {
+		return s.compiledTexts
+	}
 	if s.elemText == nil || len(s.order) != len(s.elems) {
 		return nil
 	}
