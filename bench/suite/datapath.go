@@ -13,6 +13,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mdlayher/netlink"
+	"github.com/ti-mo/conntrack"
+
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/netlab"
@@ -100,18 +103,21 @@ func (r *runner) runDataPath() ([]dpResult, error) {
 		tables[i] = b.Desired
 		_, res[i].TableRules, _, res[i].TableElems = tableSize(b)
 	}
-	for rep := range r.prof.Reps {
-		for i, c := range configs {
-			if err := r.ctx.Err(); err != nil {
-				return nil, err
-			}
-			tcp, udp, err := r.dataPathOnce(tables[i])
-			if err != nil {
-				return nil, fmt.Errorf("data path %v, repetition %d: %w", c, rep+1, err)
-			}
+	for rep := range r.prof.dpReps() {
+		// Each repetition measures every configuration in one lab, in
+		// an order that rotates from one repetition to the next, so a
+		// configuration and its baseline share the lab and the moment.
+		order := make([]int, len(configs))
+		for k := range order {
+			order[k] = (k + rep) % len(configs)
+		}
+		err := r.dataPathRound(tables, order, func(i int, tcp, udp float64) {
 			res[i].TCPConn = append(res[i].TCPConn, tcp)
 			res[i].UDPRR = append(res[i].UDPRR, udp)
-			r.logf("data path: %v: %.0f TCP conn/s, %.0f UDP req/s", c, tcp, udp)
+			r.logf("data path: %v: %.0f TCP conn/s, %.0f UDP req/s", configs[i], tcp, udp)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("data path, repetition %d: %w", rep+1, err)
 		}
 	}
 	return res, nil
@@ -165,15 +171,17 @@ func labAddr(pod string) string {
 	return "10.100.0.3"
 }
 
-// dataPathOnce builds a fresh lab, programs table (nil: none) into its
-// node, and measures TCP connection and UDP request/response rates.
-func (r *runner) dataPathOnce(table *engine.Desired) (tcp, udp float64, err error) {
+// dataPathRound builds a fresh lab and, for each configuration in order,
+// programs its table into the node (nil: none, the table removed), clears
+// the node's conntrack table, and measures TCP connection and UDP
+// request/response rates.
+func (r *runner) dataPathRound(tables []*engine.Desired, order []int, record func(i int, tcp, udp float64)) (err error) {
 	lab, err := netlab.Create(netlab.Spec{
 		Nodes: []netlab.NodeSpec{{Name: dpNode, Pods: []string{dpClient, dpServer}}},
 		Ports: []netlab.Port{{Proto: netlab.TCP, Num: 80}, {Proto: netlab.UDP, Num: 80}},
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("create lab: %w", err)
+		return fmt.Errorf("create lab: %w", err)
 	}
 	defer func() {
 		if cerr := lab.Close(); cerr != nil && err == nil {
@@ -183,27 +191,67 @@ func (r *runner) dataPathOnce(table *engine.Desired) (tcp, udp float64, err erro
 	server := lab.Endpoint(dpServer)
 	for _, name := range []string{"client", "server"} {
 		if got, want := lab.Endpoint("dp/"+name).IPv4.String(), labAddr(name); got != want {
-			return 0, 0, fmt.Errorf("lab gave %s address %s, the compiled table assumes %s", name, got, want)
+			return fmt.Errorf("lab gave %s address %s, the compiled table assumes %s", name, got, want)
 		}
 	}
-	if table != nil {
-		e, err := engine.New(compose.Table(), engine.WithNetNS(lab.Node(dpNode).Path))
-		if err != nil {
-			return 0, 0, fmt.Errorf("open engine: %w", err)
-		}
-		defer e.Close()
-		if _, err := e.Sync(r.ctx, table); err != nil {
-			return 0, 0, fmt.Errorf("program table: %w", err)
-		}
+	node := lab.Node(dpNode).Path
+	e, err := engine.New(compose.Table(), engine.WithNetNS(node))
+	if err != nil {
+		return fmt.Errorf("open engine: %w", err)
 	}
+	defer e.Close()
+	programmed := false
 	dst := netip.AddrPortFrom(server.IPv4, 80)
-	if tcp, err = r.load(lab, func() error { return tcpConnect(dst) }); err != nil {
-		return 0, 0, fmt.Errorf("tcp load: %w", err)
+	for _, i := range order {
+		if err := r.ctx.Err(); err != nil {
+			return err
+		}
+		switch {
+		case tables[i] != nil:
+			if _, err := e.Sync(r.ctx, tables[i]); err != nil {
+				return fmt.Errorf("program table: %w", err)
+			}
+			programmed = true
+		case programmed:
+			if err := e.Delete(r.ctx); err != nil {
+				return fmt.Errorf("remove table: %w", err)
+			}
+			programmed = false
+		}
+		// Connections of the previous configuration must not weigh on
+		// this one.
+		if err := flushConntrack(node); err != nil {
+			return err
+		}
+		tcp, err := r.load(lab, func() error { return tcpConnect(dst) })
+		if err != nil {
+			return fmt.Errorf("tcp load: %w", err)
+		}
+		udp, err := r.udpLoad(lab, dst)
+		if err != nil {
+			return fmt.Errorf("udp load: %w", err)
+		}
+		record(i, tcp, udp)
 	}
-	if udp, err = r.udpLoad(lab, dst); err != nil {
-		return 0, 0, fmt.Errorf("udp load: %w", err)
+	return nil
+}
+
+// flushConntrack empties the conntrack table of the namespace at path.
+func flushConntrack(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("flush conntrack: %w", err)
 	}
-	return tcp, udp, nil
+	defer f.Close()
+	c, err := conntrack.Dial(&netlink.Config{NetNS: int(f.Fd())})
+	if err != nil {
+		return fmt.Errorf("flush conntrack: %w", err)
+	}
+	defer c.Close()
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("flush conntrack: %w", err)
+	}
+	return nil
 }
 
 // load runs op in dpWorkers goroutines, each on a thread inside the client

@@ -14,6 +14,7 @@ type profile struct {
 	Change     []size        // scenario 2
 	DataPath   []int         // scenario 3: policies selecting other pods
 	LoadFor    time.Duration // scenario 3: per direction and protocol
+	DPReps     int           // scenario 3: repetitions (labs); Reps if 0
 	MicroBench string        // scenario 5: -bench pattern ("" skips)
 	MicroTime  string        // scenario 5: -benchtime ("" = go test's default)
 	Churn      int           // scenario 4: pod changes after the first sync (0 skips)
@@ -31,7 +32,7 @@ func profiles(name string) (profile, error) {
 	switch name {
 	case "full":
 		return profile{Name: name, Reps: 3, Scale: []size{s1k, s10k, s50k}, Change: []size{s1k, s10k, s50k},
-			DataPath: []int{0, 100, 1000, 10000}, LoadFor: 5 * time.Second, MicroBench: ".", Churn: 3600}, nil
+			DataPath: []int{0, 100, 1000, 10000}, LoadFor: 4 * time.Second, DPReps: 5, MicroBench: ".", Churn: 3600}, nil
 	case "quick":
 		return profile{Name: name, Reps: 3, Scale: []size{s1k, s10k}, Change: []size{s1k, s10k},
 			DataPath: []int{0, 100, 1000}, LoadFor: 2 * time.Second, MicroBench: "Compile50k|OneChange", MicroTime: "1x", Churn: 1200}, nil
@@ -41,4 +42,12 @@ func profiles(name string) (profile, error) {
 			DataPath: []int{0, 20}, LoadFor: 500 * time.Millisecond}, nil
 	}
 	return profile{}, fmt.Errorf("unknown profile %q (full, quick or smoke)", name)
+}
+
+// dpReps is how many labs scenario 3 measures in.
+func (p profile) dpReps() int {
+	if p.DPReps == 0 {
+		return p.Reps
+	}
+	return p.DPReps
 }

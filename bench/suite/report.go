@@ -43,7 +43,7 @@ func (res *results) summary(w io.Writer) {
 		for _, d := range res.DataPath[1:] {
 			fmt.Fprintf(w, "| data path, %v | %.0f TCP conn/s, %.0f UDP req/s | no firewall: %.0f, %.0f | %.2f×, %.2f× |\n",
 				d.Config, d.TCPConn.median(), d.UDPRR.median(), none.TCPConn.median(), none.UDPRR.median(),
-				ratio(d.TCPConn, none.TCPConn), ratio(d.UDPRR, none.UDPRR))
+				pairedRatio(d.TCPConn, none.TCPConn), pairedRatio(d.UDPRR, none.UDPRR))
 		}
 	}
 	fmt.Fprintln(w)
@@ -130,10 +130,10 @@ func (res *results) goals() []string {
 	none, okNone := res.dataPath(dpNone)
 	k1, ok1 := res.dataPath(1000)
 	if okNone && ok1 {
-		t, u := ratio(k1.TCPConn, none.TCPConn), ratio(k1.UDPRR, none.UDPRR)
+		t, u := pairedRatio(k1.TCPConn, none.TCPConn), pairedRatio(k1.UDPRR, none.UDPRR)
 		ct, _ := res.dataPath(dpConntrack)
 		out = append(out, fmt.Sprintf("Data path with 1k policies ≥ 0.9× no firewall: %s — TCP connections %.2f×, UDP request/response %.2f× (against conntrack only: %.2f×, %.2f×).",
-			verdict(t >= 0.9 && u >= 0.9), t, u, ratio(k1.TCPConn, ct.TCPConn), ratio(k1.UDPRR, ct.UDPRR)))
+			verdict(t >= 0.9 && u >= 0.9), t, u, pairedRatio(k1.TCPConn, ct.TCPConn), pairedRatio(k1.UDPRR, ct.UDPRR)))
 	} else {
 		out = append(out, "Data path with 1k policies ≥ 0.9× no firewall: not measured in this run (profile has no 1k-policy point).")
 	}
@@ -211,15 +211,15 @@ func (res *results) changeSection(w io.Writer) {
 func (res *results) dataPathSection(w io.Writer) {
 	fmt.Fprintln(w, "## 3. Data path")
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "A netlab node with two routed pods, `dp/client` and `dp/server`. The load generator is Go code on %d threads inside the client pod's namespace, for %v per protocol (at most %d operations): new TCP connections to the server's port 80 (handshake, the server's close, a reset from the client), and 64-byte UDP request/response over connected sockets (a lost datagram counts nothing and costs its 200 ms timeout). With a firewall the node's table holds one policy isolating the server and admitting the client — so every new flow takes the verdict-map lookup into the server's chain — plus N policies of the synthetic cluster selecting other pods (a tenth of the pods local to this node). *No firewall* is the node without any table (and so without conntrack): the limit. *Conntrack only* is a table with one forward rule, `ct state established,related accept`: the price of any stateful firewall before its first policy, which tells conntrack's cost from nftguard's.\n\n", dpWorkers, res.Profile.LoadFor, dpMaxOps)
+	fmt.Fprintf(w, "A netlab node with two routed pods, `dp/client` and `dp/server`. The load generator is Go code on %d threads inside the client pod's namespace, for %v per protocol (at most %d operations): new TCP connections to the server's port 80 (handshake, the server's close, a reset from the client), and 64-byte UDP request/response over connected sockets (a lost datagram counts nothing and costs its 200 ms timeout). With a firewall the node's table holds one policy isolating the server and admitting the client — so every new flow takes the verdict-map lookup into the server's chain — plus N policies of the synthetic cluster selecting other pods (a tenth of the pods local to this node). *No firewall* is the node without any table (and so without conntrack): the limit. *Conntrack only* is a table with one forward rule, `ct state established,related accept`: the price of any stateful firewall before its first policy, which tells conntrack's cost from nftguard's. Each of the %d repetitions builds one lab and measures every configuration in it, one after the other (the node's table replaced through the engine, its conntrack table flushed), in an order that rotates from one repetition to the next; a ratio is the median of the repetitions' own ratios, so a slow moment of the machine weighs on both sides of it.\n\n", dpWorkers, res.Profile.LoadFor, dpMaxOps, res.Profile.dpReps())
 	fmt.Fprintln(w, "| configuration | table rules / elements | TCP conn/s | vs no firewall | vs conntrack only | UDP req/s | vs no firewall | vs conntrack only |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	none, _ := res.dataPath(dpNone)
 	ct, _ := res.dataPath(dpConntrack)
 	for _, d := range res.DataPath {
 		fmt.Fprintf(w, "| %v | %d / %d | %s | %.2f | %.2f | %s | %.2f | %.2f |\n", d.Config, d.TableRules, d.TableElems,
-			d.TCPConn.rate(), ratio(d.TCPConn, none.TCPConn), ratio(d.TCPConn, ct.TCPConn),
-			d.UDPRR.rate(), ratio(d.UDPRR, none.UDPRR), ratio(d.UDPRR, ct.UDPRR))
+			d.TCPConn.rate(), pairedRatio(d.TCPConn, none.TCPConn), pairedRatio(d.TCPConn, ct.TCPConn),
+			d.UDPRR.rate(), pairedRatio(d.UDPRR, none.UDPRR), pairedRatio(d.UDPRR, ct.UDPRR))
 	}
 	fmt.Fprintln(w)
 	res.image(w, "datapath", "data path rate vs policies")

@@ -65,6 +65,22 @@ func (s sample) rate() string {
 	return fmt.Sprintf("%.0f (%.0f–%.0f)", s.median(), s.min(), s.max())
 }
 
+// pairedRatio is b relative to a measured in the same repetitions: the
+// median of the repetitions' own ratios, so that a repetition on a slower
+// moment of the machine moves both sides of its ratio together.
+func pairedRatio(b, a sample) float64 {
+	if len(a) != len(b) || len(a) == 0 {
+		return ratio(b, a)
+	}
+	rs := make(sample, 0, len(a))
+	for i := range a {
+		if a[i] > 0 {
+			rs = append(rs, b[i]/a[i])
+		}
+	}
+	return rs.median()
+}
+
 // ratio is how many times slower b is than a, by medians.
 func ratio(b, a sample) float64 {
 	if a.median() == 0 {
