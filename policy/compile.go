@@ -49,9 +49,9 @@ type Output struct {
 
 // pod is a live pod reduced to what the compiler needs.
 type pod struct {
+	local bool
 	obj   *corev1.Pod
 	key   string // namespace/name; set for local pods and where needed
-	local bool
 	v4    []netip.Addr
 	v6    []netip.Addr
 	v4s   []string // v4 as text
@@ -311,6 +311,7 @@ func (c *compiler) indexPods() {
 	var fresh []podEntry // room for the pods seen for the first time
 	seen := 0
 	var used []*nsBucket
+	entries := make([]*podEntry, 0, len(c.in.Pods))
 	for _, o := range c.in.Pods {
 		e := pods[o]
 		if e == nil {
@@ -330,6 +331,7 @@ func (c *compiler) indexPods() {
 				e = new(podEntry)
 			}
 			c.newPod(o, e)
+			e.src = o
 			if e.bucket = buckets[o.Namespace]; e.bucket == nil {
 				e.bucket = &nsBucket{name: o.Namespace}
 				buckets[o.Namespace] = e.bucket
@@ -339,6 +341,7 @@ func (c *compiler) indexPods() {
 		if e.gen != gen {
 			e.gen = gen
 			seen++
+			entries = append(entries, e)
 		}
 		if e.problem != nil {
 			c.problems = append(c.problems, *e.problem)
@@ -371,13 +374,16 @@ func (c *compiler) indexPods() {
 		}
 	}
 	if seen < len(pods) {
-		for o, e := range pods {
+		// The table holds exactly the previous compile's entries: the
+		// ones this compile did not see are gone.
+		for _, e := range c.prev.entries {
 			if e.gen != gen {
-				c.dirtyNS[o.Namespace] = true // deleted or replaced
-				delete(pods, o)
+				c.dirtyNS[e.src.Namespace] = true // deleted or replaced
+				delete(pods, e.src)
 			}
 		}
 	}
+	c.next.entries = entries
 	// Where pods share a name, the first selected counts, so there the
 	// order of the same pods matters too.
 	for ns, ps := range c.podsByNS {

@@ -30,6 +30,7 @@ type Compiler struct {
 type memo struct {
 	node     string
 	pods     map[*corev1.Pod]*podEntry // shared by successive memos, see indexPods
+	entries  []*podEntry               // the entries the compile saw, each once
 	buckets  map[string]*nsBucket      // shared too: namespace of each pod entry
 	gen      uint64                    // the compile that wrote this memo
 	policies map[*networkingv1.NetworkPolicy]*policyMemo
@@ -59,12 +60,16 @@ func newMemo(node string, policies int) *memo {
 
 // podEntry is a pod object reduced: valid unless the pod is neither
 // isolated nor selected; problem is set for an invalid one.
+//
+// What every compile reads comes first, with the start of pod (local), so
+// that a compile touches one cache line per unchanged pod.
 type podEntry struct {
-	pod
-	valid   bool
-	problem *Problem
 	gen     uint64    // the last compile that saw the object
 	bucket  *nsBucket // its namespace's, so grouping costs no lookup
+	problem *Problem
+	valid   bool
+	src     *corev1.Pod // the object, the entry's key
+	pod
 }
 
 // nsBucket gathers a namespace's pods during a compile.
