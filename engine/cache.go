@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -229,8 +228,12 @@ func (c *compiler) delta(d *Desired, pending []int) *tableDelta {
 	// Names are unique, so without new names equal counts mean none
 	// is gone.
 	if len(d.Sets)-newSets != len(c.last.setOrder) {
+		names := make(map[string]bool, len(d.Sets))
+		for _, s := range d.Sets {
+			names[s.Name] = true
+		}
 		for _, name := range c.last.setOrder {
-			if !slices.ContainsFunc(d.Sets, func(s Set) bool { return s.Name == name }) {
+			if !names[name] {
 				dl.goneSets = append(dl.goneSets, name)
 			}
 		}
