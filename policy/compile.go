@@ -380,6 +380,10 @@ func (c *compiler) indexPods() {
 			if e.gen != gen {
 				c.dirtyNS[e.src.Namespace] = true // deleted or replaced
 				delete(pods, e.src)
+				// The entry may sit in the first compile's block,
+				// which outlives it: it must not keep the old
+				// object alive.
+				*e = podEntry{}
 			}
 		}
 	}
