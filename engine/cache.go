@@ -134,8 +134,9 @@ func (c *compiler) compile(d *Desired) (*kTable, error) {
 				continue
 			}
 		} else if ch := &d.Chains[i-nSets]; !u.dup {
-			if old := oldChain(ch.Name); old != nil && sameChainHead(&old.src, ch) && equalSlices(old.src.Rules, ch.Rules) {
-				u.chain = old
+			u.old = oldChain(ch.Name)
+			if u.old != nil && sameChainHead(&u.old.src, ch) && equalSlices(u.old.src.Rules, ch.Rules) {
+				u.chain = u.old
 				continue
 			}
 		}
@@ -153,7 +154,7 @@ func (c *compiler) compile(d *Desired) (*kTable, error) {
 			return
 		}
 		if ch := d.Chains[i-nSets]; !u.dup {
-			u.chain, u.err = c.compileChain(ch, decls, oldChain(ch.Name), memo)
+			u.chain, u.err = c.compileChain(ch, decls, u.old, memo)
 		}
 	})
 
@@ -228,28 +229,28 @@ func (c *compiler) delta(d *Desired, pending []int) *tableDelta {
 	// Names are unique, so without new names equal counts mean none
 	// is gone.
 	if len(d.Sets)-newSets != len(c.last.setOrder) {
-		names := make(map[string]bool, len(d.Sets))
-		for _, s := range d.Sets {
-			names[s.Name] = true
-		}
-		for _, name := range c.last.setOrder {
-			if !names[name] {
-				dl.goneSets = append(dl.goneSets, name)
-			}
-		}
+		dl.goneSets = gone(c.last.setOrder, len(d.Sets), func(i int) string { return d.Sets[i].Name })
 	}
 	if len(d.Chains)-newChains != len(c.last.chainOrder) {
-		names := make(map[string]bool, len(d.Chains))
-		for _, ch := range d.Chains {
-			names[ch.Name] = true
-		}
-		for _, name := range c.last.chainOrder {
-			if !names[name] {
-				dl.goneChains = append(dl.goneChains, name)
-			}
-		}
+		dl.goneChains = gone(c.last.chainOrder, len(d.Chains), func(i int) string { return d.Chains[i].Name })
 	}
 	return dl
+}
+
+// gone returns the names of before that none of the n names given by name
+// has, in before's order.
+func gone(before []string, n int, name func(i int) string) []string {
+	now := make(map[string]bool, n)
+	for i := range n {
+		now[name(i)] = true
+	}
+	var out []string
+	for _, b := range before {
+		if !now[b] {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // compiled is the result of compiling one set or chain of a Desired.
@@ -257,7 +258,8 @@ type compiled struct {
 	set   *setEntry
 	apply func()
 	chain *chainEntry
-	dup   bool // a chain of the same name came earlier
+	old   *chainEntry // the chain compiled before, if its rules may be reused
+	dup   bool        // a chain of the same name came earlier
 	err   error
 }
 
@@ -301,10 +303,8 @@ func sameSetHead(a, b *Set) bool {
 // compileSet returns the set's entry and, for a set updated in place, the
 // function that applies the update once the whole Desired has compiled.
 func (c *compiler) compileSet(s Set, decl nftsyntax.SetDecl, old *setEntry) (*setEntry, func(), error) {
+	// compile hands over only sets that changed since old.
 	if old != nil && sameSetHead(&old.src, &s) {
-		if equalSlices(old.src.Elements, s.Elements) {
-			return old, nil, nil
-		}
 		// Interval sets are encoded as a whole (ranges merge), so only
 		// plain sets and maps, whose elements are independent, get a
 		// delta.
@@ -434,9 +434,7 @@ func sameChainHead(a, b *Chain) bool {
 // caller did not change (found as a common prefix and suffix, then by text
 // in the middle).
 func (c *compiler) compileChain(ch Chain, decls setDecls, old *chainEntry, memo exprMemo) (*chainEntry, error) {
-	if old != nil && sameChainHead(&old.src, &ch) && equalSlices(old.src.Rules, ch.Rules) {
-		return old, nil
-	}
+	// compile hands over only chains that changed since old.
 	kc, err := chainHead(ch)
 	if err != nil {
 		return nil, err

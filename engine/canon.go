@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -277,6 +279,14 @@ func (s *kSet) declKey() string {
 	sb.WriteString("|")
 	sb.Write(s.userdata)
 	return sb.String()
+}
+
+// sameDecl is declKey equality without building the keys (the diff
+// compares every kept set): the two must list the same fields.
+func sameDecl(a, b *kSet) bool {
+	return a.flags == b.flags && a.keyType == b.keyType && a.keyLen == b.keyLen &&
+		a.dataType == b.dataType && a.dataLen == b.dataLen &&
+		slices.Equal(a.fieldLens, b.fieldLens) && bytes.Equal(a.userdata, b.userdata)
 }
 
 // contentKey is an anonymous set's identity: declaration plus elements.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"sort"
 	"strings"
 
@@ -580,11 +579,4 @@ func diffSegments(cur, want *kSet, forced func(nftsyntax.Elem) bool) (del, add [
 		}
 	}
 	return del, add
-}
-
-// sameDecl is declKey equality without building the keys.
-func sameDecl(a, b *kSet) bool {
-	return a.flags == b.flags && a.keyType == b.keyType && a.keyLen == b.keyLen &&
-		a.dataType == b.dataType && a.dataLen == b.dataLen &&
-		slices.Equal(a.fieldLens, b.fieldLens) && bytes.Equal(a.userdata, b.userdata)
 }
