@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -13,8 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nftguard/nftguard/egress"
-	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/problem"
 )
 
 // Reason of the Warning events the agent creates.
@@ -23,32 +21,6 @@ const reasonCompileFailed = "NftguardCompileFailed"
 // reasonNotFullyApplied marks a valid object that does not take full effect
 // yet, such as an egress Service without a load-balancer address.
 const reasonNotFullyApplied = "NftguardNotFullyApplied"
-
-// objectRef names the object a compile problem is about.
-type objectRef struct {
-	kind, apiVersion, namespace, name string
-}
-
-// refOf extracts the object from a compiler problem; ok is false for
-// problems that name no object.
-func refOf(err error) (objectRef, bool) {
-	var pp policy.Problem
-	if errors.As(err, &pp) {
-		return objectRef{kind: pp.Kind, apiVersion: apiVersionOf(pp.Kind), namespace: pp.Namespace, name: pp.Name}, pp.Name != ""
-	}
-	var ep egress.Problem
-	if errors.As(err, &ep) {
-		return objectRef{kind: ep.Kind, apiVersion: apiVersionOf(ep.Kind), namespace: ep.Namespace, name: ep.Name}, ep.Name != ""
-	}
-	return objectRef{}, false
-}
-
-func apiVersionOf(kind string) string {
-	if kind == "NetworkPolicy" {
-		return "networking.k8s.io/v1"
-	}
-	return "v1"
-}
 
 // eventRecorder turns compile problems into Kubernetes Warning events, once
 // per object and message: a bad object is reported when it appears (or its
@@ -60,7 +32,7 @@ type eventRecorder struct {
 	log    *slog.Logger
 	m      *metrics
 	// uidOf finds the object's UID in the informer caches ("" if gone).
-	uidOf func(objectRef) types.UID
+	uidOf func(problem.Object) types.UID
 
 	mu   sync.Mutex
 	seen map[string]bool // problem keys reported (or queued) and still current
@@ -72,28 +44,28 @@ type queuedEvent struct {
 	ev  *corev1.Event
 }
 
-func newEventRecorder(client kubernetes.Interface, node string, m *metrics, log *slog.Logger, uidOf func(objectRef) types.UID) *eventRecorder {
+func newEventRecorder(client kubernetes.Interface, node string, m *metrics, log *slog.Logger, uidOf func(problem.Object) types.UID) *eventRecorder {
 	return &eventRecorder{client: client, node: node, m: m, log: log, uidOf: uidOf,
 		seen: map[string]bool{}, q: make(chan queuedEvent, 256)}
 }
 
 // report is called after every compile with all current problems.
-func (r *eventRecorder) report(problems, warnings []error) {
+func (r *eventRecorder) report(problems, warnings []problem.Problem) {
 	current := map[string]bool{}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	all := append(append([]error{}, problems...), warnings...)
+	all := append(append([]problem.Problem{}, problems...), warnings...)
 	for i, p := range all {
 		// Problems are objects left out of the table; warnings are valid
 		// objects that do not take full effect yet (an egress Service
 		// without a load-balancer address, a pod another Service owns).
 		skipped := i < len(problems)
-		ref, ok := refOf(p)
-		if !ok {
-			continue
+		ref := p.Object
+		if ref.Name == "" || ref.APIVersion == "" {
+			continue // an Event needs an object to be about
 		}
 		uid := r.uidOf(ref)
-		key := fmt.Sprintf("%s|%s|%s|%s|%s", ref.kind, ref.namespace, ref.name, uid, p.Error())
+		key := fmt.Sprintf("%s|%s|%s|%s|%s", ref.Kind, ref.Namespace, ref.Name, uid, p.Error())
 		current[key] = true
 		if r.seen[key] {
 			continue
@@ -102,10 +74,10 @@ func (r *eventRecorder) report(problems, warnings []error) {
 		reason := reasonCompileFailed
 		if skipped {
 			r.m.errors.WithLabelValues(errInvalidObject).Inc()
-			r.log.Warn("object left out of the table", "kind", ref.kind, "namespace", ref.namespace, "name", ref.name, "problem", p.Error())
+			r.log.Warn("object left out of the table", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
 		} else {
 			reason = reasonNotFullyApplied
-			r.log.Warn("object does not take full effect", "kind", ref.kind, "namespace", ref.namespace, "name", ref.name, "warning", p.Error())
+			r.log.Warn("object does not take full effect", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "warning", p.Error())
 		}
 		select {
 		case r.q <- queuedEvent{key, r.event(ref, uid, reason, p.Error())}:
@@ -123,16 +95,16 @@ func (r *eventRecorder) report(problems, warnings []error) {
 	}
 }
 
-func (r *eventRecorder) event(ref objectRef, uid types.UID, reason, msg string) *corev1.Event {
+func (r *eventRecorder) event(ref problem.Object, uid types.UID, reason, msg string) *corev1.Event {
 	now := metav1.Now()
 	return &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
 			// Unique per report; the dedupe above keeps the count low.
-			Name:      fmt.Sprintf("%s.%x", ref.name, time.Now().UnixNano()),
-			Namespace: ref.namespace,
+			Name:      fmt.Sprintf("%s.%x", ref.Name, time.Now().UnixNano()),
+			Namespace: ref.Namespace,
 		},
-		InvolvedObject: corev1.ObjectReference{Kind: ref.kind, APIVersion: ref.apiVersion,
-			Namespace: ref.namespace, Name: ref.name, UID: uid},
+		InvolvedObject: corev1.ObjectReference{Kind: ref.Kind, APIVersion: ref.APIVersion,
+			Namespace: ref.Namespace, Name: ref.Name, UID: uid},
 		Reason:              reason,
 		Message:             truncate(msg, 1000),
 		Type:                corev1.EventTypeWarning,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/problem"
 )
 
 // Retry back-off after a failed sync: quick at first (a race), capped so a
@@ -165,18 +166,18 @@ func periodic(ctx context.Context, period time.Duration, deb *debouncer) {
 }
 
 // uidOf finds an object's UID in the caches, for Events.
-func (s *sources) uidOf(ref objectRef) types.UID {
-	switch ref.kind {
+func (s *sources) uidOf(ref problem.Object) types.UID {
+	switch ref.Kind {
 	case "NetworkPolicy":
-		if o, err := s.policies.NetworkPolicies(ref.namespace).Get(ref.name); err == nil {
+		if o, err := s.policies.NetworkPolicies(ref.Namespace).Get(ref.Name); err == nil {
 			return o.UID
 		}
 	case "Service":
-		if o, err := s.services.Services(ref.namespace).Get(ref.name); err == nil {
+		if o, err := s.services.Services(ref.Namespace).Get(ref.Name); err == nil {
 			return o.UID
 		}
 	case "Pod":
-		if o, err := s.pods.Pods(ref.namespace).Get(ref.name); err == nil {
+		if o, err := s.pods.Pods(ref.Namespace).Get(ref.Name); err == nil {
 			return o.UID
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nftguard/nftguard/conntrack"
 	"github.com/nftguard/nftguard/egress"
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/problem"
 )
 
 // syncer compiles the informer caches and syncs the engine. Only the sync
@@ -78,7 +79,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	s.log.Log(ctx, level, "synced",
 		"mode", mode, "reasons", why.String(), "operations", st.Operations, "messages", st.Messages,
 		"bytes", st.Bytes, "attempts", st.Attempts, "pods", len(in.Pods), "policies", len(in.NetworkPolicies),
-		"invalid", len(res.Problems), "compile", compiled.Sub(start).Round(time.Microsecond),
+		"invalid", len(problem.Objects(res.Problems)), "compile", compiled.Sub(start).Round(time.Microsecond),
 		"sync", st.Duration.Round(time.Microsecond))
 	return nil
 }
@@ -88,14 +89,16 @@ func (s *syncer) fail(kind string) {
 	s.m.errors.WithLabelValues(kind).Inc()
 }
 
-func (s *syncer) countProblems(problems []error) {
+// countProblems sets the invalid-objects gauge: objects, not problems (one
+// policy may have several bad fields).
+func (s *syncer) countProblems(problems []problem.Problem) {
 	byKind := map[string]int{"NetworkPolicy": 0, "Service": 0, "Pod": 0}
-	for _, p := range problems {
-		ref, _ := refOf(p)
-		if ref.kind == "" {
-			ref.kind = "other"
+	for _, o := range problem.Objects(problems) {
+		kind := o.Kind
+		if _, known := byKind[kind]; !known {
+			kind = "other"
 		}
-		byKind[ref.kind]++
+		byKind[kind]++
 	}
 	for k, n := range byKind {
 		s.m.invalidObjects.WithLabelValues(k).Set(float64(n))

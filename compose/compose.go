@@ -12,6 +12,7 @@ import (
 	"github.com/nftguard/nftguard/egress"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/problem"
 )
 
 // Table is the one table nftguard owns.
@@ -37,9 +38,9 @@ type Result struct {
 	EgressBindings map[netip.Addr]egress.Binding
 	// Problems name the objects left out and why; everything else is in
 	// the table.
-	Problems []error
+	Problems []problem.Problem
 	// Warnings name valid objects that do not take full effect (yet).
-	Warnings []error
+	Warnings []problem.Problem
 }
 
 // Build compiles the desired table.
@@ -80,15 +81,8 @@ func (b *Builder) Build(in Input) Result {
 			Sets:   append(append([]engine.Set{}, pol.Sets...), eg.Sets...),
 		},
 		EgressBindings: eg.Bindings,
-	}
-	for _, p := range pol.Problems {
-		r.Problems = append(r.Problems, p)
-	}
-	for _, p := range eg.Problems {
-		r.Problems = append(r.Problems, p)
-	}
-	for _, w := range eg.Warnings {
-		r.Warnings = append(r.Warnings, w)
+		Problems:       append(append([]problem.Problem{}, pol.Problems...), eg.Problems...),
+		Warnings:       eg.Warnings,
 	}
 	return r
 }

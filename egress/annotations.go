@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/nftguard/nftguard/problem"
 )
 
 // annotation returns the value of an egress annotation and its full name,
@@ -26,14 +28,14 @@ func annotation(svc *corev1.Service, name string) (value, full string, ok bool) 
 // with the problems: that Service's egress is not programmed at all rather
 // than programmed differently from what was asked), or when it has no
 // load-balancer address yet (a warning: nothing is wrong, it is not ready).
-func parseService(svc *corev1.Service) (*egressService, []Problem, []Problem) {
+func parseService(svc *corev1.Service) (*egressService, []problem.Problem, []problem.Problem) {
 	v, full, ok := annotation(svc, AnnEgress)
 	if !ok {
 		return nil, nil, nil
 	}
-	var probs []Problem
+	var probs []problem.Problem
 	bad := func(ann, val, format string, args ...any) {
-		probs = append(probs, Problem{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name, Annotation: ann, Value: val, Reason: fmt.Sprintf(format, args...)})
+		probs = append(probs, problem.Problem{Object: serviceObject(svc), Field: annotationField(ann), Value: val, Reason: fmt.Sprintf(format, args...)})
 	}
 	on, err := strconv.ParseBool(v)
 	if err != nil {
@@ -44,12 +46,12 @@ func parseService(svc *corev1.Service) (*egressService, []Problem, []Problem) {
 		return nil, nil, nil
 	}
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		probs = append(probs, Problem{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name,
+		probs = append(probs, problem.Problem{Object: serviceObject(svc),
 			Reason: fmt.Sprintf("egress needs a Service of type LoadBalancer, this one is %q", svc.Spec.Type)})
 		return nil, probs, nil
 	}
 	if len(svc.Spec.Selector) == 0 {
-		probs = append(probs, Problem{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name,
+		probs = append(probs, problem.Problem{Object: serviceObject(svc),
 			Reason: "egress needs a Service with a pod selector"})
 		return nil, probs, nil
 	}
@@ -108,7 +110,7 @@ func parseService(svc *corev1.Service) (*egressService, []Problem, []Problem) {
 		return nil, probs, nil
 	}
 	if !es.lb4.IsValid() && !es.lb6.IsValid() {
-		return nil, nil, []Problem{{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name,
+		return nil, nil, []problem.Problem{{Object: serviceObject(svc),
 			Reason: "no load-balancer address in status.loadBalancer.ingress yet: nothing is translated"}}
 	}
 	return es, nil, nil

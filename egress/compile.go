@@ -14,6 +14,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/problem"
 )
 
 // Annotation names, without their prefix. Each is read with the
@@ -54,23 +55,14 @@ type Input struct {
 	NodeIPs []netip.Addr
 }
 
-// Problem is a Service (or pod) whose egress could not be programmed, with
-// the annotation, the value and the reason. Its egress is left out; every
-// other Service's stays.
-type Problem struct {
-	Kind       string // "Service"
-	Namespace  string
-	Name       string
-	Annotation string // full annotation name, or "" when not about one
-	Value      string
-	Reason     string
+// serviceObject names a Service in a problem.
+func serviceObject(svc *corev1.Service) problem.Object {
+	return problem.Object{APIVersion: problem.CoreV1, Kind: "Service", Namespace: svc.Namespace, Name: svc.Name}
 }
 
-func (p Problem) Error() string {
-	if p.Annotation != "" {
-		return fmt.Sprintf("%s %s/%s: annotation %s=%q: %s", p.Kind, p.Namespace, p.Name, p.Annotation, p.Value, p.Reason)
-	}
-	return fmt.Sprintf("%s %s/%s: %s", p.Kind, p.Namespace, p.Name, p.Reason)
+// annotationField is the field path of an annotation, as problems name it.
+func annotationField(name string) string {
+	return "metadata.annotations[" + name + "]"
 }
 
 // Binding is the egress address a local pod address is translated to.
@@ -90,11 +82,11 @@ type Output struct {
 	Sets     []engine.Set
 	Bindings map[netip.Addr]Binding
 	// Problems are Services left out because they are invalid.
-	Problems []Problem
+	Problems []problem.Problem
 	// Warnings are valid Services that do not (yet) translate everything
 	// they select: no load-balancer address yet, or a pod that an older
 	// Service already translates.
-	Warnings []Problem
+	Warnings []problem.Problem
 }
 
 // portMatch is one protocol with a port or a port range.
@@ -148,7 +140,7 @@ func Compile(in Input) Output {
 	})
 	if len(services) > 0 && len(in.ClusterCIDRs) == 0 {
 		for _, s := range services {
-			out.Problems = append(out.Problems, Problem{Kind: "Service", Namespace: s.svc.Namespace, Name: s.svc.Name,
+			out.Problems = append(out.Problems, problem.Problem{Object: serviceObject(s.svc),
 				Reason: "egress needs the cluster's pod CIDRs (--cluster-cidr) to tell traffic that leaves the cluster"})
 		}
 		services = nil
@@ -186,7 +178,7 @@ func Compile(in Input) Output {
 			}
 			pk := p.Namespace + "/" + p.Name
 			if w, taken := owner[pk]; taken {
-				out.Warnings = append(out.Warnings, Problem{Kind: "Service", Namespace: s.svc.Namespace, Name: s.svc.Name,
+				out.Warnings = append(out.Warnings, problem.Problem{Object: serviceObject(s.svc),
 					Reason: fmt.Sprintf("pod %s is already translated by the older Service %s; this Service does not translate it", pk, w)})
 				continue
 			}

@@ -226,12 +226,12 @@ func TestBadAnnotationsSkipOnlyThatService(t *testing.T) {
 		ann  map[string]string
 		want string
 	}{
-		{map[string]string{"nftguard.io/egress": "yes please"}, `annotation nftguard.io/egress="yes please": not a boolean`},
-		{map[string]string{"nftguard.io/egress": "true", "nftguard.io/egress-destination-ports": "tcp:0"}, `egress-destination-ports="tcp:0": "tcp:0": port must be 1-65535`},
-		{map[string]string{"nftguard.io/egress": "true", "kube-vip.io/egress-destination-ports": "icmp:1"}, `kube-vip.io/egress-destination-ports="icmp:1": "icmp:1": protocol must be tcp, udp or sctp`},
+		{map[string]string{"nftguard.io/egress": "yes please"}, `metadata.annotations[nftguard.io/egress]="yes please": not a boolean`},
+		{map[string]string{"nftguard.io/egress": "true", "nftguard.io/egress-destination-ports": "tcp:0"}, `egress-destination-ports]="tcp:0": "tcp:0": port must be 1-65535`},
+		{map[string]string{"nftguard.io/egress": "true", "kube-vip.io/egress-destination-ports": "icmp:1"}, `kube-vip.io/egress-destination-ports]="icmp:1": "icmp:1": protocol must be tcp, udp or sctp`},
 		{map[string]string{"nftguard.io/egress": "true", "nftguard.io/egress-source-ports": "443"}, `"443" is not PROTOCOL:PORT`},
-		{map[string]string{"nftguard.io/egress": "true", "nftguard.io/egress-allowed-networks": "10.0.0.0/40"}, `egress-allowed-networks="10.0.0.0/40": "10.0.0.0/40" is not a CIDR`},
-		{map[string]string{"nftguard.io/egress": "true", "nftguard.io/egress-ipv6": "maybe"}, `egress-ipv6="maybe": not a boolean`},
+		{map[string]string{"nftguard.io/egress": "true", "nftguard.io/egress-allowed-networks": "10.0.0.0/40"}, `egress-allowed-networks]="10.0.0.0/40": "10.0.0.0/40" is not a CIDR`},
+		{map[string]string{"nftguard.io/egress": "true", "nftguard.io/egress-ipv6": "maybe"}, `egress-ipv6]="maybe": not a boolean`},
 	}
 	for _, tc := range cases {
 		in := baseInput()

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/problem"
 )
 
 // refCompile is Compile as it was before the per-namespace pod index; it the egress chains and sets for in.NodeName.
@@ -41,7 +42,7 @@ func refCompile(in Input) Output {
 	})
 	if len(services) > 0 && len(in.ClusterCIDRs) == 0 {
 		for _, s := range services {
-			out.Problems = append(out.Problems, Problem{Kind: "Service", Namespace: s.svc.Namespace, Name: s.svc.Name,
+			out.Problems = append(out.Problems, problem.Problem{Object: serviceObject(s.svc),
 				Reason: "egress needs the cluster's pod CIDRs (--cluster-cidr) to tell traffic that leaves the cluster"})
 		}
 		services = nil
@@ -69,7 +70,7 @@ func refCompile(in Input) Output {
 			}
 			pk := p.Namespace + "/" + p.Name
 			if w, taken := owner[pk]; taken {
-				out.Warnings = append(out.Warnings, Problem{Kind: "Service", Namespace: s.svc.Namespace, Name: s.svc.Name,
+				out.Warnings = append(out.Warnings, problem.Problem{Object: serviceObject(s.svc),
 					Reason: fmt.Sprintf("pod %s is already translated by the older Service %s; this Service does not translate it", pk, w)})
 				continue
 			}

@@ -2,6 +2,7 @@ package explain
 
 import (
 	nppolicy "github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/problem"
 
 	"fmt"
 	"net/netip"
@@ -24,15 +25,6 @@ type Input struct {
 	Pods            []*corev1.Pod
 	NetworkPolicies []*networkingv1.NetworkPolicy
 }
-
-// Problem is an object left out because it is not valid; the API server
-// would have refused it, so it never takes part in a verdict.
-type Problem struct {
-	Object string // e.g. "NetworkPolicy x/deny"
-	Reason string
-}
-
-func (p Problem) Error() string { return p.Object + ": " + p.Reason }
 
 // Cluster is the input indexed for evaluating flows. It is read-only after
 // New, so one Cluster may answer many flows, also concurrently.
@@ -64,8 +56,9 @@ type policy struct {
 }
 
 // New indexes the input. Invalid objects are returned as problems and left
-// out; everything else takes part in verdicts.
-func New(in Input) (*Cluster, []Problem) {
+// out (the API server would have refused them, so they never take part in a
+// verdict); everything else takes part in verdicts.
+func New(in Input) (*Cluster, []problem.Problem) {
 	c := &Cluster{
 		nodeName: in.NodeName,
 		nsLabels: map[string]labels.Set{},
@@ -74,7 +67,7 @@ func New(in Input) (*Cluster, []Problem) {
 		nodeOf:   map[netip.Addr]string{},
 		gone:     map[string]bool{},
 	}
-	var problems []Problem
+	var problems []problem.Problem
 	for _, ns := range in.Namespaces {
 		l := labels.Set{}
 		for k, v := range ns.Labels {
@@ -106,7 +99,9 @@ func New(in Input) (*Cluster, []Problem) {
 		for i, ip := range ips {
 			a, err := netip.ParseAddr(ip.IP)
 			if err != nil {
-				problems = append(problems, Problem{"Pod " + key, fmt.Sprintf("status.podIPs[%d]: invalid IP %q", i, ip.IP)})
+				problems = append(problems, problem.Problem{
+					Object: problem.Object{APIVersion: problem.CoreV1, Kind: "Pod", Namespace: o.Namespace, Name: o.Name},
+					Field:  fmt.Sprintf("status.podIPs[%d]", i), Reason: fmt.Sprintf("invalid IP %q", ip.IP)})
 				bad = true
 				break
 			}
@@ -130,9 +125,7 @@ func New(in Input) (*Cluster, []Problem) {
 		// A policy the API server would refuse enforces nothing; the
 		// validation is the compiler's, so both skip the same policies.
 		if probs := nppolicy.Validate(np); len(probs) > 0 {
-			for _, p := range probs {
-				problems = append(problems, Problem{"NetworkPolicy " + key, p.Field + ": " + p.Reason})
-			}
+			problems = append(problems, probs...)
 			continue
 		}
 		sel, _ := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)

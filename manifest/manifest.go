@@ -19,6 +19,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/nftguard/nftguard/problem"
 )
 
 // Objects are the API objects found in the manifests, in file order.
@@ -31,34 +33,14 @@ type Objects struct {
 	EndpointSlices  []*discoveryv1.EndpointSlice
 }
 
-// Problem is a document that could not be read as an object nftguard uses.
-// The rest of the manifests are still read.
-type Problem struct {
-	Source string // file:document
-	Kind   string
-	Name   string // namespace/name when known
-	Reason string
-}
-
-func (p Problem) Error() string {
-	who := p.Kind
-	if p.Name != "" {
-		who += " " + p.Name
-	}
-	if who != "" {
-		return fmt.Sprintf("%s: %s: %s", p.Source, who, p.Reason)
-	}
-	return fmt.Sprintf("%s: %s", p.Source, p.Reason)
-}
-
 // Load reads every manifest under paths: a file, a directory (its *.yaml,
 // *.yml and *.json files, recursively), or "-" for standard input. An
 // unreadable path is an error; a document that is not a valid object is a
 // Problem and the others are still returned. Kinds nftguard does not use are
 // ignored.
-func Load(stdin io.Reader, paths ...string) (*Objects, []Problem, error) {
+func Load(stdin io.Reader, paths ...string) (*Objects, []problem.Problem, error) {
 	objs := &Objects{}
-	var problems []Problem
+	var problems []problem.Problem
 	for _, p := range paths {
 		files, err := expand(p)
 		if err != nil {
@@ -121,8 +103,8 @@ type typeMeta struct {
 	Items []json.RawMessage `json:"items"`
 }
 
-func decodeStream(file string, data []byte, objs *Objects) []Problem {
-	var problems []Problem
+func decodeStream(file string, data []byte, objs *Objects) []problem.Problem {
+	var problems []problem.Problem
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	for doc := 0; ; doc++ {
 		var raw json.RawMessage
@@ -132,7 +114,7 @@ func decodeStream(file string, data []byte, objs *Objects) []Problem {
 		}
 		src := fmt.Sprintf("%s:%d", file, doc+1)
 		if err != nil {
-			problems = append(problems, Problem{Source: src, Reason: fmt.Sprintf("not valid YAML or JSON: %v", err)})
+			problems = append(problems, problem.Problem{Source: src, Reason: fmt.Sprintf("not valid YAML or JSON: %v", err)})
 			break // the decoder cannot resynchronise after a syntax error
 		}
 		if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
@@ -143,16 +125,16 @@ func decodeStream(file string, data []byte, objs *Objects) []Problem {
 	return problems
 }
 
-func decodeObject(src string, raw json.RawMessage, objs *Objects) []Problem {
+func decodeObject(src string, raw json.RawMessage, objs *Objects) []problem.Problem {
 	var tm typeMeta
 	if err := json.Unmarshal(raw, &tm); err != nil {
-		return []Problem{{Source: src, Reason: fmt.Sprintf("not a Kubernetes object: %v", err)}}
+		return []problem.Problem{{Source: src, Reason: fmt.Sprintf("not a Kubernetes object: %v", err)}}
 	}
 	if tm.Kind == "" || tm.APIVersion == "" {
-		return []Problem{{Source: src, Reason: "apiVersion and kind are required"}}
+		return []problem.Problem{{Source: src, Reason: "apiVersion and kind are required"}}
 	}
 	if strings.HasSuffix(tm.Kind, "List") && tm.APIVersion == "v1" {
-		var out []Problem
+		var out []problem.Problem
 		for i, item := range tm.Items {
 			out = append(out, decodeObject(fmt.Sprintf("%s[%d]", src, i), item, objs)...)
 		}
@@ -160,12 +142,9 @@ func decodeObject(src string, raw json.RawMessage, objs *Objects) []Problem {
 	}
 	ns := tm.Metadata.Namespace
 	name := tm.Metadata.Name
-	bad := func(reason string) []Problem {
-		id := name
-		if ns != "" {
-			id = ns + "/" + name
-		}
-		return []Problem{{Source: src, Kind: tm.Kind, Name: id, Reason: reason}}
+	bad := func(reason string) []problem.Problem {
+		return []problem.Problem{{Source: src, Reason: reason,
+			Object: problem.Object{APIVersion: tm.APIVersion, Kind: tm.Kind, Namespace: ns, Name: name}}}
 	}
 	if name == "" {
 		return bad("metadata.name is required")

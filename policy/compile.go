@@ -18,6 +18,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/problem"
 )
 
 // Names of the fixed chains and maps of the policy layout (see the package
@@ -44,7 +45,7 @@ type Input struct {
 type Output struct {
 	Chains   []engine.Chain
 	Sets     []engine.Set
-	Problems []Problem
+	Problems []problem.Problem
 }
 
 // pod is a live pod reduced to what the compiler needs.
@@ -108,7 +109,7 @@ type compiler struct {
 	local    []*pod          // pods on this node, sorted by key
 	nsDup    map[string]bool // namespace → two of its pods share a name
 	sets     map[string]*engine.Set
-	problems []Problem
+	problems []problem.Problem
 
 	sc        *selectorCache
 	nsMatches map[string][]string // namespaceSelector key → namespaces
@@ -443,7 +444,7 @@ func (c *compiler) newPod(o *corev1.Pod, e *podEntry) {
 	for i, ip := range ips {
 		a, err := netip.ParseAddr(ip.IP)
 		if err != nil {
-			e.problem = &Problem{Kind: "Pod", Namespace: o.Namespace, Name: o.Name,
+			e.problem = &problem.Problem{Object: problem.Object{APIVersion: problem.CoreV1, Kind: "Pod", Namespace: o.Namespace, Name: o.Name},
 				Field: fmt.Sprintf("status.podIPs[%d]", i), Reason: fmt.Sprintf("invalid IP %q", ip.IP)}
 			return
 		}

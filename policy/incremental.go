@@ -7,6 +7,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/problem"
 )
 
 // Compiler compiles successive states of one node's view of the cluster.
@@ -66,7 +67,7 @@ func newMemo(node string, policies int) *memo {
 type podEntry struct {
 	gen     uint64    // the last compile that saw the object
 	bucket  *nsBucket // its namespace's, so grouping costs no lookup
-	problem *Problem
+	problem *problem.Problem
 	valid   bool
 	src     *corev1.Pod // the object, the entry's key
 	pod
@@ -82,7 +83,7 @@ type nsBucket struct {
 // policyMemo is a policy object validated: cp is nil for an invalid one.
 type policyMemo struct {
 	cp       *compiledPolicy
-	problems []Problem
+	problems []problem.Problem
 }
 
 // peerMemo is a peer's selectors and what they selected.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/problem"
 )
 
 // refPod is a live refPod reduced to what the refCompiler needs.
@@ -43,7 +44,7 @@ type refCompiler struct {
 	pods     []*refPod
 	podsByNS map[string][]*refPod
 	sets     map[string]*engine.Set
-	problems []Problem
+	problems []problem.Problem
 }
 
 // Compile turns the cluster state into the policy chains and sets for the
@@ -169,7 +170,7 @@ func (c *refCompiler) indexPods() {
 		for i, ip := range ips {
 			a, err := netip.ParseAddr(ip.IP)
 			if err != nil {
-				c.problems = append(c.problems, Problem{Kind: "Pod", Namespace: o.Namespace, Name: o.Name,
+				c.problems = append(c.problems, problem.Problem{Object: problem.Object{APIVersion: problem.CoreV1, Kind: "Pod", Namespace: o.Namespace, Name: o.Name},
 					Field: fmt.Sprintf("status.podIPs[%d]", i), Reason: fmt.Sprintf("invalid IP %q", ip.IP)})
 				ok = false
 				break

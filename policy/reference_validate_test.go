@@ -12,15 +12,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/nftguard/nftguard/problem"
 )
 
 // refValidate mirrors the API server's validation of the fields the
 // compiler relies on, so that a manifest applied without an API server is
 // refused for the same reasons a cluster would refuse it.
-func refValidate(np *networkingv1.NetworkPolicy) []Problem {
-	var out []Problem
+func refValidate(np *networkingv1.NetworkPolicy) []problem.Problem {
+	var out []problem.Problem
 	bad := func(field, format string, args ...any) {
-		out = append(out, Problem{Kind: "NetworkPolicy", Namespace: np.Namespace, Name: np.Name, Field: field, Reason: fmt.Sprintf(format, args...)})
+		out = append(out, problem.Problem{Object: objectOf(np), Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
 	if np.Name == "" {
 		bad("metadata.name", "required")

@@ -9,34 +9,27 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nftguard/nftguard/problem"
 )
 
-// Problem is an object that could not be compiled, with the field and the
-// reason. The object is skipped; everything else is still enforced.
-type Problem struct {
-	Kind      string // "NetworkPolicy", "Pod"
-	Namespace string
-	Name      string
-	Field     string // e.g. spec.ingress[0].from[1].ipBlock.cidr
-	Reason    string
-}
-
-func (p Problem) Error() string {
-	return fmt.Sprintf("%s %s/%s: %s: %s", p.Kind, p.Namespace, p.Name, p.Field, p.Reason)
+// objectOf names a NetworkPolicy in a problem.
+func objectOf(np *networkingv1.NetworkPolicy) problem.Object {
+	return problem.Object{APIVersion: problem.NetworkingV1, Kind: "NetworkPolicy", Namespace: np.Namespace, Name: np.Name}
 }
 
 // Validate mirrors the API server's validation of the fields the
 // compiler relies on, so that a manifest applied without an API server is
 // refused for the same reasons a cluster would refuse it.
-func Validate(np *networkingv1.NetworkPolicy) []Problem {
+func Validate(np *networkingv1.NetworkPolicy) []problem.Problem {
 	return validate(np, nil)
 }
 
 // validate is Validate with the selectors parsed through sc (nil: no cache).
-func validate(np *networkingv1.NetworkPolicy, sc *selectorCache) []Problem {
-	var out []Problem
+func validate(np *networkingv1.NetworkPolicy, sc *selectorCache) []problem.Problem {
+	var out []problem.Problem
 	bad := func(field, format string, args ...any) {
-		out = append(out, Problem{Kind: "NetworkPolicy", Namespace: np.Namespace, Name: np.Name, Field: field, Reason: fmt.Sprintf(format, args...)})
+		out = append(out, problem.Problem{Object: objectOf(np), Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
 	if np.Name == "" {
 		bad("metadata.name", "required")

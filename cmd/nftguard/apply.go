@@ -11,6 +11,7 @@ import (
 	"github.com/nftguard/nftguard/conntrack"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/manifest"
+	"github.com/nftguard/nftguard/problem"
 )
 
 // load reads the manifests and compiles the desired table, printing every
@@ -49,7 +50,8 @@ func build(stdin io.Reader, files []string, c common, stderr io.Writer) (compose
 	for _, w := range res.Warnings {
 		fmt.Fprintf(stderr, "warning: %v\n", w)
 	}
-	return res, len(problems) + len(res.Problems), nil
+	// Count objects, not problems: one policy may have several bad fields.
+	return res, len(problem.Objects(problems)) + len(problem.Objects(res.Problems)), nil
 }
 
 // manifestFlags parses the flags apply and render share: the common ones,

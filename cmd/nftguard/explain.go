@@ -9,6 +9,7 @@ import (
 
 	"github.com/nftguard/nftguard/explain"
 	"github.com/nftguard/nftguard/manifest"
+	"github.com/nftguard/nftguard/problem"
 )
 
 // runExplain judges one flow against the manifests with the explain
@@ -47,7 +48,7 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	var objs *manifest.Objects
 	if len(files) > 0 {
-		var problems []manifest.Problem
+		var problems []problem.Problem
 		objs, problems, err = manifest.Load(stdin, files...)
 		if err != nil {
 			return usageError{err}
