@@ -1,14 +1,14 @@
 package doctor
 
 import (
-	"github.com/nftguard/nftguard/engine/nftsyntax"
-
 	"errors"
 	"fmt"
 	"sort"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // familyNames are the nftables families by NFPROTO number.
@@ -231,7 +231,7 @@ func decodeExprs(fam byte, b []byte) ([]Expr, error) {
 			return nil, err
 		}
 		e := Expr{Name: cstr(a[unix.NFTA_EXPR_NAME])}
-		v, err := nftsyntax.DecodeExpr(nftsyntax.Family(fam), e.Name, a[unix.NFTA_EXPR_DATA])
+		v, err := nftwire.DecodeExpr(nftwire.Family(fam), e.Name, a[unix.NFTA_EXPR_DATA])
 		if err != nil {
 			e.Err = err.Error()
 			out = append(out, e)

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/engine/nftsyntax"
 	"github.com/nftguard/nftguard/internal/testns"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // TestErrorsNameObjectAndApplyNothing: a batch with one bad object fails
@@ -53,8 +53,8 @@ func TestErrorsNameObjectAndApplyNothing(t *testing.T) {
 
 	// An element of the wrong length is caught before sending.
 	bad = bigTable(t, 3, 40, 20)
-	bad.sets["allowed"].add(nftsyntax.Elem{Key: []byte{1, 2, 3}})
-	bad.sets["allowed"].elemText = map[string]string{elemID(nftsyntax.Elem{Key: []byte{1, 2, 3}}): "1.2.3"}
+	bad.sets["allowed"].add(nftwire.Elem{Key: []byte{1, 2, 3}})
+	bad.sets["allowed"].elemText = map[string]string{elemID(nftwire.Elem{Key: []byte{1, 2, 3}}): "1.2.3"}
 	_, err = e.syncK(ctx, bad)
 	if err == nil || !strings.Contains(err.Error(), `set "allowed"`) || !strings.Contains(err.Error(), `"1.2.3"`) {
 		t.Fatalf("error %v does not name the element", err)
@@ -66,7 +66,7 @@ func TestErrorsNameObjectAndApplyNothing(t *testing.T) {
 	vm := ipv4Set("vm", false)
 	vm.flags |= unix.NFT_SET_MAP
 	vm.dataType = nftDataVerdict
-	vm.add(nftsyntax.Elem{Key: []byte{1, 2, 3, 4}, Verdict: &expr.Verdict{Kind: expr.VerdictJump, Chain: "missing"}})
+	vm.add(nftwire.Elem{Key: []byte{1, 2, 3, 4}, Verdict: &nftwire.Verdict{Kind: nftwire.VerdictJump, Chain: "missing"}})
 	bad.addSet(vm)
 	_, err = e.syncK(ctx, bad)
 	if err == nil || !strings.Contains(err.Error(), `add elements to set "vm" (elements 1-1)`) {

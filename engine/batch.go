@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // opDesc names the object one batch message acts on, so a kernel error can
@@ -216,19 +215,19 @@ func (b *batch) addRule(chain string, r *kRule, before uint64) error {
 // anonymous sets' ids in this batch.
 func (b *batch) ruleExprs(r *kRule, ids []uint32) error {
 	for _, e := range r.exprs {
-		if l, ok := e.(*expr.Lookup); ok && isAnonName(l.SetName) && int(l.SetID) < len(ids) {
+		if l, ok := e.(*nftwire.Lookup); ok && isAnonName(l.SetName) && int(l.SetID) < len(ids) {
 			c := *l
 			c.SetName, c.SetID = anonName(r.anon[l.SetID].name), ids[l.SetID]
 			e = &c
 		}
-		if d, ok := e.(*expr.Dynset); ok && isAnonName(d.SetName) && int(d.SetID) < len(ids) {
+		if d, ok := e.(*nftwire.Dynset); ok && isAnonName(d.SetName) && int(d.SetID) < len(ids) {
 			c := *d
 			c.SetName, c.SetID = anonName(r.anon[d.SetID].name), ids[d.SetID]
 			e = &c
 		}
 		le := b.m.nest(unix.NFTA_LIST_ELEM)
 		var err error
-		if b.m.b, err = nftsyntax.AppendExpr(b.m.b, nftsyntax.Family(b.fam), e); err != nil {
+		if b.m.b, err = nftwire.AppendExpr(b.m.b, nftwire.Family(b.fam), e); err != nil {
 			return err
 		}
 		b.m.endNest(le)
@@ -274,7 +273,7 @@ func (b *batch) delSet(name string) {
 
 // elems adds or deletes elements, split over as many messages as the
 // 16-bit attribute length needs (all still in this one batch).
-func (b *batch) elems(typ uint16, s *kSet, id uint32, elems []nftsyntax.Elem, texts []string, d opDesc) error {
+func (b *batch) elems(typ uint16, s *kSet, id uint32, elems []nftwire.Elem, texts []string, d opDesc) error {
 	verb := "add elements to set"
 	if typ == unix.NFT_MSG_DELSETELEM {
 		verb = "delete elements from set"
@@ -338,7 +337,7 @@ func textAt(texts []string, i int) string {
 	return ""
 }
 
-func (b *batch) elem(el nftsyntax.Elem) {
+func (b *batch) elem(el nftwire.Elem) {
 	le := b.m.nest(unix.NFTA_LIST_ELEM)
 	k := b.m.nest(unix.NFTA_SET_ELEM_KEY)
 	b.m.attr(unix.NFTA_DATA_VALUE, el.Key)

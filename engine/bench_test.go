@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/internal/testns"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // BenchmarkFullProgram programs N rules over 100 chains plus 100k set
@@ -48,7 +49,7 @@ func BenchmarkOneChange(b *testing.B) {
 	ctx := context.Background()
 	states := [2]*kTable{bigTable(b, 100, 50000, 100000), bigTable(b, 100, 50000, 100000)}
 	c := states[1].chains["c050"]
-	c.rules[10] = ruleDaddrDport(ip4(7777777), 1, expr.VerdictDrop)
+	c.rules[10] = ruleDaddrDport(ip4(7777777), 1, nftwire.VerdictDrop)
 	states[1].sets["allowed"].add(nftsyntaxElem(192, 0, 2, 1))
 	states[1].prepare(unix.NFPROTO_INET)
 	if _, err := e.syncK(ctx, states[0]); err != nil {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/nftguard/nftguard/engine/nftsyntax"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // compiler turns the caller's Desired into kernel form and remembers what
@@ -53,7 +55,7 @@ type setEntry struct {
 // version.
 type setDelta struct {
 	base     uint64
-	add, del []nftsyntax.Elem
+	add, del []nftwire.Elem
 	addTexts []string
 }
 
@@ -314,7 +316,7 @@ func (c *compiler) compileSet(s Set, decl nftsyntax.SetDecl, old *setEntry) (*se
 	}
 	ud := nftsyntax.SetUserData(decl)
 	if s.Comment != "" {
-		ud = append(ud, commentTLV(udataSetComment, s.Comment)...)
+		ud = append(ud, nftwire.Comment(nftwire.UdataSetComment, s.Comment)...)
 	}
 	ks := setFromDecl(decl, false, ud)
 	ks.flags = nftsyntax.SetFlags(decl)
@@ -323,7 +325,7 @@ func (c *compiler) compileSet(s Set, decl nftsyntax.SetDecl, old *setEntry) (*se
 		return nil, nil, err
 	}
 	ids := elemIDs(elems)
-	ks.elems = make(map[string]nftsyntax.Elem, len(elems))
+	ks.elems = make(map[string]nftwire.Elem, len(elems))
 	// order is a subsequence of ids (duplicates dropped), so it is
 	// written over ids: entry i is read before any write reaches it.
 	ks.order = ids[:0]
@@ -497,7 +499,7 @@ func chainHead(c Chain) (*kChain, error) {
 		}
 	}
 	if c.Comment != "" {
-		kc.userdata = commentTLV(udataChainComment, c.Comment)
+		kc.userdata = nftwire.Comment(nftwire.UdataChainComment, c.Comment)
 	}
 	return kc, nil
 }
@@ -514,7 +516,7 @@ func (c *compiler) compileRule(chain string, index int, r Rule, decls setDecls, 
 		}
 		text += ` comment "` + r.Comment + `"`
 	}
-	cr, err := nftsyntax.CompileRule(nftsyntax.Family(c.fam), text, decls)
+	cr, err := nftsyntax.CompileRule(nftwire.Family(c.fam), text, decls)
 	if err != nil {
 		return nil, fmt.Errorf("chain %q rule %d (%q): %w", chain, index, r.Rule, err)
 	}

@@ -8,26 +8,27 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/engine/nftsyntax"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // decodeExpr decodes one NFTA_LIST_ELEM payload (name + data). An
 // expression it cannot decode makes the rule undecodable, which the diff
 // treats as drift to replace.
-func decodeExpr(fam byte, b []byte) (expr.Any, error) {
+func decodeExpr(fam byte, b []byte) (nftwire.Expr, error) {
 	a, err := attrs(b)
 	if err != nil {
 		return nil, err
 	}
-	return nftsyntax.DecodeExpr(nftsyntax.Family(fam), cstr(a[unix.NFTA_EXPR_NAME]), a[unix.NFTA_EXPR_DATA])
+	return nftwire.DecodeExpr(nftwire.Family(fam), cstr(a[unix.NFTA_EXPR_NAME]), a[unix.NFTA_EXPR_DATA])
 }
 
 // decodeExprs decodes NFTA_RULE_EXPRESSIONS.
-func decodeExprs(fam byte, b []byte) ([]expr.Any, error) {
-	var out []expr.Any
+func decodeExprs(fam byte, b []byte) ([]nftwire.Expr, error) {
+	var out []nftwire.Expr
 	var derr error
 	err := walkAttrs(b, func(typ uint16, data []byte) {
 		if derr != nil || typ != unix.NFTA_LIST_ELEM {
@@ -57,13 +58,13 @@ type anonResolver func(name string, id uint32) (string, bool)
 // returns the named sets the rule refers to.
 //
 // own says the expressions come from the engine's compiler rather than from
-// a kernel dump: those of the types nftsyntax.Canonical accepts are already in
+// a kernel dump: those of the types nftwire.Canonical accepts are already in
 // canonical form and skip the decode. For such a rule ruleKey also reports
 // wireLen: when every expression's canonical form is the very encoding the
 // rule is sent with, key[:wireLen] is the rule's NFTA_RULE_EXPRESSIONS
 // payload and the batch copies it instead of encoding the rule again (0
 // otherwise).
-func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, memo exprMemo, own bool) (key string, wireLen int, refs []string, err error) {
+func ruleKey(fam byte, exprs []nftwire.Expr, userdata []byte, anon anonResolver, memo exprMemo, own bool) (key string, wireLen int, refs []string, err error) {
 	if own && allCanonical(exprs) {
 		return ownRuleKey(fam, exprs, userdata, anon)
 	}
@@ -72,7 +73,7 @@ func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, mem
 	for _, e := range exprs {
 		le := len(kb)
 		kb = append(kb, 0, 0, 0, 0)
-		if own && nftsyntax.Canonical(e) {
+		if own && nftwire.Canonical(e) {
 			var same bool
 			if kb, same, err = appendOwnExpr(kb, fam, e, anon, &refs); err != nil {
 				return "", 0, nil, err
@@ -81,7 +82,7 @@ func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, mem
 			endListElem(kb, le)
 			continue
 		}
-		b, err := nftsyntax.AppendExpr(kb, nftsyntax.Family(fam), e)
+		b, err := nftwire.AppendExpr(kb, nftwire.Family(fam), e)
 		if err != nil {
 			return "", 0, nil, err
 		}
@@ -102,24 +103,24 @@ func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, mem
 			return "", 0, nil, err
 		}
 		switch x := c.(type) {
-		case *expr.Counter:
+		case *nftwire.Counter:
 			x.Bytes, x.Packets = 0, 0
-		case *expr.Lookup:
+		case *nftwire.Lookup:
 			name, err := normSetRef(x.SetName, x.SetID, anon, &refs)
 			if err != nil {
 				return "", 0, nil, err
 			}
 			x.SetName, x.SetID = name, 0
-		case *expr.Dynset:
+		case *nftwire.Dynset:
 			name, err := normSetRef(x.SetName, x.SetID, anon, &refs)
 			if err != nil {
 				return "", 0, nil, err
 			}
 			x.SetName, x.SetID = name, 0
-		case *expr.Quota:
+		case *nftwire.Quota:
 			x.Consumed = 0
 		}
-		k, err := nftsyntax.AppendExpr(nil, nftsyntax.Family(fam), c)
+		k, err := nftwire.AppendExpr(nil, nftwire.Family(fam), c)
 		if err != nil {
 			return "", 0, nil, err
 		}
@@ -136,9 +137,9 @@ func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, mem
 	return key, wireLen, refs, nil
 }
 
-func allCanonical(exprs []expr.Any) bool {
+func allCanonical(exprs []nftwire.Expr) bool {
 	for _, e := range exprs {
-		if !nftsyntax.Canonical(e) {
+		if !nftwire.Canonical(e) {
 			return false
 		}
 	}
@@ -149,7 +150,7 @@ func allCanonical(exprs []expr.Any) bool {
 // all canonical: the key is their encoding with only counters and set
 // references normalised, so nothing is decoded, and it is built in a
 // buffer on the stack, leaving the key itself as the one allocation.
-func ownRuleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver) (key string, wireLen int, refs []string, err error) {
+func ownRuleKey(fam byte, exprs []nftwire.Expr, userdata []byte, anon anonResolver) (key string, wireLen int, refs []string, err error) {
 	var buf [1024]byte
 	kb := buf[:0]
 	wireOK := true
@@ -182,14 +183,14 @@ func sealKey(kb []byte, wireOK bool, userdata []byte) (key string, wireLen int) 
 // engine's own: its encoding, with counters zeroed and set references
 // normalised; same tells whether that is the very encoding it is sent
 // with.
-func appendOwnExpr(kb []byte, fam byte, e expr.Any, anon anonResolver, refs *[]string) (out []byte, same bool, err error) {
+func appendOwnExpr(kb []byte, fam byte, e nftwire.Expr, anon anonResolver, refs *[]string) (out []byte, same bool, err error) {
 	c, same := e, true
 	switch x := e.(type) {
-	case *expr.Counter:
+	case *nftwire.Counter:
 		if x.Bytes != 0 || x.Packets != 0 {
-			c, same = &expr.Counter{}, false
+			c, same = &nftwire.Counter{}, false
 		}
-	case *expr.Lookup:
+	case *nftwire.Lookup:
 		name, err := normSetRef(x.SetName, x.SetID, anon, refs)
 		if err != nil {
 			return kb, false, err
@@ -200,7 +201,7 @@ func appendOwnExpr(kb []byte, fam byte, e expr.Any, anon anonResolver, refs *[]s
 			c, same = &n, false
 		}
 	}
-	out, err = nftsyntax.AppendExpr(kb, nftsyntax.Family(fam), c)
+	out, err = nftwire.AppendExpr(kb, nftwire.Family(fam), c)
 	return out, same, err
 }
 
@@ -228,9 +229,9 @@ func (m exprMemo) put(enc, canon string) {
 
 // needsNorm reports whether an expression's canonical form depends on more
 // than its encoding (counter values, set references).
-func needsNorm(e expr.Any) bool {
+func needsNorm(e nftwire.Expr) bool {
 	switch e.(type) {
-	case *expr.Counter, *expr.Lookup, *expr.Dynset, *expr.Quota:
+	case *nftwire.Counter, *nftwire.Lookup, *nftwire.Dynset, *nftwire.Quota:
 		return true
 	}
 	return false
@@ -299,13 +300,13 @@ func (s *kSet) contentKey() string {
 	return s.declKey() + "|" + strings.Join(ids, ",")
 }
 
-func elemID(e nftsyntax.Elem) string {
+func elemID(e nftwire.Elem) string {
 	return string(appendElemID(make([]byte, 0, elemIDLen(e)), e))
 }
 
-func elemIDLen(e nftsyntax.Elem) int { return len(e.Key) + len(e.KeyEnd) + 3 }
+func elemIDLen(e nftwire.Elem) int { return len(e.Key) + len(e.KeyEnd) + 3 }
 
-func appendElemID(b []byte, e nftsyntax.Elem) []byte {
+func appendElemID(b []byte, e nftwire.Elem) []byte {
 	end := byte('0')
 	if e.IntervalEnd {
 		end = '1'
@@ -320,7 +321,7 @@ func appendElemID(b []byte, e nftsyntax.Elem) []byte {
 // string, two allocations instead of one per element of a large set; the
 // string lives as long as any of its ids, at most the size of the set's
 // ids when it was compiled.
-func elemIDs(elems []nftsyntax.Elem) []string {
+func elemIDs(elems []nftwire.Elem) []string {
 	n := 0
 	for _, e := range elems {
 		n += elemIDLen(e)
@@ -340,7 +341,7 @@ func elemIDs(elems []nftsyntax.Elem) []string {
 	return ids
 }
 
-func elemValue(e nftsyntax.Elem) string {
+func elemValue(e nftwire.Elem) string {
 	if e.Verdict != nil {
 		return fmt.Sprintf("v%d:%s|%s", e.Verdict.Kind, e.Verdict.Chain, e.UserData)
 	}
@@ -381,7 +382,7 @@ func setFromDecl(d nftsyntax.SetDecl, anonymous bool, userdata []byte) *kSet {
 		keyType:  typeMagic(d.Key),
 		keyLen:   typeLen(d.Key),
 		userdata: userdata,
-		elems:    map[string]nftsyntax.Elem{},
+		elems:    map[string]nftwire.Elem{},
 	}
 	if anonymous {
 		s.flags |= unix.NFT_SET_ANONYMOUS | unix.NFT_SET_CONSTANT
@@ -412,7 +413,7 @@ func setFromDecl(d nftsyntax.SetDecl, anonymous bool, userdata []byte) *kSet {
 	return s
 }
 
-func (s *kSet) add(e nftsyntax.Elem) string {
+func (s *kSet) add(e nftwire.Elem) string {
 	id := elemID(e)
 	s.addID(id, e)
 	return id
@@ -420,7 +421,7 @@ func (s *kSet) add(e nftsyntax.Elem) string {
 
 // addID adds e under its id (elemID); a later element with the same id
 // replaces the earlier one but keeps its place in order.
-func (s *kSet) addID(id string, e nftsyntax.Elem) {
+func (s *kSet) addID(id string, e nftwire.Elem) {
 	s.compiled, s.compiledTexts = nil, nil
 	n := len(s.elems)
 	s.elems[id] = e
@@ -434,7 +435,7 @@ func (s *kSet) addID(id string, e nftsyntax.Elem) {
 func jumpTargets(r *kRule) []string {
 	var out []string
 	for _, e := range r.exprs {
-		if v, ok := e.(*expr.Verdict); ok && v.Chain != "" {
+		if v, ok := e.(*nftwire.Verdict); ok && v.Chain != "" {
 			out = append(out, v.Chain)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/engine/nftsyntax"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 var hooks = map[string]uint32{
@@ -15,16 +17,6 @@ var hooks = map[string]uint32{
 	"forward":     unix.NF_INET_FORWARD,
 	"output":      unix.NF_INET_LOCAL_OUT,
 	"postrouting": unix.NF_INET_POST_ROUTING,
-}
-
-// libnftnl user data TLV types for comments.
-const (
-	udataChainComment = 0
-	udataSetComment   = 7
-)
-
-func commentTLV(typ byte, c string) []byte {
-	return append([]byte{typ, byte(len(c) + 1)}, append([]byte(c), 0)...)
 }
 
 // setDecls resolves @name references while compiling rules.
@@ -42,7 +34,7 @@ func anonSet(as nftsyntax.AnonSet) *kSet {
 		keyType:  as.Decl.Key.Magic(),
 		keyLen:   as.Decl.Key.Len(),
 		userdata: as.UserData,
-		elems:    map[string]nftsyntax.Elem{},
+		elems:    map[string]nftwire.Elem{},
 	}
 	if s.flags&nftSetConcat != 0 {
 		for _, f := range as.Decl.Key.Fields {

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // errStaleCache means the engine's cached table describes a version of a
@@ -171,7 +171,7 @@ func diffNames(b *batch, cur, want *kTable, ns names) (next *kTable, ok bool, er
 	}
 	// Verdict-map entries that jump to a recreated chain go and come back
 	// with it too.
-	forcedElem := func(el nftsyntax.Elem) bool {
+	forcedElem := func(el nftwire.Elem) bool {
 		return el.Verdict != nil && recreateChain[el.Verdict.Chain]
 	}
 
@@ -213,7 +213,7 @@ func diffNames(b *batch, cur, want *kTable, ns names) (next *kTable, ok bool, er
 
 	// 2. Sets that go away or change shape; elements that go away.
 	mode := map[string]int{}
-	segAdd := map[string][]nftsyntax.Elem{} // step 5's additions to kept interval sets
+	segAdd := map[string][]nftwire.Elem{} // step 5's additions to kept interval sets
 	for _, name := range ns.curSets {
 		w, ok := want.sets[name]
 		if !ok || recreateSet[name] {
@@ -238,9 +238,9 @@ func diffNames(b *batch, cur, want *kTable, ns names) (next *kTable, ok bool, er
 			return nil, false, errStaleCache
 		}
 		mode[name] = setCompare
-		var gone []nftsyntax.Elem
+		var gone []nftwire.Elem
 		if segmentSet(c) && segmentSet(w) {
-			var add []nftsyntax.Elem
+			var add []nftwire.Elem
 			gone, add = diffSegments(c, w, forcedElem)
 			segAdd[name] = add
 		} else {
@@ -293,7 +293,7 @@ func diffNames(b *batch, cur, want *kTable, ns names) (next *kTable, ok bool, er
 			}
 			continue
 		}
-		var add []nftsyntax.Elem
+		var add []nftwire.Elem
 		var texts []string
 		switch mode[name] {
 		case setSame:
@@ -486,14 +486,14 @@ func segmentSet(s *kSet) bool {
 // interval's start followed by its end (if any), or a lone end (the zero
 // sentinel, or a stray end).
 type segment struct {
-	elems []nftsyntax.Elem
+	elems []nftwire.Elem
 	id    string // the elements' identities and values
 }
 
 // segments splits a segment set into its units, in key order (at one key
 // an end comes before a start, as it closes the interval below).
 func segments(s *kSet) []segment {
-	els := make([]nftsyntax.Elem, 0, len(s.elems))
+	els := make([]nftwire.Elem, 0, len(s.elems))
 	for _, el := range s.elems {
 		els = append(els, el)
 	}
@@ -508,7 +508,7 @@ func segments(s *kSet) []segment {
 		return bytes.Compare(a.KeyEnd, b.KeyEnd) < 0
 	})
 	out := make([]segment, 0, len(els)/2+1)
-	add := func(es ...nftsyntax.Elem) {
+	add := func(es ...nftwire.Elem) {
 		var sb strings.Builder
 		for _, el := range es {
 			sb.WriteString(elemID(el))
@@ -550,7 +550,7 @@ func segments(s *kSet) []segment {
 // the elements to delete, each interval's start immediately followed by
 // its end as the kernel wants them, and the elements to add, both in key
 // order: the result does not depend on map iteration.
-func diffSegments(cur, want *kSet, forced func(nftsyntax.Elem) bool) (del, add []nftsyntax.Elem) {
+func diffSegments(cur, want *kSet, forced func(nftwire.Elem) bool) (del, add []nftwire.Elem) {
 	isForced := func(sg segment) bool {
 		for _, el := range sg.elems {
 			if forced(el) {

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nftguard/nftguard/engine/nftsyntax"
 	"github.com/nftguard/nftguard/internal/testns"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // TestInlineVerdictMap: a rule with an anonymous verdict map whose entries
@@ -97,7 +98,7 @@ func TestSegmentDiff(t *testing.T) {
 		}
 		return k.sets["s"]
 	}
-	str := func(els []nftsyntax.Elem) string {
+	str := func(els []nftwire.Elem) string {
 		var out []string
 		for _, e := range els {
 			s := fmt.Sprint(binary.BigEndian.Uint16(e.Key))
@@ -108,7 +109,7 @@ func TestSegmentDiff(t *testing.T) {
 		}
 		return strings.Join(out, " ")
 	}
-	never := func(nftsyntax.Elem) bool { return false }
+	never := func(nftwire.Elem) bool { return false }
 	for _, tc := range []struct {
 		cur, want []string
 		del, add  string

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // errDumpInterrupted means the kernel's generation changed during a dump;
@@ -195,15 +194,15 @@ func (e *Engine) readOnce() (*kTable, error) {
 
 // readJumps lists the chains a kernel rule jumps or goes to, directly or
 // through its anonymous verdict maps.
-func readJumps(exprs []expr.Any, anon map[string]*kSet) []string {
+func readJumps(exprs []nftwire.Expr, anon map[string]*kSet) []string {
 	var out []string
 	for _, x := range exprs {
 		switch x := x.(type) {
-		case *expr.Verdict:
+		case *nftwire.Verdict:
 			if x.Chain != "" {
 				out = append(out, x.Chain)
 			}
-		case *expr.Lookup:
+		case *nftwire.Lookup:
 			if s, ok := anon[x.SetName]; ok {
 				for _, el := range s.elems {
 					if el.Verdict != nil && el.Verdict.Chain != "" {
@@ -249,7 +248,7 @@ func parseSet(b []byte) (*kSet, string, error) {
 		dataType: be32(a[unix.NFTA_SET_DATA_TYPE]),
 		dataLen:  be32(a[unix.NFTA_SET_DATA_LEN]),
 		userdata: a[unix.NFTA_SET_USERDATA],
-		elems:    map[string]nftsyntax.Elem{},
+		elems:    map[string]nftwire.Elem{},
 	}
 	if s.dataType == nftDataVerdict {
 		s.dataLen = 0 // the kernel reports sizeof(struct nft_verdict)
@@ -324,8 +323,8 @@ func (e *Engine) dumpElems(s *kSet) error {
 	return nil
 }
 
-func parseElem(b []byte) (nftsyntax.Elem, error) {
-	var el nftsyntax.Elem
+func parseElem(b []byte) (nftwire.Elem, error) {
+	var el nftwire.Elem
 	a, err := attrs(b)
 	if err != nil {
 		return el, err
@@ -352,8 +351,8 @@ func parseElem(b []byte) (nftsyntax.Elem, error) {
 			if err != nil {
 				return el, err
 			}
-			el.Verdict = &expr.Verdict{
-				Kind:  expr.VerdictKind(int32(be32(va[unix.NFTA_VERDICT_CODE]))),
+			el.Verdict = &nftwire.Verdict{
+				Kind:  nftwire.VerdictKind(int32(be32(va[unix.NFTA_VERDICT_CODE]))),
 				Chain: cstr(va[unix.NFTA_VERDICT_CHAIN]),
 			}
 		} else {

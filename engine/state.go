@@ -3,9 +3,7 @@ package engine
 import (
 	"fmt"
 
-	"github.com/google/nftables/expr"
-
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // kTable is the content of our table in kernel form: what the diff compares.
@@ -90,7 +88,7 @@ func (c *kChain) sameBase(o *kChain) bool {
 
 type kRule struct {
 	handle   uint64 // kernel only
-	exprs    []expr.Any
+	exprs    []nftwire.Expr
 	anon     []*kSet // anonymous sets, indexed by the lookups' SetID
 	userdata []byte
 	// key is the canonical form two rules are compared by; "" means the
@@ -122,14 +120,14 @@ type kSet struct {
 	userdata  []byte
 	// elems maps an element's identity (key, key end, interval end flag)
 	// to the element.
-	elems map[string]nftsyntax.Elem
+	elems map[string]nftwire.Elem
 	order []string // desired side: element identities in caller order
 	// elemText names elements in errors (desired side only).
 	elemText map[string]string
 	// As compiled, before any change in place: the elements in order and
 	// their texts (nil when unknown), so that a new set is written
 	// without a lookup per element.
-	compiled      []nftsyntax.Elem
+	compiled      []nftwire.Elem
 	compiledTexts []string
 	// ver identifies the content of a compiled set (0: not from the
 	// compiler); delta says how it changed from the previous version.
@@ -138,11 +136,11 @@ type kSet struct {
 }
 
 // list returns the elements in caller order (any order for kernel sets).
-func (s *kSet) list() []nftsyntax.Elem {
+func (s *kSet) list() []nftwire.Elem {
 	if s.compiled != nil {
 		return s.compiled
 	}
-	out := make([]nftsyntax.Elem, 0, len(s.elems))
+	out := make([]nftwire.Elem, 0, len(s.elems))
 	if len(s.order) == len(s.elems) {
 		for _, id := range s.order {
 			out = append(out, s.elems[id])
