@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/engine/nftsyntax"
-
 	"github.com/nftguard/nftguard/engine/nftwire"
 )
 

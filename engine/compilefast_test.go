@@ -6,7 +6,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/engine/nftsyntax"
-
 	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
@@ -33,7 +32,7 @@ func TestElemIDs(t *testing.T) {
 // TestAddKeepsFirstPlace: a repeated id replaces the element but keeps
 // its place in order.
 func TestAddKeepsFirstPlace(t *testing.T) {
-	s := &kSet{elems: map[string]nftwire.Elem{}}
+	s := &kernelSet{elems: map[string]nftwire.Elem{}}
 	a := nftwire.Elem{Key: []byte{1}}
 	b := nftwire.Elem{Key: []byte{2}}
 	a2 := nftwire.Elem{Key: []byte{1}, Data: []byte{9}}
@@ -82,7 +81,7 @@ func TestOwnRuleKey(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", text, err)
 		}
-		var anon []*kSet
+		var anon []*kernelSet
 		for _, as := range cr.AnonSets {
 			anon = append(anon, anonSet(as))
 		}

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nftguard/nftguard/internal/testns"
-
 	"github.com/nftguard/nftguard/engine/nftwire"
+	"github.com/nftguard/nftguard/internal/testns"
 )
 
 // TestInlineVerdictMap: a rule with an anonymous verdict map whose entries
@@ -87,7 +86,7 @@ func TestByteorderRuleStable(t *testing.T) {
 // intervals, deletes each interval as its start followed by its end, and is
 // deterministic.
 func TestSegmentDiff(t *testing.T) {
-	set := func(elems ...string) *kSet {
+	set := func(elems ...string) *kernelSet {
 		d := &Desired{Sets: []Set{{Name: "s", Type: "inet_service", Interval: true}}}
 		for _, e := range elems {
 			d.Sets[0].Elements = append(d.Sets[0].Elements, Element{Key: e})

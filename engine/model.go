@@ -1,7 +1,3 @@
-// Package engine keeps one nftables table in the kernel equal to a desired
-// state: it reads back its own table over netlink, computes the difference,
-// and applies it as one atomic nfnetlink transaction, repairing drift that
-// others cause. It never writes anything outside its table.
 package engine
 
 import (

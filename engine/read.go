@@ -92,7 +92,7 @@ func errCode(data []byte) unix.Errno {
 
 // read dumps our table (and only it: every request names it) into kernel
 // form. It returns nil, nil when the table does not exist.
-func (e *Engine) read() (*kTable, error) {
+func (e *Engine) read() (*kernelTable, error) {
 	for attempt := 0; ; attempt++ {
 		t, err := e.readOnce()
 		if errors.Is(err, errDumpInterrupted) && attempt < 10 {
@@ -102,7 +102,7 @@ func (e *Engine) read() (*kTable, error) {
 	}
 }
 
-func (e *Engine) readOnce() (*kTable, error) {
+func (e *Engine) readOnce() (*kernelTable, error) {
 	name := e.table.Name
 	_, err := e.request(unix.NFT_MSG_GETTABLE, 0, func(m *enc) { m.str(unix.NFTA_TABLE_NAME, name) })
 	if errors.Is(err, unix.ENOENT) {
@@ -111,7 +111,7 @@ func (e *Engine) readOnce() (*kTable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get table: %w", err)
 	}
-	t := newKTable()
+	t := newKernelTable()
 
 	msgs, err := e.request(unix.NFT_MSG_GETCHAIN, unix.NLM_F_DUMP, func(m *enc) { m.str(unix.NFTA_CHAIN_TABLE, name) })
 	if err != nil {
@@ -131,7 +131,7 @@ func (e *Engine) readOnce() (*kTable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dump sets: %w", err)
 	}
-	anon := map[string]*kSet{}
+	anon := map[string]*kernelSet{}
 	for _, r := range msgs {
 		s, tbl, err := parseSet(r.data[nfgenHdrLen:])
 		if err != nil {
@@ -178,7 +178,7 @@ func (e *Engine) readOnce() (*kTable, error) {
 			if cstr(a[unix.NFTA_RULE_TABLE]) != name || cstr(a[unix.NFTA_RULE_CHAIN]) != cname || r.data[0] != e.fam {
 				continue
 			}
-			kr := &kRule{handle: be64(a[unix.NFTA_RULE_HANDLE]), userdata: a[unix.NFTA_RULE_USERDATA]}
+			kr := &kernelRule{handle: be64(a[unix.NFTA_RULE_HANDLE]), userdata: a[unix.NFTA_RULE_USERDATA]}
 			// An undecodable rule keeps key "": it matches nothing and is
 			// replaced, never guessed at.
 			if exprs, err := decodeExprs(e.fam, a[unix.NFTA_RULE_EXPRESSIONS]); err == nil {
@@ -194,7 +194,7 @@ func (e *Engine) readOnce() (*kTable, error) {
 
 // readJumps lists the chains a kernel rule jumps or goes to, directly or
 // through its anonymous verdict maps.
-func readJumps(exprs []nftwire.Expr, anon map[string]*kSet) []string {
+func readJumps(exprs []nftwire.Expr, anon map[string]*kernelSet) []string {
 	var out []string
 	for _, x := range exprs {
 		switch x := x.(type) {
@@ -215,12 +215,12 @@ func readJumps(exprs []nftwire.Expr, anon map[string]*kSet) []string {
 	return out
 }
 
-func parseChain(b []byte) (*kChain, string, error) {
+func parseChain(b []byte) (*kernelChain, string, error) {
 	a, err := attrs(b)
 	if err != nil {
 		return nil, "", err
 	}
-	c := &kChain{name: cstr(a[unix.NFTA_CHAIN_NAME]), userdata: a[nftaChainUserdata]}
+	c := &kernelChain{name: cstr(a[unix.NFTA_CHAIN_NAME]), userdata: a[nftaChainUserdata]}
 	if h, ok := a[unix.NFTA_CHAIN_HOOK]; ok {
 		ha, err := attrs(h)
 		if err != nil {
@@ -235,12 +235,12 @@ func parseChain(b []byte) (*kChain, string, error) {
 	return c, cstr(a[unix.NFTA_CHAIN_TABLE]), nil
 }
 
-func parseSet(b []byte) (*kSet, string, error) {
+func parseSet(b []byte) (*kernelSet, string, error) {
 	a, err := attrs(b)
 	if err != nil {
 		return nil, "", err
 	}
-	s := &kSet{
+	s := &kernelSet{
 		name:     cstr(a[unix.NFTA_SET_NAME]),
 		flags:    be32(a[unix.NFTA_SET_FLAGS]),
 		keyType:  be32(a[unix.NFTA_SET_KEY_TYPE]),
@@ -273,7 +273,7 @@ func parseSet(b []byte) (*kSet, string, error) {
 // worker after a large insert) can miss elements without any sign: measured
 // here, a dump right after adding 100,000 elements returned 90,062-99,274.
 // So hash sets are dumped until two dumps in a row agree on the count.
-func (e *Engine) readElems(s *kSet) error {
+func (e *Engine) readElems(s *kernelSet) error {
 	if s.flags&unix.NFT_SET_INTERVAL != 0 {
 		return e.dumpElems(s) // rbtree and pipapo have no deferred resize
 	}
@@ -294,7 +294,7 @@ func (e *Engine) readElems(s *kSet) error {
 	return fmt.Errorf("dump elements of set %q: %w", s.name, errDumpInterrupted)
 }
 
-func (e *Engine) dumpElems(s *kSet) error {
+func (e *Engine) dumpElems(s *kernelSet) error {
 	msgs, err := e.request(unix.NFT_MSG_GETSETELEM, unix.NLM_F_DUMP, func(m *enc) {
 		m.str(unix.NFTA_SET_ELEM_LIST_TABLE, e.table.Name)
 		m.str(unix.NFTA_SET_ELEM_LIST_SET, s.name)

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"fmt"
 
-	"github.com/nftguard/nftguard/engine/nftwire"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // CompileRule compiles one rule of the documented subset (see doc.go) into

@@ -5,8 +5,9 @@ import (
 	"testing"
 
 	"github.com/google/nftables/expr"
-	"github.com/nftguard/nftguard/engine/nftwire"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // compiledExprs returns every expression the compiler emits for the test

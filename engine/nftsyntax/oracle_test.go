@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
-	"github.com/nftguard/nftguard/internal/testns"
 
 	"github.com/nftguard/nftguard/engine/nftwire"
+	"github.com/nftguard/nftguard/internal/testns"
 )
 
 // The oracle tests need nft; testns.Exec fails loudly when it is missing.

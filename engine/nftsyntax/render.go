@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nftguard/nftguard/engine/nftwire"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // RenderRule turns compiled expressions back into the text `nft list`

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nftguard/nftguard/engine/nftwire"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 const inet = Family(unix.NFPROTO_INET)

@@ -13,9 +13,8 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/internal/testns"
-
 	"github.com/nftguard/nftguard/engine/nftwire"
+	"github.com/nftguard/nftguard/internal/testns"
 )
 
 // Netlink attribute numbers (linux/netfilter/nf_tables.h).

@@ -5,9 +5,8 @@ import (
 	"testing"
 
 	"github.com/nftguard/nftguard/engine/nftsyntax"
-	"github.com/nftguard/nftguard/internal/testns"
-
 	"github.com/nftguard/nftguard/engine/nftwire"
+	"github.com/nftguard/nftguard/internal/testns"
 )
 
 // refusedCase is a set nftsyntax must refuse with a clear error. nftOK

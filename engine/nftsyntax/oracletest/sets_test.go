@@ -11,9 +11,8 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/engine/nftsyntax"
-	"github.com/nftguard/nftguard/internal/testns"
-
 	"github.com/nftguard/nftguard/engine/nftwire"
+	"github.com/nftguard/nftguard/internal/testns"
 )
 
 const tableName = "nftguard"
