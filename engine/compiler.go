@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -82,7 +81,11 @@ func (c *compiler) compile(d *Desired) (*kernelTable, error) {
 	}
 	decls := make(setDecls, len(d.Sets))
 	heads := make(map[string]setHead, len(d.Sets))
-	for _, s := range d.Sets {
+	for i := range d.Sets {
+		s := &d.Sets[i]
+		if err := checkSetHead(s); err != nil {
+			return nil, err
+		}
 		if _, dup := decls[s.Name]; dup {
 			return nil, fmt.Errorf("set %q declared twice", s.Name)
 		}
@@ -480,6 +483,9 @@ func (c *compiler) compileChain(ch Chain, decls setDecls, old *chainEntry, memo 
 
 // chainHead compiles a chain's declaration (everything but its rules).
 func chainHead(c Chain) (*kernelChain, error) {
+	if err := checkChainHead(&c); err != nil {
+		return nil, err
+	}
 	kc := &kernelChain{name: c.Name}
 	if c.Hook != "" {
 		h, ok := hooks[c.Hook]
@@ -510,10 +516,10 @@ func (c *compiler) compileRule(chain string, index int, r Rule, decls setDecls, 
 	text := r.Rule
 	if r.Comment != "" {
 		// nft strings have no escapes: the comment goes in as it is
-		// (strconv.Quote would store its escapes), and a quote or a
-		// control character in it is refused.
-		if strings.ContainsRune(r.Comment, '"') {
-			return nil, fmt.Errorf("chain %q rule %d (%q): comment contains a double quote", chain, index, r.Rule)
+		// (strconv.Quote would store its escapes), and one nft could
+		// not read back is refused.
+		if err := nftsyntax.CheckComment(r.Comment); err != nil {
+			return nil, fmt.Errorf("chain %q rule %d (%q): %w", chain, index, r.Rule, err)
 		}
 		text += ` comment "` + r.Comment + `"`
 	}

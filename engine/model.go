@@ -25,6 +25,9 @@ func (t Table) family() (byte, error) {
 	if t.Name == "" {
 		return 0, fmt.Errorf("table has no name")
 	}
+	if err := checkTableName(t); err != nil {
+		return 0, err
+	}
 	switch t.Family {
 	case "", "inet":
 		return unix.NFPROTO_INET, nil

@@ -58,6 +58,11 @@ func decompile(c *Compiled, sets Sets) (*ruleAST, error) {
 		if err != nil {
 			return nil, err
 		}
+		if ok {
+			if err := checkQuotable(cm); err != nil {
+				return nil, fmt.Errorf("comment: %w", err)
+			}
+		}
 		r.comment, r.hasComment = cm, ok
 	}
 	if len(r.stmts) == 0 {
@@ -130,6 +135,9 @@ func (d *decompiler) step() error {
 		l := &logStmt{}
 		if e.Key&(1<<unix.NFTA_LOG_PREFIX) != 0 || len(e.Data) > 0 {
 			l.prefix, l.hasPrefix = string(bytes.TrimRight(e.Data, "\x00")), true
+			if err := checkQuotable(l.prefix); err != nil {
+				return d.errf("log prefix: %v", err)
+			}
 		}
 		if e.Key&(1<<unix.NFTA_LOG_GROUP) != 0 {
 			l.group, l.hasGroup = e.Group, true
