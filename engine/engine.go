@@ -11,6 +11,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
 
 // Engine owns one nftables table in one network namespace.
@@ -122,7 +124,7 @@ type Stats struct {
 func retriable(err error) bool {
 	return errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EAGAIN) ||
 		errors.Is(err, unix.EINTR) || errors.Is(err, unix.ERESTART) ||
-		errors.Is(err, errUnknownOutcome) || errors.Is(err, errDumpInterrupted) ||
+		errors.Is(err, errUnknownOutcome) || errors.Is(err, nfnl.ErrDumpInterrupted) ||
 		errors.Is(err, errStaleCache)
 }
 

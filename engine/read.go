@@ -8,11 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/engine/nftwire"
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
-
-// errDumpInterrupted means the kernel's generation changed during a dump;
-// the read starts over.
-var errDumpInterrupted = errors.New("dump interrupted by a concurrent change")
 
 // request sends one request and collects its replies: every message of a
 // dump (until NLMSG_DONE) or the single answer of a get. Errors come back as
@@ -61,7 +58,7 @@ func (e *Engine) requestEach(typ uint16, flags uint16, build func(*enc), fn func
 			switch r.typ {
 			case unix.NLMSG_DONE:
 				if intr {
-					return errDumpInterrupted
+					return nfnl.ErrDumpInterrupted
 				}
 				return nil
 			case unix.NLMSG_ERROR:
@@ -95,7 +92,7 @@ func errCode(data []byte) unix.Errno {
 func (e *Engine) read() (*kernelTable, error) {
 	for attempt := 0; ; attempt++ {
 		t, err := e.readOnce()
-		if errors.Is(err, errDumpInterrupted) && attempt < 10 {
+		if errors.Is(err, nfnl.ErrDumpInterrupted) && attempt < 10 {
 			continue
 		}
 		return t, err
@@ -291,7 +288,7 @@ func (e *Engine) readElems(s *kernelSet) error {
 			time.Sleep(time.Duration(attempt) * 10 * time.Millisecond)
 		}
 	}
-	return fmt.Errorf("dump elements of set %q: %w", s.name, errDumpInterrupted)
+	return fmt.Errorf("dump elements of set %q: %w", s.name, nfnl.ErrDumpInterrupted)
 }
 
 func (e *Engine) dumpElems(s *kernelSet) error {
