@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"sync"
 
 	"github.com/mdlayher/netlink"
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/egress"
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
 
 // Stats counts what ClearStale did.
@@ -56,32 +56,40 @@ func ClearStale(ctx context.Context, netnsPath string, bindings map[netip.Addr]e
 		o(&v)
 	}
 
-	cfg := &netlink.Config{}
-	if netnsPath != "" {
-		// The sockets are created inside the namespace by the netlink
-		// library, on a locked OS thread that is moved back afterwards (or
-		// discarded if that fails), so no other goroutine ever runs in the
-		// wrong namespace. The file stays open until both sockets are
-		// closed so the descriptor in cfg is valid for as long as it is
-		// used.
-		f, err := os.Open(netnsPath)
-		if err != nil {
-			return st, fmt.Errorf("conntrack: open network namespace: %w", err)
+	// Both sockets are created inside the namespace (nfnl.InNetNS, which
+	// says why no descriptor of it outlives the call) and stay there for
+	// their whole life. ti-mo/conntrack would also enter it itself
+	// (netlink.Config.NetNS), but then the namespace file has to stay open
+	// for as long as the library might use the descriptor: one way for
+	// the whole module is easier to trust.
+	var rt *netlink.Conn
+	var c *ct.Conn
+	err := nfnl.InNetNS(netnsPath, func() error {
+		var err error
+		if rt, err = netlink.Dial(unix.NETLINK_ROUTE, nil); err != nil {
+			return fmt.Errorf("read node addresses: open route netlink socket: %w", err)
 		}
-		defer f.Close()
-		cfg.NetNS = int(f.Fd())
+		if c, err = ct.Dial(nil); err != nil {
+			return fmt.Errorf("open netlink socket: %w", err)
+		}
+		return nil
+	})
+	if rt != nil {
+		defer rt.Close()
+	}
+	if err != nil {
+		if c != nil {
+			c.Close()
+		}
+		return st, fmt.Errorf("conntrack: %w", err)
 	}
 
-	local, err := localAddrs(cfg)
+	local, err := localAddrs(rt)
 	if err != nil {
 		return st, fmt.Errorf("conntrack: read node addresses: %w", err)
 	}
 	v.local = local
 
-	c, err := ct.Dial(cfg)
-	if err != nil {
-		return st, fmt.Errorf("conntrack: open netlink socket: %w", err)
-	}
 	// The library's calls take no context: closing the socket is what
 	// interrupts a dump or a delete blocked in the kernel.
 	var once sync.Once
@@ -148,12 +156,7 @@ func protoName(p uint8) string {
 // localAddrs returns every address assigned to an interface of the
 // namespace (IPv4 and IPv6), read with an RTM_GETADDR dump: these are the
 // addresses a masquerade or another tool's SNAT on this node translates to.
-func localAddrs(cfg *netlink.Config) (map[netip.Addr]bool, error) {
-	c, err := netlink.Dial(unix.NETLINK_ROUTE, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open route netlink socket: %w", err)
-	}
-	defer c.Close()
+func localAddrs(c *netlink.Conn) (map[netip.Addr]bool, error) {
 	// An all-zero ifaddrmsg: family AF_UNSPEC dumps IPv4 and IPv6.
 	msgs, err := c.Execute(netlink.Message{
 		Header: netlink.Header{Type: unix.RTM_GETADDR, Flags: netlink.Request | netlink.Dump},

@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 
+	"github.com/nftguard/nftguard/internal/nfnl"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -44,12 +46,17 @@ func TestNamespace(t *testing.T) {
 	}
 	before := self()
 
-	f, err := os.Open(ns.Path)
+	var rt *netlink.Conn
+	err := nfnl.InNetNS(ns.Path, func() error {
+		var err error
+		rt, err = netlink.Dial(unix.NETLINK_ROUTE, nil)
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	got, err := localAddrs(&netlink.Config{NetNS: int(f.Fd())})
+	defer rt.Close()
+	got, err := localAddrs(rt)
 	if err != nil {
 		t.Fatalf("localAddrs: %v", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/google/nftables/expr"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // Hook is a base chain of nftguard's own table: where foreign base chains
@@ -136,11 +136,11 @@ func isDrop(r *Rule) bool {
 		return false
 	}
 	switch v := r.Exprs[len(r.Exprs)-1].Value.(type) {
-	case *expr.Verdict:
-		return v.Kind == expr.VerdictDrop
-	case *expr.Reject:
+	case *nftwire.Verdict:
+		return v.Kind == nftwire.VerdictDrop
+	case *nftwire.Reject:
 		return true
-	case *expr.Target:
+	case *nftwire.Target:
 		return v.Name == "REJECT" || v.Name == "DROP"
 	}
 	return false
@@ -154,7 +154,7 @@ func unconditionalDrop(r *Rule) bool {
 	}
 	for _, e := range r.Exprs[:len(r.Exprs)-1] {
 		switch e.Value.(type) {
-		case *expr.Counter, *expr.Log:
+		case *nftwire.Counter, *nftwire.Log:
 		default:
 			return false
 		}
@@ -264,12 +264,12 @@ func ruleProblems(r *Rule, xt bool) []problem {
 		case nil:
 			out = append(out, problem{Warning, fmt.Sprintf("expression %q is unknown to nftguard's decoder (%s)", e.Name, e.Err),
 				"check which tool wrote it; an older nft or iptables cannot print it either"})
-		case *expr.Match:
+		case *nftwire.Match:
 			out = append(out, problem{Warning, xtMessage("match", v.Name, v.Rev), xtAdvice})
-		case *expr.Target:
+		case *nftwire.Target:
 			out = append(out, problem{Warning, xtMessage("target", v.Name, v.Rev), xtAdvice})
-		case *expr.Meta:
-			if xt && v.Key == expr.MetaKeyMARK && i+1 < len(r.Exprs) && r.Exprs[i+1].Name == "bitwise" {
+		case *nftwire.Meta:
+			if xt && v.Key == nftwire.MetaKeyMARK && i+1 < len(r.Exprs) && r.Exprs[i+1].Name == "bitwise" {
 				out = append(out, problem{Warning,
 					"native `meta mark & mask` match, as iptables-nft 1.8.8 and later write `-m mark --mark V/M`: iptables-nft 1.8.7 and older do not recognise it and save the rule without the match (the kube-router 1.8.7/1.8.8 failure; for a DROP rule, a bare `-j DROP`)",
 					"run one iptables version on the host and in every container that saves or restores these tables"})
@@ -301,9 +301,9 @@ func xtMessage(kind, name string, rev uint32) string {
 // maps, ct, nat, quota, ...) is something only nft wrote.
 func iptablesExpressible(e Expr) bool {
 	switch v := e.Value.(type) {
-	case *expr.Payload, *expr.Cmp, *expr.Bitwise, *expr.Counter, *expr.Verdict, *expr.Immediate, *expr.Meta, *expr.Range:
+	case *nftwire.Payload, *nftwire.Cmp, *nftwire.Bitwise, *nftwire.Counter, *nftwire.Verdict, *nftwire.Immediate, *nftwire.Meta, *nftwire.Range:
 		return true
-	case *expr.Lookup:
+	case *nftwire.Lookup:
 		// iptables-nft uses anonymous sets for some matches, never a
 		// named set.
 		return strings.HasPrefix(v.SetName, "__set")

@@ -6,27 +6,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/nftables/expr"
 	"github.com/google/nftables/xt"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // ex wraps a decoded expression the way Read records it.
-func ex(name string, v expr.Any) Expr { return Expr{Name: name, Value: v} }
+func ex(name string, v nftwire.Expr) Expr { return Expr{Name: name, Value: v} }
 
 var (
-	drop      = ex("immediate", &expr.Verdict{Kind: expr.VerdictDrop})
-	accept    = ex("immediate", &expr.Verdict{Kind: expr.VerdictAccept})
-	counter   = ex("counter", &expr.Counter{})
-	saddr     = ex("payload", &expr.Payload{Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4, DestRegister: 1})
-	cmpAddr   = ex("cmp", &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{10, 0, 0, 1}})
-	markLoad  = ex("meta", &expr.Meta{Key: expr.MetaKeyMARK, Register: 1})
-	markMask  = ex("bitwise", &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: le32(0x8000), Xor: le32(0)})
-	markCmp   = ex("cmp", &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: le32(0x8000)})
-	lookupSet = ex("lookup", &expr.Lookup{SourceRegister: 1, SetName: "s"})
-	anonSet   = ex("lookup", &expr.Lookup{SourceRegister: 1, SetName: "__set0"})
-	xtMark    = ex("match", &expr.Match{Name: "mark", Rev: 1, Info: &xt.Unknown{}})
-	xtMasq    = ex("target", &expr.Target{Name: "MASQUERADE", Rev: 0, Info: &xt.Unknown{}})
-	ctState   = ex("ct", &expr.Ct{Key: expr.CtKeySTATE, Register: 1})
+	drop      = ex("immediate", &nftwire.Verdict{Kind: nftwire.VerdictDrop})
+	accept    = ex("immediate", &nftwire.Verdict{Kind: nftwire.VerdictAccept})
+	counter   = ex("counter", &nftwire.Counter{})
+	saddr     = ex("payload", &nftwire.Payload{Base: nftwire.PayloadBaseNetworkHeader, Offset: 12, Len: 4, DestRegister: 1})
+	cmpAddr   = ex("cmp", &nftwire.Cmp{Op: nftwire.CmpOpEq, Register: 1, Data: []byte{10, 0, 0, 1}})
+	markLoad  = ex("meta", &nftwire.Meta{Key: nftwire.MetaKeyMARK, Register: 1})
+	markMask  = ex("bitwise", &nftwire.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: le32(0x8000), Xor: le32(0)})
+	markCmp   = ex("cmp", &nftwire.Cmp{Op: nftwire.CmpOpEq, Register: 1, Data: le32(0x8000)})
+	lookupSet = ex("lookup", &nftwire.Lookup{SourceRegister: 1, SetName: "s"})
+	anonSet   = ex("lookup", &nftwire.Lookup{SourceRegister: 1, SetName: "__set0"})
+	xtMark    = ex("match", &nftwire.Match{Name: "mark", Rev: 1, Info: &xt.Unknown{}})
+	xtMasq    = ex("target", &nftwire.Target{Name: "MASQUERADE", Rev: 0, Info: &xt.Unknown{}})
+	ctState   = ex("ct", &nftwire.Ct{Key: nftwire.CtKeySTATE, Register: 1})
 	unknown   = Expr{Name: "inner", Err: "unknown expression"}
 )
 
@@ -162,7 +163,7 @@ func TestDescribe(t *testing.T) {
 		{"ip", []Expr{saddr, cmpAddr, counter, drop}, "ip saddr 10.0.0.1 counter drop"},
 		{"ip", []Expr{saddr, lookupSet, drop}, "ip saddr @s drop"},
 		{"ip", []Expr{markLoad, markMask, markCmp, counter, drop}, "meta mark & 0x8000 == 0x8000 counter drop"},
-		{"ip", []Expr{xtMark, ex("immediate", &expr.Verdict{Kind: expr.VerdictJump, Chain: "KUBE"})}, `xt match "mark" rev 1 jump KUBE`},
+		{"ip", []Expr{xtMark, ex("immediate", &nftwire.Verdict{Kind: nftwire.VerdictJump, Chain: "KUBE"})}, `xt match "mark" rev 1 jump KUBE`},
 		{"ip", []Expr{unknown, accept}, "inner accept"},
 	} {
 		if got := describe(tt.family, tt.exprs); got != tt.want {
@@ -177,8 +178,8 @@ func TestUnconditionalDrop(t *testing.T) {
 		want bool
 	}{
 		{rule(1, drop), true},
-		{rule(1, counter, ex("log", &expr.Log{}), drop), true},
-		{rule(1, counter, ex("target", &expr.Target{Name: "REJECT"})), true},
+		{rule(1, counter, ex("log", &nftwire.Log{}), drop), true},
+		{rule(1, counter, ex("target", &nftwire.Target{Name: "REJECT"})), true},
 		{rule(1, saddr, cmpAddr, drop), false},
 		{rule(1, counter, accept), false},
 		{rule(1), false},

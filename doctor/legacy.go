@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
 
 // The x_tables getsockopt interface (linux/netfilter_ipv4/ip_tables.h):
@@ -27,7 +29,7 @@ const (
 func readLegacy(path string) ([]LegacyTable, error) {
 	var out []LegacyTable
 	var errs []error
-	err := inNetNS(path, func() error {
+	err := nfnl.InNetNS(path, func() error {
 		for _, fam := range []struct {
 			name, file  string
 			domain, lvl int

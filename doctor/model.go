@@ -3,7 +3,7 @@ package doctor
 import (
 	"fmt"
 
-	"github.com/google/nftables/expr"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // Ruleset is everything doctor read from one network namespace.
@@ -53,7 +53,7 @@ type Expr struct {
 	Name string
 	// Value is the decoded expression; nil when Name is unknown to the
 	// decoder or its data could not be decoded (Err says why).
-	Value expr.Any
+	Value nftwire.Expr
 	Err   string
 }
 

@@ -1,11 +1,12 @@
 package doctor
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
 
 // nfgenHdrLen is the size of struct nfgenmsg that starts every nftables
@@ -18,7 +19,7 @@ type dumper struct{ conn *netlink.Conn }
 
 func dialIn(path string) (*dumper, error) {
 	var c *netlink.Conn
-	err := inNetNS(path, func() error {
+	err := nfnl.InNetNS(path, func() error {
 		var err error
 		c, err = netlink.Dial(unix.NETLINK_NETFILTER, nil)
 		return err
@@ -30,9 +31,6 @@ func dialIn(path string) (*dumper, error) {
 }
 
 func (d *dumper) Close() error { return d.conn.Close() }
-
-// errInterrupted means the ruleset changed during a dump; Read retries.
-var errInterrupted = errors.New("dump interrupted by a concurrent change")
 
 // dump sends one GET request of the given type and returns the payloads
 // (after the nfgenmsg header) of every reply, with the family of each.
@@ -61,7 +59,7 @@ func (d *dumper) dump(typ uint16, family byte, attrs []netlink.Attribute) ([]rep
 	var out []reply
 	for _, m := range msgs {
 		if m.Header.Flags&netlink.DumpInterrupted != 0 {
-			return nil, errInterrupted
+			return nil, nfnl.ErrDumpInterrupted
 		}
 		if len(m.Data) < nfgenHdrLen {
 			continue

@@ -1,14 +1,15 @@
 package doctor
 
 import (
-	"github.com/nftguard/nftguard/engine/nftsyntax"
-
 	"errors"
 	"fmt"
 	"sort"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
 
 // familyNames are the nftables families by NFPROTO number.
@@ -63,7 +64,7 @@ func Read(path string, opts ReadOptions) (*Ruleset, error) {
 	var rs *Ruleset
 	for range 5 {
 		rs, err = d.readAll(opts)
-		if !errors.Is(err, errInterrupted) {
+		if !errors.Is(err, nfnl.ErrDumpInterrupted) {
 			break
 		}
 	}
@@ -106,7 +107,7 @@ func (d *dumper) readAll(opts ReadOptions) (*Ruleset, error) {
 		}
 		t := byKey[familyName(r.family)+" "+cstr(a[unix.NFTA_CHAIN_TABLE])]
 		if t == nil {
-			return nil, errInterrupted // a table appeared between the dumps
+			return nil, nfnl.ErrDumpInterrupted // a table appeared between the dumps
 		}
 		c := &Chain{Name: cstr(a[unix.NFTA_CHAIN_NAME]), Type: cstr(a[unix.NFTA_CHAIN_TYPE])}
 		if h, ok := a[unix.NFTA_CHAIN_HOOK]; ok {
@@ -135,7 +136,7 @@ func (d *dumper) readAll(opts ReadOptions) (*Ruleset, error) {
 		}
 		t := byKey[familyName(r.family)+" "+cstr(a[unix.NFTA_SET_TABLE])]
 		if t == nil {
-			return nil, errInterrupted
+			return nil, nfnl.ErrDumpInterrupted
 		}
 		s := &Set{Name: cstr(a[unix.NFTA_SET_NAME]), Flags: be32(a[unix.NFTA_SET_FLAGS]),
 			KeyType: be32(a[unix.NFTA_SET_KEY_TYPE]), KeyLen: be32(a[unix.NFTA_SET_KEY_LEN]),
@@ -166,7 +167,7 @@ func (d *dumper) readAll(opts ReadOptions) (*Ruleset, error) {
 		fam := familyName(r.family)
 		c := chains[fam+" "+cstr(a[unix.NFTA_RULE_TABLE])+" "+cstr(a[unix.NFTA_RULE_CHAIN])]
 		if c == nil {
-			return nil, errInterrupted
+			return nil, nfnl.ErrDumpInterrupted
 		}
 		rule := &Rule{Handle: be64(a[unix.NFTA_RULE_HANDLE]), UserData: a[unix.NFTA_RULE_USERDATA], Raw: a[unix.NFTA_RULE_EXPRESSIONS]}
 		rule.Exprs, err = decodeExprs(r.family, rule.Raw)
@@ -231,7 +232,7 @@ func decodeExprs(fam byte, b []byte) ([]Expr, error) {
 			return nil, err
 		}
 		e := Expr{Name: cstr(a[unix.NFTA_EXPR_NAME])}
-		v, err := nftsyntax.DecodeExpr(nftsyntax.Family(fam), e.Name, a[unix.NFTA_EXPR_DATA])
+		v, err := nftwire.DecodeExpr(nftwire.Family(fam), e.Name, a[unix.NFTA_EXPR_DATA])
 		if err != nil {
 			e.Err = err.Error()
 			out = append(out, e)

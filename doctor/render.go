@@ -6,10 +6,10 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // noSets resolves no named set: rules that use one fall back to describe.
@@ -22,7 +22,7 @@ func (noSets) LookupSet(string) (nftsyntax.SetDecl, bool) { return nftsyntax.Set
 // expression at a time.
 func renderRule(t *Table, r *Rule) string {
 	if t.Family == "inet" {
-		var exprs []expr.Any
+		var exprs []nftwire.Expr
 		complete := true
 		for _, e := range r.Exprs {
 			if e.Value == nil {
@@ -55,18 +55,18 @@ func describe(family string, exprs []Expr) string {
 	}
 	for _, e := range exprs {
 		switch v := e.Value.(type) {
-		case *expr.Payload:
+		case *nftwire.Payload:
 			flush()
 			pending = payloadField(family, v)
-		case *expr.Meta:
+		case *nftwire.Meta:
 			flush()
 			pending = "meta " + metaKey(v.Key)
-		case *expr.Ct:
+		case *nftwire.Ct:
 			flush()
 			pending = fmt.Sprintf("ct key %d", v.Key)
-		case *expr.Cmp:
+		case *nftwire.Cmp:
 			op := ""
-			if v.Op != expr.CmpOpEq {
+			if v.Op != nftwire.CmpOpEq {
 				op = cmpOps[v.Op] + " "
 			} else if strings.Contains(pending, " & ") {
 				op = "== "
@@ -76,11 +76,11 @@ func describe(family string, exprs []Expr) string {
 			}
 			out = append(out, pending+" "+op+dataText(pending, v.Data))
 			pending = ""
-		case *expr.Bitwise:
+		case *nftwire.Bitwise:
 			if pending != "" {
 				pending += " & " + dataText(pending, v.Mask)
 			}
-		case *expr.Lookup:
+		case *nftwire.Lookup:
 			neg := ""
 			if v.Invert {
 				neg = "!= "
@@ -90,16 +90,16 @@ func describe(family string, exprs []Expr) string {
 			}
 			out = append(out, pending+" "+neg+"@"+v.SetName)
 			pending = ""
-		case *expr.Counter:
+		case *nftwire.Counter:
 			flush()
 			out = append(out, "counter")
-		case *expr.Verdict:
+		case *nftwire.Verdict:
 			flush()
 			out = append(out, verdictText(v))
-		case *expr.Match:
+		case *nftwire.Match:
 			flush()
 			out = append(out, fmt.Sprintf("xt match %q rev %d", v.Name, v.Rev))
-		case *expr.Target:
+		case *nftwire.Target:
 			flush()
 			out = append(out, fmt.Sprintf("xt target %q rev %d", v.Name, v.Rev))
 		default:
@@ -113,10 +113,10 @@ func describe(family string, exprs []Expr) string {
 	return strings.Join(out, " ")
 }
 
-var cmpOps = map[expr.CmpOp]string{expr.CmpOpNeq: "!=", expr.CmpOpLt: "<", expr.CmpOpLte: "<=", expr.CmpOpGt: ">", expr.CmpOpGte: ">="}
+var cmpOps = map[nftwire.CmpOp]string{nftwire.CmpOpNeq: "!=", nftwire.CmpOpLt: "<", nftwire.CmpOpLte: "<=", nftwire.CmpOpGt: ">", nftwire.CmpOpGte: ">="}
 
-func payloadField(family string, p *expr.Payload) string {
-	if p.Base == expr.PayloadBaseNetworkHeader {
+func payloadField(family string, p *nftwire.Payload) string {
+	if p.Base == nftwire.PayloadBaseNetworkHeader {
 		switch {
 		case family != "ip6" && p.Offset == 12 && p.Len == 4:
 			return "ip saddr"
@@ -130,7 +130,7 @@ func payloadField(family string, p *expr.Payload) string {
 			return "ip6 daddr"
 		}
 	}
-	if p.Base == expr.PayloadBaseTransportHeader && p.Len == 2 {
+	if p.Base == nftwire.PayloadBaseTransportHeader && p.Len == 2 {
 		switch p.Offset {
 		case 0:
 			return "th sport"
@@ -141,17 +141,17 @@ func payloadField(family string, p *expr.Payload) string {
 	return fmt.Sprintf("payload base %d offset %d len %d", p.Base, p.Offset, p.Len)
 }
 
-func metaKey(k expr.MetaKey) string {
+func metaKey(k nftwire.MetaKey) string {
 	switch k {
-	case expr.MetaKeyMARK:
+	case nftwire.MetaKeyMARK:
 		return "mark"
-	case expr.MetaKeyIIFNAME:
+	case nftwire.MetaKeyIIFNAME:
 		return "iifname"
-	case expr.MetaKeyOIFNAME:
+	case nftwire.MetaKeyOIFNAME:
 		return "oifname"
-	case expr.MetaKeyL4PROTO:
+	case nftwire.MetaKeyL4PROTO:
 		return "l4proto"
-	case expr.MetaKeyNFPROTO:
+	case nftwire.MetaKeyNFPROTO:
 		return "nfproto"
 	}
 	return fmt.Sprintf("key %d", k)
@@ -180,21 +180,21 @@ func dataText(field string, b []byte) string {
 	return fmt.Sprintf("0x%x", b)
 }
 
-func verdictText(v *expr.Verdict) string {
+func verdictText(v *nftwire.Verdict) string {
 	switch v.Kind {
-	case expr.VerdictAccept:
+	case nftwire.VerdictAccept:
 		return "accept"
-	case expr.VerdictDrop:
+	case nftwire.VerdictDrop:
 		return "drop"
-	case expr.VerdictReturn:
+	case nftwire.VerdictReturn:
 		return "return"
-	case expr.VerdictContinue:
+	case nftwire.VerdictContinue:
 		return "continue"
-	case expr.VerdictJump:
+	case nftwire.VerdictJump:
 		return "jump " + v.Chain
-	case expr.VerdictGoto:
+	case nftwire.VerdictGoto:
 		return "goto " + v.Chain
-	case expr.VerdictQueue:
+	case nftwire.VerdictQueue:
 		return "queue"
 	}
 	return fmt.Sprintf("verdict %d", v.Kind)

@@ -7,10 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -20,7 +19,7 @@ func TestErrorsNameObjectAndApplyNothing(t *testing.T) {
 	ns := testns.New(t, "engerr")
 	ctx := context.Background()
 	e := newTestEngine(t, ns)
-	if _, err := e.syncK(ctx, bigTable(t, 3, 30, 10)); err != nil {
+	if _, err := e.syncTable(ctx, bigTable(t, 3, 30, 10)); err != nil {
 		t.Fatal(err)
 	}
 	// Element order in a hash set's dump may change when an aborted
@@ -39,7 +38,7 @@ func TestErrorsNameObjectAndApplyNothing(t *testing.T) {
 	c.rules = append(c.rules, ruleJump("nope", ""))
 	c.rules[len(c.rules)-1].text = "jump nope"
 	bad.prepare(unix.NFPROTO_INET)
-	_, err := e.syncK(ctx, bad)
+	_, err := e.syncTable(ctx, bad)
 	if err == nil || !strings.Contains(err.Error(), `add rule to chain "c001" (rule 14: "jump nope")`) || !strings.Contains(err.Error(), "sync table inet nftguard") {
 		t.Fatalf("error %v does not name the rule", err)
 	}
@@ -53,9 +52,9 @@ func TestErrorsNameObjectAndApplyNothing(t *testing.T) {
 
 	// An element of the wrong length is caught before sending.
 	bad = bigTable(t, 3, 40, 20)
-	bad.sets["allowed"].add(nftsyntax.Elem{Key: []byte{1, 2, 3}})
-	bad.sets["allowed"].elemText = map[string]string{elemID(nftsyntax.Elem{Key: []byte{1, 2, 3}}): "1.2.3"}
-	_, err = e.syncK(ctx, bad)
+	bad.sets["allowed"].add(nftwire.Elem{Key: []byte{1, 2, 3}})
+	bad.sets["allowed"].elemText = map[string]string{elemID(nftwire.Elem{Key: []byte{1, 2, 3}}): "1.2.3"}
+	_, err = e.syncTable(ctx, bad)
 	if err == nil || !strings.Contains(err.Error(), `set "allowed"`) || !strings.Contains(err.Error(), `"1.2.3"`) {
 		t.Fatalf("error %v does not name the element", err)
 	}
@@ -66,9 +65,9 @@ func TestErrorsNameObjectAndApplyNothing(t *testing.T) {
 	vm := ipv4Set("vm", false)
 	vm.flags |= unix.NFT_SET_MAP
 	vm.dataType = nftDataVerdict
-	vm.add(nftsyntax.Elem{Key: []byte{1, 2, 3, 4}, Verdict: &expr.Verdict{Kind: expr.VerdictJump, Chain: "missing"}})
+	vm.add(nftwire.Elem{Key: []byte{1, 2, 3, 4}, Verdict: &nftwire.Verdict{Kind: nftwire.VerdictJump, Chain: "missing"}})
 	bad.addSet(vm)
-	_, err = e.syncK(ctx, bad)
+	_, err = e.syncTable(ctx, bad)
 	if err == nil || !strings.Contains(err.Error(), `add elements to set "vm" (elements 1-1)`) {
 		t.Fatalf("error %v does not name the set", err)
 	}
@@ -80,7 +79,7 @@ func TestErrorsNameObjectAndApplyNothing(t *testing.T) {
 		t.Fatalf("table changed by a failed batch: %v", err)
 	}
 	// The engine still works afterwards.
-	if _, err := e.syncK(ctx, bigTable(t, 3, 40, 20)); err != nil {
+	if _, err := e.syncTable(ctx, bigTable(t, 3, 40, 20)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -104,7 +103,7 @@ func TestNetNSSurvivesGC(t *testing.T) {
 			e2.Close()
 		}
 		runtime.GC()
-		if _, err := e.syncK(ctx, bigTable(t, 2, 10+i, 5+i)); err != nil {
+		if _, err := e.syncTable(ctx, bigTable(t, 2, 10+i, 5+i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -124,7 +123,7 @@ func TestDelete(t *testing.T) {
 	ns := testns.New(t, "engdel")
 	ctx := context.Background()
 	e := newTestEngine(t, ns)
-	if _, err := e.syncK(ctx, bigTable(t, 2, 10, 5)); err != nil {
+	if _, err := e.syncTable(ctx, bigTable(t, 2, 10, 5)); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Delete(ctx); err != nil {
@@ -136,7 +135,7 @@ func TestDelete(t *testing.T) {
 	if err := e.Delete(ctx); err != nil {
 		t.Fatalf("deleting a missing table: %v", err)
 	}
-	if _, err := e.syncK(ctx, bigTable(t, 2, 10, 5)); err != nil {
+	if _, err := e.syncTable(ctx, bigTable(t, 2, 10, 5)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // opDesc names the object one batch message acts on, so a kernel error can
@@ -54,7 +53,7 @@ type batch struct {
 	ops   []opDesc // ops[seq-seq0-1] describes message seq
 	// echo[i] is, for an echoed NEWRULE message ops[i], the rule whose
 	// kernel handle the echo reports (nil for other messages).
-	echo    []*kRule
+	echo    []*kernelRule
 	doEcho  bool
 	lastOff int
 	setID   uint32
@@ -109,7 +108,7 @@ func (b *batch) delTable() {
 
 // addChain creates a chain, or with update set changes an existing base
 // chain's policy in place.
-func (b *batch) addChain(c *kChain, update bool) {
+func (b *batch) addChain(c *kernelChain, update bool) {
 	verb, flags := "add chain", uint16(unix.NLM_F_CREATE)
 	if update {
 		verb, flags = "update chain", 0
@@ -159,7 +158,7 @@ func (b *batch) delRule(chain string, handle uint64) {
 // addRule inserts r before the rule with handle before, or appends it to
 // the chain when before is 0. Inserting each new rule before the next kept
 // rule keeps runs of new rules in order without knowing their handles.
-func (b *batch) addRule(chain string, r *kRule, before uint64) error {
+func (b *batch) addRule(chain string, r *kernelRule, before uint64) error {
 	// The anonymous sets travel first, renumbered to ids unique in this
 	// batch; the rule's lookups refer to them by those ids.
 	ids := make([]uint32, len(r.anon))
@@ -214,21 +213,21 @@ func (b *batch) addRule(chain string, r *kRule, before uint64) error {
 
 // ruleExprs encodes a rule's expressions, its lookups renumbered to the
 // anonymous sets' ids in this batch.
-func (b *batch) ruleExprs(r *kRule, ids []uint32) error {
+func (b *batch) ruleExprs(r *kernelRule, ids []uint32) error {
 	for _, e := range r.exprs {
-		if l, ok := e.(*expr.Lookup); ok && isAnonName(l.SetName) && int(l.SetID) < len(ids) {
+		if l, ok := e.(*nftwire.Lookup); ok && isAnonName(l.SetName) && int(l.SetID) < len(ids) {
 			c := *l
 			c.SetName, c.SetID = anonName(r.anon[l.SetID].name), ids[l.SetID]
 			e = &c
 		}
-		if d, ok := e.(*expr.Dynset); ok && isAnonName(d.SetName) && int(d.SetID) < len(ids) {
+		if d, ok := e.(*nftwire.Dynset); ok && isAnonName(d.SetName) && int(d.SetID) < len(ids) {
 			c := *d
 			c.SetName, c.SetID = anonName(r.anon[d.SetID].name), ids[d.SetID]
 			e = &c
 		}
 		le := b.m.nest(unix.NFTA_LIST_ELEM)
 		var err error
-		if b.m.b, err = nftsyntax.AppendExpr(b.m.b, nftsyntax.Family(b.fam), e); err != nil {
+		if b.m.b, err = nftwire.AppendExpr(b.m.b, nftwire.Family(b.fam), e); err != nil {
 			return err
 		}
 		b.m.endNest(le)
@@ -236,7 +235,7 @@ func (b *batch) ruleExprs(r *kRule, ids []uint32) error {
 	return nil
 }
 
-func (b *batch) addSet(s *kSet, id uint32, d opDesc) {
+func (b *batch) addSet(s *kernelSet, id uint32, d opDesc) {
 	off := b.begin(unix.NFT_MSG_NEWSET, unix.NLM_F_CREATE, d)
 	b.m.str(unix.NFTA_SET_TABLE, b.table)
 	b.m.str(unix.NFTA_SET_NAME, s.name)
@@ -274,7 +273,7 @@ func (b *batch) delSet(name string) {
 
 // elems adds or deletes elements, split over as many messages as the
 // 16-bit attribute length needs (all still in this one batch).
-func (b *batch) elems(typ uint16, s *kSet, id uint32, elems []nftsyntax.Elem, texts []string, d opDesc) error {
+func (b *batch) elems(typ uint16, s *kernelSet, id uint32, elems []nftwire.Elem, texts []string, d opDesc) error {
 	verb := "add elements to set"
 	if typ == unix.NFT_MSG_DELSETELEM {
 		verb = "delete elements from set"
@@ -338,7 +337,7 @@ func textAt(texts []string, i int) string {
 	return ""
 }
 
-func (b *batch) elem(el nftsyntax.Elem) {
+func (b *batch) elem(el nftwire.Elem) {
 	le := b.m.nest(unix.NFTA_LIST_ELEM)
 	k := b.m.nest(unix.NFTA_SET_ELEM_KEY)
 	b.m.attr(unix.NFTA_DATA_VALUE, el.Key)

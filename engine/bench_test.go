@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
+	"github.com/nftguard/nftguard/engine/nftwire"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -28,7 +28,7 @@ func BenchmarkFullProgram(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				if _, err := e.syncK(context.Background(), want); err != nil {
+				if _, err := e.syncTable(context.Background(), want); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
@@ -46,17 +46,17 @@ func BenchmarkOneChange(b *testing.B) {
 	ns := testns.New(b, "engbench")
 	e := newTestEngine(b, ns)
 	ctx := context.Background()
-	states := [2]*kTable{bigTable(b, 100, 50000, 100000), bigTable(b, 100, 50000, 100000)}
+	states := [2]*kernelTable{bigTable(b, 100, 50000, 100000), bigTable(b, 100, 50000, 100000)}
 	c := states[1].chains["c050"]
-	c.rules[10] = ruleDaddrDport(ip4(7777777), 1, expr.VerdictDrop)
+	c.rules[10] = ruleDaddrDport(ip4(7777777), 1, nftwire.VerdictDrop)
 	states[1].sets["allowed"].add(nftsyntaxElem(192, 0, 2, 1))
 	states[1].prepare(unix.NFPROTO_INET)
-	if _, err := e.syncK(ctx, states[0]); err != nil {
+	if _, err := e.syncTable(ctx, states[0]); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		st, err := e.syncK(ctx, states[(i+1)%2])
+		st, err := e.syncTable(ctx, states[(i+1)%2])
 		if err != nil {
 			b.Fatal(err)
 		}

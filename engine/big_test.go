@@ -7,16 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
 var long = flag.Bool("long", false, "run the full-size and long-running engine tests")
 
-func handles(k *kTable) map[uint64]string {
+func handles(k *kernelTable) map[uint64]string {
 	m := map[uint64]string{}
 	for _, c := range k.chains {
 		for _, r := range c.rules {
@@ -35,7 +34,7 @@ func TestBigAndIncremental(t *testing.T) {
 	ctx := context.Background()
 	e := newTestEngine(t, ns)
 	want := bigTable(t, 100, nRules, nElems)
-	st, err := e.syncK(ctx, want)
+	st, err := e.syncTable(ctx, want)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,13 +56,13 @@ func TestBigAndIncremental(t *testing.T) {
 	gone := s.order[500]
 	delete(s.elems, gone)
 	s.order = append(s.order[:500], s.order[501:]...)
-	s.add(nftsyntax.Elem{Key: []byte{192, 168, 9, 9}})
+	s.add(nftwire.Elem{Key: []byte{192, 168, 9, 9}})
 	c := want2.chains["c042"]
-	c.rules[200] = ruleDaddrDport(netip.MustParseAddr("192.168.1.1"), 4242, expr.VerdictDrop)
+	c.rules[200] = ruleDaddrDport(netip.MustParseAddr("192.168.1.1"), 4242, nftwire.VerdictDrop)
 	if err := want2.prepare(unix.NFPROTO_INET); err != nil {
 		t.Fatal(err)
 	}
-	st, err = e.syncK(ctx, want2)
+	st, err = e.syncTable(ctx, want2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +89,9 @@ func TestBigAndIncremental(t *testing.T) {
 	c = want3.chains["c007"]
 	moved := c.rules[3]
 	c.rules = append(c.rules[:3], c.rules[4:]...)
-	c.rules = append(c.rules[:100], append([]*kRule{moved, ruleDaddrDport(ip4(999999), 9, expr.VerdictDrop)}, c.rules[100:]...)...)
+	c.rules = append(c.rules[:100], append([]*kernelRule{moved, ruleDaddrDport(ip4(999999), 9, nftwire.VerdictDrop)}, c.rules[100:]...)...)
 	want3.prepare(unix.NFPROTO_INET)
-	st, err = e.syncK(ctx, want3)
+	st, err = e.syncTable(ctx, want3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,15 +3,15 @@ package engine
 import (
 	"testing"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // TestElemIDs: the ids cut from one string are elemID's.
 func TestElemIDs(t *testing.T) {
-	elems := []nftsyntax.Elem{
+	elems := []nftwire.Elem{
 		{Key: []byte{10, 0, 0, 1}},
 		{Key: []byte{10, 0, 0, 2}, IntervalEnd: true},
 		{Key: []byte{1, 0, 0, 0, 0, 80, 0, 0}, KeyEnd: []byte{1, 0, 0, 9, 0, 90, 0, 0}},
@@ -32,10 +32,10 @@ func TestElemIDs(t *testing.T) {
 // TestAddKeepsFirstPlace: a repeated id replaces the element but keeps
 // its place in order.
 func TestAddKeepsFirstPlace(t *testing.T) {
-	s := &kSet{elems: map[string]nftsyntax.Elem{}}
-	a := nftsyntax.Elem{Key: []byte{1}}
-	b := nftsyntax.Elem{Key: []byte{2}}
-	a2 := nftsyntax.Elem{Key: []byte{1}, Data: []byte{9}}
+	s := &kernelSet{elems: map[string]nftwire.Elem{}}
+	a := nftwire.Elem{Key: []byte{1}}
+	b := nftwire.Elem{Key: []byte{2}}
+	a2 := nftwire.Elem{Key: []byte{1}, Data: []byte{9}}
 	s.add(a)
 	s.add(b)
 	s.add(a2)
@@ -81,7 +81,7 @@ func TestOwnRuleKey(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", text, err)
 		}
-		var anon []*kSet
+		var anon []*kernelSet
 		for _, as := range cr.AnonSets {
 			anon = append(anon, anonSet(as))
 		}
@@ -117,14 +117,14 @@ func TestOwnRuleKey(t *testing.T) {
 
 // normalised reports whether ruleKey must change an expression of a
 // compiled rule (counter values, anonymous set references).
-func normalised(exprs []expr.Any) bool {
+func normalised(exprs []nftwire.Expr) bool {
 	for _, e := range exprs {
 		switch x := e.(type) {
-		case *expr.Counter:
+		case *nftwire.Counter:
 			if x.Bytes != 0 || x.Packets != 0 {
 				return true
 			}
-		case *expr.Lookup:
+		case *nftwire.Lookup:
 			if isAnonName(x.SetName) || x.SetID != 0 {
 				return true
 			}

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // errStaleCache means the engine's cached table describes a version of a
@@ -20,9 +20,9 @@ var errStaleCache = errors.New("cached table is older than the compiled sets")
 
 // How the diff treats a set that exists in the kernel and is kept.
 const (
-	setSame    = iota // the version the kernel holds: nothing to do
-	setDeltaOK        // the compiler's delta applies to the kernel's version
-	setCompare        // compare every element
+	setSame          = iota // the version the kernel holds: nothing to do
+	setChangeApplies        // the compiler's change applies to the kernel's version
+	setCompare              // compare every element
 )
 
 // diff appends to b the operations that turn cur (nil: no table) into want,
@@ -35,10 +35,10 @@ const (
 // small change costs little however large the table is. Order matters
 // inside the batch: everything that refers to an object is removed before
 // the object, and every object exists before anything refers to it.
-func diff(b *batch, cur, want *kTable) (*kTable, error) {
+func diff(b *batch, cur, want *kernelTable) (*kernelTable, error) {
 	if cur == nil {
 		b.addTable()
-		cur = newKTable()
+		cur = newKernelTable()
 	}
 	if q := quickDelta(cur, want); q != nil {
 		if next, ok, err := diffNames(b, cur, want, namesOf(cur, q)); ok || err != nil {
@@ -56,13 +56,13 @@ type names struct {
 	wantChains, wantSets []string
 }
 
-func allNames(cur, want *kTable) names {
+func allNames(cur, want *kernelTable) names {
 	return names{curChains: cur.chainOrder, curSets: cur.setOrder, wantChains: want.chainOrder, wantSets: want.setOrder}
 }
 
 // namesOf narrows a diff to the objects of a delta against the table cur
 // mirrors.
-func namesOf(cur *kTable, q *tableDelta) names {
+func namesOf(cur *kernelTable, q *tableDelta) names {
 	chains := make(map[string]bool, len(q.chains)+len(q.goneChains))
 	for _, n := range q.chains {
 		chains[n] = true
@@ -94,8 +94,8 @@ func namesOf(cur *kTable, q *tableDelta) names {
 // diffNames is diff over the named objects. A quick diff reports !ok,
 // having written nothing, when a set or chain must be recreated: rules and
 // elements elsewhere that refer to it go and come back with it.
-func diffNames(b *batch, cur, want *kTable, ns names) (next *kTable, ok bool, err error) {
-	next = &kTable{
+func diffNames(b *batch, cur, want *kernelTable, ns names) (next *kernelTable, ok bool, err error) {
+	next = &kernelTable{
 		chainOrder: want.chainOrder,
 		sets:       want.sets,
 		setOrder:   want.setOrder,
@@ -119,7 +119,7 @@ func diffNames(b *batch, cur, want *kTable, ns names) (next *kTable, ok bool, er
 			}
 		}
 	} else {
-		next.chains = make(map[string]*kChain, len(want.chains))
+		next.chains = make(map[string]*kernelChain, len(want.chains))
 		next.setVer = make(map[string]uint64, len(want.sets))
 		for name, s := range want.sets {
 			if s.ver != 0 {
@@ -149,7 +149,7 @@ func diffNames(b *batch, cur, want *kTable, ns names) (next *kTable, ok bool, er
 	}
 	// A rule that uses a recreated set or jumps to a recreated chain is
 	// removed before it and added back after it.
-	forced := func(r *kRule) bool {
+	forced := func(r *kernelRule) bool {
 		for _, s := range r.refs {
 			if recreateSet[s] {
 				return true
@@ -171,7 +171,7 @@ func diffNames(b *batch, cur, want *kTable, ns names) (next *kTable, ok bool, er
 	}
 	// Verdict-map entries that jump to a recreated chain go and come back
 	// with it too.
-	forcedElem := func(el nftsyntax.Elem) bool {
+	forcedElem := func(el nftwire.Elem) bool {
 		return el.Verdict != nil && recreateChain[el.Verdict.Chain]
 	}
 
@@ -213,7 +213,7 @@ func diffNames(b *batch, cur, want *kTable, ns names) (next *kTable, ok bool, er
 
 	// 2. Sets that go away or change shape; elements that go away.
 	mode := map[string]int{}
-	segAdd := map[string][]nftsyntax.Elem{} // step 5's additions to kept interval sets
+	segAdd := map[string][]nftwire.Elem{} // step 5's additions to kept interval sets
 	for _, name := range ns.curSets {
 		w, ok := want.sets[name]
 		if !ok || recreateSet[name] {
@@ -226,10 +226,10 @@ func diffNames(b *batch, cur, want *kTable, ns names) (next *kTable, ok bool, er
 		case known && cv == w.ver && c == w && len(recreateChain) == 0:
 			mode[name] = setSame
 			continue
-		case known && w.delta != nil && w.delta.base == cv && len(recreateChain) == 0:
-			mode[name] = setDeltaOK
-			if len(w.delta.del) > 0 {
-				if err := b.elems(delSetElem, w, 0, w.delta.del, nil, opDesc{}); err != nil {
+		case known && w.change != nil && w.change.base == cv && len(recreateChain) == 0:
+			mode[name] = setChangeApplies
+			if len(w.change.del) > 0 {
+				if err := b.elems(delSetElem, w, 0, w.change.del, nil, opDesc{}); err != nil {
 					return nil, false, err
 				}
 			}
@@ -238,9 +238,9 @@ func diffNames(b *batch, cur, want *kTable, ns names) (next *kTable, ok bool, er
 			return nil, false, errStaleCache
 		}
 		mode[name] = setCompare
-		var gone []nftsyntax.Elem
+		var gone []nftwire.Elem
 		if segmentSet(c) && segmentSet(w) {
-			var add []nftsyntax.Elem
+			var add []nftwire.Elem
 			gone, add = diffSegments(c, w, forcedElem)
 			segAdd[name] = add
 		} else {
@@ -293,12 +293,12 @@ func diffNames(b *batch, cur, want *kTable, ns names) (next *kTable, ok bool, er
 			}
 			continue
 		}
-		var add []nftsyntax.Elem
+		var add []nftwire.Elem
 		var texts []string
 		switch mode[name] {
 		case setSame:
-		case setDeltaOK:
-			add, texts = w.delta.add, w.delta.addTexts
+		case setChangeApplies:
+			add, texts = w.change.add, w.change.addTexts
 		default:
 			if add0, ok := segAdd[name]; ok {
 				add = add0
@@ -331,7 +331,7 @@ func diffNames(b *batch, cur, want *kTable, ns names) (next *kTable, ok bool, er
 		}
 		nc := *w
 		nc.from = w
-		nc.rules = make([]*kRule, len(w.rules))
+		nc.rules = make([]*kernelRule, len(w.rules))
 		next.chains[name] = &nc
 		plan, ok := plans[name]
 		if !ok { // new or recreated chain: everything appended
@@ -372,7 +372,7 @@ func diffNames(b *batch, cur, want *kTable, ns names) (next *kTable, ok bool, er
 }
 
 // needHandlesError says which chains of the cache lack the kernel handles
-// the diff needs (see kChain.noHandles).
+// the diff needs (see kernelChain.noHandles).
 type needHandlesError struct{ chains []string }
 
 func (e *needHandlesError) Error() string {
@@ -381,7 +381,7 @@ func (e *needHandlesError) Error() string {
 
 // newRule copies a compiled rule for the cache, where the kernel's echo
 // gives it a handle.
-func newRule(r *kRule) *kRule {
+func newRule(r *kernelRule) *kernelRule {
 	c := *r
 	c.handle = 0
 	return &c
@@ -393,7 +393,7 @@ func newRule(r *kRule) *kRule {
 // prefix and suffix, which such a subsequence always keeps). It returns,
 // per desired rule, the kept kernel index or -1, and the kernel indices to
 // delete.
-func matchRules(cur, want []*kRule, forced func(*kRule) bool) (match []int, del []int) {
+func matchRules(cur, want []*kernelRule, forced func(*kernelRule) bool) (match []int, del []int) {
 	keep := func(i, j int) bool {
 		return cur[i].key != "" && cur[i].key == want[j].key && !forced(cur[i])
 	}
@@ -478,7 +478,7 @@ func lis(a []int) []int {
 // interval, an INTERVAL_END element at its end + 1 (none for an interval
 // that runs to the top of the key space), and the INTERVAL_END sentinel at
 // zero that nft writes when no interval starts at zero.
-func segmentSet(s *kSet) bool {
+func segmentSet(s *kernelSet) bool {
 	return s.flags&unix.NFT_SET_INTERVAL != 0 && s.flags&nftSetConcat == 0 && len(s.fieldLens) == 0
 }
 
@@ -486,14 +486,14 @@ func segmentSet(s *kSet) bool {
 // interval's start followed by its end (if any), or a lone end (the zero
 // sentinel, or a stray end).
 type segment struct {
-	elems []nftsyntax.Elem
+	elems []nftwire.Elem
 	id    string // the elements' identities and values
 }
 
 // segments splits a segment set into its units, in key order (at one key
 // an end comes before a start, as it closes the interval below).
-func segments(s *kSet) []segment {
-	els := make([]nftsyntax.Elem, 0, len(s.elems))
+func segments(s *kernelSet) []segment {
+	els := make([]nftwire.Elem, 0, len(s.elems))
 	for _, el := range s.elems {
 		els = append(els, el)
 	}
@@ -508,7 +508,7 @@ func segments(s *kSet) []segment {
 		return bytes.Compare(a.KeyEnd, b.KeyEnd) < 0
 	})
 	out := make([]segment, 0, len(els)/2+1)
-	add := func(es ...nftsyntax.Elem) {
+	add := func(es ...nftwire.Elem) {
 		var sb strings.Builder
 		for _, el := range es {
 			sb.WriteString(elemID(el))
@@ -550,7 +550,7 @@ func segments(s *kSet) []segment {
 // the elements to delete, each interval's start immediately followed by
 // its end as the kernel wants them, and the elements to add, both in key
 // order: the result does not depend on map iteration.
-func diffSegments(cur, want *kSet, forced func(nftsyntax.Elem) bool) (del, add []nftsyntax.Elem) {
+func diffSegments(cur, want *kernelSet, forced func(nftwire.Elem) bool) (del, add []nftwire.Elem) {
 	isForced := func(sg segment) bool {
 		for _, el := range sg.elems {
 			if forced(el) {

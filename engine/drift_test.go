@@ -2,8 +2,12 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/internal/testns"
 )
@@ -23,8 +27,32 @@ func TestDriftRepaired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The repair loop a caller writes (the agent's, without its
+	// debounce): each drift the monitor reports is counted and re-synced.
+	var drifts atomic.Uint64
+	kick := make(chan struct{}, 1)
 	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx, 20*time.Millisecond, func(err error) { t.Log(err) }) }()
+	go func() {
+		done <- e.Monitor(ctx, func() {
+			drifts.Add(1)
+			select {
+			case kick <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-kick:
+				if _, err := e.Sync(ctx, d); err != nil && ctx.Err() == nil {
+					t.Errorf("repair drift: %v", err)
+				}
+			}
+		}
+	}()
 	time.Sleep(100 * time.Millisecond)
 	// Our own syncs are not drift.
 	if _, err := e.Sync(ctx, textDesired(21)); err != nil {
@@ -34,7 +62,7 @@ func TestDriftRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if n := e.Drifts(); n != 0 {
+	if n := drifts.Load(); n != 0 {
 		t.Fatalf("own syncs counted as %d drifts", n)
 	}
 	// A foreign table is not drift either.
@@ -46,11 +74,11 @@ func TestDriftRepaired(t *testing.T) {
 		"add rule inet nftguard input drop",
 		"delete table inet nftguard",
 	} {
-		before := e.Drifts()
+		before := drifts.Load()
 		start := time.Now()
 		ns.MustExec(t, cmd+"\n", "nft", "-f", "-")
 		for {
-			if e.Drifts() > before && sameK(want, readBack(t, ns)) == nil {
+			if drifts.Load() > before && sameK(want, readBack(t, ns)) == nil {
 				t.Logf("%q repaired in %v", cmd, time.Since(start))
 				break
 			}
@@ -81,4 +109,49 @@ func formatUint(v uint64) string {
 		b = append([]byte{byte('0' + v%10)}, b...)
 	}
 	return string(b)
+}
+
+// TestMonitorUnreadableIsDrift: a datagram the monitor cannot read, or an
+// event for our family it cannot parse, counts as drift (a resync), never
+// as nothing; events of our own socket, of other tables and of other
+// families do not.
+func TestMonitorUnreadableIsDrift(t *testing.T) {
+	w := eventFilter{fam: unix.NFPROTO_INET, table: "nftguard", ownPort: 42}
+	event := func(typ uint16, port uint32, fam byte, attrs []byte) []byte {
+		var m enc
+		off := m.msg(msgType(typ), 0, 1, fam, 0)
+		m.b = append(m.b, attrs...)
+		m.endMsg(off)
+		binary.NativeEndian.PutUint32(m.b[off+12:], port)
+		return m.b
+	}
+	table := func(name string) []byte {
+		var m enc
+		m.str(unix.NFTA_TABLE_NAME, name)
+		return m.b
+	}
+	ours := event(unix.NFT_MSG_DELCHAIN, 7, unix.NFPROTO_INET, table("nftguard"))
+	truncated := append([]byte(nil), ours...)
+	binary.NativeEndian.PutUint32(truncated, uint32(len(ours)+16)) // longer than the datagram
+	badAttrs := event(unix.NFT_MSG_DELCHAIN, 7, unix.NFPROTO_INET, []byte{3, 0, 1, 0})
+	noHeader := ours[: nlmsgHdrLen+2 : nlmsgHdrLen+2]
+	binary.NativeEndian.PutUint32(noHeader, uint32(len(noHeader)))
+	for _, c := range []struct {
+		name     string
+		datagram []byte
+		want     bool
+	}{
+		{"foreign change to our table", ours, true},
+		{"malformed netlink header", truncated, true},
+		{"malformed attributes", badAttrs, true},
+		{"no nfgenmsg", noHeader, true},
+		{"our own commit", event(unix.NFT_MSG_DELCHAIN, 42, unix.NFPROTO_INET, table("nftguard")), false},
+		{"another table", event(unix.NFT_MSG_DELCHAIN, 7, unix.NFPROTO_INET, table("other")), false},
+		{"another family", event(unix.NFT_MSG_DELCHAIN, 7, unix.NFPROTO_IPV4, table("nftguard")), false},
+		{"new generation", event(unix.NFT_MSG_NEWGEN, 7, unix.NFPROTO_INET, nil), false},
+	} {
+		if got := w.drifted(c.datagram); got != c.want {
+			t.Errorf("%s: drift %v, want %v", c.name, got, c.want)
+		}
+	}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -86,7 +86,7 @@ func TestByteorderRuleStable(t *testing.T) {
 // intervals, deletes each interval as its start followed by its end, and is
 // deterministic.
 func TestSegmentDiff(t *testing.T) {
-	set := func(elems ...string) *kSet {
+	set := func(elems ...string) *kernelSet {
 		d := &Desired{Sets: []Set{{Name: "s", Type: "inet_service", Interval: true}}}
 		for _, e := range elems {
 			d.Sets[0].Elements = append(d.Sets[0].Elements, Element{Key: e})
@@ -97,7 +97,7 @@ func TestSegmentDiff(t *testing.T) {
 		}
 		return k.sets["s"]
 	}
-	str := func(els []nftsyntax.Elem) string {
+	str := func(els []nftwire.Elem) string {
 		var out []string
 		for _, e := range els {
 			s := fmt.Sprint(binary.BigEndian.Uint16(e.Key))
@@ -108,7 +108,7 @@ func TestSegmentDiff(t *testing.T) {
 		}
 		return strings.Join(out, " ")
 	}
-	never := func(nftsyntax.Elem) bool { return false }
+	never := func(nftwire.Elem) bool { return false }
 	for _, tc := range []struct {
 		cur, want []string
 		del, add  string

@@ -53,7 +53,7 @@ func foreignSnapshot(t *testing.T, ns *testns.NS) string {
 }
 
 // randomTable is a kernel-form table of random shape.
-func randomTable(t testing.TB, rnd *rand.Rand) *kTable {
+func randomTable(t testing.TB, rnd *rand.Rand) *kernelTable {
 	k := bigTable(t, 1+rnd.Intn(5), rnd.Intn(300), rnd.Intn(300))
 	for _, c := range k.chains {
 		rnd.Shuffle(len(c.rules), func(i, j int) { c.rules[i], c.rules[j] = c.rules[j], c.rules[i] })
@@ -128,10 +128,10 @@ func TestForeignStateUntouched(t *testing.T) {
 
 	rnd := rand.New(rand.NewSource(1))
 	ctx := context.Background()
-	var last *kTable
+	var last *kernelTable
 	for i := 0; i < n; i++ {
 		last = randomTable(t, rnd)
-		if _, err := e.syncK(ctx, last); err != nil {
+		if _, err := e.syncTable(ctx, last); err != nil {
 			t.Fatalf("sync %d: %v", i, err)
 		}
 		if i%50 == 49 {

@@ -10,10 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -22,46 +21,46 @@ import (
 
 func be16(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
 
-func matchIPv4() []expr.Any {
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
+func matchIPv4() []nftwire.Expr {
+	return []nftwire.Expr{
+		&nftwire.Meta{Key: nftwire.MetaKeyNFPROTO, Register: 1},
+		&nftwire.Cmp{Op: nftwire.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
 	}
 }
 
-func matchTCPDport(port uint16) []expr.Any {
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: be16(port)},
+func matchTCPDport(port uint16) []nftwire.Expr {
+	return []nftwire.Expr{
+		&nftwire.Meta{Key: nftwire.MetaKeyL4PROTO, Register: 1},
+		&nftwire.Cmp{Op: nftwire.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&nftwire.Payload{DestRegister: 1, Base: nftwire.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&nftwire.Cmp{Op: nftwire.CmpOpEq, Register: 1, Data: be16(port)},
 	}
 }
 
-func loadIPv4(offset uint32) expr.Any {
-	return &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: 4}
+func loadIPv4(offset uint32) nftwire.Expr {
+	return &nftwire.Payload{DestRegister: 1, Base: nftwire.PayloadBaseNetworkHeader, Offset: offset, Len: 4}
 }
 
 // ruleDaddrDport is "ip daddr A tcp dport P counter accept".
-func ruleDaddrDport(a netip.Addr, port uint16, v expr.VerdictKind) *kRule {
+func ruleDaddrDport(a netip.Addr, port uint16, v nftwire.VerdictKind) *kernelRule {
 	ip := a.As4()
 	ex := matchIPv4()
-	ex = append(ex, loadIPv4(16), &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ip[:]})
+	ex = append(ex, loadIPv4(16), &nftwire.Cmp{Op: nftwire.CmpOpEq, Register: 1, Data: ip[:]})
 	ex = append(ex, matchTCPDport(port)...)
-	ex = append(ex, &expr.Counter{}, &expr.Verdict{Kind: v})
-	return &kRule{exprs: ex, text: fmt.Sprintf("ip daddr %s tcp dport %d counter %s", a, port, verdictName(v))}
+	ex = append(ex, &nftwire.Counter{}, &nftwire.Verdict{Kind: v})
+	return &kernelRule{exprs: ex, text: fmt.Sprintf("ip daddr %s tcp dport %d counter %s", a, port, verdictName(v))}
 }
 
 // ruleSaddrInSet is "ip saddr @set accept".
-func ruleSaddrInSet(set string, v expr.VerdictKind) *kRule {
+func ruleSaddrInSet(set string, v nftwire.VerdictKind) *kernelRule {
 	ex := matchIPv4()
-	ex = append(ex, loadIPv4(12), &expr.Lookup{SourceRegister: 1, SetName: set}, &expr.Verdict{Kind: v})
-	return &kRule{exprs: ex, text: "ip saddr @" + set + " " + verdictName(v)}
+	ex = append(ex, loadIPv4(12), &nftwire.Lookup{SourceRegister: 1, SetName: set}, &nftwire.Verdict{Kind: v})
+	return &kernelRule{exprs: ex, text: "ip saddr @" + set + " " + verdictName(v)}
 }
 
 // ruleJump is "jump chain" with an nft comment.
-func ruleJump(chain, comment string) *kRule {
-	r := &kRule{exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: chain}}, text: "jump " + chain}
+func ruleJump(chain, comment string) *kernelRule {
+	r := &kernelRule{exprs: []nftwire.Expr{&nftwire.Verdict{Kind: nftwire.VerdictJump, Chain: chain}}, text: "jump " + chain}
 	if comment != "" {
 		r.userdata = append([]byte{0, byte(len(comment) + 1)}, append([]byte(comment), 0)...)
 	}
@@ -70,23 +69,23 @@ func ruleJump(chain, comment string) *kRule {
 
 // ruleDaddrVmap is "ip daddr vmap { a : accept, b : drop }" with an
 // anonymous verdict map.
-func ruleDaddrVmap(acc, drop netip.Addr) *kRule {
+func ruleDaddrVmap(acc, drop netip.Addr) *kernelRule {
 	s := ipv4Set("", false)
 	s.flags = unix.NFT_SET_ANONYMOUS | unix.NFT_SET_CONSTANT | unix.NFT_SET_MAP
 	s.dataType = nftDataVerdict
 	a, d := acc.As4(), drop.As4()
-	s.add(nftsyntax.Elem{Key: a[:], Verdict: &expr.Verdict{Kind: expr.VerdictAccept}})
-	s.add(nftsyntax.Elem{Key: d[:], Verdict: &expr.Verdict{Kind: expr.VerdictDrop}})
+	s.add(nftwire.Elem{Key: a[:], Verdict: &nftwire.Verdict{Kind: nftwire.VerdictAccept}})
+	s.add(nftwire.Elem{Key: d[:], Verdict: &nftwire.Verdict{Kind: nftwire.VerdictDrop}})
 	ex := matchIPv4()
-	ex = append(ex, loadIPv4(16), &expr.Lookup{SourceRegister: 1, DestRegister: 0, IsDestRegSet: true, SetName: "__set%d", SetID: 0})
-	return &kRule{exprs: ex, anon: []*kSet{s}, text: "ip daddr vmap {...}"}
+	ex = append(ex, loadIPv4(16), &nftwire.Lookup{SourceRegister: 1, DestRegister: 0, IsDestRegSet: true, SetName: "__set%d", SetID: 0})
+	return &kernelRule{exprs: ex, anon: []*kernelSet{s}, text: "ip daddr vmap {...}"}
 }
 
-func verdictName(v expr.VerdictKind) string {
+func verdictName(v nftwire.VerdictKind) string {
 	switch v {
-	case expr.VerdictAccept:
+	case nftwire.VerdictAccept:
 		return "accept"
-	case expr.VerdictDrop:
+	case nftwire.VerdictDrop:
 		return "drop"
 	}
 	return fmt.Sprint(v)
@@ -103,8 +102,8 @@ func setUD(keyOrder uint32, dataOrder uint32) []byte {
 	return b
 }
 
-func ipv4Set(name string, interval bool) *kSet {
-	s := &kSet{name: name, keyType: 7, keyLen: 4, elems: map[string]nftsyntax.Elem{}, userdata: setUD(2, 0)}
+func ipv4Set(name string, interval bool) *kernelSet {
+	s := &kernelSet{name: name, keyType: 7, keyLen: 4, elems: map[string]nftwire.Elem{}, userdata: setUD(2, 0)}
 	if interval {
 		s.flags |= unix.NFT_SET_INTERVAL
 	}
@@ -117,25 +116,25 @@ func ip4(i int) netip.Addr {
 
 // bigTable builds nChains regular chains (jumped to from a base chain) with
 // nRules rules in all, and an ipv4 set with nElems elements.
-func bigTable(t testing.TB, nChains, nRules, nElems int) *kTable {
+func bigTable(t testing.TB, nChains, nRules, nElems int) *kernelTable {
 	t.Helper()
-	k := newKTable()
-	base := &kChain{name: "input", base: true, typ: "filter", hook: unix.NF_INET_LOCAL_IN, prio: 0, policy: 1}
-	base.rules = append(base.rules, ruleSaddrInSet("allowed", expr.VerdictAccept))
+	k := newKernelTable()
+	base := &kernelChain{name: "input", base: true, typ: "filter", hook: unix.NF_INET_LOCAL_IN, prio: 0, policy: 1}
+	base.rules = append(base.rules, ruleSaddrInSet("allowed", nftwire.VerdictAccept))
 	k.addChain(base)
 	for c := 0; c < nChains; c++ {
 		name := fmt.Sprintf("c%03d", c)
 		base.rules = append(base.rules, ruleJump(name, ""))
-		k.addChain(&kChain{name: name})
+		k.addChain(&kernelChain{name: name})
 	}
 	for i := 0; i < nRules; i++ {
 		c := k.chains[fmt.Sprintf("c%03d", i%nChains)]
-		c.rules = append(c.rules, ruleDaddrDport(ip4(i), uint16(1000+i%60000), expr.VerdictAccept))
+		c.rules = append(c.rules, ruleDaddrDport(ip4(i), uint16(1000+i%60000), nftwire.VerdictAccept))
 	}
 	s := ipv4Set("allowed", false)
 	for i := 0; i < nElems; i++ {
 		a := netip.AddrFrom4([4]byte{172, byte(i >> 16), byte(i >> 8), byte(i)}).As4()
-		s.add(nftsyntax.Elem{Key: a[:]})
+		s.add(nftwire.Elem{Key: a[:]})
 	}
 	k.addSet(s)
 	if err := k.prepare(unix.NFPROTO_INET); err != nil {
@@ -155,7 +154,7 @@ func newTestEngine(t testing.TB, ns *testns.NS, opts ...Option) *Engine {
 }
 
 // readBack reads the table with a fresh engine (no cache).
-func readBack(t testing.TB, ns *testns.NS) *kTable {
+func readBack(t testing.TB, ns *testns.NS) *kernelTable {
 	t.Helper()
 	e := newTestEngine(t, ns)
 	k, err := e.read()
@@ -166,14 +165,14 @@ func readBack(t testing.TB, ns *testns.NS) *kTable {
 }
 
 // sameK reports the first difference between two kernel-form tables.
-func sameK(a, b *kTable) error {
+func sameK(a, b *kernelTable) error {
 	if a == nil || b == nil {
 		if a == b {
 			return nil
 		}
 		return fmt.Errorf("one table missing (%v, %v)", a == nil, b == nil)
 	}
-	names := func(m map[string]*kChain) []string {
+	names := func(m map[string]*kernelChain) []string {
 		var s []string
 		for n := range m {
 			s = append(s, n)
@@ -233,32 +232,32 @@ func TestKernelFormRoundTrip(t *testing.T) {
 	vm.flags |= unix.NFT_SET_MAP
 	vm.dataType = nftDataVerdict
 	a := ip4(1).As4()
-	vm.add(nftsyntax.Elem{Key: a[:], Verdict: &expr.Verdict{Kind: expr.VerdictJump, Chain: "c000"}})
+	vm.add(nftwire.Elem{Key: a[:], Verdict: &nftwire.Verdict{Kind: nftwire.VerdictJump, Chain: "c000"}})
 	want.addSet(vm)
 	iv := ipv4Set("nets", true)
-	iv.add(nftsyntax.Elem{Key: []byte{0, 0, 0, 0}, IntervalEnd: true})
-	iv.add(nftsyntax.Elem{Key: []byte{10, 0, 0, 0}})
-	iv.add(nftsyntax.Elem{Key: []byte{11, 0, 0, 0}, IntervalEnd: true})
+	iv.add(nftwire.Elem{Key: []byte{0, 0, 0, 0}, IntervalEnd: true})
+	iv.add(nftwire.Elem{Key: []byte{10, 0, 0, 0}})
+	iv.add(nftwire.Elem{Key: []byte{11, 0, 0, 0}, IntervalEnd: true})
 	want.addSet(iv)
-	cc := &kSet{name: "svc", keyType: 7<<6 | 13, keyLen: 8, elems: map[string]nftsyntax.Elem{}, userdata: setUD(2, 0)}
-	cc.add(nftsyntax.Elem{Key: []byte{10, 0, 0, 1, 0, 80, 0, 0}})
+	cc := &kernelSet{name: "svc", keyType: 7<<6 | 13, keyLen: 8, elems: map[string]nftwire.Elem{}, userdata: setUD(2, 0)}
+	cc.add(nftwire.Elem{Key: []byte{10, 0, 0, 1, 0, 80, 0, 0}})
 	want.addSet(cc)
 	dm := ipv4Set("snat", false)
 	dm.flags |= unix.NFT_SET_MAP
 	dm.dataType, dm.dataLen, dm.userdata = 7, 4, setUD(2, 2)
-	dm.add(nftsyntax.Elem{Key: a[:], Data: []byte{192, 168, 0, 1}})
+	dm.add(nftwire.Elem{Key: a[:], Data: []byte{192, 168, 0, 1}})
 	want.addSet(dm)
 	for i, h := range []uint32{unix.NF_INET_PRE_ROUTING, unix.NF_INET_FORWARD, unix.NF_INET_LOCAL_OUT, unix.NF_INET_POST_ROUTING} {
-		c := &kChain{name: fmt.Sprintf("hook%d", h), base: true, typ: "filter", hook: h, prio: int32(i*10 - 5), policy: uint32(i % 2)}
-		c.rules = []*kRule{ruleDaddrVmap(ip4(1), ip4(2)), ruleJump("c001", "a comment")}
+		c := &kernelChain{name: fmt.Sprintf("hook%d", h), base: true, typ: "filter", hook: h, prio: int32(i*10 - 5), policy: uint32(i % 2)}
+		c.rules = []*kernelRule{ruleDaddrVmap(ip4(1), ip4(2)), ruleJump("c001", "a comment")}
 		want.addChain(c)
 	}
-	nat := &kChain{name: "nat", base: true, typ: "nat", hook: unix.NF_INET_POST_ROUTING, prio: 100, policy: 1}
+	nat := &kernelChain{name: "nat", base: true, typ: "nat", hook: unix.NF_INET_POST_ROUTING, prio: 100, policy: 1}
 	want.addChain(nat)
 	if err := want.prepare(unix.NFPROTO_INET); err != nil {
 		t.Fatal(err)
 	}
-	st, err := e.syncK(ctx, want)
+	st, err := e.syncTable(ctx, want)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,15 +273,15 @@ func TestKernelFormRoundTrip(t *testing.T) {
 	}
 	// Same state again: nothing to send, from the cache and from a fresh
 	// engine's read.
-	st, err = e.syncK(ctx, want)
+	st, err = e.syncTable(ctx, want)
 	if err != nil || st.Messages != 0 {
 		t.Fatalf("second sync: %+v %v", st, err)
 	}
 	e.cache = nil
-	st, err = e.syncK(ctx, want)
+	st, err = e.syncTable(ctx, want)
 	if err != nil || st.Messages != 0 || !st.Read {
 		t.Fatalf("sync after read: %+v %v", st, err)
 	}
 }
 
-func nftsyntaxElem(a, b, c, d byte) nftsyntax.Elem { return nftsyntax.Elem{Key: []byte{a, b, c, d}} }
+func nftsyntaxElem(a, b, c, d byte) nftwire.Elem { return nftwire.Elem{Key: []byte{a, b, c, d}} }

@@ -16,7 +16,7 @@ import (
 
 const killEnv = "NFTGUARD_ENGINE_KILL_CHILD_NETNS"
 
-func killStates(t testing.TB) [2]*kTable {
+func killStates(t testing.TB) [2]*kernelTable {
 	a := bigTable(t, 20, 4000, 5000)
 	b := bigTable(t, 30, 6000, 3000)
 	for _, c := range b.chains {
@@ -25,7 +25,7 @@ func killStates(t testing.TB) [2]*kTable {
 		}
 	}
 	b.prepare(unix.NFPROTO_INET)
-	return [2]*kTable{a, b}
+	return [2]*kernelTable{a, b}
 }
 
 // TestKillChildHelper is the child of TestKillNine: it syncs the two states
@@ -42,7 +42,7 @@ func TestKillChildHelper(t *testing.T) {
 	}
 	states := killStates(t)
 	for i := 0; ; i++ {
-		if _, err := e.syncK(context.Background(), states[i%2]); err != nil {
+		if _, err := e.syncTable(context.Background(), states[i%2]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,7 +80,7 @@ func TestKillNine(t *testing.T) {
 			t.Fatalf("kill %d: table is neither state: %v / %v", i, sameK(states[0], got), sameK(states[1], got))
 		}
 		e := newTestEngine(t, ns)
-		st, err := e.syncK(context.Background(), states[i%2])
+		st, err := e.syncTable(context.Background(), states[i%2])
 		if err != nil || st.Attempts > 1 { // 0 when the kill left the wanted state
 			t.Fatalf("fresh engine: %+v %v", st, err)
 		}

@@ -1,7 +1,3 @@
-// Package engine keeps one nftables table in the kernel equal to a desired
-// state: it reads back its own table over netlink, computes the difference,
-// and applies it as one atomic nfnetlink transaction, repairing drift that
-// others cause. It never writes anything outside its table.
 package engine
 
 import (
@@ -28,6 +24,9 @@ func (t Table) String() string {
 func (t Table) family() (byte, error) {
 	if t.Name == "" {
 		return 0, fmt.Errorf("table has no name")
+	}
+	if err := checkTableName(t); err != nil {
+		return 0, err
 	}
 	switch t.Family {
 	case "", "inet":

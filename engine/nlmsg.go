@@ -4,11 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"runtime"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
 
 // Attribute numbers golang.org/x/sys/unix does not define yet (values from
@@ -159,56 +159,25 @@ func cstr(b []byte) string {
 }
 
 // dialIn creates a netfilter netlink socket inside the network namespace at
-// path (the caller's own namespace when path is ""). The socket is created on
-// a locked OS thread that has entered the namespace and is then moved back;
-// a socket keeps the namespace it was created in for its whole life, so no
-// file descriptor of the namespace has to outlive this call (and nothing can
-// be written to the wrong namespace after a GC reuses that descriptor).
+// path (the caller's own namespace when path is ""); see nfnl.InNetNS for
+// why no namespace descriptor outlives the call.
 func dialIn(path string) (*netlink.Conn, error) {
 	if path == "" {
 		return netlink.Dial(unix.NETLINK_NETFILTER, nil)
 	}
-	type result struct {
-		c   *netlink.Conn
-		err error
+	var c *netlink.Conn
+	err := nfnl.InNetNS(path, func() error {
+		var err error
+		c, err = netlink.Dial(unix.NETLINK_NETFILTER, nil)
+		return err
+	})
+	if err != nil {
+		if c != nil {
+			c.Close()
+		}
+		return nil, err
 	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		origin, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer origin.Close()
-		target, err := os.Open(path)
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("open namespace %s: %w", path, err)}
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("enter namespace %s: %w", path, err)}
-			return
-		}
-		c, derr := netlink.Dial(unix.NETLINK_NETFILTER, nil)
-		if err := unix.Setns(int(origin.Fd()), unix.CLONE_NEWNET); err != nil {
-			// The thread stays locked and dies with this goroutine
-			// rather than run other goroutines in the wrong namespace.
-			if c != nil {
-				c.Close()
-			}
-			ch <- result{err: fmt.Errorf("return from namespace %s: %w", path, err)}
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- result{c: c, err: derr}
-	}()
-	r := <-ch
-	return r.c, r.err
+	return c, nil
 }
 
 // forceBuffers raises the socket buffers beyond rmem_max/wmem_max, which

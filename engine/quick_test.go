@@ -20,7 +20,7 @@ func TestQuickDiffEqualsFullDiff(t *testing.T) {
 	for seed := int64(0); seed < 300; seed++ {
 		rnd := rand.New(rand.NewSource(seed))
 		c := newCompiler(unix.NFPROTO_INET)
-		var cache *kTable
+		var cache *kernelTable
 		var prev *Desired
 		d := randomDesired(rnd, nil)
 		for step := 0; step < 12; step++ {
@@ -79,17 +79,17 @@ func TestQuickDiffEqualsFullDiff(t *testing.T) {
 
 // orEmpty stands in for diff's handling of a missing cache: the full diff
 // starts by creating the table.
-func orEmpty(cache *kTable, b *batch) *kTable {
+func orEmpty(cache *kernelTable, b *batch) *kernelTable {
 	if cache != nil {
 		return cache
 	}
 	if b != nil {
 		b.addTable()
 	}
-	return newKTable()
+	return newKernelTable()
 }
 
-func sameCache(a, b *kTable) error {
+func sameCache(a, b *kernelTable) error {
 	if !slices.Equal(a.chainOrder, b.chainOrder) || !slices.Equal(a.setOrder, b.setOrder) {
 		return fmt.Errorf("order")
 	}

@@ -5,15 +5,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
-
-// errDumpInterrupted means the kernel's generation changed during a dump;
-// the read starts over.
-var errDumpInterrupted = errors.New("dump interrupted by a concurrent change")
 
 // request sends one request and collects its replies: every message of a
 // dump (until NLMSG_DONE) or the single answer of a get. Errors come back as
@@ -62,7 +58,7 @@ func (e *Engine) requestEach(typ uint16, flags uint16, build func(*enc), fn func
 			switch r.typ {
 			case unix.NLMSG_DONE:
 				if intr {
-					return errDumpInterrupted
+					return nfnl.ErrDumpInterrupted
 				}
 				return nil
 			case unix.NLMSG_ERROR:
@@ -93,17 +89,17 @@ func errCode(data []byte) unix.Errno {
 
 // read dumps our table (and only it: every request names it) into kernel
 // form. It returns nil, nil when the table does not exist.
-func (e *Engine) read() (*kTable, error) {
+func (e *Engine) read() (*kernelTable, error) {
 	for attempt := 0; ; attempt++ {
 		t, err := e.readOnce()
-		if errors.Is(err, errDumpInterrupted) && attempt < 10 {
+		if errors.Is(err, nfnl.ErrDumpInterrupted) && attempt < 10 {
 			continue
 		}
 		return t, err
 	}
 }
 
-func (e *Engine) readOnce() (*kTable, error) {
+func (e *Engine) readOnce() (*kernelTable, error) {
 	name := e.table.Name
 	_, err := e.request(unix.NFT_MSG_GETTABLE, 0, func(m *enc) { m.str(unix.NFTA_TABLE_NAME, name) })
 	if errors.Is(err, unix.ENOENT) {
@@ -112,7 +108,7 @@ func (e *Engine) readOnce() (*kTable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get table: %w", err)
 	}
-	t := newKTable()
+	t := newKernelTable()
 
 	msgs, err := e.request(unix.NFT_MSG_GETCHAIN, unix.NLM_F_DUMP, func(m *enc) { m.str(unix.NFTA_CHAIN_TABLE, name) })
 	if err != nil {
@@ -132,7 +128,7 @@ func (e *Engine) readOnce() (*kTable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dump sets: %w", err)
 	}
-	anon := map[string]*kSet{}
+	anon := map[string]*kernelSet{}
 	for _, r := range msgs {
 		s, tbl, err := parseSet(r.data[nfgenHdrLen:])
 		if err != nil {
@@ -179,7 +175,7 @@ func (e *Engine) readOnce() (*kTable, error) {
 			if cstr(a[unix.NFTA_RULE_TABLE]) != name || cstr(a[unix.NFTA_RULE_CHAIN]) != cname || r.data[0] != e.fam {
 				continue
 			}
-			kr := &kRule{handle: be64(a[unix.NFTA_RULE_HANDLE]), userdata: a[unix.NFTA_RULE_USERDATA]}
+			kr := &kernelRule{handle: be64(a[unix.NFTA_RULE_HANDLE]), userdata: a[unix.NFTA_RULE_USERDATA]}
 			// An undecodable rule keeps key "": it matches nothing and is
 			// replaced, never guessed at.
 			if exprs, err := decodeExprs(e.fam, a[unix.NFTA_RULE_EXPRESSIONS]); err == nil {
@@ -195,15 +191,15 @@ func (e *Engine) readOnce() (*kTable, error) {
 
 // readJumps lists the chains a kernel rule jumps or goes to, directly or
 // through its anonymous verdict maps.
-func readJumps(exprs []expr.Any, anon map[string]*kSet) []string {
+func readJumps(exprs []nftwire.Expr, anon map[string]*kernelSet) []string {
 	var out []string
 	for _, x := range exprs {
 		switch x := x.(type) {
-		case *expr.Verdict:
+		case *nftwire.Verdict:
 			if x.Chain != "" {
 				out = append(out, x.Chain)
 			}
-		case *expr.Lookup:
+		case *nftwire.Lookup:
 			if s, ok := anon[x.SetName]; ok {
 				for _, el := range s.elems {
 					if el.Verdict != nil && el.Verdict.Chain != "" {
@@ -216,12 +212,12 @@ func readJumps(exprs []expr.Any, anon map[string]*kSet) []string {
 	return out
 }
 
-func parseChain(b []byte) (*kChain, string, error) {
+func parseChain(b []byte) (*kernelChain, string, error) {
 	a, err := attrs(b)
 	if err != nil {
 		return nil, "", err
 	}
-	c := &kChain{name: cstr(a[unix.NFTA_CHAIN_NAME]), userdata: a[nftaChainUserdata]}
+	c := &kernelChain{name: cstr(a[unix.NFTA_CHAIN_NAME]), userdata: a[nftaChainUserdata]}
 	if h, ok := a[unix.NFTA_CHAIN_HOOK]; ok {
 		ha, err := attrs(h)
 		if err != nil {
@@ -236,12 +232,12 @@ func parseChain(b []byte) (*kChain, string, error) {
 	return c, cstr(a[unix.NFTA_CHAIN_TABLE]), nil
 }
 
-func parseSet(b []byte) (*kSet, string, error) {
+func parseSet(b []byte) (*kernelSet, string, error) {
 	a, err := attrs(b)
 	if err != nil {
 		return nil, "", err
 	}
-	s := &kSet{
+	s := &kernelSet{
 		name:     cstr(a[unix.NFTA_SET_NAME]),
 		flags:    be32(a[unix.NFTA_SET_FLAGS]),
 		keyType:  be32(a[unix.NFTA_SET_KEY_TYPE]),
@@ -249,7 +245,7 @@ func parseSet(b []byte) (*kSet, string, error) {
 		dataType: be32(a[unix.NFTA_SET_DATA_TYPE]),
 		dataLen:  be32(a[unix.NFTA_SET_DATA_LEN]),
 		userdata: a[unix.NFTA_SET_USERDATA],
-		elems:    map[string]nftsyntax.Elem{},
+		elems:    map[string]nftwire.Elem{},
 	}
 	if s.dataType == nftDataVerdict {
 		s.dataLen = 0 // the kernel reports sizeof(struct nft_verdict)
@@ -274,7 +270,7 @@ func parseSet(b []byte) (*kSet, string, error) {
 // worker after a large insert) can miss elements without any sign: measured
 // here, a dump right after adding 100,000 elements returned 90,062-99,274.
 // So hash sets are dumped until two dumps in a row agree on the count.
-func (e *Engine) readElems(s *kSet) error {
+func (e *Engine) readElems(s *kernelSet) error {
 	if s.flags&unix.NFT_SET_INTERVAL != 0 {
 		return e.dumpElems(s) // rbtree and pipapo have no deferred resize
 	}
@@ -292,10 +288,10 @@ func (e *Engine) readElems(s *kSet) error {
 			time.Sleep(time.Duration(attempt) * 10 * time.Millisecond)
 		}
 	}
-	return fmt.Errorf("dump elements of set %q: %w", s.name, errDumpInterrupted)
+	return fmt.Errorf("dump elements of set %q: %w", s.name, nfnl.ErrDumpInterrupted)
 }
 
-func (e *Engine) dumpElems(s *kSet) error {
+func (e *Engine) dumpElems(s *kernelSet) error {
 	msgs, err := e.request(unix.NFT_MSG_GETSETELEM, unix.NLM_F_DUMP, func(m *enc) {
 		m.str(unix.NFTA_SET_ELEM_LIST_TABLE, e.table.Name)
 		m.str(unix.NFTA_SET_ELEM_LIST_SET, s.name)
@@ -324,8 +320,8 @@ func (e *Engine) dumpElems(s *kSet) error {
 	return nil
 }
 
-func parseElem(b []byte) (nftsyntax.Elem, error) {
-	var el nftsyntax.Elem
+func parseElem(b []byte) (nftwire.Elem, error) {
+	var el nftwire.Elem
 	a, err := attrs(b)
 	if err != nil {
 		return el, err
@@ -352,8 +348,8 @@ func parseElem(b []byte) (nftsyntax.Elem, error) {
 			if err != nil {
 				return el, err
 			}
-			el.Verdict = &expr.Verdict{
-				Kind:  expr.VerdictKind(int32(be32(va[unix.NFTA_VERDICT_CODE]))),
+			el.Verdict = &nftwire.Verdict{
+				Kind:  nftwire.VerdictKind(int32(be32(va[unix.NFTA_VERDICT_CODE]))),
 				Chain: cstr(va[unix.NFTA_VERDICT_CHAIN]),
 			}
 		} else {

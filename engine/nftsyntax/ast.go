@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/nftables/expr"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // ruleAST is a parsed rule: the compiler's input and the renderer's output.
@@ -76,7 +76,7 @@ type logStmt struct {
 
 type limitStmt struct {
 	rate     uint64
-	unit     expr.LimitTime
+	unit     nftwire.LimitTime
 	burst    uint32
 	over     bool
 	hasBurst bool
@@ -100,7 +100,7 @@ type masqStmt struct{}
 type notrackStmt struct{}
 
 type verdictStmt struct {
-	kind  expr.VerdictKind
+	kind  nftwire.VerdictKind
 	chain string
 }
 
@@ -212,11 +212,11 @@ func (l *logStmt) String() string {
 }
 
 var limitUnits = []struct {
-	unit expr.LimitTime
+	unit nftwire.LimitTime
 	name string
 }{
-	{expr.LimitTimeSecond, "second"}, {expr.LimitTimeMinute, "minute"}, {expr.LimitTimeHour, "hour"},
-	{expr.LimitTimeDay, "day"}, {expr.LimitTimeWeek, "week"},
+	{nftwire.LimitTimeSecond, "second"}, {nftwire.LimitTimeMinute, "minute"}, {nftwire.LimitTimeHour, "hour"},
+	{nftwire.LimitTimeDay, "day"}, {nftwire.LimitTimeWeek, "week"},
 }
 
 // defaultBurst is the burst nft sends when the rule names none; nft omits
@@ -284,9 +284,9 @@ func (s *snatStmt) String() string {
 func (masqStmt) String() string    { return "masquerade" }
 func (notrackStmt) String() string { return "notrack" }
 
-var verdictNames = map[expr.VerdictKind]string{
-	expr.VerdictAccept: "accept", expr.VerdictDrop: "drop", expr.VerdictReturn: "return",
-	expr.VerdictContinue: "continue", expr.VerdictJump: "jump", expr.VerdictGoto: "goto",
+var verdictNames = map[nftwire.VerdictKind]string{
+	nftwire.VerdictAccept: "accept", nftwire.VerdictDrop: "drop", nftwire.VerdictReturn: "return",
+	nftwire.VerdictContinue: "continue", nftwire.VerdictJump: "jump", nftwire.VerdictGoto: "goto",
 }
 
 func (v *verdictStmt) String() string {

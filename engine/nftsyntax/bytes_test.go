@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/nftables/expr"
+	"github.com/nftguard/nftguard/engine/nftwire"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
-func hexKeys(es []Elem) []string {
+func hexKeys(es []nftwire.Elem) []string {
 	var out []string
 	for _, e := range es {
 		s := hex.EncodeToString(e.Key)
@@ -71,7 +71,7 @@ func TestMarkIntervalByteOrder(t *testing.T) {
 
 	// nft's own elements decode, including a range it prints as a prefix.
 	d, _ = ParseSetDecl("x", "mark", "", true)
-	dec, err := DecodeElements(d, []Elem{
+	dec, err := DecodeElements(d, []nftwire.Elem{
 		{Key: []byte{0, 0, 0, 0}, IntervalEnd: true},
 		{Key: []byte{0, 0, 0, 0x10}}, {Key: []byte{0, 0, 0, 0x20}, IntervalEnd: true},
 		{Key: []byte{0, 0, 1, 0}}, {Key: []byte{0, 0, 1, 1}, IntervalEnd: true},
@@ -93,12 +93,12 @@ func TestMarkIntervalLookup(t *testing.T) {
 		rule string
 		want []string // expression types
 	}{
-		{"meta mark @mki", []string{"*expr.Meta", "*expr.Byteorder reg 1", "*expr.Lookup"}},
-		{"meta mark @mk", []string{"*expr.Meta", "*expr.Lookup"}},
-		{"meta mark vmap @mkvi", []string{"*expr.Meta", "*expr.Byteorder reg 1", "*expr.Lookup"}},
-		{"ip saddr . meta mark @cmi", []string{"*expr.Meta", "*expr.Cmp", "*expr.Payload", "*expr.Meta", "*expr.Byteorder reg 9", "*expr.Lookup"}},
-		{"ip saddr . meta mark @cm", []string{"*expr.Meta", "*expr.Cmp", "*expr.Payload", "*expr.Meta", "*expr.Lookup"}},
-		{"snat ip to meta mark map @ammi", []string{"*expr.Meta", "*expr.Byteorder reg 1", "*expr.Lookup", "*expr.NAT"}},
+		{"meta mark @mki", []string{"Meta", "Byteorder reg 1", "Lookup"}},
+		{"meta mark @mk", []string{"Meta", "Lookup"}},
+		{"meta mark vmap @mkvi", []string{"Meta", "Byteorder reg 1", "Lookup"}},
+		{"ip saddr . meta mark @cmi", []string{"Meta", "Cmp", "Payload", "Meta", "Byteorder reg 9", "Lookup"}},
+		{"ip saddr . meta mark @cm", []string{"Meta", "Cmp", "Payload", "Meta", "Lookup"}},
+		{"snat ip to meta mark map @ammi", []string{"Meta", "Byteorder reg 1", "Lookup", "NAT"}},
 	} {
 		cr, err := CompileRule(inet, c.rule, sets)
 		if err != nil {
@@ -106,9 +106,12 @@ func TestMarkIntervalLookup(t *testing.T) {
 		}
 		var got []string
 		for _, e := range cr.Exprs {
+			// The type's name without its package (the values are
+			// nftwire's aliases of another module's types).
 			s := fmt.Sprintf("%T", e)
-			if b, ok := e.(*expr.Byteorder); ok {
-				if b.Op != expr.ByteorderHton || b.Len != 4 || b.Size != 4 || b.SourceRegister != b.DestRegister {
+			s = s[strings.LastIndexByte(s, '.')+1:]
+			if b, ok := e.(*nftwire.Byteorder); ok {
+				if b.Op != nftwire.ByteorderHton || b.Len != 4 || b.Size != 4 || b.SourceRegister != b.DestRegister {
 					t.Errorf("%s: byteorder %+v", c.rule, *b)
 				}
 				s += fmt.Sprintf(" reg %d", b.DestRegister)
@@ -125,11 +128,11 @@ func TestMarkIntervalLookup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := &Compiled{Exprs: []expr.Any{good.Exprs[0], good.Exprs[2]}}
+	bad := &Compiled{Exprs: []nftwire.Expr{good.Exprs[0], good.Exprs[2]}}
 	if _, err := RenderRule(inet, bad, sets); err == nil || !strings.Contains(err.Error(), "without the byteorder") {
 		t.Errorf("lookup of a mark in an interval set without hton: error %v", err)
 	}
-	bad = &Compiled{Exprs: []expr.Any{good.Exprs[0], good.Exprs[1], &expr.Lookup{SourceRegister: 1, SetName: "mk"}}}
+	bad = &Compiled{Exprs: []nftwire.Expr{good.Exprs[0], good.Exprs[1], &nftwire.Lookup{SourceRegister: 1, SetName: "mk"}}}
 	if _, err := RenderRule(inet, bad, sets); err == nil || !strings.Contains(err.Error(), "non-interval") {
 		t.Errorf("hton before a lookup in a plain set: error %v", err)
 	}

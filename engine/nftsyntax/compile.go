@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"fmt"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // CompileRule compiles one rule of the documented subset (see doc.go) into
@@ -51,7 +52,7 @@ type compiler struct {
 // serves without a per-object type header.
 type compiledBuf struct {
 	Compiled
-	exprs [10]expr.Any
+	exprs [10]nftwire.Expr
 	nfDep dep
 	l4Dep dep
 	cmps  [2]payloadCmp // for value matches on payload fields
@@ -74,13 +75,13 @@ func newCompiled() *compiledBuf {
 	return b
 }
 
-func (c *compiler) emit(e ...expr.Any) { c.out.Exprs = append(c.out.Exprs, e...) }
+func (c *compiler) emit(e ...nftwire.Expr) { c.out.Exprs = append(c.out.Exprs, e...) }
 
 // dep is a protocol dependency's load and match with the matched byte
 // (every rule that names an address or a port has one or two).
 type dep struct {
-	meta expr.Meta
-	cmp  expr.Cmp
+	meta nftwire.Meta
+	cmp  nftwire.Cmp
 	val  [1]byte
 }
 
@@ -91,7 +92,7 @@ func (c *compiler) depNfproto(v byte) error {
 	if c.nfproto != 0 {
 		return fmt.Errorf("conflicting protocols: ipv4 and ipv6 in one rule")
 	}
-	c.emitDep(&c.out.nfDep, expr.MetaKeyNFPROTO, v)
+	c.emitDep(&c.out.nfDep, nftwire.MetaKeyNFPROTO, v)
 	c.nfproto = v
 	return nil
 }
@@ -103,13 +104,13 @@ func (c *compiler) depL4proto(v byte) error {
 	if c.l4proto != 0 {
 		return fmt.Errorf("conflicting transport protocols in one rule")
 	}
-	c.emitDep(&c.out.l4Dep, expr.MetaKeyL4PROTO, v)
+	c.emitDep(&c.out.l4Dep, nftwire.MetaKeyL4PROTO, v)
 	c.l4proto = v
 	return nil
 }
 
-func (c *compiler) emitDep(d *dep, key expr.MetaKey, v byte) {
-	*d = dep{meta: expr.Meta{Key: key, Register: 1}, cmp: expr.Cmp{Op: expr.CmpOpEq, Register: 1}, val: [1]byte{v}}
+func (c *compiler) emitDep(d *dep, key nftwire.MetaKey, v byte) {
+	*d = dep{meta: nftwire.Meta{Key: key, Register: 1}, cmp: nftwire.Cmp{Op: nftwire.CmpOpEq, Register: 1}, val: [1]byte{v}}
 	d.cmp.Data = d.val[:]
 	c.emit(&d.meta, &d.cmp)
 }
@@ -140,14 +141,14 @@ func regFor(word uint32) uint32 {
 	return 8 + word
 }
 
-func load(f *field, reg, n uint32) expr.Any {
+func load(f *field, reg, n uint32) nftwire.Expr {
 	switch f.kind {
 	case fieldPayload:
-		return &expr.Payload{OperationType: expr.PayloadLoad, DestRegister: reg, Base: f.base, Offset: f.offset, Len: n}
+		return &nftwire.Payload{OperationType: nftwire.PayloadLoad, DestRegister: reg, Base: f.base, Offset: f.offset, Len: n}
 	case fieldMeta:
-		return &expr.Meta{Key: f.meta, Register: reg}
+		return &nftwire.Meta{Key: f.meta, Register: reg}
 	}
-	return &expr.Ct{Key: f.ct, Register: reg}
+	return &nftwire.Ct{Key: f.ct, Register: reg}
 }
 
 // loads emits the loads of a (concatenated) key into consecutive registers.
@@ -168,8 +169,8 @@ func (c *compiler) loads(fs []*field, interval bool) {
 
 // hton is the byteorder expression nft emits to convert n bytes in reg to
 // network order in place (`byteorder reg 1 = hton(reg 1, 4, 4)`).
-func hton(reg, n uint32) *expr.Byteorder {
-	return &expr.Byteorder{SourceRegister: reg, DestRegister: reg, Op: expr.ByteorderHton, Len: n, Size: n}
+func hton(reg, n uint32) *nftwire.Byteorder {
+	return &nftwire.Byteorder{SourceRegister: reg, DestRegister: reg, Op: nftwire.ByteorderHton, Len: n, Size: n}
 }
 
 func (c *compiler) stmt(s stmt) error {
@@ -185,13 +186,13 @@ func (c *compiler) stmt(s stmt) error {
 			return err
 		}
 		c.loads(s.fields, interval)
-		c.emit(&expr.Lookup{SourceRegister: 1, DestRegister: 0, IsDestRegSet: true, SetName: name, SetID: id})
+		c.emit(&nftwire.Lookup{SourceRegister: 1, DestRegister: 0, IsDestRegSet: true, SetName: name, SetID: id})
 	case *markSetStmt:
-		c.emit(&expr.Immediate{Register: 1, Data: s.val}, &expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1})
+		c.emit(&nftwire.Immediate{Register: 1, Data: s.val}, &nftwire.Meta{Key: nftwire.MetaKeyMARK, SourceRegister: true, Register: 1})
 	case *counterStmt:
-		c.emit(&expr.Counter{Packets: s.packets, Bytes: s.bytes})
+		c.emit(&nftwire.Counter{Packets: s.packets, Bytes: s.bytes})
 	case *logStmt:
-		l := &expr.Log{}
+		l := &nftwire.Log{}
 		if s.hasPrefix {
 			l.Key |= 1 << unix.NFTA_LOG_PREFIX
 			l.Data = []byte(s.prefix)
@@ -202,7 +203,7 @@ func (c *compiler) stmt(s stmt) error {
 		}
 		c.emit(l)
 	case *limitStmt:
-		c.emit(&expr.Limit{Type: expr.LimitTypePkts, Rate: s.rate, Unit: s.unit, Burst: s.burst, Over: s.over})
+		c.emit(&nftwire.Limit{Type: nftwire.LimitTypePkts, Rate: s.rate, Unit: s.unit, Burst: s.burst, Over: s.over})
 	case *rejectStmt:
 		return c.reject(s)
 	case *snatStmt:
@@ -225,17 +226,17 @@ func (c *compiler) stmt(s stmt) error {
 				return err
 			}
 			c.loads(s.mapFields, d.Interval)
-			c.emit(&expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: s.mapName})
+			c.emit(&nftwire.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: s.mapName})
 		} else {
-			c.emit(&expr.Immediate{Register: 1, Data: s.addr})
+			c.emit(&nftwire.Immediate{Register: 1, Data: s.addr})
 		}
-		c.emit(&expr.NAT{Type: expr.NATTypeSourceNAT, Family: uint32(s.nfproto), RegAddrMin: 1, RegAddrMax: 1})
+		c.emit(&nftwire.NAT{Type: nftwire.NATTypeSourceNAT, Family: uint32(s.nfproto), RegAddrMin: 1, RegAddrMax: 1})
 	case masqStmt:
-		c.emit(&expr.Masq{})
+		c.emit(&nftwire.Masq{})
 	case notrackStmt:
-		c.emit(&expr.Notrack{})
+		c.emit(&nftwire.Notrack{})
 	case *verdictStmt:
-		c.emit(&expr.Verdict{Kind: s.kind, Chain: s.chain})
+		c.emit(&nftwire.Verdict{Kind: s.kind, Chain: s.chain})
 	default:
 		return fmt.Errorf("unsupported statement %T", s)
 	}
@@ -357,11 +358,11 @@ func SetFlags(d SetDecl) uint32 {
 	return f
 }
 
-func cmpOp(neq bool) expr.CmpOp {
+func cmpOp(neq bool) nftwire.CmpOp {
 	if neq {
-		return expr.CmpOpNeq
+		return nftwire.CmpOpNeq
 	}
-	return expr.CmpOpEq
+	return nftwire.CmpOpEq
 }
 
 func (c *compiler) match(m *matchStmt) error {
@@ -388,13 +389,13 @@ func (c *compiler) match(m *matchStmt) error {
 			return err
 		}
 		c.loads(m.fields, interval)
-		c.emit(&expr.Lookup{SourceRegister: 1, SetName: name, SetID: id, Invert: m.neq})
+		c.emit(&nftwire.Lookup{SourceRegister: 1, SetName: name, SetID: id, Invert: m.neq})
 		return nil
 	case opFlags:
 		mask := leU32(rhs.flags)
 		c.emit(load(f, 1, 4),
-			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
-			&expr.Cmp{Op: cmpOp(!m.neq), Register: 1, Data: make([]byte, 4)})
+			&nftwire.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
+			&nftwire.Cmp{Op: cmpOp(!m.neq), Register: 1, Data: make([]byte, 4)})
 		return nil
 	case opPrefix:
 		if rhs.bits == 0 {
@@ -402,20 +403,20 @@ func (c *compiler) match(m *matchStmt) error {
 		}
 		if rhs.bits%8 == 0 {
 			n := uint32(rhs.bits / 8)
-			c.emit(load(f, 1, n), &expr.Cmp{Op: cmpOp(m.neq), Register: 1, Data: rhs.val[:n]})
+			c.emit(load(f, 1, n), &nftwire.Cmp{Op: cmpOp(m.neq), Register: 1, Data: rhs.val[:n]})
 			return nil
 		}
 		n := f.loadLen()
 		c.emit(load(f, 1, n),
-			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: n, Mask: prefixMask(int(n), rhs.bits), Xor: make([]byte, n)},
-			&expr.Cmp{Op: cmpOp(m.neq), Register: 1, Data: rhs.val})
+			&nftwire.Bitwise{SourceRegister: 1, DestRegister: 1, Len: n, Mask: prefixMask(int(n), rhs.bits), Xor: make([]byte, n)},
+			&nftwire.Cmp{Op: cmpOp(m.neq), Register: 1, Data: rhs.val})
 		return nil
 	case opRange:
 		c.emit(load(f, 1, f.loadLen()))
 		if m.neq {
-			c.emit(&expr.Range{Op: expr.CmpOpNeq, Register: 1, FromData: rhs.val, ToData: rhs.hi})
+			c.emit(&nftwire.Range{Op: nftwire.CmpOpNeq, Register: 1, FromData: rhs.val, ToData: rhs.hi})
 		} else {
-			c.emit(&expr.Cmp{Op: expr.CmpOpGte, Register: 1, Data: rhs.val}, &expr.Cmp{Op: expr.CmpOpLte, Register: 1, Data: rhs.hi})
+			c.emit(&nftwire.Cmp{Op: nftwire.CmpOpGte, Register: 1, Data: rhs.val}, &nftwire.Cmp{Op: nftwire.CmpOpLte, Register: 1, Data: rhs.hi})
 		}
 		return nil
 	}
@@ -425,16 +426,16 @@ func (c *compiler) match(m *matchStmt) error {
 		// and compare together.
 		v := c.out.payloadCmp()
 		*v = payloadCmp{
-			load: expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: f.base, Offset: f.offset, Len: f.loadLen()},
-			cmp:  expr.Cmp{Op: cmpOp(m.neq), Register: 1, Data: rhs.val},
+			load: nftwire.Payload{OperationType: nftwire.PayloadLoad, DestRegister: 1, Base: f.base, Offset: f.offset, Len: f.loadLen()},
+			cmp:  nftwire.Cmp{Op: cmpOp(m.neq), Register: 1, Data: rhs.val},
 		}
 		c.emit(&v.load, &v.cmp)
 	} else {
 		c.emit(load(f, 1, f.loadLen()))
 		if m.mask != nil {
-			c.emit(&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: m.mask, Xor: make([]byte, 4)})
+			c.emit(&nftwire.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: m.mask, Xor: make([]byte, 4)})
 		}
-		c.emit(&expr.Cmp{Op: cmpOp(m.neq), Register: 1, Data: rhs.val})
+		c.emit(&nftwire.Cmp{Op: cmpOp(m.neq), Register: 1, Data: rhs.val})
 	}
 	if !m.neq && m.mask == nil && !rhs.wildcard {
 		// An explicit protocol match is context for later dependencies.
@@ -450,8 +451,8 @@ func (c *compiler) match(m *matchStmt) error {
 
 // payloadCmp is a payload load and the compare of its value.
 type payloadCmp struct {
-	load expr.Payload
-	cmp  expr.Cmp
+	load nftwire.Payload
+	cmp  nftwire.Cmp
 }
 
 func leU32(v uint32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)} }
@@ -463,14 +464,14 @@ func (c *compiler) reject(r *rejectStmt) error {
 		// that family's ICMP port-unreachable.
 		switch c.nfproto {
 		case nfprotoIPv4:
-			c.emit(&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 3})
+			c.emit(&nftwire.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 3})
 		case nfprotoIPv6:
-			c.emit(&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 4})
+			c.emit(&nftwire.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 4})
 		default:
-			c.emit(&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_PORT_UNREACH})
+			c.emit(&nftwire.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_PORT_UNREACH})
 		}
 	case "icmpx":
-		c.emit(&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: r.code})
+		c.emit(&nftwire.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: r.code})
 	case "icmp", "icmpv6":
 		v := byte(nfprotoIPv4)
 		if r.kind == "icmpv6" {
@@ -479,12 +480,12 @@ func (c *compiler) reject(r *rejectStmt) error {
 		if err := c.depNfproto(v); err != nil {
 			return err
 		}
-		c.emit(&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: r.code})
+		c.emit(&nftwire.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: r.code})
 	case "tcp":
 		if err := c.depL4proto(protoTCP); err != nil {
 			return err
 		}
-		c.emit(&expr.Reject{Type: unix.NFT_REJECT_TCP_RST})
+		c.emit(&nftwire.Reject{Type: unix.NFT_REJECT_TCP_RST})
 	}
 	return nil
 }

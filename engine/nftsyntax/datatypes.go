@@ -309,6 +309,9 @@ func formatValue(dt DataType, b []byte) (string, error) {
 		if n < 0 {
 			n = len(b)
 		}
+		if err := checkQuotable(string(b[:n])); err != nil {
+			return "", err
+		}
 		return quote(string(b[:n])), nil
 	case "nfproto":
 		switch b[0] {

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/google/nftables/expr"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // ElementText is one set or map element as nft prints it: Key is a value, a
@@ -14,11 +14,6 @@ import (
 // verdict ("accept", "jump chain") for verdict maps, a value for data maps,
 // and empty for sets.
 type ElementText struct{ Key, Value string }
-
-// elemOpenInterval is the element user data nft attaches to the start of an
-// interval that runs to the top of the key space: NFTNL_UDATA_SET_ELEM_FLAGS
-// (type 1, 4 bytes) = NFTNL_SET_ELEM_F_INTERVAL_OPEN.
-var elemOpenInterval = []byte{1, 4, 1, 0, 0, 0}
 
 // span is one key part in interval form (lo == hi for a single value).
 type span struct{ lo, hi []byte }
@@ -46,13 +41,13 @@ func ParseSetDecl(name, keyType, dataType string, interval bool) (SetDecl, error
 
 // EncodeElements converts a whole element list to kernel form as nft sends
 // it for `add element` of the same text into an empty set.
-func EncodeElements(d SetDecl, elems []ElementText) ([]Elem, error) {
+func EncodeElements(d SetDecl, elems []ElementText) ([]nftwire.Elem, error) {
 	if !d.Interval {
 		return encodePlain(d, elems)
 	}
 	type item struct {
 		parts []span
-		elem  Elem
+		elem  nftwire.Elem
 		text  string
 	}
 	items := make([]item, 0, len(elems))
@@ -61,7 +56,7 @@ func EncodeElements(d SetDecl, elems []ElementText) ([]Elem, error) {
 		if err != nil {
 			return nil, fmt.Errorf("set %s element %q: %w", d.Name, et.Key, err)
 		}
-		var e Elem
+		var e nftwire.Elem
 		if err := encodeValue(d, et.Value, &e); err != nil {
 			return nil, fmt.Errorf("set %s element %q: %w", d.Name, et.Key, err)
 		}
@@ -70,7 +65,7 @@ func EncodeElements(d SetDecl, elems []ElementText) ([]Elem, error) {
 	if d.Key.IsConcat() {
 		// Concatenated interval sets (pipapo) take each range as one
 		// element with an inclusive KEY_END, no interval-end elements.
-		out := make([]Elem, 0, len(items))
+		out := make([]nftwire.Elem, 0, len(items))
 		for i, it := range items {
 			var lo, hi []byte
 			for j, p := range it.parts {
@@ -92,7 +87,7 @@ func EncodeElements(d SetDecl, elems []ElementText) ([]Elem, error) {
 	// and an INTERVAL_END element at end+1, plus the zero sentinel nft
 	// writes when the first interval does not start at zero.
 	sort.SliceStable(items, func(i, j int) bool { return bytes.Compare(items[i].parts[0].lo, items[j].parts[0].lo) < 0 })
-	var out []Elem
+	var out []nftwire.Elem
 	for i, it := range items {
 		p := it.parts[0]
 		if i > 0 {
@@ -101,17 +96,17 @@ func EncodeElements(d SetDecl, elems []ElementText) ([]Elem, error) {
 				return nil, fmt.Errorf("set %s: element %q overlaps %q", d.Name, it.text, prev.text)
 			}
 		} else if !isZero(p.lo) {
-			out = append(out, Elem{Key: make([]byte, len(p.lo)), IntervalEnd: true})
+			out = append(out, nftwire.Elem{Key: make([]byte, len(p.lo)), IntervalEnd: true})
 		}
 		e := it.elem
 		e.Key = p.lo
 		end, ok := increment(p.hi)
 		if !ok {
-			e.UserData = elemOpenInterval
+			e.UserData = nftwire.ElemOpenInterval()
 		}
 		out = append(out, e)
 		if ok {
-			out = append(out, Elem{Key: end, IntervalEnd: true})
+			out = append(out, nftwire.Elem{Key: end, IntervalEnd: true})
 		}
 	}
 	return out, nil
@@ -214,7 +209,7 @@ func reversed(b []byte) []byte {
 	return out
 }
 
-func encodeValue(d SetDecl, v string, e *Elem) error {
+func encodeValue(d SetDecl, v string, e *nftwire.Elem) error {
 	if d.Data == nil {
 		if v != "" {
 			return fmt.Errorf("set %s is not a map", d.Name)
@@ -243,7 +238,7 @@ func encodeValue(d SetDecl, v string, e *Elem) error {
 	return nil
 }
 
-func parseVerdictText(s string) (*expr.Verdict, error) {
+func parseVerdictText(s string) (*nftwire.Verdict, error) {
 	p := &parser{end: len(s) + 1}
 	var err error
 	if p.toks, err = lex(s, nil); err != nil {
@@ -264,15 +259,15 @@ func parseVerdictText(s string) (*expr.Verdict, error) {
 	if !p.done() {
 		return nil, fmt.Errorf("verdict %q: %w", s, p.errHere("unexpected text after the verdict"))
 	}
-	return &expr.Verdict{Kind: v.kind, Chain: v.chain}, nil
+	return &nftwire.Verdict{Kind: v.kind, Chain: v.chain}, nil
 }
 
-func verdictText(v *expr.Verdict) (string, error) {
+func verdictText(v *nftwire.Verdict) (string, error) {
 	n, ok := verdictNames[v.Kind]
 	if !ok {
 		return "", fmt.Errorf("unsupported verdict %d", v.Kind)
 	}
-	if v.Kind == expr.VerdictJump || v.Kind == expr.VerdictGoto {
+	if v.Kind == nftwire.VerdictJump || v.Kind == nftwire.VerdictGoto {
 		return n + " " + v.Chain, nil
 	}
 	return n, nil
@@ -313,9 +308,9 @@ func decrement(b []byte) []byte {
 // DecodeElements converts kernel elements back to text; intervals are
 // reconstructed whatever order the elements come in and printed like nft
 // (prefix form where exact, for addresses), sorted by key.
-func DecodeElements(d SetDecl, elems []Elem) ([]ElementText, error) {
+func DecodeElements(d SetDecl, elems []nftwire.Elem) ([]ElementText, error) {
 	var out []ElementText
-	value := func(e Elem) (string, error) {
+	value := func(e nftwire.Elem) (string, error) {
 		if d.Data == nil {
 			return "", nil
 		}
@@ -348,7 +343,7 @@ func DecodeElements(d SetDecl, elems []Elem) ([]ElementText, error) {
 		}
 		return out, nil
 	}
-	sorted := append([]Elem(nil), elems...)
+	sorted := append([]nftwire.Elem(nil), elems...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		if c := bytes.Compare(sorted[i].Key, sorted[j].Key); c != 0 {
 			return c < 0
@@ -356,8 +351,8 @@ func DecodeElements(d SetDecl, elems []Elem) ([]ElementText, error) {
 		// At one key an end closes the interval before a start opens one.
 		return sorted[i].IntervalEnd && !sorted[j].IntervalEnd
 	})
-	var open *Elem
-	emit := func(start Elem, hi []byte) error {
+	var open *nftwire.Elem
+	emit := func(start nftwire.Elem, hi []byte) error {
 		k, err := spanText(d.Key, d.Interval, start.Key, hi)
 		if err != nil {
 			return fmt.Errorf("set %s: %w", d.Name, err)

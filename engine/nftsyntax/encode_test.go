@@ -6,14 +6,16 @@ import (
 
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // compiledExprs returns every expression the compiler emits for the test
 // rules, plus hand-made ones covering the encoder's other branches.
-func compiledExprs(t *testing.T) []expr.Any {
+func compiledExprs(t *testing.T) []nftwire.Expr {
 	t.Helper()
 	sets := testSets()
-	var out []expr.Any
+	var out []nftwire.Expr
 	for _, c := range allRuleCases() {
 		got, err := CompileRule(inet, c.in, sets)
 		if err != nil {
@@ -22,18 +24,18 @@ func compiledExprs(t *testing.T) []expr.Any {
 		out = append(out, got.Exprs...)
 	}
 	return append(out,
-		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
-		&expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 8, Len: 1, CsumType: expr.CsumTypeInet, CsumOffset: 10, CsumFlags: 1},
-		&expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 8, Len: 1, CsumType: expr.CsumTypeInet, CsumOffset: 10},
-		&expr.Lookup{SourceRegister: 1, DestRegister: 2, IsDestRegSet: true, SetName: "x", SetID: 7, Invert: true},
-		&expr.Lookup{SetName: "x"},
-		&expr.Counter{Bytes: 1 << 40, Packets: 3},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: []byte{1, 2, 3, 4}, Xor: []byte{0, 0, 0, 0}},
-		&expr.Immediate{Register: 1},
-		&expr.Immediate{Register: 1, Data: []byte{1, 2, 3}},
-		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte("eth0\x00")},
-		&expr.Verdict{Kind: expr.VerdictJump, Chain: "some-chain"},
-		&expr.Verdict{Kind: expr.VerdictDrop},
+		&nftwire.Meta{Key: nftwire.MetaKeyMARK, SourceRegister: true, Register: 1},
+		&nftwire.Payload{OperationType: nftwire.PayloadWrite, SourceRegister: 1, Base: nftwire.PayloadBaseNetworkHeader, Offset: 8, Len: 1, CsumType: nftwire.CsumTypeInet, CsumOffset: 10, CsumFlags: 1},
+		&nftwire.Payload{OperationType: nftwire.PayloadWrite, SourceRegister: 1, Base: nftwire.PayloadBaseNetworkHeader, Offset: 8, Len: 1, CsumType: nftwire.CsumTypeInet, CsumOffset: 10},
+		&nftwire.Lookup{SourceRegister: 1, DestRegister: 2, IsDestRegSet: true, SetName: "x", SetID: 7, Invert: true},
+		&nftwire.Lookup{SetName: "x"},
+		&nftwire.Counter{Bytes: 1 << 40, Packets: 3},
+		&nftwire.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: []byte{1, 2, 3, 4}, Xor: []byte{0, 0, 0, 0}},
+		&nftwire.Immediate{Register: 1},
+		&nftwire.Immediate{Register: 1, Data: []byte{1, 2, 3}},
+		&nftwire.Cmp{Op: nftwire.CmpOpNeq, Register: 1, Data: []byte("eth0\x00")},
+		&nftwire.Verdict{Kind: nftwire.VerdictJump, Chain: "some-chain"},
+		&nftwire.Verdict{Kind: nftwire.VerdictDrop},
 	)
 }
 
@@ -44,12 +46,12 @@ func TestAppendExpr(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := AppendExpr(append([]byte(nil), prefix...), inet, e)
+		got, err := nftwire.AppendExpr(append([]byte(nil), prefix...), inet, e)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got[:len(prefix)], prefix) || !bytes.Equal(got[len(prefix):], want) {
-			t.Errorf("AppendExpr(%T %+v):\n got  %x\n want %x", e, e, got[len(prefix):], want)
+			t.Errorf("nftwire.AppendExpr(%T %+v):\n got  %x\n want %x", e, e, got[len(prefix):], want)
 		}
 	}
 }
@@ -57,11 +59,11 @@ func TestAppendExpr(t *testing.T) {
 func TestCanonical(t *testing.T) {
 	n := 0
 	for _, e := range compiledExprs(t) {
-		if !Canonical(e) {
+		if !nftwire.Canonical(e) {
 			continue
 		}
 		n++
-		b, err := AppendExpr(nil, inet, e)
+		b, err := nftwire.AppendExpr(nil, inet, e)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,11 +71,11 @@ func TestCanonical(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := DecodeExpr(inet, string(bytes.TrimRight(a[unix.NFTA_EXPR_NAME], "\x00")), a[unix.NFTA_EXPR_DATA])
+		d, err := nftwire.DecodeExpr(inet, string(bytes.TrimRight(a[unix.NFTA_EXPR_NAME], "\x00")), a[unix.NFTA_EXPR_DATA])
 		if err != nil {
 			t.Fatalf("decode %T: %v", e, err)
 		}
-		again, err := AppendExpr(nil, inet, d)
+		again, err := nftwire.AppendExpr(nil, inet, d)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,7 @@
 package nftsyntax
 
 import (
-	"github.com/google/nftables/expr"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 type fieldKind int
@@ -19,10 +19,10 @@ type field struct {
 	dt   DataType
 	kind fieldKind
 
-	base   expr.PayloadBase
+	base   nftwire.PayloadBase
 	offset uint32
-	meta   expr.MetaKey
-	ct     expr.CtKey
+	meta   nftwire.MetaKey
+	ct     nftwire.CtKey
 
 	// nfproto / l4proto is the protocol nft checks before loading the
 	// field (`meta nfproto ipv4`, `meta l4proto tcp`) in an inet table.
@@ -59,22 +59,22 @@ const (
 	descIP6  = 13
 )
 
-func payloadField(name string, dt DataType, base expr.PayloadBase, off uint32, nfp, l4 byte, desc, tmpl uint32) *field {
+func payloadField(name string, dt DataType, base nftwire.PayloadBase, off uint32, nfp, l4 byte, desc, tmpl uint32) *field {
 	return &field{name: name, dt: dt, kind: fieldPayload, base: base, offset: off,
 		nfproto: nfp, l4proto: l4, desc: desc, tmpl: tmpl, order: dt.byteorder()}
 }
 
-func metaField(name string, dt DataType, key expr.MetaKey, order uint32) *field {
+func metaField(name string, dt DataType, key nftwire.MetaKey, order uint32) *field {
 	return &field{name: name, dt: dt, kind: fieldMeta, meta: key, order: order}
 }
 
-func ctField(name string, dt DataType, key expr.CtKey) *field {
+func ctField(name string, dt DataType, key nftwire.CtKey) *field {
 	return &field{name: name, dt: dt, kind: fieldCt, ct: key, order: byteorderHost}
 }
 
 const (
-	nh = expr.PayloadBaseNetworkHeader
-	th = expr.PayloadBaseTransportHeader
+	nh = nftwire.PayloadBaseNetworkHeader
+	th = nftwire.PayloadBaseTransportHeader
 )
 
 // fields is the read-only table of selectors, keyed by canonical name.
@@ -94,14 +94,14 @@ var fields = map[string]*field{
 	"th sport":    payloadField("th sport", TypeInetService, th, 0, 0, 0, descTH, 1),
 	"th dport":    payloadField("th dport", TypeInetService, th, 2, 0, 0, descTH, 2),
 
-	"meta l4proto": metaField("meta l4proto", TypeInetProto, expr.MetaKeyL4PROTO, byteorderHost),
-	"meta nfproto": metaField("meta nfproto", typeNfproto, expr.MetaKeyNFPROTO, byteorderHost),
-	"meta mark":    metaField("meta mark", TypeMark, expr.MetaKeyMARK, byteorderHost),
-	"iifname":      metaField("iifname", TypeIfname, expr.MetaKeyIIFNAME, byteorderHost),
-	"oifname":      metaField("oifname", TypeIfname, expr.MetaKeyOIFNAME, byteorderHost),
+	"meta l4proto": metaField("meta l4proto", TypeInetProto, nftwire.MetaKeyL4PROTO, byteorderHost),
+	"meta nfproto": metaField("meta nfproto", typeNfproto, nftwire.MetaKeyNFPROTO, byteorderHost),
+	"meta mark":    metaField("meta mark", TypeMark, nftwire.MetaKeyMARK, byteorderHost),
+	"iifname":      metaField("iifname", TypeIfname, nftwire.MetaKeyIIFNAME, byteorderHost),
+	"oifname":      metaField("oifname", TypeIfname, nftwire.MetaKeyOIFNAME, byteorderHost),
 
-	"ct state": ctField("ct state", typeCtState, expr.CtKeySTATE),
-	"ct mark":  ctField("ct mark", TypeMark, expr.CtKeyMARK),
+	"ct state": ctField("ct state", typeCtState, nftwire.CtKeySTATE),
+	"ct mark":  ctField("ct mark", TypeMark, nftwire.CtKeyMARK),
 }
 
 // protoByL4 names the transport protocols whose ports nft can match.
@@ -109,7 +109,7 @@ var protoByL4 = map[byte]string{protoTCP: "tcp", protoUDP: "udp", protoSCTP: "sc
 
 // fieldForPayload finds the selector a payload load reads, given the
 // protocol context established by earlier matches.
-func fieldForPayload(p *expr.Payload, nfp, l4 byte) *field {
+func fieldForPayload(p *nftwire.Payload, nfp, l4 byte) *field {
 	for _, f := range fields {
 		if f.kind != fieldPayload || f.base != p.Base || f.offset != p.Offset || f.dt.Len != p.Len {
 			continue
@@ -130,7 +130,7 @@ func fieldForPayload(p *expr.Payload, nfp, l4 byte) *field {
 	return nil
 }
 
-func fieldForMeta(k expr.MetaKey) *field {
+func fieldForMeta(k nftwire.MetaKey) *field {
 	for _, f := range fields {
 		if f.kind == fieldMeta && f.meta == k {
 			return f
@@ -139,7 +139,7 @@ func fieldForMeta(k expr.MetaKey) *field {
 	return nil
 }
 
-func fieldForCt(k expr.CtKey) *field {
+func fieldForCt(k nftwire.CtKey) *field {
 	for _, f := range fields {
 		if f.kind == fieldCt && f.ct == k {
 			return f
@@ -151,7 +151,7 @@ func fieldForCt(k expr.CtKey) *field {
 // prefixField returns the payload field whose load at the same offset was
 // shortened to n bytes (nft loads only the prefix bytes of a byte-aligned
 // prefix match).
-func prefixField(p *expr.Payload, nfp byte) *field {
+func prefixField(p *nftwire.Payload, nfp byte) *field {
 	if p.Base != nh {
 		return nil
 	}

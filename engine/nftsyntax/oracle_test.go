@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -55,7 +57,7 @@ func gType(t Type) nftables.SetDatatype {
 	return ct
 }
 
-func gElems(es []Elem) []nftables.SetElement {
+func gElems(es []nftwire.Elem) []nftables.SetElement {
 	out := make([]nftables.SetElement, len(es))
 	for i, e := range es {
 		out[i] = nftables.SetElement{Key: e.Key, KeyEnd: e.KeyEnd, IntervalEnd: e.IntervalEnd, Val: e.Data, VerdictData: e.Verdict}

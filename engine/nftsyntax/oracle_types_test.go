@@ -1,8 +1,8 @@
 package nftsyntax
 
-import "github.com/google/nftables/expr"
+import "github.com/nftguard/nftguard/engine/nftwire"
 
 type (
-	lookupT      = expr.Lookup
-	nftablesExpr = expr.Any
+	lookupT      = nftwire.Lookup
+	nftablesExpr = nftwire.Expr
 )

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/nftables/expr"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // parser turns tokens into a ruleAST. It never guesses: anything outside
@@ -202,13 +202,13 @@ func (p *parser) verdict() (*verdictStmt, error) {
 	t := p.next()
 	switch t.text {
 	case "accept":
-		return &verdictStmt{kind: expr.VerdictAccept}, nil
+		return &verdictStmt{kind: nftwire.VerdictAccept}, nil
 	case "drop":
-		return &verdictStmt{kind: expr.VerdictDrop}, nil
+		return &verdictStmt{kind: nftwire.VerdictDrop}, nil
 	case "return":
-		return &verdictStmt{kind: expr.VerdictReturn}, nil
+		return &verdictStmt{kind: nftwire.VerdictReturn}, nil
 	case "continue":
-		return &verdictStmt{kind: expr.VerdictContinue}, nil
+		return &verdictStmt{kind: nftwire.VerdictContinue}, nil
 	case "jump", "goto":
 		c, err := p.expectWord("chain name")
 		if err != nil {
@@ -217,9 +217,9 @@ func (p *parser) verdict() (*verdictStmt, error) {
 		if !validIdent(c.text) {
 			return nil, p.errAt(c, "invalid chain name")
 		}
-		k := expr.VerdictJump
+		k := nftwire.VerdictJump
 		if t.text == "goto" {
-			k = expr.VerdictGoto
+			k = nftwire.VerdictGoto
 		}
 		return &verdictStmt{kind: k, chain: c.text}, nil
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // encodePlain is EncodeElements for a set without flags interval, where
@@ -13,10 +15,10 @@ import (
 // Errors are EncodeElements' own, in the same order: first a key or value
 // that does not parse, then, element by element, a range or prefix, or a
 // duplicate.
-func encodePlain(d SetDecl, elems []ElementText) ([]Elem, error) {
+func encodePlain(d SetDecl, elems []ElementText) ([]nftwire.Elem, error) {
 	keyLen := int(d.Key.Len())
 	keys := make([]byte, 0, keyLen*len(elems))
-	out := make([]Elem, len(elems))
+	out := make([]nftwire.Elem, len(elems))
 	firstRange := len(elems) // first element with a range or prefix
 	sameLen := true          // every key has keyLen bytes
 	for i, et := range elems {
@@ -102,7 +104,7 @@ func appendKeyPart(b []byte, d SetDecl, dt DataType, s string) (_ []byte, single
 // earlier one's, or -1. When the keys all have keyLen bytes (sameLen), as
 // a set's do, short ones are compared as zero-padded arrays, which a map
 // hashes without allocating a string per key.
-func firstDup(elems []Elem, keyLen int, sameLen bool) int {
+func firstDup(elems []nftwire.Elem, keyLen int, sameLen bool) int {
 	switch {
 	case len(elems) <= 16:
 		// An anonymous set in a rule: comparing every pair is cheaper
@@ -124,7 +126,7 @@ func firstDup(elems []Elem, keyLen int, sameLen bool) int {
 	return firstDupBy(elems, func(b []byte) string { return string(b) })
 }
 
-func firstDupBy[K comparable](elems []Elem, key func([]byte) K) int {
+func firstDupBy[K comparable](elems []nftwire.Elem, key func([]byte) K) int {
 	seen := make(map[K]struct{}, len(elems))
 	for i, e := range elems {
 		k := key(e.Key)

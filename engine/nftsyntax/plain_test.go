@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // valueTexts are literals of every kind the parsers meet: valid values of
@@ -183,7 +185,7 @@ func TestEncodePlainMatchesReference(t *testing.T) {
 	}
 }
 
-func sameElems(a, b []Elem) bool {
+func sameElems(a, b []nftwire.Elem) bool {
 	if len(a) != len(b) || (a == nil) != (b == nil) {
 		return false
 	}

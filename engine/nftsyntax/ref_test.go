@@ -11,6 +11,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 func parseValueRef(dt DataType, s string) ([]byte, error) {
@@ -199,10 +201,10 @@ func parseElementKeyRef(d SetDecl, key string) ([]span, error) {
 	return out, nil
 }
 
-func encodePlainRef(d SetDecl, elems []ElementText) ([]Elem, error) {
+func encodePlainRef(d SetDecl, elems []ElementText) ([]nftwire.Elem, error) {
 	type item struct {
 		parts []span
-		elem  Elem
+		elem  nftwire.Elem
 		text  string
 	}
 	items := make([]item, 0, len(elems))
@@ -211,14 +213,14 @@ func encodePlainRef(d SetDecl, elems []ElementText) ([]Elem, error) {
 		if err != nil {
 			return nil, fmt.Errorf("set %s element %q: %w", d.Name, et.Key, err)
 		}
-		var e Elem
+		var e nftwire.Elem
 		if err := encodeValue(d, et.Value, &e); err != nil {
 			return nil, fmt.Errorf("set %s element %q: %w", d.Name, et.Key, err)
 		}
 		items = append(items, item{parts: parts, elem: e, text: et.Key})
 	}
 	seen := make(map[string]bool, len(items))
-	out := make([]Elem, 0, len(items))
+	out := make([]nftwire.Elem, 0, len(items))
 	for _, it := range items {
 		var key []byte
 		for i, p := range it.parts {

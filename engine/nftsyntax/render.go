@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // RenderRule turns compiled expressions back into the text `nft list`
@@ -30,7 +31,7 @@ func RenderRule(fam Family, c *Compiled, sets Sets) (string, error) {
 type decompiler struct {
 	c    *Compiled
 	sets Sets
-	ex   []expr.Any
+	ex   []nftwire.Expr
 	i    int
 	out  []stmt
 	drop map[int]bool
@@ -57,6 +58,11 @@ func decompile(c *Compiled, sets Sets) (*ruleAST, error) {
 		if err != nil {
 			return nil, err
 		}
+		if ok {
+			if err := checkQuotable(cm); err != nil {
+				return nil, fmt.Errorf("comment: %w", err)
+			}
+		}
 		r.comment, r.hasComment = cm, ok
 	}
 	if len(r.stmts) == 0 {
@@ -65,7 +71,7 @@ func decompile(c *Compiled, sets Sets) (*ruleAST, error) {
 	return r, nil
 }
 
-func (d *decompiler) peek(n int) expr.Any {
+func (d *decompiler) peek(n int) nftwire.Expr {
 	if d.i+n < len(d.ex) {
 		return d.ex[d.i+n]
 	}
@@ -76,13 +82,13 @@ func (d *decompiler) errf(format string, args ...any) error {
 	return fmt.Errorf("expression %d: %s", d.i, fmt.Sprintf(format, args...))
 }
 
-func isLoad(e expr.Any) bool {
+func isLoad(e nftwire.Expr) bool {
 	switch e := e.(type) {
-	case *expr.Payload:
-		return e.OperationType == expr.PayloadLoad
-	case *expr.Meta:
+	case *nftwire.Payload:
+		return e.OperationType == nftwire.PayloadLoad
+	case *nftwire.Meta:
 		return !e.SourceRegister
-	case *expr.Ct:
+	case *nftwire.Ct:
 		return !e.SourceRegister
 	}
 	return false
@@ -91,22 +97,22 @@ func isLoad(e expr.Any) bool {
 func (d *decompiler) step() error {
 	e := d.ex[d.i]
 	switch e := e.(type) {
-	case *expr.Payload, *expr.Meta, *expr.Ct:
+	case *nftwire.Payload, *nftwire.Meta, *nftwire.Ct:
 		if isLoad(e) {
 			return d.matchOrLookup()
 		}
-	case *expr.Immediate:
+	case *nftwire.Immediate:
 		if e.Register != 1 {
 			break
 		}
 		switch n := d.peek(1).(type) {
-		case *expr.Meta:
-			if n.SourceRegister && n.Key == expr.MetaKeyMARK && n.Register == 1 && len(e.Data) == 4 {
+		case *nftwire.Meta:
+			if n.SourceRegister && n.Key == nftwire.MetaKeyMARK && n.Register == 1 && len(e.Data) == 4 {
 				d.out = append(d.out, &markSetStmt{val: e.Data})
 				d.i += 2
 				return nil
 			}
-		case *expr.NAT:
+		case *nftwire.NAT:
 			s, err := d.nat(n, e.Data, nil, "")
 			if err != nil {
 				return err
@@ -115,20 +121,23 @@ func (d *decompiler) step() error {
 			d.i += 2
 			return nil
 		}
-	case *expr.Verdict:
+	case *nftwire.Verdict:
 		if _, ok := verdictNames[e.Kind]; ok {
 			d.out = append(d.out, &verdictStmt{kind: e.Kind, chain: e.Chain})
 			d.i++
 			return nil
 		}
-	case *expr.Counter:
+	case *nftwire.Counter:
 		d.out = append(d.out, &counterStmt{packets: e.Packets, bytes: e.Bytes})
 		d.i++
 		return nil
-	case *expr.Log:
+	case *nftwire.Log:
 		l := &logStmt{}
 		if e.Key&(1<<unix.NFTA_LOG_PREFIX) != 0 || len(e.Data) > 0 {
 			l.prefix, l.hasPrefix = string(bytes.TrimRight(e.Data, "\x00")), true
+			if err := checkQuotable(l.prefix); err != nil {
+				return d.errf("log prefix: %v", err)
+			}
 		}
 		if e.Key&(1<<unix.NFTA_LOG_GROUP) != 0 {
 			l.group, l.hasGroup = e.Group, true
@@ -136,14 +145,14 @@ func (d *decompiler) step() error {
 		d.out = append(d.out, l)
 		d.i++
 		return nil
-	case *expr.Limit:
-		if e.Type != expr.LimitTypePkts {
+	case *nftwire.Limit:
+		if e.Type != nftwire.LimitTypePkts {
 			break
 		}
 		d.out = append(d.out, &limitStmt{rate: e.Rate, unit: e.Unit, burst: e.Burst, over: e.Over})
 		d.i++
 		return nil
-	case *expr.Reject:
+	case *nftwire.Reject:
 		r := &rejectStmt{code: e.Code}
 		switch e.Type {
 		case unix.NFT_REJECT_ICMPX_UNREACH:
@@ -170,13 +179,13 @@ func (d *decompiler) step() error {
 		d.out = append(d.out, r)
 		d.i++
 		return nil
-	case *expr.Masq:
+	case *nftwire.Masq:
 		if !e.Random && !e.FullyRandom && !e.Persistent && !e.ToPorts {
 			d.out = append(d.out, masqStmt{})
 			d.i++
 			return nil
 		}
-	case *expr.Notrack:
+	case *nftwire.Notrack:
 		d.out = append(d.out, notrackStmt{})
 		d.i++
 		return nil
@@ -192,9 +201,9 @@ func (d *decompiler) useDep(dep *int) {
 }
 
 // fieldOf resolves a load to its selector using the protocol context.
-func (d *decompiler) fieldOf(e expr.Any) (*field, error) {
+func (d *decompiler) fieldOf(e nftwire.Expr) (*field, error) {
 	switch e := e.(type) {
-	case *expr.Payload:
+	case *nftwire.Payload:
 		if f := fieldForPayload(e, d.nfproto, d.l4proto); f != nil {
 			return f, nil
 		}
@@ -202,12 +211,12 @@ func (d *decompiler) fieldOf(e expr.Any) (*field, error) {
 			return f, nil
 		}
 		return nil, d.errf("unsupported payload load base %d offset %d len %d", e.Base, e.Offset, e.Len)
-	case *expr.Meta:
+	case *nftwire.Meta:
 		if f := fieldForMeta(e.Key); f != nil {
 			return f, nil
 		}
 		return nil, d.errf("unsupported meta key %d", e.Key)
-	case *expr.Ct:
+	case *nftwire.Ct:
 		if f := fieldForCt(e.Key); f != nil && e.Direction == 0 {
 			return f, nil
 		}
@@ -216,13 +225,13 @@ func (d *decompiler) fieldOf(e expr.Any) (*field, error) {
 	return nil, d.errf("not a load: %T", e)
 }
 
-func loadReg(e expr.Any) uint32 {
+func loadReg(e nftwire.Expr) uint32 {
 	switch e := e.(type) {
-	case *expr.Payload:
+	case *nftwire.Payload:
 		return e.DestRegister
-	case *expr.Meta:
+	case *nftwire.Meta:
 		return e.Register
-	case *expr.Ct:
+	case *nftwire.Ct:
 		return e.Register
 	}
 	return 0
@@ -243,7 +252,7 @@ func (d *decompiler) useFieldDeps(f *field) {
 func (d *decompiler) matchOrLookup() error {
 	// Gather the loads of a (concatenated) key.
 	var fs []*field
-	var loads []expr.Any
+	var loads []nftwire.Expr
 	var swapped []bool // per field: converted to network order; nil if none
 	var word uint32
 	for {
@@ -267,9 +276,9 @@ func (d *decompiler) matchOrLookup() error {
 		d.i++
 		// nft converts a host-order key (mark) to network order before
 		// looking it up in an interval set.
-		if b, ok := d.peek(0).(*expr.Byteorder); ok {
+		if b, ok := d.peek(0).(*nftwire.Byteorder); ok {
 			reg := loadReg(e)
-			if !f.dt.intervalBigEndian() || b.Op != expr.ByteorderHton || b.SourceRegister != reg ||
+			if !f.dt.intervalBigEndian() || b.Op != nftwire.ByteorderHton || b.SourceRegister != reg ||
 				b.DestRegister != reg || b.Len != f.dt.Len || b.Size != f.dt.Len {
 				return d.errf("unsupported byteorder after the load of %s", f.name)
 			}
@@ -283,7 +292,7 @@ func (d *decompiler) matchOrLookup() error {
 		}
 	}
 	next := d.peek(0)
-	if lk, ok := next.(*expr.Lookup); ok {
+	if lk, ok := next.(*nftwire.Lookup); ok {
 		return d.lookup(fs, swapped, lk)
 	}
 	if swapped != nil {
@@ -298,15 +307,15 @@ func (d *decompiler) matchOrLookup() error {
 	f, ld := fs[0], loads[0]
 	m := &matchStmt{fields: fs}
 	switch n := next.(type) {
-	case *expr.Cmp:
+	case *nftwire.Cmp:
 		if n.Register != 1 {
 			return d.errf("cmp on register %d", n.Register)
 		}
 		switch n.Op {
-		case expr.CmpOpEq, expr.CmpOpNeq:
-			m.neq = n.Op == expr.CmpOpNeq
+		case nftwire.CmpOpEq, nftwire.CmpOpNeq:
+			m.neq = n.Op == nftwire.CmpOpNeq
 			d.i++
-			if p, ok := ld.(*expr.Payload); ok && p.Len < f.dt.Len {
+			if p, ok := ld.(*nftwire.Payload); ok && p.Len < f.dt.Len {
 				full := make([]byte, f.dt.Len)
 				copy(full, n.Data)
 				m.rhs = operand{kind: opPrefix, val: full, bits: int(p.Len) * 8}
@@ -315,9 +324,9 @@ func (d *decompiler) matchOrLookup() error {
 			} else {
 				m.rhs = operand{kind: opValue, val: n.Data}
 			}
-		case expr.CmpOpGte:
-			hi, ok := d.peek(1).(*expr.Cmp)
-			if !ok || hi.Op != expr.CmpOpLte || hi.Register != 1 {
+		case nftwire.CmpOpGte:
+			hi, ok := d.peek(1).(*nftwire.Cmp)
+			if !ok || hi.Op != nftwire.CmpOpLte || hi.Register != 1 {
 				return d.errf("cmp gte without cmp lte")
 			}
 			m.rhs = operand{kind: opRange, val: n.Data, hi: hi.Data}
@@ -325,16 +334,16 @@ func (d *decompiler) matchOrLookup() error {
 		default:
 			return d.errf("unsupported cmp op %d", n.Op)
 		}
-	case *expr.Range:
-		if n.Op != expr.CmpOpNeq && n.Op != expr.CmpOpEq {
+	case *nftwire.Range:
+		if n.Op != nftwire.CmpOpNeq && n.Op != nftwire.CmpOpEq {
 			return d.errf("unsupported range op %d", n.Op)
 		}
-		m.neq = n.Op == expr.CmpOpNeq
+		m.neq = n.Op == nftwire.CmpOpNeq
 		m.rhs = operand{kind: opRange, val: n.FromData, hi: n.ToData}
 		d.i++
-	case *expr.Bitwise:
-		c, ok := d.peek(1).(*expr.Cmp)
-		if !ok || (c.Op != expr.CmpOpEq && c.Op != expr.CmpOpNeq) || !isZero(n.Xor) {
+	case *nftwire.Bitwise:
+		c, ok := d.peek(1).(*nftwire.Cmp)
+		if !ok || (c.Op != nftwire.CmpOpEq && c.Op != nftwire.CmpOpNeq) || !isZero(n.Xor) {
 			return d.errf("unsupported bitwise")
 		}
 		d.i += 2
@@ -343,10 +352,10 @@ func (d *decompiler) matchOrLookup() error {
 			if !isZero(c.Data) || len(n.Mask) != 4 {
 				return d.errf("unsupported ct state comparison")
 			}
-			m.neq = c.Op == expr.CmpOpEq
+			m.neq = c.Op == nftwire.CmpOpEq
 			m.rhs = operand{kind: opFlags, flags: uint32(n.Mask[0]) | uint32(n.Mask[1])<<8 | uint32(n.Mask[2])<<16 | uint32(n.Mask[3])<<24}
 		case f.dt.Name == "mark":
-			m.neq = c.Op == expr.CmpOpNeq
+			m.neq = c.Op == nftwire.CmpOpNeq
 			m.mask = n.Mask
 			m.rhs = operand{kind: opValue, val: c.Data}
 		case f.dt.hasPrefixForm():
@@ -354,7 +363,7 @@ func (d *decompiler) matchOrLookup() error {
 			if !ok {
 				return d.errf("bitwise mask is not a prefix")
 			}
-			m.neq = c.Op == expr.CmpOpNeq
+			m.neq = c.Op == nftwire.CmpOpNeq
 			m.rhs = operand{kind: opPrefix, val: c.Data, bits: bits}
 		default:
 			return d.errf("unsupported bitwise on %s", f.name)
@@ -387,7 +396,7 @@ func invert(b []byte) []byte {
 // lookup renders a lookup of the key fs; swapped tells which fields were
 // converted to network order (nil: none), which nft does exactly for the
 // host-order integer fields of a key looked up in an interval set.
-func (d *decompiler) lookup(fs []*field, swapped []bool, lk *expr.Lookup) error {
+func (d *decompiler) lookup(fs []*field, swapped []bool, lk *nftwire.Lookup) error {
 	if lk.SourceRegister != 1 {
 		return d.errf("lookup from register %d", lk.SourceRegister)
 	}
@@ -444,7 +453,7 @@ func (d *decompiler) lookup(fs []*field, swapped []bool, lk *expr.Lookup) error 
 		}
 		d.out = append(d.out, v)
 	case lk.DestRegister == 1 && !anon:
-		n, ok := d.peek(0).(*expr.NAT)
+		n, ok := d.peek(0).(*nftwire.NAT)
 		if !ok {
 			return d.errf("map lookup into register 1 not followed by nat")
 		}
@@ -460,8 +469,8 @@ func (d *decompiler) lookup(fs []*field, swapped []bool, lk *expr.Lookup) error 
 	return nil
 }
 
-func (d *decompiler) nat(n *expr.NAT, addr []byte, fs []*field, mapName string) (*snatStmt, error) {
-	if n.Type != expr.NATTypeSourceNAT || n.RegAddrMin != 1 || (n.RegAddrMax != 1 && n.RegAddrMax != 0) ||
+func (d *decompiler) nat(n *nftwire.NAT, addr []byte, fs []*field, mapName string) (*snatStmt, error) {
+	if n.Type != nftwire.NATTypeSourceNAT || n.RegAddrMin != 1 || (n.RegAddrMax != 1 && n.RegAddrMax != 0) ||
 		n.RegProtoMin != 0 || n.Random || n.FullyRandom || n.Persistent || n.Prefix || n.Specified {
 		return nil, d.errf("unsupported nat")
 	}
@@ -477,7 +486,7 @@ func (d *decompiler) nat(n *expr.NAT, addr []byte, fs []*field, mapName string) 
 
 // lookupInterval reports whether the set a lookup refers to is an interval
 // set; known is false when the set cannot be resolved here.
-func (d *decompiler) lookupInterval(lk *expr.Lookup) (interval, known bool) {
+func (d *decompiler) lookupInterval(lk *nftwire.Lookup) (interval, known bool) {
 	if strings.HasPrefix(lk.SetName, "__set") || strings.HasPrefix(lk.SetName, "__map") {
 		if int(lk.SetID) < len(d.c.AnonSets) {
 			return d.c.AnonSets[lk.SetID].Decl.Interval, true

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 const inet = Family(unix.NFPROTO_INET)
@@ -42,11 +43,10 @@ func TestRoundTrip(t *testing.T) {
 func marshalAll(c *Compiled) []byte {
 	var b []byte
 	for _, e := range c.Exprs {
-		m, err := expr.Marshal(byte(unix.NFPROTO_INET), e)
-		if err != nil {
+		var err error
+		if b, err = nftwire.AppendExpr(b, inet, e); err != nil {
 			panic(err)
 		}
-		b = append(b, m...)
 	}
 	return b
 }
@@ -69,7 +69,7 @@ func sameExprs(a, b *Compiled) bool {
 	return true
 }
 
-func elemEqual(a, b Elem) bool {
+func elemEqual(a, b nftwire.Elem) bool {
 	if !bytes.Equal(a.Key, b.Key) || !bytes.Equal(a.KeyEnd, b.KeyEnd) || a.IntervalEnd != b.IntervalEnd || !bytes.Equal(a.Data, b.Data) || !bytes.Equal(a.UserData, b.UserData) {
 		return false
 	}
@@ -151,7 +151,7 @@ func TestElementsRoundTrip(t *testing.T) {
 			continue
 		}
 		// The kernel dumps in reverse order; decoding must not care.
-		rev := make([]Elem, len(enc))
+		rev := make([]nftwire.Elem, len(enc))
 		for i := range enc {
 			rev[len(enc)-1-i] = enc[i]
 		}

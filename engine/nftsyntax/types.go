@@ -7,13 +7,11 @@
 // renders our table and `nft -f` of that text reproduces it exactly.
 package nftsyntax
 
-import (
-	"github.com/google/nftables/expr"
-)
+import "github.com/nftguard/nftguard/engine/nftwire"
 
 // Family is an nftables table family as the netlink API numbers it
 // (unix.NFPROTO_INET, unix.NFPROTO_IPV4, unix.NFPROTO_IPV6).
-type Family byte
+type Family = nftwire.Family
 
 // DataType is one nft datatype of a set key or map value, as nft names it
 // ("ipv4_addr", "ipv6_addr", "inet_proto", "inet_service", "ifname", "mark",
@@ -46,32 +44,13 @@ type SetDecl struct {
 	AutoMerge bool
 }
 
-// Elem is one set or map element in kernel form.
-type Elem struct {
-	Key []byte
-	// KeyEnd is the closing key of a range in a concatenated interval set
-	// (NFTA_SET_ELEM_KEY_END), nil otherwise.
-	KeyEnd []byte
-	// IntervalEnd marks the element that closes an interval in a
-	// non-concatenated interval set (NFT_SET_ELEM_INTERVAL_END).
-	IntervalEnd bool
-	// Data is the map value for non-verdict maps.
-	Data []byte
-	// Verdict is the map value for verdict maps.
-	Verdict *expr.Verdict
-	// UserData is NFTA_SET_ELEM_USERDATA; nft sets it on the start of an
-	// interval that runs to the end of the key space (interval-open flag),
-	// because no closing element can be written for it.
-	UserData []byte
-}
-
 // AnonSet is an anonymous constant set that a rule carries with it
 // (`tcp dport { 80, 443 }`, `ip saddr vmap { ... }`). The rule's lookup
 // expression refers to it by SetName "__set%d" and by SetID equal to its index
 // in Compiled.AnonSets; the engine renumbers both when it builds a batch.
 type AnonSet struct {
 	Decl     SetDecl
-	Elements []Elem
+	Elements []nftwire.Elem
 	// Flags is NFTA_SET_FLAGS exactly as nft sends it for this set
 	// (NFT_SET_ANONYMOUS|NFT_SET_CONSTANT|...).
 	Flags uint32
@@ -82,7 +61,7 @@ type AnonSet struct {
 
 // Compiled is one rule in kernel form.
 type Compiled struct {
-	Exprs    []expr.Any
+	Exprs    []nftwire.Expr
 	AnonSets []AnonSet
 	// UserData is NFTA_RULE_USERDATA exactly as nft writes it (the comment
 	// TLV), nil when the rule has no comment.

@@ -1,34 +1,15 @@
 package nftsyntax
 
 import (
-	"encoding/binary"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
-// libnftnl user data TLVs: one type byte, one length byte, the value.
-// Numbers are u32 in host byte order (little endian on every platform this
-// agent runs on).
-const (
-	udataSetKeyByteorder  = 0
-	udataSetDataByteorder = 1
-	udataSetMergeElements = 2
-	udataSetKeyTypeof     = 3
-	udataSetDataTypeof    = 4
-	udataSetDataInterval  = 6
-
-	udataRuleComment = 0
-
-	// nft expression kinds recorded in typeof user data (enum expr_types).
-	exprKindVerdict = 1
-	exprKindPayload = 7
-	exprKindMeta    = 9
-	exprKindConcat  = 13
-
-	// maxComment is the longest comment nft accepts (NFT_USERDATA_MAXLEN
-	// bounds the whole TLV area).
-	maxComment = MaxCommentLen
-)
+// maxComment is the longest comment nft accepts (NFT_USERDATA_MAXLEN
+// bounds the whole TLV area).
+const maxComment = MaxCommentLen
 
 // MaxCommentLen is the longest comment, in bytes, that nft accepts on a
 // rule, chain or set.
@@ -49,43 +30,33 @@ func ClipComment(s string) string {
 	return s[:cut] + "..."
 }
 
-type udata []byte
-
-func (u udata) put(typ byte, v []byte) udata {
-	return append(append(u, typ, byte(len(v))), v...)
-}
-
-func (u udata) putU32(typ byte, n uint32) udata {
-	return u.put(typ, binary.LittleEndian.AppendUint32(nil, n))
-}
-
 // SetUserData returns NFTA_SET_USERDATA exactly as nft 1.0.6 writes it for
 // a named set or map declared with `type` (not `typeof`).
 func SetUserData(d SetDecl) []byte {
-	var u udata
-	u = u.putU32(udataSetKeyByteorder, d.Key.byteorder())
+	var u nftwire.UserData
+	u = u.PutU32(nftwire.UdataSetKeyByteorder, d.Key.byteorder())
 	if d.Data != nil {
-		u = u.putU32(udataSetDataByteorder, d.Data.byteorder())
+		u = u.PutU32(nftwire.UdataSetDataByteorder, d.Data.byteorder())
 	}
 	if d.Interval && d.AutoMerge {
-		u = u.putU32(udataSetMergeElements, 1)
+		u = u.PutU32(nftwire.UdataSetMergeElements, 1)
 	}
 	if d.Key.IsConcat() {
 		// nft records a concatenation key as an empty concat typeof.
-		u = u.put(udataSetKeyTypeof, typeofConcat(nil))
+		u = u.Put(nftwire.UdataSetKeyTypeof, typeofConcat(nil))
 	}
 	if d.Data != nil {
-		u = u.putU32(udataSetDataInterval, 0)
+		u = u.PutU32(nftwire.UdataSetDataInterval, 0)
 	}
 	return u
 }
 
 func typeofConcat(subs [][]byte) []byte {
-	var inner udata
+	var inner nftwire.UserData
 	for i, s := range subs {
-		inner = inner.put(byte(i), s)
+		inner = inner.Put(byte(i), s)
 	}
-	return udata(nil).putU32(0, exprKindConcat).put(1, inner)
+	return nftwire.UserData(nil).PutU32(0, nftwire.ExprKindConcat).Put(1, inner)
 }
 
 // typeofField is the typeof user data nft records for an anonymous set
@@ -93,11 +64,11 @@ func typeofConcat(subs [][]byte) []byte {
 func typeofField(f *field) ([]byte, error) {
 	switch f.kind {
 	case fieldPayload:
-		in := udata(nil).putU32(0, f.desc).putU32(1, f.tmpl)
-		return udata(nil).putU32(0, exprKindPayload).put(1, in), nil
+		in := nftwire.UserData(nil).PutU32(0, f.desc).PutU32(1, f.tmpl)
+		return nftwire.UserData(nil).PutU32(0, nftwire.ExprKindPayload).Put(1, in), nil
 	case fieldMeta:
-		in := udata(nil).putU32(0, uint32(f.meta))
-		return udata(nil).putU32(0, exprKindMeta).put(1, in), nil
+		in := nftwire.UserData(nil).PutU32(0, uint32(f.meta))
+		return nftwire.UserData(nil).PutU32(0, nftwire.ExprKindMeta).Put(1, in), nil
 	}
 	return nil, fmt.Errorf("%s cannot key an anonymous set", f.name)
 }
@@ -105,17 +76,17 @@ func typeofField(f *field) ([]byte, error) {
 // anonSetUserData is NFTA_SET_USERDATA as nft writes it for the anonymous
 // set or verdict map of a rule keyed by fs.
 func anonSetUserData(fs []*field, interval, vmap bool) ([]byte, error) {
-	var u udata
+	var u nftwire.UserData
 	order := uint32(byteorderInvalid)
 	if len(fs) == 1 {
 		order = fs[0].order
 	}
-	u = u.putU32(udataSetKeyByteorder, order)
+	u = u.PutU32(nftwire.UdataSetKeyByteorder, order)
 	if vmap {
-		u = u.putU32(udataSetDataByteorder, byteorderInvalid)
+		u = u.PutU32(nftwire.UdataSetDataByteorder, byteorderInvalid)
 	}
 	if interval {
-		u = u.putU32(udataSetMergeElements, 1)
+		u = u.PutU32(nftwire.UdataSetMergeElements, 1)
 	}
 	if !vmap {
 		var key []byte
@@ -135,34 +106,22 @@ func anonSetUserData(fs []*field, interval, vmap bool) ([]byte, error) {
 			}
 			key = typeofConcat(subs)
 		}
-		u = u.put(udataSetKeyTypeof, key)
+		u = u.Put(nftwire.UdataSetKeyTypeof, key)
 	} else {
-		u = u.put(udataSetDataTypeof, udata(nil).putU32(0, exprKindVerdict).put(1, nil))
-		u = u.putU32(udataSetDataInterval, 0)
+		u = u.Put(nftwire.UdataSetDataTypeof, nftwire.UserData(nil).PutU32(0, nftwire.ExprKindVerdict).Put(1, nil))
+		u = u.PutU32(nftwire.UdataSetDataInterval, 0)
 	}
 	return u, nil
 }
 
-// ruleComment is NFTA_RULE_USERDATA for a comment: the comment TLV with the
-// string NUL-terminated, as nft stores it.
-func ruleComment(s string) []byte {
-	return udata(nil).put(udataRuleComment, append([]byte(s), 0))
-}
+// ruleComment is NFTA_RULE_USERDATA for a comment.
+func ruleComment(s string) []byte { return nftwire.Comment(nftwire.UdataRuleComment, s) }
 
 // parseRuleComment extracts the comment from rule user data.
 func parseRuleComment(b []byte) (string, bool, error) {
-	for len(b) > 0 {
-		if len(b) < 2 || len(b) < 2+int(b[1]) {
-			return "", false, fmt.Errorf("truncated rule user data")
-		}
-		typ, v := b[0], b[2:2+int(b[1])]
-		b = b[2+int(b[1]):]
-		if typ == udataRuleComment {
-			if len(v) == 0 || v[len(v)-1] != 0 {
-				return "", false, fmt.Errorf("rule comment is not NUL-terminated")
-			}
-			return string(v[:len(v)-1]), true, nil
-		}
+	c, ok, err := nftwire.ParseComment(b, nftwire.UdataRuleComment)
+	if err != nil {
+		return "", false, fmt.Errorf("rule user data: %w", err)
 	}
-	return "", false, nil
+	return c, ok, nil
 }

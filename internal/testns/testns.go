@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
 
 // Prefix starts the name of every namespace this package creates, so that a
@@ -99,40 +101,24 @@ func (n *NS) Run(fn func() error) error {
 	return RunIn(n.Path, fn)
 }
 
-// RunIn runs fn on a locked OS thread inside the namespace at path.
+// RunIn runs fn on a locked OS thread inside the namespace at path (see
+// nfnl.InNetNS). It refuses the caller's own namespace: a test that meant
+// its private one must never write to the host's.
 func RunIn(path string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		origin, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer origin.Close()
-		target, err := netns.GetFromPath(path)
-		if err != nil {
-			errc <- fmt.Errorf("open namespace %s: %w", path, err)
-			return
-		}
-		defer target.Close()
-		if target.Equal(origin) {
-			errc <- fmt.Errorf("refusing to run in the caller's own namespace (%s)", path)
-			return
-		}
-		if err := netns.Set(target); err != nil {
-			errc <- fmt.Errorf("enter namespace %s: %w", path, err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(origin); err != nil {
-			errc <- fmt.Errorf("return to origin namespace: %w", err)
-			return // thread stays locked and dies with the goroutine
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
+	target, err := netns.GetFromPath(path)
+	if err != nil {
+		return fmt.Errorf("open namespace %s: %w", path, err)
+	}
+	defer target.Close()
+	own, err := netns.GetFromPath("/proc/thread-self/ns/net")
+	if err != nil {
+		return err
+	}
+	defer own.Close()
+	if target.Equal(own) {
+		return fmt.Errorf("refusing to run in the caller's own namespace (%s)", path)
+	}
+	return nfnl.InNetNS(path, fn)
 }
 
 // Exec runs a test-only binary (nft, iptables-nft, ...) inside the namespace

@@ -10,11 +10,10 @@ import (
 	"strings"
 
 	gnft "github.com/google/nftables"
-	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -151,7 +150,7 @@ func (s rawSet) String() string {
 // rawElem is one element as the kernel dumps it: the parsed form and a
 // canonical text of all its attributes (for byte-exact comparison).
 type rawElem struct {
-	elem nftsyntax.Elem
+	elem nftwire.Elem
 	raw  string
 }
 
@@ -245,11 +244,11 @@ func parseElem(b []byte) (rawElem, error) {
 					if err != nil {
 						return re, err
 					}
-					v := &expr.Verdict{}
+					v := &nftwire.Verdict{}
 					for _, x := range va {
 						switch x.Type & nestedMask {
 						case attrVerdictCode:
-							v.Kind = expr.VerdictKind(int32(binary.BigEndian.Uint32(x.Data)))
+							v.Kind = nftwire.VerdictKind(int32(binary.BigEndian.Uint32(x.Data)))
 						case attrVerdictName:
 							v.Chain = strings.TrimRight(string(x.Data), "\x00")
 						}
@@ -267,7 +266,7 @@ func parseElem(b []byte) (rawElem, error) {
 // elemString is a canonical text of an Elem built by EncodeElements, in the
 // same form as rawElem.raw would give for the kernel's copy of it, minus
 // attributes the kernel adds. Used to compare EncodeElements with nft.
-func elemString(e nftsyntax.Elem) string {
+func elemString(e nftwire.Elem) string {
 	var parts []string
 	parts = append(parts, "key="+hex.EncodeToString(e.Key))
 	if e.KeyEnd != nil {
@@ -289,7 +288,7 @@ func elemString(e nftsyntax.Elem) string {
 }
 
 // deleteElems sends one DELSETELEM batch with elems in the given order.
-func deleteElems(ns *testns.NS, set string, elems []nftsyntax.Elem) error {
+func deleteElems(ns *testns.NS, set string, elems []nftwire.Elem) error {
 	f, err := os.Open(ns.Path)
 	if err != nil {
 		return err

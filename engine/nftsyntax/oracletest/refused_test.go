@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -71,17 +72,17 @@ func TestOracleRefusedElements(t *testing.T) {
 // element, as nft sends them; any other order fails with ENOENT.
 func TestKernelIntervalDeleteOrder(t *testing.T) {
 	ns := testns.New(t, "orck")
-	start0, end0 := nftsyntax.Elem{Key: []byte{0, 0, 0, 0}}, nftsyntax.Elem{Key: []byte{1, 0, 0, 0}, IntervalEnd: true}
-	start10, end10 := nftsyntax.Elem{Key: []byte{10, 0, 0, 0}}, nftsyntax.Elem{Key: []byte{11, 0, 0, 0}, IntervalEnd: true}
+	start0, end0 := nftwire.Elem{Key: []byte{0, 0, 0, 0}}, nftwire.Elem{Key: []byte{1, 0, 0, 0}, IntervalEnd: true}
+	start10, end10 := nftwire.Elem{Key: []byte{10, 0, 0, 0}}, nftwire.Elem{Key: []byte{11, 0, 0, 0}, IntervalEnd: true}
 	for _, tc := range []struct {
 		name  string
-		elems []nftsyntax.Elem
+		elems []nftwire.Elem
 		ok    bool
 	}{
-		{"start-end pairs", []nftsyntax.Elem{start0, end0, start10, end10}, true},
-		{"pairs reversed", []nftsyntax.Elem{start10, end10, start0, end0}, true},
-		{"end-start pairs", []nftsyntax.Elem{end0, start0, end10, start10}, false},
-		{"starts then ends", []nftsyntax.Elem{start0, start10, end0, end10}, false},
+		{"start-end pairs", []nftwire.Elem{start0, end0, start10, end10}, true},
+		{"pairs reversed", []nftwire.Elem{start10, end10, start0, end0}, true},
+		{"end-start pairs", []nftwire.Elem{end0, start0, end10, start10}, false},
+		{"starts then ends", []nftwire.Elem{start0, start10, end0, end10}, false},
 	} {
 		ns.MustExec(t, "table inet nftguard { set s { type ipv4_addr; flags interval; elements = { 10.0.0.0/8, 0.0.0.0/8 }; }; }", "nft", "-f", "-")
 		err := deleteElems(ns, "s", tc.elems)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -375,7 +376,7 @@ func checkSet(t *testing.T, c setCase, nsA, nsB *testns.NS, ra, rb *rawConn) {
 		sides[0].name, sides[0].elems = "our", ea
 	}
 	for _, side := range sides {
-		es := make([]nftsyntax.Elem, len(side.elems))
+		es := make([]nftwire.Elem, len(side.elems))
 		for i, e := range side.elems {
 			es[i] = e.elem
 		}

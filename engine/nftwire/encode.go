@@ -1,4 +1,4 @@
-package nftsyntax
+package nftwire
 
 import (
 	"encoding/binary"
@@ -14,7 +14,7 @@ import (
 // attribute in a buffer of its own (a dozen allocations per expression);
 // anything else goes through expr.Marshal. TestAppendExpr holds the two
 // encoders to the same bytes.
-func AppendExpr(b []byte, fam Family, e expr.Any) ([]byte, error) {
+func AppendExpr(b []byte, fam Family, e Expr) ([]byte, error) {
 	var d, v, vd int // offsets of open nested attributes
 	switch x := e.(type) {
 	case *expr.Meta:
@@ -129,7 +129,7 @@ func AppendExpr(b []byte, fam Family, e expr.Any) ([]byte, error) {
 // listed; TestCanonical checks the claim on every rule of the compiler's
 // test cases. An immediate that loads the verdict register without data
 // decodes as a Verdict, so it is not canonical as an Immediate.
-func Canonical(e expr.Any) bool {
+func Canonical(e Expr) bool {
 	switch x := e.(type) {
 	case *expr.Meta, *expr.Cmp, *expr.Payload, *expr.Verdict, *expr.Lookup, *expr.Counter, *expr.Bitwise:
 		return true

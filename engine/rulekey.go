@@ -1,33 +1,29 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
-	"slices"
-	"sort"
 	"strings"
 
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // decodeExpr decodes one NFTA_LIST_ELEM payload (name + data). An
 // expression it cannot decode makes the rule undecodable, which the diff
 // treats as drift to replace.
-func decodeExpr(fam byte, b []byte) (expr.Any, error) {
+func decodeExpr(fam byte, b []byte) (nftwire.Expr, error) {
 	a, err := attrs(b)
 	if err != nil {
 		return nil, err
 	}
-	return nftsyntax.DecodeExpr(nftsyntax.Family(fam), cstr(a[unix.NFTA_EXPR_NAME]), a[unix.NFTA_EXPR_DATA])
+	return nftwire.DecodeExpr(nftwire.Family(fam), cstr(a[unix.NFTA_EXPR_NAME]), a[unix.NFTA_EXPR_DATA])
 }
 
 // decodeExprs decodes NFTA_RULE_EXPRESSIONS.
-func decodeExprs(fam byte, b []byte) ([]expr.Any, error) {
-	var out []expr.Any
+func decodeExprs(fam byte, b []byte) ([]nftwire.Expr, error) {
+	var out []nftwire.Expr
 	var derr error
 	err := walkAttrs(b, func(typ uint16, data []byte) {
 		if derr != nil || typ != unix.NFTA_LIST_ELEM {
@@ -57,13 +53,13 @@ type anonResolver func(name string, id uint32) (string, bool)
 // returns the named sets the rule refers to.
 //
 // own says the expressions come from the engine's compiler rather than from
-// a kernel dump: those of the types nftsyntax.Canonical accepts are already in
+// a kernel dump: those of the types nftwire.Canonical accepts are already in
 // canonical form and skip the decode. For such a rule ruleKey also reports
 // wireLen: when every expression's canonical form is the very encoding the
 // rule is sent with, key[:wireLen] is the rule's NFTA_RULE_EXPRESSIONS
 // payload and the batch copies it instead of encoding the rule again (0
 // otherwise).
-func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, memo exprMemo, own bool) (key string, wireLen int, refs []string, err error) {
+func ruleKey(fam byte, exprs []nftwire.Expr, userdata []byte, anon anonResolver, memo exprMemo, own bool) (key string, wireLen int, refs []string, err error) {
 	if own && allCanonical(exprs) {
 		return ownRuleKey(fam, exprs, userdata, anon)
 	}
@@ -72,7 +68,7 @@ func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, mem
 	for _, e := range exprs {
 		le := len(kb)
 		kb = append(kb, 0, 0, 0, 0)
-		if own && nftsyntax.Canonical(e) {
+		if own && nftwire.Canonical(e) {
 			var same bool
 			if kb, same, err = appendOwnExpr(kb, fam, e, anon, &refs); err != nil {
 				return "", 0, nil, err
@@ -81,7 +77,7 @@ func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, mem
 			endListElem(kb, le)
 			continue
 		}
-		b, err := nftsyntax.AppendExpr(kb, nftsyntax.Family(fam), e)
+		b, err := nftwire.AppendExpr(kb, nftwire.Family(fam), e)
 		if err != nil {
 			return "", 0, nil, err
 		}
@@ -102,24 +98,24 @@ func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, mem
 			return "", 0, nil, err
 		}
 		switch x := c.(type) {
-		case *expr.Counter:
+		case *nftwire.Counter:
 			x.Bytes, x.Packets = 0, 0
-		case *expr.Lookup:
+		case *nftwire.Lookup:
 			name, err := normSetRef(x.SetName, x.SetID, anon, &refs)
 			if err != nil {
 				return "", 0, nil, err
 			}
 			x.SetName, x.SetID = name, 0
-		case *expr.Dynset:
+		case *nftwire.Dynset:
 			name, err := normSetRef(x.SetName, x.SetID, anon, &refs)
 			if err != nil {
 				return "", 0, nil, err
 			}
 			x.SetName, x.SetID = name, 0
-		case *expr.Quota:
+		case *nftwire.Quota:
 			x.Consumed = 0
 		}
-		k, err := nftsyntax.AppendExpr(nil, nftsyntax.Family(fam), c)
+		k, err := nftwire.AppendExpr(nil, nftwire.Family(fam), c)
 		if err != nil {
 			return "", 0, nil, err
 		}
@@ -136,9 +132,9 @@ func ruleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver, mem
 	return key, wireLen, refs, nil
 }
 
-func allCanonical(exprs []expr.Any) bool {
+func allCanonical(exprs []nftwire.Expr) bool {
 	for _, e := range exprs {
-		if !nftsyntax.Canonical(e) {
+		if !nftwire.Canonical(e) {
 			return false
 		}
 	}
@@ -149,7 +145,7 @@ func allCanonical(exprs []expr.Any) bool {
 // all canonical: the key is their encoding with only counters and set
 // references normalised, so nothing is decoded, and it is built in a
 // buffer on the stack, leaving the key itself as the one allocation.
-func ownRuleKey(fam byte, exprs []expr.Any, userdata []byte, anon anonResolver) (key string, wireLen int, refs []string, err error) {
+func ownRuleKey(fam byte, exprs []nftwire.Expr, userdata []byte, anon anonResolver) (key string, wireLen int, refs []string, err error) {
 	var buf [1024]byte
 	kb := buf[:0]
 	wireOK := true
@@ -182,14 +178,14 @@ func sealKey(kb []byte, wireOK bool, userdata []byte) (key string, wireLen int) 
 // engine's own: its encoding, with counters zeroed and set references
 // normalised; same tells whether that is the very encoding it is sent
 // with.
-func appendOwnExpr(kb []byte, fam byte, e expr.Any, anon anonResolver, refs *[]string) (out []byte, same bool, err error) {
+func appendOwnExpr(kb []byte, fam byte, e nftwire.Expr, anon anonResolver, refs *[]string) (out []byte, same bool, err error) {
 	c, same := e, true
 	switch x := e.(type) {
-	case *expr.Counter:
+	case *nftwire.Counter:
 		if x.Bytes != 0 || x.Packets != 0 {
-			c, same = &expr.Counter{}, false
+			c, same = &nftwire.Counter{}, false
 		}
-	case *expr.Lookup:
+	case *nftwire.Lookup:
 		name, err := normSetRef(x.SetName, x.SetID, anon, refs)
 		if err != nil {
 			return kb, false, err
@@ -200,7 +196,7 @@ func appendOwnExpr(kb []byte, fam byte, e expr.Any, anon anonResolver, refs *[]s
 			c, same = &n, false
 		}
 	}
-	out, err = nftsyntax.AppendExpr(kb, nftsyntax.Family(fam), c)
+	out, err = nftwire.AppendExpr(kb, nftwire.Family(fam), c)
 	return out, same, err
 }
 
@@ -228,9 +224,9 @@ func (m exprMemo) put(enc, canon string) {
 
 // needsNorm reports whether an expression's canonical form depends on more
 // than its encoding (counter values, set references).
-func needsNorm(e expr.Any) bool {
+func needsNorm(e nftwire.Expr) bool {
 	switch e.(type) {
-	case *expr.Counter, *expr.Lookup, *expr.Dynset, *expr.Quota:
+	case *nftwire.Counter, *nftwire.Lookup, *nftwire.Dynset, *nftwire.Quota:
 		return true
 	}
 	return false
@@ -263,178 +259,12 @@ func anonName(name string) string {
 	return "__set%d"
 }
 
-// declKey is what decides whether an existing set can be kept (and only its
-// elements changed) or must be recreated.
-func (s *kSet) declKey() string {
-	var sb strings.Builder
-	var b [4]byte
-	for _, v := range []uint32{s.flags, s.keyType, s.keyLen, s.dataType, s.dataLen} {
-		binary.BigEndian.PutUint32(b[:], v)
-		sb.Write(b[:])
-	}
-	for _, v := range s.fieldLens {
-		binary.BigEndian.PutUint32(b[:], v)
-		sb.Write(b[:])
-	}
-	sb.WriteString("|")
-	sb.Write(s.userdata)
-	return sb.String()
-}
-
-// sameDecl is declKey equality without building the keys (the diff
-// compares every kept set): the two must list the same fields.
-func sameDecl(a, b *kSet) bool {
-	return a.flags == b.flags && a.keyType == b.keyType && a.keyLen == b.keyLen &&
-		a.dataType == b.dataType && a.dataLen == b.dataLen &&
-		slices.Equal(a.fieldLens, b.fieldLens) && bytes.Equal(a.userdata, b.userdata)
-}
-
-// contentKey is an anonymous set's identity: declaration plus elements.
-func (s *kSet) contentKey() string {
-	ids := make([]string, 0, len(s.elems))
-	for id, e := range s.elems {
-		ids = append(ids, id+"="+elemValue(e))
-	}
-	sort.Strings(ids)
-	return s.declKey() + "|" + strings.Join(ids, ",")
-}
-
-func elemID(e nftsyntax.Elem) string {
-	return string(appendElemID(make([]byte, 0, elemIDLen(e)), e))
-}
-
-func elemIDLen(e nftsyntax.Elem) int { return len(e.Key) + len(e.KeyEnd) + 3 }
-
-func appendElemID(b []byte, e nftsyntax.Elem) []byte {
-	end := byte('0')
-	if e.IntervalEnd {
-		end = '1'
-	}
-	b = append(b, e.Key...)
-	b = append(b, 0)
-	b = append(b, e.KeyEnd...)
-	return append(b, 0, end)
-}
-
-// elemIDs returns elemID of every element. The ids are cut from one
-// string, two allocations instead of one per element of a large set; the
-// string lives as long as any of its ids, at most the size of the set's
-// ids when it was compiled.
-func elemIDs(elems []nftsyntax.Elem) []string {
-	n := 0
-	for _, e := range elems {
-		n += elemIDLen(e)
-	}
-	all := make([]byte, 0, n)
-	for _, e := range elems {
-		all = appendElemID(all, e)
-	}
-	s := string(all)
-	ids := make([]string, len(elems))
-	off := 0
-	for i, e := range elems {
-		l := elemIDLen(e)
-		ids[i] = s[off : off+l]
-		off += l
-	}
-	return ids
-}
-
-func elemValue(e nftsyntax.Elem) string {
-	if e.Verdict != nil {
-		return fmt.Sprintf("v%d:%s|%s", e.Verdict.Kind, e.Verdict.Chain, e.UserData)
-	}
-	return string(e.Data) + "|" + string(e.UserData)
-}
-
-// typeLen and typeMagic give a key/data type's kernel length and nft
-// datatype id (concatenations are register-aligned and shifted 6 bits per
-// field, as nft does).
-func typeLen(t nftsyntax.Type) uint32 {
-	if len(t.Fields) == 1 {
-		return t.Fields[0].Len
-	}
-	var n uint32
-	for _, f := range t.Fields {
-		n += (f.Len + 3) &^ 3
-	}
-	return n
-}
-
-func typeMagic(t nftsyntax.Type) uint32 {
-	var m uint32
-	for _, f := range t.Fields {
-		m = m<<6 | f.Magic
-	}
-	return m
-}
-
-func isVerdictType(t *nftsyntax.Type) bool {
-	return t != nil && len(t.Fields) == 1 && t.Fields[0].Name == "verdict"
-}
-
-// setFromDecl builds the kernel form of a set declaration; anonymous sets
-// carry the flags nft gives them.
-func setFromDecl(d nftsyntax.SetDecl, anonymous bool, userdata []byte) *kSet {
-	s := &kSet{
-		name:     d.Name,
-		keyType:  typeMagic(d.Key),
-		keyLen:   typeLen(d.Key),
-		userdata: userdata,
-		elems:    map[string]nftsyntax.Elem{},
-	}
-	if anonymous {
-		s.flags |= unix.NFT_SET_ANONYMOUS | unix.NFT_SET_CONSTANT
-	}
-	if d.Interval {
-		s.flags |= unix.NFT_SET_INTERVAL
-	}
-	if d.Timeout {
-		s.flags |= unix.NFT_SET_TIMEOUT
-	}
-	// nft describes the fields (and flags the set) only for concatenated
-	// intervals, where the kernel needs them to pick pipapo.
-	if len(d.Key.Fields) > 1 && d.Interval {
-		for _, f := range d.Key.Fields {
-			s.fieldLens = append(s.fieldLens, f.Len)
-		}
-		s.flags |= nftSetConcat
-	}
-	if d.Data != nil {
-		s.flags |= unix.NFT_SET_MAP
-		if isVerdictType(d.Data) {
-			s.dataType = nftDataVerdict
-		} else {
-			s.dataType = typeMagic(*d.Data)
-			s.dataLen = typeLen(*d.Data)
-		}
-	}
-	return s
-}
-
-func (s *kSet) add(e nftsyntax.Elem) string {
-	id := elemID(e)
-	s.addID(id, e)
-	return id
-}
-
-// addID adds e under its id (elemID); a later element with the same id
-// replaces the earlier one but keeps its place in order.
-func (s *kSet) addID(id string, e nftsyntax.Elem) {
-	s.compiled, s.compiledTexts = nil, nil
-	n := len(s.elems)
-	s.elems[id] = e
-	if len(s.elems) > n {
-		s.order = append(s.order, id)
-	}
-}
-
 // jumpTargets lists the chains a rule jumps or goes to (directly or through
 // its anonymous verdict maps).
-func jumpTargets(r *kRule) []string {
+func jumpTargets(r *kernelRule) []string {
 	var out []string
 	for _, e := range r.exprs {
-		if v, ok := e.(*expr.Verdict); ok && v.Chain != "" {
+		if v, ok := e.(*nftwire.Verdict); ok && v.Chain != "" {
 			out = append(out, v.Chain)
 		}
 	}

@@ -1,4 +1,4 @@
-package nftsyntax
+package nftwire
 
 import (
 	"errors"

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"maps"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // compiler turns the caller's Desired into kernel form and remembers what
@@ -24,13 +26,13 @@ type compiler struct {
 	// were parsed from.
 	decls setDecls
 	heads map[string]setHead
-	// last is the table the last compile returned, the base of the next
-	// one's delta.
-	last   *kTable
-	chains map[string]*chainEntry
-	sets   map[string]*setEntry
-	ver    uint64     // last set version handed out
-	memos  []exprMemo // one per compile worker
+	// prevTable is the table the previous compile returned, the base of
+	// the next one's delta.
+	prevTable *kernelTable
+	chains    map[string]*chainEntry
+	sets      map[string]*setEntry
+	ver       uint64     // last set version handed out
+	memos     []exprMemo // one per compile worker
 }
 
 // setHead is what a set's parsed declaration is made from.
@@ -41,19 +43,19 @@ type setHead struct {
 
 type chainEntry struct {
 	src Chain // the caller's chain as compiled, with its own copy of Rules
-	k   *kChain
+	k   *kernelChain
 }
 
 type setEntry struct {
 	src Set // the caller's set as compiled, with its own copy of Elements
-	k   *kSet
+	k   *kernelSet
 }
 
-// setDelta is how a compiled set changed from version base to its current
+// setChange is how a compiled set changed from version base to its current
 // version.
-type setDelta struct {
+type setChange struct {
 	base     uint64
-	add, del []nftsyntax.Elem
+	add, del []nftwire.Elem
 	addTexts []string
 }
 
@@ -62,7 +64,7 @@ func newCompiler(fam byte) *compiler {
 }
 
 // compile turns d into kernel form with a compiler of its own (no reuse).
-func compile(fam byte, d *Desired) (*kTable, error) {
+func compile(fam byte, d *Desired) (*kernelTable, error) {
 	return newCompiler(fam).compile(d)
 }
 
@@ -70,16 +72,20 @@ func compile(fam byte, d *Desired) (*kTable, error) {
 // earlier results and must not be changed by the caller; only sets change,
 // in place, under a new version. On error nothing the compiler remembers
 // has changed.
-func (c *compiler) compile(d *Desired) (*kTable, error) {
-	t := &kTable{
-		chains:     make(map[string]*kChain, len(d.Chains)),
-		sets:       make(map[string]*kSet, len(d.Sets)),
+func (c *compiler) compile(d *Desired) (*kernelTable, error) {
+	t := &kernelTable{
+		chains:     make(map[string]*kernelChain, len(d.Chains)),
+		sets:       make(map[string]*kernelSet, len(d.Sets)),
 		chainOrder: make([]string, 0, len(d.Chains)),
 		setOrder:   make([]string, 0, len(d.Sets)),
 	}
 	decls := make(setDecls, len(d.Sets))
 	heads := make(map[string]setHead, len(d.Sets))
-	for _, s := range d.Sets {
+	for i := range d.Sets {
+		s := &d.Sets[i]
+		if err := checkSetHead(s); err != nil {
+			return nil, err
+		}
 		if _, dup := decls[s.Name]; dup {
 			return nil, fmt.Errorf("set %q declared twice", s.Name)
 		}
@@ -194,10 +200,10 @@ func (c *compiler) compile(d *Desired) (*kTable, error) {
 		fn()
 	}
 	t.delta = c.delta(d, pending)
-	if c.last != nil {
-		c.last.delta = nil // only the newest table keeps its base alive
+	if c.prevTable != nil {
+		c.prevTable.delta = nil // only the newest table keeps its base alive
 	}
-	c.chains, c.sets, c.decls, c.heads, c.last = chains, sets, decls, heads, t
+	c.chains, c.sets, c.decls, c.heads, c.prevTable = chains, sets, decls, heads, t
 	return t, nil
 }
 
@@ -205,10 +211,10 @@ func (c *compiler) compile(d *Desired) (*kTable, error) {
 // before c moves on to d: the units that needed compiling (pending, by
 // index: sets, then chains) and the names that are gone.
 func (c *compiler) delta(d *Desired, pending []int) *tableDelta {
-	if c.last == nil {
+	if c.prevTable == nil {
 		return nil
 	}
-	dl := &tableDelta{base: c.last}
+	dl := &tableDelta{base: c.prevTable}
 	nSets := len(d.Sets)
 	newSets, newChains := 0, 0
 	for _, i := range pending {
@@ -228,11 +234,11 @@ func (c *compiler) delta(d *Desired, pending []int) *tableDelta {
 	}
 	// Names are unique, so without new names equal counts mean none
 	// is gone.
-	if len(d.Sets)-newSets != len(c.last.setOrder) {
-		dl.goneSets = gone(c.last.setOrder, len(d.Sets), func(i int) string { return d.Sets[i].Name })
+	if len(d.Sets)-newSets != len(c.prevTable.setOrder) {
+		dl.goneSets = gone(c.prevTable.setOrder, len(d.Sets), func(i int) string { return d.Sets[i].Name })
 	}
-	if len(d.Chains)-newChains != len(c.last.chainOrder) {
-		dl.goneChains = gone(c.last.chainOrder, len(d.Chains), func(i int) string { return d.Chains[i].Name })
+	if len(d.Chains)-newChains != len(c.prevTable.chainOrder) {
+		dl.goneChains = gone(c.prevTable.chainOrder, len(d.Chains), func(i int) string { return d.Chains[i].Name })
 	}
 	return dl
 }
@@ -309,12 +315,12 @@ func (c *compiler) compileSet(s Set, decl nftsyntax.SetDecl, old *setEntry) (*se
 		// plain sets and maps, whose elements are independent, get a
 		// delta.
 		if !s.Interval {
-			return c.setDelta(s, decl, old)
+			return c.updateSetInPlace(s, decl, old)
 		}
 	}
 	ud := nftsyntax.SetUserData(decl)
 	if s.Comment != "" {
-		ud = append(ud, commentTLV(udataSetComment, s.Comment)...)
+		ud = append(ud, nftwire.Comment(nftwire.UdataSetComment, s.Comment)...)
 	}
 	ks := setFromDecl(decl, false, ud)
 	ks.flags = nftsyntax.SetFlags(decl)
@@ -323,7 +329,7 @@ func (c *compiler) compileSet(s Set, decl nftsyntax.SetDecl, old *setEntry) (*se
 		return nil, nil, err
 	}
 	ids := elemIDs(elems)
-	ks.elems = make(map[string]nftsyntax.Elem, len(elems))
+	ks.elems = make(map[string]nftwire.Elem, len(elems))
 	// order is a subsequence of ids (duplicates dropped), so it is
 	// written over ids: entry i is read before any write reaches it.
 	ks.order = ids[:0]
@@ -349,10 +355,10 @@ func (c *compiler) compileSet(s Set, decl nftsyntax.SetDecl, old *setEntry) (*se
 	return &setEntry{src: copySet(s), k: ks}, nil, nil
 }
 
-// setDelta encodes only the elements that differ between the set as last
+// updateSetInPlace encodes only the elements that differ between the set as last
 // compiled and s: the common prefix and suffix are skipped by comparison,
 // and what remains in the middle is matched by text.
-func (c *compiler) setDelta(s Set, decl nftsyntax.SetDecl, old *setEntry) (*setEntry, func(), error) {
+func (c *compiler) updateSetInPlace(s Set, decl nftsyntax.SetDecl, old *setEntry) (*setEntry, func(), error) {
 	gone, added := middle(old.src.Elements, s.Elements)
 	count := make(map[Element]int, len(gone))
 	for _, e := range gone {
@@ -419,7 +425,7 @@ func (c *compiler) setDelta(s Set, decl nftsyntax.SetDecl, old *setEntry) (*setE
 			}
 		}
 		c.ver++
-		k.delta = &setDelta{base: k.ver, add: addE, del: delE, addTexts: texts}
+		k.change = &setChange{base: k.ver, add: addE, del: delE, addTexts: texts}
 		k.ver = c.ver
 	}
 	return &setEntry{src: copySet(s), k: k}, apply, nil
@@ -439,8 +445,8 @@ func (c *compiler) compileChain(ch Chain, decls setDecls, old *chainEntry, memo 
 	if err != nil {
 		return nil, err
 	}
-	kc.rules = make([]*kRule, len(ch.Rules))
-	var reuse map[Rule][]*kRule
+	kc.rules = make([]*kernelRule, len(ch.Rules))
+	var reuse map[Rule][]*kernelRule
 	p, q := 0, 0
 	if old != nil {
 		or, ok := old.src.Rules, old.k.rules
@@ -453,7 +459,7 @@ func (c *compiler) compileChain(ch Chain, decls setDecls, old *chainEntry, memo 
 			kc.rules[i] = withIndex(ok[len(or)-1-q], i+1)
 			q++
 		}
-		reuse = map[Rule][]*kRule{}
+		reuse = map[Rule][]*kernelRule{}
 		for i := p; i < len(or)-q; i++ {
 			reuse[or[i]] = append(reuse[or[i]], ok[i])
 		}
@@ -476,8 +482,11 @@ func (c *compiler) compileChain(ch Chain, decls setDecls, old *chainEntry, memo 
 }
 
 // chainHead compiles a chain's declaration (everything but its rules).
-func chainHead(c Chain) (*kChain, error) {
-	kc := &kChain{name: c.Name}
+func chainHead(c Chain) (*kernelChain, error) {
+	if err := checkChainHead(&c); err != nil {
+		return nil, err
+	}
+	kc := &kernelChain{name: c.Name}
 	if c.Hook != "" {
 		h, ok := hooks[c.Hook]
 		if !ok {
@@ -497,28 +506,28 @@ func chainHead(c Chain) (*kChain, error) {
 		}
 	}
 	if c.Comment != "" {
-		kc.userdata = commentTLV(udataChainComment, c.Comment)
+		kc.userdata = nftwire.Comment(nftwire.UdataChainComment, c.Comment)
 	}
 	return kc, nil
 }
 
 // compileRule compiles rule number index of a chain, with its canonical key.
-func (c *compiler) compileRule(chain string, index int, r Rule, decls setDecls, memo exprMemo) (*kRule, error) {
+func (c *compiler) compileRule(chain string, index int, r Rule, decls setDecls, memo exprMemo) (*kernelRule, error) {
 	text := r.Rule
 	if r.Comment != "" {
 		// nft strings have no escapes: the comment goes in as it is
-		// (strconv.Quote would store its escapes), and a quote or a
-		// control character in it is refused.
-		if strings.ContainsRune(r.Comment, '"') {
-			return nil, fmt.Errorf("chain %q rule %d (%q): comment contains a double quote", chain, index, r.Rule)
+		// (strconv.Quote would store its escapes), and one nft could
+		// not read back is refused.
+		if err := nftsyntax.CheckComment(r.Comment); err != nil {
+			return nil, fmt.Errorf("chain %q rule %d (%q): %w", chain, index, r.Rule, err)
 		}
 		text += ` comment "` + r.Comment + `"`
 	}
-	cr, err := nftsyntax.CompileRule(nftsyntax.Family(c.fam), text, decls)
+	cr, err := nftsyntax.CompileRule(nftwire.Family(c.fam), text, decls)
 	if err != nil {
 		return nil, fmt.Errorf("chain %q rule %d (%q): %w", chain, index, r.Rule, err)
 	}
-	kr := &kRule{exprs: cr.Exprs, userdata: cr.UserData, text: r.Rule, index: index}
+	kr := &kernelRule{exprs: cr.Exprs, userdata: cr.UserData, text: r.Rule, index: index}
 	for _, as := range cr.AnonSets {
 		kr.anon = append(kr.anon, anonSet(as))
 	}
@@ -530,7 +539,7 @@ func (c *compiler) compileRule(chain string, index int, r Rule, decls setDecls, 
 
 // withIndex returns r numbered index, copying it if its number changes
 // (compiled rules are shared and never modified).
-func withIndex(r *kRule, index int) *kRule {
+func withIndex(r *kernelRule, index int) *kernelRule {
 	if r.index == index {
 		return r
 	}
@@ -578,5 +587,47 @@ func elementTexts(els []Element) []nftsyntax.ElementText {
 
 func copySet(s Set) Set {
 	s.Elements = append([]Element(nil), s.Elements...)
+	return s
+}
+
+var hooks = map[string]uint32{
+	"prerouting":  unix.NF_INET_PRE_ROUTING,
+	"input":       unix.NF_INET_LOCAL_IN,
+	"forward":     unix.NF_INET_FORWARD,
+	"output":      unix.NF_INET_LOCAL_OUT,
+	"postrouting": unix.NF_INET_POST_ROUTING,
+}
+
+// setDecls resolves @name references while compiling rules.
+type setDecls map[string]nftsyntax.SetDecl
+
+func (s setDecls) LookupSet(name string) (nftsyntax.SetDecl, bool) {
+	d, ok := s[name]
+	return d, ok
+}
+
+func anonSet(as nftsyntax.AnonSet) *kernelSet {
+	s := &kernelSet{
+		name:     as.Decl.Name,
+		flags:    as.Flags,
+		keyType:  as.Decl.Key.Magic(),
+		keyLen:   as.Decl.Key.Len(),
+		userdata: as.UserData,
+		elems:    map[string]nftwire.Elem{},
+	}
+	if s.flags&nftSetConcat != 0 {
+		for _, f := range as.Decl.Key.Fields {
+			s.fieldLens = append(s.fieldLens, f.Len)
+		}
+	}
+	if as.Decl.Data != nil {
+		s.dataType = as.Decl.Data.WireDataType()
+		if s.dataType != nftDataVerdict {
+			s.dataLen = as.Decl.Data.Len()
+		}
+	}
+	for _, el := range as.Elements {
+		s.add(el)
+	}
 	return s
 }

@@ -1,4 +1,4 @@
-package nftsyntax
+package nftwire
 
 import (
 	"encoding/binary"
@@ -17,7 +17,7 @@ var ErrUnknownExpr = errors.New("unknown expression")
 
 // DecodeExpr decodes one kernel expression from its name and data
 // (NFTA_EXPR_NAME and NFTA_EXPR_DATA) into its google/nftables value.
-func DecodeExpr(fam Family, name string, data []byte) (expr.Any, error) {
+func DecodeExpr(fam Family, name string, data []byte) (Expr, error) {
 	switch name {
 	case "notrack":
 		return &expr.Notrack{}, nil // it has no data
@@ -44,7 +44,7 @@ func DecodeExpr(fam Family, name string, data []byte) (expr.Any, error) {
 
 // emptyExpr maps a kernel expression name to an empty value to decode into.
 // Names missing here, or whose decoder google/nftables lacks, are unknown.
-func emptyExpr(name string) expr.Any {
+func emptyExpr(name string) Expr {
 	switch name {
 	case "bitwise":
 		return &expr.Bitwise{}
@@ -119,7 +119,7 @@ func emptyExpr(name string) expr.Any {
 // an interval set of marks): SREG, DREG, OP, LEN and SIZE, each a big-endian
 // u32, all of which the kernel dumps. Anything else is an error rather than
 // a guess.
-func decodeByteorder(data []byte) (expr.Any, error) {
+func decodeByteorder(data []byte) (Expr, error) {
 	ad, err := netlink.NewAttributeDecoder(data)
 	if err != nil {
 		return nil, fmt.Errorf("decode byteorder: %w", err)

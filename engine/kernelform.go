@@ -3,18 +3,16 @@ package engine
 import (
 	"fmt"
 
-	"github.com/google/nftables/expr"
-
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
-// kTable is the content of our table in kernel form: what the diff compares.
+// kernelTable is the content of our table in kernel form: what the diff compares.
 // It is built both from the caller's Desired (by compile) and from the
 // kernel's dumps (by read).
-type kTable struct {
-	chains     map[string]*kChain
+type kernelTable struct {
+	chains     map[string]*kernelChain
 	chainOrder []string
-	sets       map[string]*kSet
+	sets       map[string]*kernelSet
 	setOrder   []string
 	// setVer is, in the engine's cache, the version of each compiled set
 	// the kernel holds (absent: unknown).
@@ -24,7 +22,7 @@ type kTable struct {
 	delta *tableDelta
 	// mirrors, on the engine's cache, is the compiled table the kernel's
 	// copy was last made equal to (nil: unknown, as after a read).
-	mirrors *kTable
+	mirrors *kernelTable
 }
 
 // tableDelta lists what a compiled table changed from its base, the
@@ -32,39 +30,39 @@ type kTable struct {
 // objects (new or changed, in declaration order), and the base's names
 // that are gone. Everything else is the same object, unchanged.
 type tableDelta struct {
-	base                 *kTable
+	base                 *kernelTable
 	chains, sets         []string
 	goneChains, goneSets []string
 }
 
 // quickDelta returns want's delta when it is relative to the table cur
 // mirrors: then only the objects it names can differ between the two.
-func quickDelta(cur, want *kTable) *tableDelta {
+func quickDelta(cur, want *kernelTable) *tableDelta {
 	if cur == nil || cur.mirrors == nil || want.delta == nil || want.delta.base != cur.mirrors {
 		return nil
 	}
 	return want.delta
 }
 
-func newKTable() *kTable {
-	return &kTable{chains: map[string]*kChain{}, sets: map[string]*kSet{}}
+func newKernelTable() *kernelTable {
+	return &kernelTable{chains: map[string]*kernelChain{}, sets: map[string]*kernelSet{}}
 }
 
-func (t *kTable) addChain(c *kChain) {
+func (t *kernelTable) addChain(c *kernelChain) {
 	if _, ok := t.chains[c.name]; !ok {
 		t.chainOrder = append(t.chainOrder, c.name)
 	}
 	t.chains[c.name] = c
 }
 
-func (t *kTable) addSet(s *kSet) {
+func (t *kernelTable) addSet(s *kernelSet) {
 	if _, ok := t.sets[s.name]; !ok {
 		t.setOrder = append(t.setOrder, s.name)
 	}
 	t.sets[s.name] = s
 }
 
-type kChain struct {
+type kernelChain struct {
 	name     string
 	base     bool
 	typ      string
@@ -72,10 +70,10 @@ type kChain struct {
 	prio     int32
 	policy   uint32 // NF_DROP or NF_ACCEPT
 	userdata []byte
-	rules    []*kRule
+	rules    []*kernelRule
 	// from is, in the engine's cache, the compiled chain this one was
 	// made equal to: the same compiled chain again needs no diff.
-	from *kChain
+	from *kernelChain
 	// noHandles is set, in the engine's cache, on a chain whose new rules
 	// were added without the kernel echoing their handles (a large
 	// batch); the first diff that needs them reads them (fillHandles).
@@ -84,14 +82,14 @@ type kChain struct {
 
 // sameBase reports whether a chain can be kept as it is apart from its
 // policy, which the kernel updates in place.
-func (c *kChain) sameBase(o *kChain) bool {
+func (c *kernelChain) sameBase(o *kernelChain) bool {
 	return c.base == o.base && c.typ == o.typ && c.hook == o.hook && c.prio == o.prio
 }
 
-type kRule struct {
+type kernelRule struct {
 	handle   uint64 // kernel only
-	exprs    []expr.Any
-	anon     []*kSet // anonymous sets, indexed by the lookups' SetID
+	exprs    []nftwire.Expr
+	anon     []*kernelSet // anonymous sets, indexed by the lookups' SetID
 	userdata []byte
 	// key is the canonical form two rules are compared by; "" means the
 	// rule could not be decoded and never equals anything.
@@ -110,8 +108,8 @@ type kRule struct {
 	index int
 }
 
-// kSet is a named (or, inside a rule, anonymous) set in kernel form.
-type kSet struct {
+// kernelSet is a named (or, inside a rule, anonymous) set in kernel form.
+type kernelSet struct {
 	name      string
 	flags     uint32
 	keyType   uint32
@@ -122,27 +120,27 @@ type kSet struct {
 	userdata  []byte
 	// elems maps an element's identity (key, key end, interval end flag)
 	// to the element.
-	elems map[string]nftsyntax.Elem
+	elems map[string]nftwire.Elem
 	order []string // desired side: element identities in caller order
 	// elemText names elements in errors (desired side only).
 	elemText map[string]string
 	// As compiled, before any change in place: the elements in order and
 	// their texts (nil when unknown), so that a new set is written
 	// without a lookup per element.
-	compiled      []nftsyntax.Elem
+	compiled      []nftwire.Elem
 	compiledTexts []string
 	// ver identifies the content of a compiled set (0: not from the
 	// compiler); delta says how it changed from the previous version.
-	ver   uint64
-	delta *setDelta
+	ver    uint64
+	change *setChange
 }
 
 // list returns the elements in caller order (any order for kernel sets).
-func (s *kSet) list() []nftsyntax.Elem {
+func (s *kernelSet) list() []nftwire.Elem {
 	if s.compiled != nil {
 		return s.compiled
 	}
-	out := make([]nftsyntax.Elem, 0, len(s.elems))
+	out := make([]nftwire.Elem, 0, len(s.elems))
 	if len(s.order) == len(s.elems) {
 		for _, id := range s.order {
 			out = append(out, s.elems[id])
@@ -156,7 +154,7 @@ func (s *kSet) list() []nftsyntax.Elem {
 }
 
 // ids returns the element identities in caller order when it is known.
-func (s *kSet) ids() []string {
+func (s *kernelSet) ids() []string {
 	if len(s.order) == len(s.elems) {
 		return s.order
 	}
@@ -168,7 +166,7 @@ func (s *kSet) ids() []string {
 }
 
 // texts returns the caller's text of each element in list order.
-func (s *kSet) texts() []string {
+func (s *kernelSet) texts() []string {
 	if s.compiledTexts != nil {
 		return s.compiledTexts
 	}
@@ -184,7 +182,7 @@ func (s *kSet) texts() []string {
 
 // prepare computes the canonical key of every rule of a table built by
 // hand (tests); compile computes them as it goes.
-func (t *kTable) prepare(fam byte) error {
+func (t *kernelTable) prepare(fam byte) error {
 	for _, name := range t.chainOrder {
 		for i, r := range t.chains[name].rules {
 			if r.index == 0 {
@@ -201,7 +199,7 @@ func (t *kTable) prepare(fam byte) error {
 // computeKey sets the rule's canonical key and set references; anonymous
 // sets are referred to by index (the lookups' SetID), as nftsyntax emits
 // them.
-func (r *kRule) computeKey(fam byte, memo exprMemo) error {
+func (r *kernelRule) computeKey(fam byte, memo exprMemo) error {
 	anon := r.anon
 	resolve := func(_ string, id uint32) (string, bool) {
 		if int(id) >= len(anon) {

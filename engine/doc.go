@@ -1,0 +1,26 @@
+// Package engine keeps one nftables table in the kernel equal to a desired
+// state: it reads back its own table over netlink, computes the difference,
+// and applies it as one atomic nfnetlink transaction, repairing drift that
+// others cause. It never writes anything outside its table.
+//
+// A Sync flows through the files in this order:
+//
+//	model.go       the caller's view: Table, Desired (chains, rules, sets, elements), Interface
+//	engine.go      Engine, New, Sync, Delete: the retry loop around one sync
+//	compiler.go    Desired -> kernel form, recompiling only what the caller changed
+//	kernelform.go  the kernel form both sides are diffed in (kernelTable, kernelChain, ...)
+//	rulekey.go     the canonical key two rules are compared by
+//	setform.go     set declarations and element identities in kernel form
+//	read.go        dumps our table back into kernel form
+//	startup.go     whether the table found at start-up can be diffed or must be replaced
+//	diff.go        kernel form (now) + kernel form (wanted) -> batch operations
+//	batch.go       the operations encoded as one nfnetlink transaction
+//	commit.go      sends a batch and maps the kernel's answers back to operations
+//	monitor.go     nftables events -> drift (a resync)
+//	nlmsg.go       the netlink socket and message codec
+//	render.go      Desired as an nft script; fake.go, the in-memory Interface
+//
+// Rule text is compiled by engine/nftsyntax into the expressions nft
+// writes; engine/nftwire encodes those (and elements, user data) for the
+// kernel.
+package engine

@@ -1,0 +1,48 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/nftguard/nftguard/engine/nftsyntax"
+)
+
+// Every string the engine sends or renders is one that nft reads back as
+// it was written (see nftsyntax.CheckName and CheckComment): the kernel
+// would store a name with a blank or a comment with a quote, but `nft list`
+// would print text that does not load again, or that loads as more than
+// our table. Rules and elements are held to this by nftsyntax, which
+// compiles them; the names, types and comments around them are checked
+// here, each error naming its object. The compilers upstream never produce
+// such strings; this is the defence in depth.
+
+func checkTableName(t Table) error {
+	if err := nftsyntax.CheckName(t.Name); err != nil {
+		return fmt.Errorf("table %q: %w", t.Name, err)
+	}
+	return nil
+}
+
+func checkChainHead(c *Chain) error {
+	if err := nftsyntax.CheckName(c.Name); err != nil {
+		return fmt.Errorf("chain %q: %w", c.Name, err)
+	}
+	switch c.Type {
+	case "", "filter", "nat", "route":
+	default:
+		return fmt.Errorf("chain %q: unknown type %q", c.Name, c.Type)
+	}
+	if err := nftsyntax.CheckComment(c.Comment); err != nil {
+		return fmt.Errorf("chain %q: %w", c.Name, err)
+	}
+	return nil
+}
+
+func checkSetHead(s *Set) error {
+	if err := nftsyntax.CheckName(s.Name); err != nil {
+		return fmt.Errorf("set %q: %w", s.Name, err)
+	}
+	if err := nftsyntax.CheckComment(s.Comment); err != nil {
+		return fmt.Errorf("set %q: %w", s.Name, err)
+	}
+	return nil
+}

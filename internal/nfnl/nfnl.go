@@ -1,0 +1,71 @@
+// Package nfnl is what every netfilter-netlink user in this module shares:
+// entering a network namespace for as long as a socket is created in it,
+// and the error a dump reports when the ruleset changed under it.
+package nfnl
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrDumpInterrupted means the kernel flagged a dump NLM_F_DUMP_INTR: the
+// ruleset changed while it was read, so the result mixes two generations
+// and the read must start over.
+var ErrDumpInterrupted = errors.New("dump interrupted by a concurrent change")
+
+// InNetNS runs fn on a locked OS thread inside the network namespace at
+// path (the caller's own when path is ""), then returns the thread to its
+// own namespace. Sockets fn creates belong to that namespace for their
+// whole life: a socket holds a reference to its namespace, so no file
+// descriptor has to outlive this call.
+//
+// Why the descriptors are safe: both namespace files are opened here, on
+// the locked thread, and closed by defers that run only after the thread
+// has returned to its own namespace; the defers also keep the *os.File
+// values reachable, so no finalizer can close a descriptor (and let it be
+// reused for another file) while setns still refers to it. If the thread
+// cannot return, it stays locked and exits with its goroutine, so it never
+// runs other goroutines in the wrong namespace.
+func InNetNS(path string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if path == "" {
+			err := fn()
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		origin, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("open own network namespace: %w", err)
+			return
+		}
+		defer origin.Close()
+		target, err := os.Open(path)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("open network namespace %s: %w", path, err)
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter network namespace %s: %w", path, err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(origin.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("return from network namespace %s: %w", path, err)
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
