@@ -114,6 +114,8 @@ func ruleKey(fam byte, exprs []nftwire.Expr, userdata []byte, anon anonResolver,
 			x.SetName, x.SetID = name, 0
 		case *nftwire.Quota:
 			x.Consumed = 0
+		case *nftwire.Log:
+			normLog(x)
 		}
 		k, err := nftwire.AppendExpr(nil, nftwire.Family(fam), c)
 		if err != nil {
@@ -130,6 +132,20 @@ func ruleKey(fam byte, exprs []nftwire.Expr, userdata []byte, anon anonResolver,
 	}
 	key, wireLen = sealKey(kb, wireOK, userdata)
 	return key, wireLen, refs, nil
+}
+
+// normLog drops the level the kernel reports for a log statement that has
+// no group when it is the kernel's default (warning): nft sends no level for
+// `log` or `log prefix "..."` (nor does the compiler), the kernel fills in
+// warning and dumps it, so without this a rule loaded by `nft -f`, or our
+// own read back by a fresh engine, would never equal its compile and be
+// rewritten. A group log (NFLOG) has no level, so nothing is dumped for it.
+func normLog(x *nftwire.Log) {
+	const group, level = 1 << unix.NFTA_LOG_GROUP, 1 << unix.NFTA_LOG_LEVEL
+	if x.Key&group == 0 && x.Key&level != 0 && x.Level == nftwire.LogLevelWarning {
+		x.Key &^= level
+		x.Level = 0
+	}
 }
 
 func allCanonical(exprs []nftwire.Expr) bool {
