@@ -8,24 +8,25 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/engine/nftwire"
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
 
 // decodeExpr decodes one NFTA_LIST_ELEM payload (name + data). An
 // expression it cannot decode makes the rule undecodable, which the diff
 // treats as drift to replace.
 func decodeExpr(fam byte, b []byte) (nftwire.Expr, error) {
-	a, err := attrs(b)
+	a, err := nfnl.Attrs(b)
 	if err != nil {
 		return nil, err
 	}
-	return nftwire.DecodeExpr(nftwire.Family(fam), cstr(a[unix.NFTA_EXPR_NAME]), a[unix.NFTA_EXPR_DATA])
+	return nftwire.DecodeExpr(nftwire.Family(fam), nfnl.CStr(a[unix.NFTA_EXPR_NAME]), a[unix.NFTA_EXPR_DATA])
 }
 
 // decodeExprs decodes NFTA_RULE_EXPRESSIONS.
 func decodeExprs(fam byte, b []byte) ([]nftwire.Expr, error) {
 	var out []nftwire.Expr
 	var derr error
-	err := walkAttrs(b, func(typ uint16, data []byte) {
+	err := nfnl.WalkAttrs(b, func(typ uint16, data []byte) {
 		if derr != nil || typ != unix.NFTA_LIST_ELEM {
 			return
 		}

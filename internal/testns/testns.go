@@ -63,7 +63,8 @@ func Create(tag string) (*NS, error) {
 	errc := make(chan error, 1)
 	// netns.NewNamed switches the calling thread into the new namespace; do
 	// it on a dedicated thread that is thrown away afterwards, so no other
-	// goroutine ever runs inside it.
+	// goroutine ever runs inside it (why this is not nfnl.InNetNS: see the
+	// nfnl package documentation).
 	go func() {
 		runtime.LockOSThread()
 		origin, err := netns.Get()
