@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"flag"
 	"fmt"
 	"math/rand"
 	"reflect"
@@ -235,8 +234,6 @@ func breakPolicy(r *rand.Rand, np *networkingv1.NetworkPolicy) {
 		np.Spec.PodSelector.MatchExpressions = append(np.Spec.PodSelector.MatchExpressions, metav1.LabelSelectorRequirement{Key: "app", Operator: "Near"})
 	}
 }
-
-var equivSeeds = flag.Int("equiv.seeds", 3000, "random clusters TestCompileEqualsReferenceOnRandomClusters compares")
 
 func TestCompileEqualsReferenceOnRandomClusters(t *testing.T) {
 	n := *equivSeeds
