@@ -169,9 +169,11 @@ type PeerKey struct {
 	pod string
 }
 
-// Selection is what a selector pair selects: pods in input order per
-// namespace, namespaces in name order, and whether pods sharing a key may
-// be among them (then Unique gives each once).
+// Selection is what a selector pair selects, and whether pods sharing a
+// key may be among them (then Unique gives each once). Pods come by
+// namespace in name order; within a namespace where two pods share a name
+// in input order (the first counts), elsewhere in an order that may be an
+// earlier compile's.
 type Selection struct {
 	Pods []*Pod
 	Dup  bool
@@ -204,8 +206,9 @@ func (x *Index) Select(ownNS string, nsSel, podSel *metav1.LabelSelector) (Selec
 }
 
 // Unchanged tells whether the selection k named in the previous compile
-// selects the very same pods now (evaluating it again if this compile has
-// not yet).
+// selects the very same pods now, so that what a compiler derived from it
+// still holds (evaluating it again if this compile has not yet). It may
+// say false for the same pods in a new order, never true for others.
 func (x *Index) Unchanged(k PeerKey) bool {
 	if _, ok := x.peers[k]; ok {
 		return x.peerSame[k]
