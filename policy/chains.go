@@ -20,12 +20,15 @@ type direction struct {
 	peer4       string // the peer's address: "ip saddr" (ingress) or "ip daddr" (egress)
 	peer6       string
 	verdict     string // what a matching rule does
+	isolated    string // the comment of the chain's last rule, which drops
 }
 
 var (
-	dirIngress = direction{chainPrefix: "ing", setTag: "in", field: "ingress", peer4: "ip saddr", peer6: "ip6 saddr", verdict: "accept"}
+	dirIngress = direction{chainPrefix: "ing", setTag: "in", field: "ingress", peer4: "ip saddr", peer6: "ip6 saddr", verdict: "accept",
+		isolated: "isolated for ingress: no rule allowed"}
 	// A packet egress allows still needs the destination's ingress.
-	dirEgress = direction{egress: true, chainPrefix: "egr", setTag: "eg", field: "egress", peer4: "ip daddr", peer6: "ip6 daddr", verdict: "goto " + ChainIngress}
+	dirEgress = direction{egress: true, chainPrefix: "egr", setTag: "eg", field: "egress", peer4: "ip daddr", peer6: "ip6 daddr", verdict: "goto " + ChainIngress,
+		isolated: "isolated for egress: no rule allowed"}
 )
 
 // ruleCount is how many rules of this direction np has.
@@ -86,7 +89,7 @@ func buildChain(p *selection.Pod, rules []*compiledRule, d *direction) engine.Ch
 	for _, cr := range rules {
 		ch.Rules = appendRule(ch.Rules, d, cr, dst)
 	}
-	ch.Rules = append(ch.Rules, engine.Rule{Rule: "drop", Comment: "isolated for " + d.field + ": no rule allowed"})
+	ch.Rules = append(ch.Rules, engine.Rule{Rule: "drop", Comment: d.isolated})
 	return ch
 }
 

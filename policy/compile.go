@@ -43,7 +43,7 @@ type compiledPolicy struct {
 type compiler struct {
 	in  Input
 	sel *selection.Index // pods, namespaces, selections (with their own memo)
-	val *validator
+	val validator
 
 	// The memo.
 	prev, next *memo
@@ -77,7 +77,7 @@ func (m *Compiler) Compile(in Input) Output {
 	c := &compiler{
 		in:    in,
 		sel:   sel,
-		val:   &validator{selectors: sel.Selectors(), portNames: map[string][]string{}},
+		val:   validator{selectors: sel.Selectors(), portNames: map[string][]string{}},
 		sets:  map[string]*engine.Set{},
 		rules: map[ruleKey]*compiledRule{},
 		prev:  m.prev,

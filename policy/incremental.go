@@ -84,7 +84,7 @@ func (c *compiler) policy(np *networkingv1.NetworkPolicy) *validPolicy {
 	}
 	if vp == nil {
 		vp = &validPolicy{}
-		if probs := validate(np, c.val); len(probs) > 0 {
+		if probs := validate(np, &c.val); len(probs) > 0 {
 			vp.problems = probs
 		} else {
 			sel := c.sel.Selectors().Parse(&np.Spec.PodSelector).Selector

@@ -49,8 +49,8 @@ type dispatchMaps struct {
 	ingress4, ingress6, egress4, egress6 engine.Set
 }
 
-func newDispatchMaps() *dispatchMaps {
-	return &dispatchMaps{
+func newDispatchMaps() dispatchMaps {
+	return dispatchMaps{
 		ingress4: engine.Set{Name: MapIngress4, Type: "ipv4_addr", Map: "verdict", Comment: "local pods isolated for ingress"},
 		ingress6: engine.Set{Name: MapIngress6, Type: "ipv6_addr", Map: "verdict", Comment: "local pods isolated for ingress"},
 		egress4:  engine.Set{Name: MapEgress4, Type: "ipv4_addr", Map: "verdict", Comment: "local pods isolated for egress"},
@@ -59,8 +59,8 @@ func newDispatchMaps() *dispatchMaps {
 }
 
 // all returns the maps in the order of the output.
-func (d *dispatchMaps) all() []*engine.Set {
-	return []*engine.Set{&d.ingress4, &d.ingress6, &d.egress4, &d.egress6}
+func (d *dispatchMaps) all() [4]*engine.Set {
+	return [4]*engine.Set{&d.ingress4, &d.ingress6, &d.egress4, &d.egress6}
 }
 
 // addDispatch sends the pod's addresses to chain.
