@@ -2,10 +2,16 @@
 // allows it, and names the policy rule that decided.
 //
 // It is an independent reading of the NetworkPolicy specification that works
-// on the API objects directly. It deliberately shares no code with the policy
-// compiler or the nftables rules it produces: its purpose is to cross-check
-// them (the e2e tests compare its answers with real probes through the
-// kernel). Like the compiler it is pure: objects in, a verdict out.
+// on the API objects directly. Its purpose is to cross-check the policy
+// compiler and the nftables rules it produces (the e2e tests compare its
+// answers with real probes through the kernel), so it deliberately shares
+// none of the compiler's semantics: not the selection of pods and
+// namespaces (package selection), not the defaulting of policyTypes (which
+// it writes again), not the matching of peers and ports. It does share one
+// thing on purpose: policy.Validate, the API server's rules for which
+// objects exist at all. Both must skip the same invalid policies, or a
+// cross-check would report the difference in input as a difference in
+// meaning. Like the compiler it is pure: objects in, a verdict out.
 //
 // The semantics:
 //
