@@ -99,7 +99,7 @@ func parseService(svc *corev1.Service) (*egressService, []problem.Problem, []pro
 			continue // hostname-only ingress: no address to translate to
 		}
 		a, err := netip.ParseAddr(ing.IP)
-		if err != nil {
+		if err != nil || a.Zone() != "" {
 			// Not "no address yet": the load balancer wrote something
 			// that is not an address, and that is what to fix.
 			probs = append(probs, problem.Problem{Object: serviceObject(svc),
@@ -219,7 +219,7 @@ func parseNets(v string) ([]netip.Prefix, error) {
 		}
 		if !strings.Contains(item, "/") {
 			a, err := netip.ParseAddr(item)
-			if err != nil {
+			if err != nil || a.Zone() != "" {
 				return nil, fmt.Errorf("%q is not a CIDR or an address", item)
 			}
 			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))

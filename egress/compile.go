@@ -421,7 +421,7 @@ func podAddrs(p *corev1.Pod) (v4, v6 []netip.Addr) {
 	}
 	for _, ip := range ips {
 		a, err := netip.ParseAddr(ip.IP)
-		if err != nil {
+		if err != nil || a.Zone() != "" {
 			continue // the policy compiler reports bad pod addresses
 		}
 		a = a.Unmap()
@@ -441,7 +441,7 @@ func nodeAddrs(in Input) []netip.Addr {
 			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
 				continue
 			}
-			if ip, err := netip.ParseAddr(a.Address); err == nil {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Zone() == "" {
 				out = append(out, ip.Unmap())
 			}
 		}

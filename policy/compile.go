@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -17,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/engine"
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/problem"
 )
 
@@ -128,6 +126,10 @@ type compiler struct {
 	collided bool
 	used     *[]peerKey
 	allPods  bool
+
+	// dispatch is the pod whose chain each verdict-map key jumps to
+	// ("MAP ADDRESS"), see addDispatch.
+	dispatch map[string]*pod
 }
 
 // Compile turns the cluster state into the policy chains and sets for the
@@ -171,6 +173,7 @@ func (m *Compiler) Compile(in Input) Output {
 		c.nsLabels[ns.Name] = l
 	}
 	c.indexPods()
+	c.dropSharedLocal()
 	c.compareNamespaces()
 
 	policies := make([]*compiledPolicy, 0, len(in.Policies))
@@ -229,12 +232,12 @@ func (m *Compiler) Compile(in Input) Output {
 		if len(ing) > 0 {
 			ch := c.podChain(p, ing, &dirIngress)
 			podChains = append(podChains, ch)
-			addDispatch(&ingress4, &ingress6, p, ch.Name)
+			c.addDispatch(&ingress4, &ingress6, p, ch.Name)
 		}
 		if len(egr) > 0 {
 			ch := c.podChain(p, egr, &dirEgress)
 			podChains = append(podChains, ch)
-			addDispatch(&egress4, &egress6, p, ch.Name)
+			c.addDispatch(&egress4, &egress6, p, ch.Name)
 		}
 	}
 	sort.Slice(podChains, func(i, j int) bool { return podChains[i].Name < podChains[j].Name })
@@ -443,10 +446,15 @@ func (c *compiler) newPod(o *corev1.Pod, e *podEntry) {
 	}
 	for i, ip := range ips {
 		a, err := netip.ParseAddr(ip.IP)
-		if err != nil {
+		if err != nil || a.Zone() != "" {
+			// A zone (fe80::1%eth0) parses but is no pod address,
+			// and nft would not read it in a rule.
 			e.problem = &problem.Problem{Object: problem.Object{APIVersion: problem.CoreV1, Kind: "Pod", Namespace: o.Namespace, Name: o.Name},
 				Field: fmt.Sprintf("status.podIPs[%d]", i), Reason: fmt.Sprintf("invalid IP %q", ip.IP)}
 			return
+		}
+		if slices.Contains(p.v4, a.Unmap()) || slices.Contains(p.v6, a) {
+			continue // listed twice: one map key, one rule
 		}
 		if a.Is4() {
 			// ParseAddr takes only the canonical dotted quad:
@@ -493,16 +501,6 @@ func (c *compiler) nsHasDuplicates(ns string) bool {
 	return dup
 }
 
-func addDispatch(m4, m6 *engine.Set, p *pod, chain string) {
-	v := "jump " + chain
-	for _, a := range p.v4s {
-		m4.Elements = append(m4.Elements, engine.Element{Key: a, Value: v})
-	}
-	for _, a := range p.v6s {
-		m6.Elements = append(m6.Elements, engine.Element{Key: a, Value: v})
-	}
-}
-
 // direction holds what differs between ingress and egress rules.
 type direction struct {
 	egress  bool
@@ -520,7 +518,7 @@ var (
 
 func (c *compiler) ingressChain(p *pod, pols []*compiledPolicy) engine.Chain {
 	d := &dirIngress
-	ch := engine.Chain{Name: objName("ing", p.obj.Namespace, p.obj.Name), Comment: nftsyntax.ClipComment("ingress of pod " + p.key)}
+	ch := engine.Chain{Name: objName("ing", p.obj.Namespace, p.obj.Name), Comment: nftsafe.Comment("ingress of pod " + p.key)}
 	ch.Rules = append(ch.Rules, engine.Rule{Rule: "ct state invalid drop"})
 	// A pod may always reach itself, also through the node (hairpin).
 	for _, a := range p.v4s {
@@ -540,7 +538,7 @@ func (c *compiler) ingressChain(p *pod, pols []*compiledPolicy) engine.Chain {
 
 func (c *compiler) egressChain(p *pod, pols []*compiledPolicy) engine.Chain {
 	d := &dirEgress
-	ch := engine.Chain{Name: objName("egr", p.obj.Namespace, p.obj.Name), Comment: nftsyntax.ClipComment("egress of pod " + p.key)}
+	ch := engine.Chain{Name: objName("egr", p.obj.Namespace, p.obj.Name), Comment: nftsafe.Comment("egress of pod " + p.key)}
 	ch.Rules = append(ch.Rules, engine.Rule{Rule: "ct state invalid drop"})
 	for _, a := range p.v4s {
 		ch.Rules = append(ch.Rules, engine.Rule{Rule: "ip daddr " + a + " accept", Comment: "pod to itself"})
@@ -621,7 +619,7 @@ func portMatchesFor(ports []networkingv1.NetworkPolicyPort, dst *pod) []string {
 // whose chain it goes into, declaring its sets.
 func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) *compiledRule {
 	idxText := strconv.Itoa(idx)
-	cr := &compiledRule{comment: nftsyntax.ClipComment(cp.key + " " + d.field + "[" + idxText + "]")}
+	cr := &compiledRule{comment: nftsafe.Comment(cp.key + " " + d.field + "[" + idxText + "]")}
 	base := []string{cp.np.Namespace, cp.np.Name, d.tag + idxText}
 
 	// Named ports resolve on the destination pod: for ingress that is the
@@ -743,7 +741,7 @@ func (c *compiler) namedEgress(base []string, peers []*pod, named []networkingv1
 			}
 		}
 	}
-	comment := nftsyntax.ClipComment(base[0] + "/" + base[1] + " " + base[2])
+	comment := nftsafe.Comment(base[0] + "/" + base[1] + " " + base[2])
 	var out []string
 	if len(t4) > 0 {
 		out = append(out, "ip daddr . meta l4proto . th dport @"+c.addrSet(append(base, "named4"), "ipv4_addr . inet_proto . inet_service", false, t4, comment))
@@ -959,24 +957,19 @@ func sortElements(s *engine.Set) {
 	sort.Slice(s.Elements, func(i, j int) bool { return s.Elements[i].Key < s.Elements[j].Key })
 }
 
-// maxName keeps chain and set names well inside the kernel's 256-byte limit;
-// longer names are shortened with a hash that keeps them unique.
-const maxName = 200
-
 // objName names a per-pod chain. Kubernetes names never contain '_', so the
-// joined name is unambiguous.
+// joined name is unambiguous; nftsafe keeps names from elsewhere (e.g. a
+// hand-written manifest) to what nft reads as a name.
 func objName(prefix, ns, name string) string {
-	return shorten("np_" + prefix + "_" + ns + "_" + name)
+	return nftsafe.Name("np_" + prefix + "_" + nftsafe.NamePart(ns) + "_" + nftsafe.NamePart(name))
 }
 
 func setName(parts []string) string {
-	return shorten("np_" + strings.Join(parts, "_"))
-}
-
-func shorten(s string) string {
-	if len(s) <= maxName {
-		return s
+	var b strings.Builder
+	b.WriteString("np")
+	for _, p := range parts {
+		b.WriteByte('_')
+		b.WriteString(nftsafe.NamePart(p))
 	}
-	h := sha256.Sum256([]byte(s))
-	return s[:maxName-17] + "_" + hex.EncodeToString(h[:8])
+	return nftsafe.Name(b.String())
 }

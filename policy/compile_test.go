@@ -493,12 +493,12 @@ func TestLongNamesStayWithinKernelLimits(t *testing.T) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}
 		})}})
 	for _, c := range out.Chains {
-		if len(c.Name) > maxName {
+		if len(c.Name) > nftsafe.MaxName {
 			t.Errorf("chain name %d bytes", len(c.Name))
 		}
 	}
 	for _, s := range out.Sets {
-		if len(s.Name) > maxName {
+		if len(s.Name) > nftsafe.MaxName {
 			t.Errorf("set name %d bytes", len(s.Name))
 		}
 	}

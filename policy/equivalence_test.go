@@ -11,6 +11,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/nftsafe"
 )
 
 // randomCluster builds a small cluster that exercises every path of the
@@ -248,6 +251,9 @@ func TestCompileEqualsReferenceOnRandomClusters(t *testing.T) {
 		got, want := Compile(in), refCompile(in)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("seed %d: Compile differs from the reference\ngot:  %+v\nwant: %+v", seed, got, want)
+		}
+		if errs := nftsafe.Check(&engine.Desired{Chains: got.Chains, Sets: got.Sets}); len(errs) > 0 {
+			t.Fatalf("seed %d: the kernel would refuse the compiled table: %v", seed, errs)
 		}
 	}
 }

@@ -84,6 +84,7 @@ func refCompile(in Input) Output {
 	egress6 := engine.Set{Name: MapEgress6, Type: "ipv6_addr", Map: "verdict", Comment: "local pods isolated for egress"}
 
 	var podChains []engine.Chain
+	owners := map[string]*refPod{}
 	for _, p := range c.pods {
 		if !p.local {
 			continue
@@ -103,12 +104,12 @@ func refCompile(in Input) Output {
 		if len(ing) > 0 {
 			ch := c.ingressChain(p, ing)
 			podChains = append(podChains, ch)
-			refAddDispatch(&ingress4, &ingress6, p, ch.Name)
+			refAddDispatch(&ingress4, &ingress6, p, ch.Name, owners, &c.problems)
 		}
 		if len(egr) > 0 {
 			ch := c.egressChain(p, egr)
 			podChains = append(podChains, ch)
-			refAddDispatch(&egress4, &egress6, p, ch.Name)
+			refAddDispatch(&egress4, &egress6, p, ch.Name, owners, &c.problems)
 		}
 	}
 	sort.Slice(podChains, func(i, j int) bool { return podChains[i].Name < podChains[j].Name })
@@ -191,12 +192,23 @@ func (c *refCompiler) indexPods() {
 	sort.Slice(c.pods, func(i, j int) bool { return c.pods[i].key < c.pods[j].key })
 }
 
-func refAddDispatch(m4, m6 *engine.Set, p *refPod, chain string) {
+func refAddDispatch(m4, m6 *engine.Set, p *refPod, chain string, owners map[string]*refPod, probs *[]problem.Problem) {
+	add := func(m *engine.Set, a string) {
+		if o, ok := owners[m.Name+" "+a]; ok {
+			if o != p {
+				*probs = append(*probs, problem.Problem{Object: problem.Object{APIVersion: problem.CoreV1, Kind: "Pod", Namespace: p.obj.Namespace, Name: p.obj.Name},
+					Field: "status.podIPs", Reason: fmt.Sprintf("address %s is also pod %s's, whose policies decide for it", a, o.key)})
+			}
+			return
+		}
+		owners[m.Name+" "+a] = p
+		m.Elements = append(m.Elements, engine.Element{Key: a, Value: "jump " + chain})
+	}
 	for _, a := range p.v4 {
-		m4.Elements = append(m4.Elements, engine.Element{Key: a.String(), Value: "jump " + chain})
+		add(m4, a.String())
 	}
 	for _, a := range p.v6 {
-		m6.Elements = append(m6.Elements, engine.Element{Key: a.String(), Value: "jump " + chain})
+		add(m6, a.String())
 	}
 }
 
