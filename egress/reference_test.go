@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/problem"
 )
 
@@ -23,7 +24,14 @@ import (
 func refCompile(in Input) Output {
 	out := Output{Bindings: map[netip.Addr]Binding{}}
 	var services []*egressService
+	seen := map[string]bool{}
 	for _, svc := range in.Services {
+		if k := svc.Namespace + "/" + svc.Name; seen[k] {
+			out.Problems = append(out.Problems, problem.Problem{Object: serviceObject(svc),
+				Reason: "another Service of the same namespace and name comes first"})
+			continue
+		}
+		seen[svc.Namespace+"/"+svc.Name] = true
 		es, probs, warns := parseService(svc)
 		out.Problems = append(out.Problems, probs...)
 		out.Warnings = append(out.Warnings, warns...)
@@ -59,6 +67,7 @@ func refCompile(in Input) Output {
 	var svcChains []engine.Chain
 	var svcSets []engine.Set
 	owner := map[string]string{} // pod key → winning Service key
+	bound := map[netip.Addr]string{}
 
 	for _, s := range services {
 		var v4, v6 []netip.Addr
@@ -79,6 +88,12 @@ func refCompile(in Input) Output {
 				continue // no address yet: nothing to translate
 			}
 			owner[pk] = s.key
+			if s.lb4.IsValid() {
+				a4 = claim(bound, a4, pk, s, &out)
+			}
+			if s.lb6.IsValid() {
+				a6 = claim(bound, a6, pk, s, &out)
+			}
 			v4 = append(v4, a4...)
 			v6 = append(v6, a6...)
 		}
@@ -216,6 +231,9 @@ func TestCompileEqualsReferenceOnRandomClusters(t *testing.T) {
 			in.Services = append(in.Services, s)
 		}
 		got, want := Compile(in), refCompile(in)
+		if errs := nftsafe.Check(&engine.Desired{Chains: got.Chains, Sets: got.Sets}); len(errs) > 0 {
+			t.Fatalf("seed %d: the kernel would refuse the compiled table: %v", seed, errs)
+		}
 		nChains += len(got.Chains)
 		nBindings += len(got.Bindings)
 		nWarnings += len(got.Warnings)

@@ -6,7 +6,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/nftguard/nftguard/engine"
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/selection"
 )
 
@@ -71,7 +71,7 @@ func (c *compiler) podChain(p *selection.Pod, pols []*compiledPolicy, d *directi
 // buildChain makes a pod's chain for one direction from the compiled
 // rules of the policies that select it, in policy key and rule order.
 func buildChain(p *selection.Pod, rules []*compiledRule, d *direction) engine.Chain {
-	ch := engine.Chain{Name: objName(d.chainPrefix, p.Obj.Namespace, p.Obj.Name), Comment: nftsyntax.ClipComment(d.field + " of pod " + p.Key)}
+	ch := engine.Chain{Name: objName(d.chainPrefix, p.Obj.Namespace, p.Obj.Name), Comment: nftsafe.Comment(d.field + " of pod " + p.Key)}
 	ch.Rules = append(ch.Rules, engine.Rule{Rule: "ct state invalid drop"})
 	// A pod may always reach itself, also through the node (hairpin).
 	for _, a := range p.V4Text {

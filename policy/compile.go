@@ -53,6 +53,9 @@ type compiler struct {
 	sets     map[string]*engine.Set
 	problems []problem.Problem
 	rules    map[ruleKey]*compiledRule
+	// dispatch is the pod whose chain each verdict-map key jumps to
+	// ("MAP ADDRESS"), see addDispatch.
+	dispatch map[string]*selection.Pod
 
 	// The rule being compiled, see rule.
 	scratch ruleScratch
@@ -121,7 +124,7 @@ func (m *Compiler) Compile(in Input) Output {
 	maps := newDispatchMaps()
 	var podChains []engine.Chain
 	var ing, egr []*compiledPolicy
-	for _, p := range c.sel.Local() {
+	for _, p := range dropSharedLocal(c.sel.Local(), &c.problems) {
 		ing, egr = ing[:0], egr[:0]
 		for _, cp := range policiesByNS[p.Obj.Namespace] {
 			if !cp.selector.Matches(labels.Set(p.Obj.Labels)) {
@@ -137,12 +140,12 @@ func (m *Compiler) Compile(in Input) Output {
 		if len(ing) > 0 {
 			ch := c.podChain(p, ing, &dirIngress)
 			podChains = append(podChains, ch)
-			addDispatch(&maps.ingress4, &maps.ingress6, p, ch.Name)
+			c.addDispatch(&maps.ingress4, &maps.ingress6, p, ch.Name)
 		}
 		if len(egr) > 0 {
 			ch := c.podChain(p, egr, &dirEgress)
 			podChains = append(podChains, ch)
-			addDispatch(&maps.egress4, &maps.egress6, p, ch.Name)
+			c.addDispatch(&maps.egress4, &maps.egress6, p, ch.Name)
 		}
 	}
 	sort.Slice(podChains, func(i, j int) bool { return podChains[i].Name < podChains[j].Name })

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/nftsafe"
 )
 
 // --- builders -------------------------------------------------------------
@@ -99,6 +100,9 @@ func compileChecked(t *testing.T, in Input) Output {
 	}
 	if _, err := fake.Sync(context.Background(), &engine.Desired{Chains: out.Chains, Sets: out.Sets}); err != nil {
 		t.Fatalf("compiled table does not load: %v", err)
+	}
+	for _, err := range nftsafe.Check(&engine.Desired{Chains: out.Chains, Sets: out.Sets}) {
+		t.Errorf("the kernel would refuse the compiled table: %v", err)
 	}
 	return out
 }
@@ -489,12 +493,12 @@ func TestLongNamesStayWithinKernelLimits(t *testing.T) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}
 		})}})
 	for _, c := range out.Chains {
-		if len(c.Name) > maxName {
+		if len(c.Name) > nftsafe.MaxName {
 			t.Errorf("chain name %d bytes", len(c.Name))
 		}
 	}
 	for _, s := range out.Sets {
-		if len(s.Name) > maxName {
+		if len(s.Name) > nftsafe.MaxName {
 			t.Errorf("set name %d bytes", len(s.Name))
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/nftsafe"
 )
 
 // The golden files under testdata/ are the tables Compile produces for
@@ -147,7 +148,11 @@ func TestGoldenRandomClusters(t *testing.T) {
 	var sums bytes.Buffer
 	for seed := 0; seed < n; seed++ {
 		in := randomCluster(rand.New(rand.NewSource(int64(seed))))
-		text := renderGolden(t, in, Compile(in))
+		out := Compile(in)
+		if errs := nftsafe.Check(&engine.Desired{Chains: out.Chains, Sets: out.Sets}); len(errs) > 0 {
+			t.Fatalf("seed %d: the kernel would refuse the compiled table: %v", seed, errs)
+		}
+		text := renderGolden(t, in, out)
 		name := fmt.Sprintf("seed-%04d", seed)
 		if seed < goldenRandomTexts {
 			checkGolden(t, filepath.Join("testdata", "random", name+".nft"), text)

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"github.com/nftguard/nftguard/engine"
-	"github.com/nftguard/nftguard/selection"
 )
 
 // Names of the fixed chains and maps of the policy layout (see the package
@@ -61,15 +60,4 @@ func newDispatchMaps() dispatchMaps {
 // all returns the maps in the order of the output.
 func (d *dispatchMaps) all() [4]*engine.Set {
 	return [4]*engine.Set{&d.ingress4, &d.ingress6, &d.egress4, &d.egress6}
-}
-
-// addDispatch sends the pod's addresses to chain.
-func addDispatch(m4, m6 *engine.Set, p *selection.Pod, chain string) {
-	v := "jump " + chain
-	for _, a := range p.V4Text {
-		m4.Elements = append(m4.Elements, engine.Element{Key: a, Value: v})
-	}
-	for _, a := range p.V6Text {
-		m6.Elements = append(m6.Elements, engine.Element{Key: a, Value: v})
-	}
 }

@@ -1,9 +1,9 @@
 package policy
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"strings"
+
+	"github.com/nftguard/nftguard/internal/nftsafe"
 )
 
 // Generated names. The names of chains and sets are part of the kernel
@@ -32,7 +32,7 @@ import (
 //
 // Why they are bounded. The kernel refuses names over 256 bytes
 // (NFT_NAME_MAXLEN); namespaces are at most 63 bytes but pod and policy
-// names 253, so a name can be longer. shorten cuts such a name to maxName
+// names 253, so a name can be longer. nftsafe.Name cuts such a name to nftsafe.MaxName
 // bytes: its first 183 bytes, to stay readable, then "_" and 16 hex digits
 // of the SHA-256 of the whole name, to stay unique (a collision needs two
 // names equal in their first 183 bytes and in 64 bits of their hash). A
@@ -43,32 +43,27 @@ import (
 // past where any namespace ends) or a KIND (for sets).
 //
 // Why they are safe. A name is only ever made of the fixed parts above and
-// namespace, pod and policy names, which the API server has validated as
-// DNS names: no byte of them can be a space, quote, brace, "@" or anything
-// else the nft rule syntax the names are used in ("jump NAME", "@NAME")
-// would read as syntax. Objects read from manifests (apply, render) are
-// not validated for their names by anything in this package: there the
-// operator's own files are trusted.
-
-// maxName keeps chain and set names well inside the kernel's 256-byte limit;
-// longer names are shortened with a hash that keeps them unique.
-const maxName = 200
+// namespace, pod and policy names, each through nftsafe.NamePart: a name the
+// API server would accept (a DNS name: no byte of it can be a space, quote,
+// brace, "@" or anything else the nft rule syntax the names are used in,
+// "jump NAME" and "@NAME", would read as syntax) stays as it is, and
+// anything else, possible only in a hand-written manifest, becomes "X" and a
+// hash of it: uppercase never occurs in a DNS name, so it cannot collide
+// with one, and the object is still enforced under a name nft reads back.
 
 // objName names a per-pod chain: prefix is the direction's chainPrefix.
 func objName(prefix, ns, name string) string {
-	return shorten("np_" + prefix + "_" + ns + "_" + name)
+	return nftsafe.Name("np_" + prefix + "_" + nftsafe.NamePart(ns) + "_" + nftsafe.NamePart(name))
 }
 
 // setName names a set of a rule from its parts: namespace, policy name,
 // the direction's setTag with the rule's index, and the set's KIND.
 func setName(parts []string) string {
-	return shorten("np_" + strings.Join(parts, "_"))
-}
-
-func shorten(s string) string {
-	if len(s) <= maxName {
-		return s
+	var b strings.Builder
+	b.WriteString("np")
+	for _, p := range parts {
+		b.WriteByte('_')
+		b.WriteString(nftsafe.NamePart(p))
 	}
-	h := sha256.Sum256([]byte(s))
-	return s[:maxName-17] + "_" + hex.EncodeToString(h[:8])
+	return nftsafe.Name(b.String())
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"github.com/nftguard/nftguard/internal/nftsafe"
 	"strings"
 	"testing"
 )
@@ -14,8 +15,8 @@ func TestNames(t *testing.T) {
 		{"egress chain", objName(dirEgress.chainPrefix, "x", "a"), "np_egr_x_a"},
 		{"set", setName([]string{"x", "p", dirIngress.setTag + "0", "pods4"}), "np_x_p_in0_pods4"},
 		{"egress set", setName([]string{"x", "p", dirEgress.setTag + "3", "named6"}), "np_x_p_eg3_named6"},
-		{"short names stay", shorten("np_" + strings.Repeat("a", 197)), "np_" + strings.Repeat("a", 197)},
-		{"long names are cut and hashed", shorten("np_ing_x_" + long), "np_ing_x_" + long[:174] + "_928f50bc9418362d"},
+		{"short names stay", nftsafe.Name("np_" + strings.Repeat("a", 197)), "np_" + strings.Repeat("a", 197)},
+		{"long names are cut and hashed", nftsafe.Name("np_ing_x_" + long), "np_ing_x_" + long[:174] + "_928f50bc9418362d"},
 	}
 	for _, tc := range cases {
 		if tc.got != tc.want {
@@ -31,7 +32,7 @@ func TestShortenedNamesStayUniqueAndBounded(t *testing.T) {
 			// Names alike in their first 200 bytes.
 			name := strings.Repeat("q", 250) + last
 			got := objName("ing", ns, name)
-			if len(got) != maxName {
+			if len(got) != nftsafe.MaxName {
 				t.Errorf("%d bytes: %q", len(got), got)
 			}
 			if other, ok := seen[got]; ok {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/engine"
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/selection"
 )
 
@@ -76,7 +76,7 @@ func portMatchesFor(ports []networkingv1.NetworkPolicyPort, dst *selection.Pod) 
 // whose chain it goes into, declaring its sets.
 func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) *compiledRule {
 	idxText := strconv.Itoa(idx)
-	cr := &compiledRule{comment: nftsyntax.ClipComment(cp.key + " " + d.field + "[" + idxText + "]"), ports: ports}
+	cr := &compiledRule{comment: nftsafe.Comment(cp.key + " " + d.field + "[" + idxText + "]"), ports: ports}
 	base := []string{cp.np.Namespace, cp.np.Name, d.setTag + idxText}
 
 	// Named ports resolve on the destination pod: for ingress that is the
@@ -196,7 +196,7 @@ func (c *compiler) namedEgress(base []string, peers []*selection.Pod, named []ne
 			}
 		}
 	}
-	comment := nftsyntax.ClipComment(base[0] + "/" + base[1] + " " + base[2])
+	comment := nftsafe.Comment(base[0] + "/" + base[1] + " " + base[2])
 	var out []string
 	if len(t4) > 0 {
 		out = append(out, "ip daddr . meta l4proto . th dport @"+c.addrSet(append(base, "named4"), "ipv4_addr . inet_proto . inet_service", false, t4, comment))

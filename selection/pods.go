@@ -184,10 +184,15 @@ func (x *Index) newPod(o *corev1.Pod, e *podEntry) {
 	}
 	for i, ip := range ips {
 		a, err := netip.ParseAddr(ip.IP)
-		if err != nil {
+		if err != nil || a.Zone() != "" {
+			// A zone (fe80::1%eth0) parses but is no pod address,
+			// and nft would not read it in a rule.
 			e.problem = &problem.Problem{Object: problem.Object{APIVersion: problem.CoreV1, Kind: "Pod", Namespace: o.Namespace, Name: o.Name},
 				Field: fmt.Sprintf("status.podIPs[%d]", i), Reason: fmt.Sprintf("invalid IP %q", ip.IP)}
 			return
+		}
+		if slices.Contains(p.V4, a.Unmap()) || slices.Contains(p.V6, a) {
+			continue // listed twice: one map key, one rule
 		}
 		if a.Is4() {
 			// ParseAddr takes only the canonical dotted quad:
