@@ -54,7 +54,8 @@ type compiler struct {
 	problems []problem.Problem
 	rules    map[ruleKey]*compiledRule
 	// dispatch is the pod whose chain each verdict-map key jumps to
-	// ("MAP ADDRESS"), see addDispatch.
+	// ("MAP ADDRESS"), and the shared addresses already reported
+	// ("shared POD ADDRESS"), see addDispatch.
 	dispatch map[string]*selection.Pod
 
 	// The rule being compiled, see rule.

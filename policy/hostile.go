@@ -53,7 +53,9 @@ func (c *compiler) addDispatch(m4, m6 *engine.Set, p *selection.Pod, chain strin
 				c.dispatch = map[string]*selection.Pod{}
 			}
 			if o, taken := c.dispatch[k]; taken {
-				if o != p {
+				// Reported once per pod and address, not per map.
+				if o != p && c.dispatch["shared "+p.Key+" "+a] == nil {
+					c.dispatch["shared "+p.Key+" "+a] = p
 					c.problems = append(c.problems, sharedAddress(p, a, o.Key))
 				}
 				continue
