@@ -78,7 +78,6 @@ func TestSharedLocalAddressesAndNames(t *testing.T) {
 		`Pod x/d: status.podIPs[0]: invalid IP "fe80::1%eth0"`,
 		`Pod x/c: another Pod of the same namespace and name on this node comes first`,
 		`Pod x/b: status.podIPs: address 10.0.0.1 is also pod x/a's, whose policies decide for it`,
-		`Pod x/b: status.podIPs: address 10.0.0.1 is also pod x/a's, whose policies decide for it`,
 	}
 	eq(t, "problems", reasons, want)
 	eq(t, "ingress4", keys(set(t, out, MapIngress4)), []string{"10.0.0.1 : jump np_ing_x_a", "10.0.0.3 : jump np_ing_x_c"})
