@@ -118,6 +118,8 @@ func refCompile(in Input) Output {
 			Comment: "NetworkPolicy: pod traffic routed or bridged through this node",
 			Rules: []engine.Rule{
 				{Rule: "ct state established,related accept"},
+				{Rule: "icmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept", Comment: "IPv6 neighbour discovery on the link (RFC 4861)"},
+				{Rule: "icmpv6 type nd-neighbor-advert ip6 hoplimit 255 accept", Comment: "IPv6 neighbour discovery on the link (RFC 4861)"},
 				{Rule: "ip saddr vmap @" + MapEgress4},
 				{Rule: "ip6 saddr vmap @" + MapEgress6},
 				{Rule: "goto " + ChainIngress},
