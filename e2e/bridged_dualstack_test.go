@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -222,6 +223,33 @@ func TestBridgedSpecialIPv6Packets(t *testing.T) {
 					rc.pkt.Src, rc.pkt.Dst, rc.pkt.NextHeader, rc.pkt.Payload[0], rc.pkt.HopLimit, got, rc.arrive)
 			}
 		})
+	}
+	explainAgrees(t, c)
+}
+
+// explainAgrees checks that `nftguard explain` says of neighbour discovery
+// and of an echo request from x/b to x/a what TestBridgedSpecialIPv6Packets
+// saw arrive, on the same manifests.
+func explainAgrees(t *testing.T, c *cluster) {
+	t.Helper()
+	for _, q := range []struct {
+		port    string
+		allowed bool
+	}{{"icmpv6/135", true}, {"icmpv6/136", true}, {"icmpv6/128", false}} {
+		out, errOut, err := c.run("explain", "-f", c.dir, "--node-name", c.node, "--from", "x/b", "--to", "x/a", "--port", q.port)
+		if err != nil {
+			t.Fatalf("explain %s: %v: %s", q.port, err, errOut)
+		}
+		want := "verdict: denied"
+		if q.allowed {
+			want = "verdict: allowed"
+		}
+		if !strings.Contains(out, want) {
+			t.Errorf("explain %s: want %q:\n%s", q.port, want, out)
+		}
+		if q.allowed && !strings.Contains(out, "neighbour discovery: accepted before policy") {
+			t.Errorf("explain %s does not say neighbour discovery is accepted before policy:\n%s", q.port, out)
+		}
 	}
 }
 
