@@ -6,11 +6,14 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/nftguard/nftguard/internal/netlab"
 )
@@ -34,6 +37,7 @@ func TestNetworkPolicyBridgedDualStack(t *testing.T) {
 			c.reset()
 			for _, st := range sc.steps {
 				st.change(c)
+				c.dualStackIPBlocks()
 				c.apply()
 				c.checkDualStack(netlab.DefaultPorts, st.want)
 			}
@@ -42,11 +46,61 @@ func TestNetworkPolicyBridgedDualStack(t *testing.T) {
 	t.Logf("%d scenarios, both families, %d ports: %v", len(scenarios(c)), len(netlab.DefaultPorts), time.Since(start).Round(time.Second))
 }
 
+// dualStackIPBlocks gives every IPv4 ipBlock peer of the policies an IPv6
+// twin that selects the same pods, so that scenarios written with IPv4
+// CIDRs expect the same over both families: a pod's /32 becomes its /128,
+// a shorter prefix holding pods becomes the pods' /64 (the lab's node
+// subnet holds every pod in both families).
+func (c *cluster) dualStackIPBlocks() {
+	twin := func(cidr string) string {
+		p := netip.MustParsePrefix(cidr)
+		if !p.Addr().Is4() {
+			return cidr
+		}
+		for _, ep := range c.lab.Pods {
+			if p.Bits() == 32 && ep.IPv4 == p.Addr() {
+				return netip.PrefixFrom(ep.IPv6, 128).String()
+			}
+			if p.Bits() < 32 && p.Contains(ep.IPv4) {
+				return netip.PrefixFrom(ep.IPv6, 64).Masked().String()
+			}
+		}
+		c.t.Fatalf("ipBlock %s holds no lab pod; add its IPv6 twin by hand", cidr)
+		return ""
+	}
+	addTwins := func(peers []peer) []peer {
+		out := peers
+		for _, pr := range peers {
+			b := pr.IPBlock
+			if b == nil || !netip.MustParsePrefix(b.CIDR).Addr().Is4() {
+				continue
+			}
+			t := &networkingv1.IPBlock{CIDR: twin(b.CIDR)}
+			for _, e := range b.Except {
+				t.Except = append(t.Except, twin(e))
+			}
+			if !slices.ContainsFunc(out, func(q peer) bool { return q.IPBlock != nil && q.IPBlock.CIDR == t.CIDR }) {
+				out = append(out, peer{IPBlock: t}) // once, though a policy stays for later steps
+			}
+		}
+		return out
+	}
+	for _, p := range c.policies {
+		for i := range p.Spec.Egress {
+			p.Spec.Egress[i].To = addTwins(p.Spec.Egress[i].To)
+		}
+		for i := range p.Spec.Ingress {
+			p.Spec.Ingress[i].From = addTwins(p.Spec.Ingress[i].From)
+		}
+	}
+}
+
 // checkDualStack is check for both families in parallel, after flushing
-// the neighbour caches.
+// the neighbour caches and the node's connection tracking (so no flow of an
+// earlier round, allowed then, counts as established now).
 func (c *cluster) checkDualStack(ports []netlab.Port, want allowedFunc) {
 	c.t.Helper()
-	if err := c.lab.FlushNeighbours(); err != nil {
+	if err := errors.Join(c.lab.FlushNeighbours(), c.lab.FlushConntrack()); err != nil {
 		c.t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -63,3 +63,23 @@ func (l *Lab) flushNeighbours(path string) error {
 	}
 	return nil
 }
+
+// FlushConntrack empties the connection tracking table of every node, so
+// that a probe is a new flow even if an earlier probe of the same pair
+// happened to use the same source port while a policy allowed it (an
+// established flow outlives a policy change, by design).
+func (l *Lab) FlushConntrack() error {
+	var errs []error
+	for _, n := range l.Nodes {
+		nl, err := l.openLink(n.Path)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := nl.h.ConntrackTableFlush(netlink.ConntrackTable); err != nil {
+			errs = append(errs, fmt.Errorf("flush conntrack of node %s: %w", n.Name, err))
+		}
+		nl.close()
+	}
+	return errors.Join(errs...)
+}
