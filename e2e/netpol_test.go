@@ -320,7 +320,7 @@ func scenarios(c *cluster) []scenario {
 			}, want: onlyInto(to("x/a"), onPorts(udp81))}}},
 		one("endPort range covering 80-81", func(c *cluster) {
 			c.addPolicy(np("x", "range", spec{PodSelector: *match("pod", "a"), Ingress: ingress([]peer{nss("ns", "y")}, portRange(80, 81))}))
-		}, onlyInto(to("x/a"), fromNS("y"))),
+		}, onlyInto(to("x/a"), and(fromNS("y"), onPorts(tcp80, tcp81)))), // the range's protocol defaults to TCP
 		one("endPort range starting above 80", func(c *cluster) {
 			c.addPolicy(np("x", "range", spec{PodSelector: *match("pod", "a"), Ingress: ingress([]peer{nss("ns", "y")}, portRange(81, 90))}))
 		}, onlyInto(to("x/a"), and(fromNS("y"), onPorts(tcp81)))),

@@ -29,4 +29,15 @@
 //     always allowed; hostNetwork pods are never isolated nor selected by
 //     pod selectors; terminated pods are ignored; addresses that are not
 //     pods are only matched by ipBlocks.
+//   - IPv6 neighbour discovery (ICMPv6 types 135 and 136, asked about as
+//     `--port icmpv6/135`) is allowed before any policy: on a bridge with
+//     br_netfilter, pods resolve each other through the forward hook with
+//     their own addresses, and an isolated pod would otherwise lose IPv6
+//     to its neighbours. The table accepts these messages only with hop
+//     limit 255 (RFC 4861 section 7.1), i.e. only from the pods' own link.
+//     Any other ICMPv6 type is judged like other flows: only rules without
+//     ports admit it. ICMP errors about an allowed flow pass as related
+//     traffic of that flow, and link-local signalling (router and multicast
+//     listener messages, DHCPv6) never meets policy, whose keys are pod
+//     addresses.
 package explain

@@ -188,6 +188,8 @@ func TestNoPoliciesMeansNothingIsolated(t *testing.T) {
 	}
 	eq(t, "forward", ruleTexts(chain(t, out, ChainForward)), []string{
 		"ct state established,related accept",
+		"icmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept",
+		"icmpv6 type nd-neighbor-advert ip6 hoplimit 255 accept",
 		"ip saddr vmap @np_egress4",
 		"ip6 saddr vmap @np_egress6",
 		"goto np_ingress",

@@ -10,7 +10,10 @@
 // Only pods on this node are isolated; their IPs are the keys of four verdict
 // maps that send a packet to the pod's own chain in O(1):
 //
-//	chain np_forward         hook forward: established/related accept, then
+//	chain np_forward         hook forward: established/related accept (ICMP
+//	                         errors about allowed flows are related), then
+//	                         IPv6 neighbour solicitation/advertisement with
+//	                         hop limit 255 accept, then
 //	                         ip saddr vmap @np_egress4 / ip6 saddr vmap @np_egress6,
 //	                         then goto np_ingress
 //	chain np_ingress         ip daddr vmap @np_ingress4 / ip6 daddr vmap @np_ingress6,
@@ -27,6 +30,19 @@
 // destination pod: inline in the pod's own ingress chain, and as a set of
 // address . protocol . port tuples for egress, so one name may map to
 // different numbers on different pods.
+//
+// Neighbour discovery is accepted before any pod's chain because on a bridge
+// with br_netfilter pods resolve each other's IPv6 addresses through the
+// forward hook, with their own (policy-keyed) addresses: without it an
+// isolated pod loses IPv6 to its neighbours whatever the policy allows. RFC
+// 4861 section 7.1 makes hop limit 255 mandatory for these messages, and a
+// routed packet's hop limit is decremented before the forward hook, so only
+// packets bridged on the pods' link match; the RFC allows the pods' global
+// addresses as source and destination, so the rules restrict no address.
+// Router advertisements, redirects, multicast listener reports and DHCPv6
+// come from link-local addresses, which are never policy keys, so they need
+// no rule; a forged one from a pod address gets no special treatment. The
+// reasoning in full is at linkRules (nd.go).
 //
 // Traffic between a pod and its own node never crosses the forward hook, so
 // it is always allowed, as Kubernetes requires; a pod reaching itself through

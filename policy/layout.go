@@ -23,12 +23,7 @@ func fixedChains() []engine.Chain {
 		{
 			Name: ChainForward, Type: "filter", Hook: "forward", Priority: 0, Policy: "accept",
 			Comment: "NetworkPolicy: pod traffic routed or bridged through this node",
-			Rules: []engine.Rule{
-				{Rule: "ct state established,related accept"},
-				{Rule: "ip saddr vmap @" + MapEgress4},
-				{Rule: "ip6 saddr vmap @" + MapEgress6},
-				{Rule: "goto " + ChainIngress},
-			},
+			Rules:   forwardRules(),
 		},
 		{
 			Name:    ChainIngress,

@@ -108,6 +108,10 @@ func TestParseErrors(t *testing.T) {
 		{"meta l4proto { tcp-udp, 1 } accept", "not a range of names"},
 		{"tcp dport http-443 accept", "not a range of names"},
 		{"ip saddr { 10.0.0.0/8, 10.1.0.0/16 }", "overlaps"},
+		{"icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert }", "icmpv6 type: only a single value"},
+		{"ip6 hoplimit 1-255", "ip6 hoplimit: only a single value"},
+		{"ip6 hoplimit 256", `invalid 8-bit integer "256"`},
+		{"ip saddr 10.0.0.1 icmpv6 type nd-neighbor-solicit", "conflicting protocols"},
 	} {
 		_, err := CompileRule(inet, c.in, sets)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
