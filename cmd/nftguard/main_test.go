@@ -75,10 +75,10 @@ func TestCLI(t *testing.T) {
 			code: 2, errOut: []string{"error: -:2: not valid YAML", "1 problem(s) reading standard input; nothing changed"}},
 		{name: "unknown field", args: []string{"apply", "-f", "-", "--node-name", "w1", "--netns", noNetNS},
 			stdin: docs(tNS, tPod, strings.Replace(tNP, "policyTypes", "ingresss: [], policyTypes", 1)),
-			code: 2, errOut: []string{"error: -:3: NetworkPolicy: spec.ingresss: unknown field"}},
+			code:  2, errOut: []string{"error: -:3: NetworkPolicy: spec.ingresss: unknown field"}},
 		{name: "wrong apiVersion", args: []string{"render", "-f", "-", "--node-name", "w1"},
 			stdin: docs(tNS, tPod, strings.Replace(tNP, "networking.k8s.io/v1", "extensions/v1beta1", 1)),
-			code: 2, errOut: []string{"nftguard reads NetworkPolicy only as networking.k8s.io/v1"}},
+			code:  2, errOut: []string{"nftguard reads NetworkPolicy only as networking.k8s.io/v1"}},
 		{name: "missing file", args: []string{"render", "-f", "/nonexistent/x.yaml"}, code: 2, errOut: []string{"/nonexistent/x.yaml"}},
 
 		// The node name.
