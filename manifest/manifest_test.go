@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -204,3 +205,33 @@ func TestLoadUnreadablePath(t *testing.T) {
 		t.Fatalf("Load of a missing file = %v, want an InputError naming it", err)
 	}
 }
+
+// FuzzLoad: any input is either refused as a whole (an *InputError, no
+// objects) or read; never a panic, and every message is one line.
+// `go test ./manifest -fuzz FuzzLoad` explores beyond the seeds.
+func FuzzLoad(f *testing.F) {
+	for _, s := range []string{"", ns, docs3, "kind: [\n", "\x00\xff", `{"apiVersion":"v1","kind":"List","items":[` + `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}}]}`,
+		strings.Replace(policy, "name: deny", "name: 'a\"\\n b'", 1)} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		objs, skipped, err := Load(bytes.NewReader(data), "-")
+		var ie *InputError
+		switch {
+		case errors.As(err, &ie):
+			if objs != nil || len(ie.Problems) == 0 {
+				t.Fatalf("InputError with objects or without problems")
+			}
+			skipped = ie.Problems
+		case err != nil:
+			t.Fatalf("Load: %v", err)
+		}
+		for _, p := range skipped {
+			if strings.ContainsAny(p.Error(), "\n\r") {
+				t.Fatalf("message spans lines: %q", p.Error())
+			}
+		}
+	})
+}
+
+const docs3 = ns + "---\n" + pod + "---\n" + policy
