@@ -242,3 +242,9 @@ func TestCompileEqualsReferenceOnRandomClusters(t *testing.T) {
 		}
 	}
 }
+
+// TestReferenceEqualsGoldens shows that the goldens recorded from Compile
+// are also what the reference makes of the same clusters.
+func TestReferenceEqualsGoldens(t *testing.T) {
+	checkRandomGoldens(t, refCompile)
+}
