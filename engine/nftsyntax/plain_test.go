@@ -11,6 +11,41 @@ import (
 	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
+// encodePlainSlow is EncodeElements for a set without flags interval
+// written as plainly as possible, on the general element parser that
+// interval sets use: parse every element (key, then value) and stop at
+// the first that does not parse; then, element by element, refuse a range
+// or prefix and a key seen before. encodePlain must give its output byte
+// for byte and its errors word for word.
+func encodePlainSlow(d SetDecl, elems []ElementText) ([]nftwire.Elem, error) {
+	parts := make([][]span, len(elems))
+	out := make([]nftwire.Elem, len(elems))
+	for i, et := range elems {
+		var err error
+		parts[i], err = parseElementKey(d, et.Key)
+		if err == nil {
+			err = encodeValue(d, et.Value, &out[i])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("set %s element %q: %w", d.Name, et.Key, err)
+		}
+	}
+	seen := map[string]bool{}
+	for i, et := range elems {
+		for j, p := range parts[i] {
+			if !bytes.Equal(p.lo, p.hi) {
+				return nil, fmt.Errorf("set %s element %q: a range or prefix needs flags interval", d.Name, et.Key)
+			}
+			out[i].Key = appendField(out[i].Key, d.Key, j, p.lo)
+		}
+		if seen[string(out[i].Key)] {
+			return nil, fmt.Errorf("set %s: duplicate element %q", d.Name, et.Key)
+		}
+		seen[string(out[i].Key)] = true
+	}
+	return out, nil
+}
+
 // valueTexts are literals of every kind the parsers meet: valid values of
 // each datatype at their edges, IPv4-mapped and zoned IPv6 addresses,
 // prefixes and ranges (valid, reversed, with host bits), names with dashes,

@@ -9,8 +9,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 
 	"github.com/nftguard/nftguard/engine/nftwire"
 )
@@ -242,4 +244,25 @@ func encodePlainRef(d SetDecl, elems []ElementText) ([]nftwire.Elem, error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// The recorded goldens are also what the reference parsers make.
+func TestReferenceEqualsValueGoldens(t *testing.T) {
+	if *update {
+		t.Skip("recording")
+	}
+	checkGolden(t, filepath.Join("testdata", "values.golden"), renderValues(parseValueRef, parseKeyPartRef))
+}
+
+// The simple reference is the old one on every case.
+func TestSlowEqualsReference(t *testing.T) {
+	for _, d := range plainDecls(t) {
+		for _, elems := range append(plainCases, bigPlainCases()...) {
+			got, err := encodePlainSlow(d, elems)
+			want, wantErr := encodePlainRef(d, elems)
+			if fmt.Sprint(err) != fmt.Sprint(wantErr) || !sameElems(got, want) {
+				t.Errorf("%s %v: %v\ngot  %v, %v\nwant %v, %v", d.Key, d.Data, elems, got, err, want, wantErr)
+			}
+		}
+	}
 }
