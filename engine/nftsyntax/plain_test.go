@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
@@ -160,23 +162,11 @@ func TestEncodePlainMatchesSlow(t *testing.T) {
 				t.Errorf("%s %v: %v\nerror %v\nwant  %v", d.Key, d.Data, elems, err, wantErr)
 				continue
 			}
-			if !sameElems(got, want) {
-				t.Errorf("%s %v: %v\ngot  %v\nwant %v", d.Key, d.Data, elems, got, want)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s %v: %v (-encodePlainSlow +EncodeElements):\n%s", d.Key, d.Data, elems, diff)
 			}
 		}
 	}
-}
-
-func sameElems(a, b []nftwire.Elem) bool {
-	if len(a) != len(b) || (a == nil) != (b == nil) {
-		return false
-	}
-	for i := range a {
-		if !elemEqual(a[i], b[i]) || (a[i].KeyEnd == nil) != (b[i].KeyEnd == nil) || (a[i].Data == nil) != (b[i].Data == nil) {
-			return false
-		}
-	}
-	return true
 }
 
 // TestEncodePlainKeysApart: keys share one buffer, yet appending to one
@@ -215,8 +205,11 @@ func FuzzEncodePlain(f *testing.F) {
 		}
 		got, err := EncodeElements(d, elems)
 		want, wantErr := encodePlainSlow(d, elems)
-		if fmt.Sprint(err) != fmt.Sprint(wantErr) || !sameElems(got, want) {
-			t.Fatalf("%s %v: %q\ngot  %v, %v\nwant %v, %v", d.Key, d.Data, elems, got, err, want, wantErr)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("%s %v: %q\nerror %v\nwant  %v", d.Key, d.Data, elems, err, wantErr)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("%s %v: %q (-encodePlainSlow +EncodeElements):\n%s", d.Key, d.Data, elems, diff)
 		}
 	})
 }
