@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"math/rand"
 	"net/netip"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/nftsafe"
@@ -67,11 +68,11 @@ func TestOverlappingNetworksAreMerged(t *testing.T) {
 	want4 := []string{"198.51.0.0/16", "203.0.113.0/25", "203.0.113.128/25"}
 	want6 := []string{"2001:db8::/32"}
 	for _, k := range []string{"allowed", "denied"} {
-		if g := got["eg_svc_shop_web_"+k+"4"]; !reflect.DeepEqual(g, want4) {
-			t.Errorf("%s4 = %v, want %v", k, g, want4)
+		if diff := cmp.Diff(want4, got["eg_svc_shop_web_"+k+"4"]); diff != "" {
+			t.Errorf("%s4 (-want +got):\n%s", k, diff)
 		}
-		if g := got["eg_svc_shop_web_"+k+"6"]; !reflect.DeepEqual(g, want6) {
-			t.Errorf("%s6 = %v, want %v", k, g, want6)
+		if diff := cmp.Diff(want6, got["eg_svc_shop_web_"+k+"6"]); diff != "" {
+			t.Errorf("%s6 (-want +got):\n%s", k, diff)
 		}
 	}
 }

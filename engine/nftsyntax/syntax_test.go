@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -267,5 +268,17 @@ func BenchmarkCompileRule(b *testing.B) {
 		if _, err := CompileRule(inet, rules[i%len(rules)], sets); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestBlockSizes: a rule's AST and its compiled form are allocated as one
+// block each, kept within the size the allocator serves without a type
+// header (see compiledBuf).
+func TestBlockSizes(t *testing.T) {
+	if n := unsafe.Sizeof(compiledBuf{}); n > 512 {
+		t.Errorf("compiledBuf is %d bytes", n)
+	}
+	if n := unsafe.Sizeof(ruleAST{}); n > 512 {
+		t.Errorf("ruleAST is %d bytes", n)
 	}
 }

@@ -1,12 +1,9 @@
 package engine
 
 import (
-	"encoding/binary"
-	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/nftguard/nftguard/engine/nftwire"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -82,55 +79,6 @@ func TestByteorderRuleStable(t *testing.T) {
 	}
 }
 
-// TestSegmentDiff: the element diff of a plain interval set works on whole
-// intervals, deletes each interval as its start followed by its end, and is
-// deterministic.
-func TestSegmentDiff(t *testing.T) {
-	set := func(elems ...string) *kernelSet {
-		d := &Desired{Sets: []Set{{Name: "s", Type: "inet_service", Interval: true}}}
-		for _, e := range elems {
-			d.Sets[0].Elements = append(d.Sets[0].Elements, Element{Key: e})
-		}
-		k, err := compile(0x1, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k.sets["s"]
-	}
-	str := func(els []nftwire.Elem) string {
-		var out []string
-		for _, e := range els {
-			s := fmt.Sprint(binary.BigEndian.Uint16(e.Key))
-			if e.IntervalEnd {
-				s += "e"
-			}
-			out = append(out, s)
-		}
-		return strings.Join(out, " ")
-	}
-	never := func(nftwire.Elem) bool { return false }
-	for _, tc := range []struct {
-		cur, want []string
-		del, add  string
-	}{
-		// An end point inside a kept interval: the interval is replaced.
-		{[]string{"0-1023", "8080"}, []string{"0-511", "512-1023", "8080-8081"}, "0 1024e 8080 8081e", "0 512e 512 1024e 8080 8082e"},
-		// The sentinel goes when an interval starts at zero.
-		{[]string{"80", "443"}, []string{"0-79", "443"}, "0e 80 81e", "0 80e"},
-		// ... and comes back when none does; the open top interval moves.
-		{[]string{"0-9", "60000-65535"}, []string{"10-19", "60001-65535"}, "0 10e 60000", "0e 10 20e 60001"},
-		{[]string{"0-9", "22"}, nil, "0 10e 22 23e", ""},
-		{[]string{"22"}, []string{"22"}, "", ""},
-	} {
-		for i := 0; i < 20; i++ {
-			del, add := diffSegments(set(tc.cur...), set(tc.want...), never)
-			if str(del) != tc.del || str(add) != tc.add {
-				t.Fatalf("%v -> %v: del %q add %q, want del %q add %q", tc.cur, tc.want, str(del), str(add), tc.del, tc.add)
-			}
-		}
-	}
-}
-
 // TestIntervalMapsResync: interval data and verdict maps are written, their
 // intervals changed, and their entries follow a recreated target chain.
 func TestIntervalMapsResync(t *testing.T) {
@@ -155,23 +103,4 @@ func TestIntervalMapsResync(t *testing.T) {
 	d.Sets[0].Elements = []Element{{Key: "0-79", Value: "accept"}, {Key: "80-85", Value: "jump pod-a"}, {Key: "86-90", Value: "jump pod-a"}}
 	mustSync(t, newTestEngine(t, ns), d)
 	converged(t, ns, d)
-}
-
-// TestRuleCommentVerbatim: a rule comment is stored as the caller wrote it
-// (no escapes added); what nft strings cannot hold is refused clearly.
-func TestRuleCommentVerbatim(t *testing.T) {
-	d := &Desired{Chains: []Chain{{Name: "c", Rules: []Rule{{Rule: "accept", Comment: `a\b 'x'`}}}}}
-	k, err := compile(0x1, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ud := string(k.chains["c"].rules[0].userdata); !strings.Contains(ud, `a\b 'x'`+"\x00") {
-		t.Errorf("comment stored as %q", ud)
-	}
-	for _, c := range []string{`say "hi"`, "two\nlines", "nul\x00"} {
-		d.Chains[0].Rules[0].Comment = c
-		if _, err := compile(0x1, d); err == nil {
-			t.Errorf("comment %q accepted", c)
-		}
-	}
 }

@@ -53,3 +53,22 @@ func TestCompiledChainsFollowTheirSetDeclarations(t *testing.T) {
 		t.Error("a failed compile changed what the compiler remembers")
 	}
 }
+
+// TestRuleCommentVerbatim: a rule comment is stored as the caller wrote it
+// (no escapes added); what nft strings cannot hold is refused clearly.
+func TestRuleCommentVerbatim(t *testing.T) {
+	d := &Desired{Chains: []Chain{{Name: "c", Rules: []Rule{{Rule: "accept", Comment: `a\b 'x'`}}}}}
+	k, err := compile(0x1, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ud := string(k.chains["c"].rules[0].userdata); !strings.Contains(ud, `a\b 'x'`+"\x00") {
+		t.Errorf("comment stored as %q", ud)
+	}
+	for _, c := range []string{`say "hi"`, "two\nlines", "nul\x00"} {
+		d.Chains[0].Rules[0].Comment = c
+		if _, err := compile(0x1, d); err == nil {
+			t.Errorf("comment %q accepted", c)
+		}
+	}
+}
