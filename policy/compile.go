@@ -205,3 +205,11 @@ func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 func sortElements(s *engine.Set) {
 	sort.Slice(s.Elements, func(i, j int) bool { return s.Elements[i].Key < s.Elements[j].Key })
 }
+
+// PolicyTypes tells whether np isolates the pods it selects for ingress
+// and for egress, with the API's defaulting (Ingress always, Egress when
+// the policy has egress rules, unless policyTypes says otherwise): what
+// readers of denied-packet logs name the deciding policies by.
+func PolicyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
+	return policyTypes(np)
+}
