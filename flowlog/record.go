@@ -56,7 +56,7 @@ type Record struct {
 	SrcPort uint16 `json:"srcPort,omitempty"`
 	DstPort uint16 `json:"dstPort,omitempty"`
 	// ICMPType and ICMPCode are set for ICMP and ICMPv6 (HasICMP).
-	HasICMP  bool  `json:"-"`
+	HasICMP  bool  `json:"icmp,omitempty"`
 	ICMPType uint8 `json:"icmpType,omitempty"`
 	ICMPCode uint8 `json:"icmpCode,omitempty"`
 	// Length is the packet's length from its IP header.
