@@ -18,6 +18,10 @@ type Input struct {
 	Namespaces []*corev1.Namespace
 	Pods       []*corev1.Pod
 	Policies   []*networkingv1.NetworkPolicy
+	// LogDenied, when set, logs the packets the chains of pods in
+	// namespaces annotated AnnotationLogDenied drop (see logdenied.go).
+	// nil, the default, leaves the table exactly as without logging.
+	LogDenied *LogDenied
 }
 
 // Output is the policy part of the desired table.
@@ -57,6 +61,9 @@ type compiler struct {
 	// ("MAP ADDRESS"), and the shared addresses already reported
 	// ("shared POD ADDRESS"), see addDispatch.
 	dispatch map[string]*selection.Pod
+	// logged are the namespaces whose pods' chains end in the shared
+	// denied chains; nil when the node does not log.
+	logged map[string]bool
 
 	// The rule being compiled, see rule.
 	scratch ruleScratch
@@ -87,6 +94,7 @@ func (m *Compiler) Compile(in Input) Output {
 		prev:  m.prev,
 		next:  newMemo(in.NodeName, len(in.Policies)),
 	}
+	c.logged = loggedNamespaces(&c.in)
 	defer func() { m.prev = c.next }()
 	c.problems = append(c.problems, sel.Problems()...)
 
@@ -153,8 +161,11 @@ func (m *Compiler) Compile(in Input) Output {
 
 	out := Output{}
 	fixed := fixedChains()
-	out.Chains = make([]engine.Chain, 0, len(fixed)+len(podChains))
+	out.Chains = make([]engine.Chain, 0, len(fixed)+2+len(podChains))
 	out.Chains = append(out.Chains, fixed...)
+	if in.LogDenied != nil {
+		out.Chains = append(out.Chains, deniedChains(*in.LogDenied)...)
+	}
 	out.Chains = append(out.Chains, podChains...)
 	out.Sets = make([]engine.Set, 0, 4+len(c.sets))
 	for _, m := range maps.all() {
@@ -193,4 +204,12 @@ func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 
 func sortElements(s *engine.Set) {
 	sort.Slice(s.Elements, func(i, j int) bool { return s.Elements[i].Key < s.Elements[j].Key })
+}
+
+// PolicyTypes tells whether np isolates the pods it selects for ingress
+// and for egress, with the API's defaulting (Ingress always, Egress when
+// the policy has egress rules, unless policyTypes says otherwise): what
+// readers of denied-packet logs name the deciding policies by.
+func PolicyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
+	return policyTypes(np)
 }

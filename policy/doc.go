@@ -62,6 +62,8 @@
 //	                are unique, bounded and safe
 //	incremental.go  Compiler and its memo: what one compile keeps for the
 //	                next
+//	logdenied.go    LogDenied: the rate-limited log of denied packets for
+//	                namespaces that opt in (shared np_denied_* chains)
 //	validate.go     Validate: the API server's rules for a NetworkPolicy
 //	ranges.go       ipBlock arithmetic
 //

@@ -21,7 +21,14 @@ var (
 	setRef   = regexp.MustCompile(`@([a-zA-Z0-9/_.\-]+)`)
 	chainRef = regexp.MustCompile(`\b(?:jump|goto) ([a-zA-Z0-9/_.\-]+)`)
 	anonSet  = regexp.MustCompile(`\{([^{}]*)\}`)
+	// logPrefix is the one quoted string rule text may carry: the prefix
+	// of a log statement (logging of denied packets, issue 16).
+	logPrefix = regexp.MustCompile(`\blog prefix "([^"]*)"`)
 )
+
+// MaxLogPrefix is the longest log prefix nft accepts (NF_LOG_PREFIXLEN
+// less its terminating NUL).
+const MaxLogPrefix = 127
 
 // Check reports everything in d that the kernel would refuse, or that nft
 // could not print and read back as the same table: names that are not nft
@@ -59,7 +66,17 @@ func Check(d *engine.Desired) []error {
 		for i, r := range c.Rules {
 			where := fmt.Sprintf("chain %s rule %d", c.Name, i)
 			checkComment(bad, where, r.Comment)
-			checkText(bad, where, r.Rule, "\"#;\\")
+			text := r.Rule
+			for _, m := range logPrefix.FindAllStringSubmatch(text, -1) {
+				if len(m[1]) > MaxLogPrefix {
+					bad("%s: log prefix of %d bytes, nft takes at most %d", where, len(m[1]), MaxLogPrefix)
+				}
+				if !commentOK(m[1]) {
+					bad("%s: log prefix %q has a byte nft cannot quote", where, m[1])
+				}
+			}
+			// The prefixes checked, the rest holds no quote at all.
+			checkText(bad, where, logPrefix.ReplaceAllString(text, "log prefix P"), "\"#;\\")
 			for _, m := range setRef.FindAllStringSubmatch(r.Rule, -1) {
 				if !sets[m[1]] {
 					bad("%s: set @%s is not declared", where, m[1])

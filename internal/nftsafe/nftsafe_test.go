@@ -52,6 +52,7 @@ func TestCheck(t *testing.T) {
 	ok := &engine.Desired{
 		Chains: []engine.Chain{{Name: "c", Comment: "fine", Rules: []engine.Rule{
 			{Rule: "tcp dport { 1-100, 101-200 } ip saddr @s jump d"},
+			{Rule: `limit rate 10/second counter log prefix "nftguard denied ingress" group 7`},
 		}}, {Name: "d"}},
 		Sets: []engine.Set{
 			{Name: "s", Type: "ipv4_addr", Interval: true, Elements: []engine.Element{{Key: "10.0.0.0/25"}, {Key: "10.0.0.128-10.0.1.0"}}},
@@ -73,6 +74,9 @@ func TestCheck(t *testing.T) {
 		"bad name":        {Chains: []engine.Chain{{Name: "c d"}}},
 		"long name":       {Chains: []engine.Chain{{Name: strings.Repeat("c", 256)}}},
 		"twice":           {Chains: []engine.Chain{{Name: "c"}, {Name: "c"}}},
+		"long log prefix": {Chains: []engine.Chain{{Name: "c", Rules: []engine.Rule{{Rule: `log prefix "` + strings.Repeat("p", 128) + `" group 1`}}}}},
+		"quote after log": {Chains: []engine.Chain{{Name: "c", Rules: []engine.Rule{{Rule: `log prefix "a" accept comment "b"`}}}}},
+		"escape in log":   {Chains: []engine.Chain{{Name: "c", Rules: []engine.Rule{{Rule: `log prefix "a\" group 1`}}}}},
 		"rule syntax":     {Chains: []engine.Chain{{Name: "c", Rules: []engine.Rule{{Rule: "accept; flush ruleset"}}}}},
 		"family mismatch": {Sets: []engine.Set{{Name: "s", Type: "ipv6_addr", Interval: true, Elements: []engine.Element{{Key: "10.0.0.0/8"}}}}},
 	} {
