@@ -28,6 +28,9 @@ type Input struct {
 	Services        []*corev1.Service
 	ClusterCIDRs    []netip.Prefix
 	ServiceCIDRs    []netip.Prefix
+	// LogDenied turns on logging of denied packets for pods of
+	// namespaces that opt in (see policy.LogDenied); nil leaves it off.
+	LogDenied *policy.LogDenied
 }
 
 // Result is the desired table and what was left out of it.
@@ -66,6 +69,7 @@ func (b *Builder) Build(in Input) Result {
 		Namespaces: in.Namespaces,
 		Pods:       in.Pods,
 		Policies:   in.NetworkPolicies,
+		LogDenied:  in.LogDenied,
 	})
 	eg := egress.Compile(egress.Input{
 		NodeName:     in.NodeName,

@@ -349,7 +349,7 @@ func TestEgressSNAT(t *testing.T) {
 	stderr = e.apply(true)
 	expect("bad annotation: skipped", "x/b", ext4, masq4)
 	expect("bad annotation: others stay", "x/a", ext4, lbIPv4)
-	if !strings.Contains(stderr, `kube-vip.io/egress-destination-ports="tcp:http"`) {
+	if !strings.Contains(stderr, `kube-vip.io/egress-destination-ports]="tcp:http"`) {
 		t.Errorf("bad annotation not named: %q", stderr)
 	}
 	e.services = []*corev1.Service{web}

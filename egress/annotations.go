@@ -3,6 +3,7 @@ package egress
 import (
 	"fmt"
 	"net/netip"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -93,10 +94,18 @@ func parseService(svc *corev1.Service) (*egressService, []problem.Problem, []pro
 		}
 		es.denied = ps
 	}
-	for _, ing := range svc.Status.LoadBalancer.Ingress {
-		a, err := netip.ParseAddr(ing.IP)
-		if err != nil {
+	for i, ing := range svc.Status.LoadBalancer.Ingress {
+		if ing.IP == "" {
 			continue // hostname-only ingress: no address to translate to
+		}
+		a, err := netip.ParseAddr(ing.IP)
+		if err != nil || a.Zone() != "" {
+			// Not "no address yet": the load balancer wrote something
+			// that is not an address, and that is what to fix.
+			probs = append(probs, problem.Problem{Object: serviceObject(svc),
+				Field: fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), Value: ing.IP,
+				Reason: "not an IP address"})
+			continue
 		}
 		a = a.Unmap()
 		if a.Is4() && !es.lb4.IsValid() {
@@ -116,8 +125,54 @@ func parseService(svc *corev1.Service) (*egressService, []problem.Problem, []pro
 	return es, nil, nil
 }
 
-// parsePorts reads "tcp:443,udp:53,sctp:9000-9010".
+// Bounds on what one annotation may ask for, after merging: each list
+// becomes one anonymous set in a rule or one named set, and a tenant must not
+// be able to make a single Service's part of the batch arbitrarily large.
+const (
+	maxPortItems = 512
+	maxNetItems  = 1024
+)
+
+// parsePorts reads "tcp:443,udp:53,sctp:9000-9010". Repeated, overlapping
+// and adjacent ranges of one protocol are merged (tcp:1-100,tcp:50-200 is
+// tcp:1-200): the kernel refuses a set whose elements overlap or repeat,
+// and the union is exactly what was asked for, so merging loses nothing.
+// The result is sorted by protocol, then port.
 func parsePorts(v string) ([]portMatch, error) {
+	out, err := parsePortList(v)
+	if err != nil {
+		return nil, err
+	}
+	out = mergePorts(out)
+	if len(out) > maxPortItems {
+		return nil, fmt.Errorf("%d port ranges after merging; at most %d are allowed", len(out), maxPortItems)
+	}
+	return out, nil
+}
+
+// mergePorts sorts port ranges by protocol and start and joins those of one
+// protocol that overlap or touch.
+func mergePorts(ms []portMatch) []portMatch {
+	sort.Slice(ms, func(i, j int) bool {
+		if ms[i].proto != ms[j].proto {
+			return ms[i].proto < ms[j].proto
+		}
+		return ms[i].lo < ms[j].lo
+	})
+	out := ms[:0]
+	for _, m := range ms {
+		if n := len(out); n > 0 && out[n-1].proto == m.proto && uint32(m.lo) <= uint32(out[n-1].hi)+1 {
+			if m.hi > out[n-1].hi {
+				out[n-1].hi = m.hi
+			}
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func parsePortList(v string) ([]portMatch, error) {
 	var out []portMatch
 	for _, item := range strings.Split(v, ",") {
 		item = strings.TrimSpace(item)
@@ -164,7 +219,7 @@ func parseNets(v string) ([]netip.Prefix, error) {
 		}
 		if !strings.Contains(item, "/") {
 			a, err := netip.ParseAddr(item)
-			if err != nil {
+			if err != nil || a.Zone() != "" {
 				return nil, fmt.Errorf("%q is not a CIDR or an address", item)
 			}
 			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
@@ -178,6 +233,11 @@ func parseNets(v string) ([]netip.Prefix, error) {
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no networks")
+	}
+	// Repeated and nested networks are dropped here (mergePrefixes), so
+	// the bound counts what would reach the kernel.
+	if n := len(mergePrefixes(out)); n > maxNetItems {
+		return nil, fmt.Errorf("%d networks; at most %d are allowed", n, maxNetItems)
 	}
 	return out, nil
 }

@@ -1,8 +1,6 @@
 package egress
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -13,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/nftguard/nftguard/engine"
-	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/problem"
 )
 
@@ -38,8 +36,7 @@ const (
 	MapDispatch6   = "eg_dispatch6"
 	// ChainPriority puts eg_postrouting before ordinary source NAT
 	// (srcnat, 100): the first NAT binding of a connection is ours.
-	ChainPriority   = 90
-	maxChainNameLen = 200
+	ChainPriority = 90
 )
 
 // Input is the cluster state the egress part is compiled from.
@@ -121,7 +118,16 @@ func (s *egressService) restricted() bool {
 func Compile(in Input) Output {
 	out := Output{Bindings: map[netip.Addr]Binding{}}
 	var services []*egressService
+	seen := make(map[string]bool, len(in.Services))
 	for _, svc := range in.Services {
+		if k := svc.Namespace + "/" + svc.Name; seen[k] {
+			// Only possible from manifests: one chain name each.
+			out.Problems = append(out.Problems, problem.Problem{Object: serviceObject(svc),
+				Reason: "another Service of the same namespace and name comes first"})
+			continue
+		} else {
+			seen[k] = true
+		}
 		es, probs, warns := parseService(svc)
 		out.Problems = append(out.Problems, probs...)
 		out.Warnings = append(out.Warnings, warns...)
@@ -156,7 +162,8 @@ func Compile(in Input) Output {
 	disp6 := engine.Set{Name: MapDispatch6, Type: "ipv6_addr", Map: "verdict", Comment: "pod -> restricted egress Service"}
 	var svcChains []engine.Chain
 	var svcSets []engine.Set
-	owner := map[string]string{} // pod key → winning Service key
+	owner := map[string]string{}     // pod key → winning Service key
+	bound := map[netip.Addr]string{} // pod address → pod key translated to it
 
 	// The pods that can be translated (on this node, own address, not
 	// terminated) by namespace, in input order: each Service only looks at
@@ -187,6 +194,15 @@ func Compile(in Input) Output {
 				continue // no address yet: nothing to translate
 			}
 			owner[pk] = s.key
+			// An address is a map key: a second pod claiming one
+			// already bound (a stale or hand-written status) would
+			// make the kernel refuse the whole batch.
+			if s.lb4.IsValid() {
+				a4 = claim(bound, a4, pk, s, &out)
+			}
+			if s.lb6.IsValid() {
+				a6 = claim(bound, a6, pk, s, &out)
+			}
 			v4 = append(v4, a4...)
 			v6 = append(v6, a6...)
 		}
@@ -267,20 +283,15 @@ func Compile(in Input) Output {
 // untranslated, then each protocol's rule checks the allowed networks and the
 // port lists and translates.
 func (s *egressService) chain(v4, v6 []netip.Addr) (engine.Chain, []engine.Set) {
-	name := "eg_svc_" + s.svc.Namespace + "_" + s.svc.Name
-	if len(name) > maxChainNameLen {
-		// Keep long names unique: cut, then add a hash of the whole.
-		h := sha256.Sum256([]byte(name))
-		name = name[:maxChainNameLen-17] + "_" + hex.EncodeToString(h[:8])
-	}
-	ch := engine.Chain{Name: name, Comment: nftsyntax.ClipComment("egress of Service " + s.key)}
+	name := nftsafe.Name("eg_svc_" + nftsafe.NamePart(s.svc.Namespace) + "_" + nftsafe.NamePart(s.svc.Name))
+	ch := engine.Chain{Name: name, Comment: nftsafe.Comment("egress of Service " + s.key)}
 	var sets []engine.Set
 	netSet := func(kind string, is4 bool, nets []netip.Prefix) string {
 		typ, fam := "ipv6_addr", "6"
 		if is4 {
 			typ, fam = "ipv4_addr", "4"
 		}
-		set := engine.Set{Name: name + "_" + kind + fam, Type: typ, Interval: true, Comment: nftsyntax.ClipComment(s.key + " " + kind + " networks")}
+		set := engine.Set{Name: name + "_" + kind + fam, Type: typ, Interval: true, Comment: nftsafe.Comment(s.key + " " + kind + " networks")}
 		for _, p := range mergePrefixes(nets) {
 			if p.Addr().Is4() == is4 {
 				set.Elements = append(set.Elements, engine.Element{Key: p.String()})
@@ -337,12 +348,30 @@ func (s *egressService) chain(v4, v6 []netip.Addr) (engine.Chain, []engine.Set) 
 				}
 			}
 			m.WriteString("snat " + fam.kw + " to " + fam.lb.String())
-			ch.Rules = append(ch.Rules, engine.Rule{Rule: m.String(), Comment: nftsyntax.ClipComment(s.key)})
+			ch.Rules = append(ch.Rules, engine.Rule{Rule: m.String(), Comment: nftsafe.Comment(s.key)})
 		}
 	}
 	// A packet that matched no rule returns to eg_postrouting, where the
 	// snat maps do not hold this pod: it leaves untranslated.
 	return ch, sets
+}
+
+// claim returns the addresses of pod pk that no other pod has claimed yet,
+// claiming them, with a warning on s for each taken one.
+func claim(bound map[netip.Addr]string, as []netip.Addr, pk string, s *egressService, out *Output) []netip.Addr {
+	kept := as[:0]
+	for _, a := range as {
+		if other, taken := bound[a]; taken {
+			if other != pk {
+				out.Warnings = append(out.Warnings, problem.Problem{Object: serviceObject(s.svc),
+					Reason: fmt.Sprintf("pod %s has address %s, which pod %s already has; it is translated for %s only", pk, a, other, other)})
+			}
+			continue
+		}
+		bound[a] = pk
+		kept = append(kept, a)
+	}
+	return kept
 }
 
 func hasProto(ms []portMatch, p string) bool {
@@ -392,7 +421,7 @@ func podAddrs(p *corev1.Pod) (v4, v6 []netip.Addr) {
 	}
 	for _, ip := range ips {
 		a, err := netip.ParseAddr(ip.IP)
-		if err != nil {
+		if err != nil || a.Zone() != "" {
 			continue // the policy compiler reports bad pod addresses
 		}
 		a = a.Unmap()
@@ -412,7 +441,7 @@ func nodeAddrs(in Input) []netip.Addr {
 			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
 				continue
 			}
-			if ip, err := netip.ParseAddr(a.Address); err == nil {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Zone() == "" {
 				out = append(out, ip.Unmap())
 			}
 		}
@@ -433,18 +462,15 @@ func mergePrefixes(ps []netip.Prefix) []netip.Prefix {
 		}
 		return cp[i].Bits() < cp[j].Bits()
 	})
+	// Two prefixes are either disjoint or nested, and sorting puts a
+	// container before what it contains: only the last prefix kept can
+	// contain the next one, so one comparison each keeps this O(n log n).
 	var out []netip.Prefix
 	for _, p := range cp {
-		covered := false
-		for _, q := range out {
-			if q.Bits() <= p.Bits() && q.Contains(p.Addr()) {
-				covered = true
-				break
-			}
+		if n := len(out); n > 0 && out[n-1].Bits() <= p.Bits() && out[n-1].Contains(p.Addr()) {
+			continue
 		}
-		if !covered {
-			out = append(out, p)
-		}
+		out = append(out, p)
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/nftsafe"
 )
 
 func svc(ns, name string, created time.Time, ann map[string]string, lbIPs ...string) *corev1.Service {
@@ -55,6 +56,9 @@ func compileChecked(t *testing.T, in Input) Output {
 	}
 	if _, err := fake.Sync(context.Background(), &engine.Desired{Chains: out.Chains, Sets: out.Sets}); err != nil {
 		t.Fatalf("compiled table does not load: %v", err)
+	}
+	for _, err := range nftsafe.Check(&engine.Desired{Chains: out.Chains, Sets: out.Sets}) {
+		t.Errorf("the kernel would refuse the compiled table: %v", err)
 	}
 	return out
 }

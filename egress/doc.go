@@ -23,7 +23,20 @@
 //	                       with restrictions, whose chain checks them and
 //	                       translates
 //
-// Destination and source port lists are matched as protocol . port pairs, so
-// each protocol is matched on its own: no rule ever requires two protocols at
+// Destination and source port lists are matched per protocol, so each
+// protocol is matched on its own: no rule ever requires two protocols at
 // once.
+//
+// # Hostile and broken input
+//
+// No Service can make the kernel refuse the batch that carries everyone
+// else's table. Repeated, overlapping and adjacent port ranges of one
+// protocol are merged (tcp:1-100,tcp:50-200 is tcp:1-200) and repeated or
+// nested networks dropped, since the union is exactly what was asked for;
+// a list longer than 512 port ranges or 1024 networks after merging skips
+// the Service with a problem naming the annotation. A load-balancer address
+// that does not parse skips the Service with a problem naming
+// status.loadBalancer.ingress[i].ip. A pod address already translated for
+// another pod is not a second map key (a warning names both). Names and
+// comments derived from the Service go through internal/nftsafe.
 package egress

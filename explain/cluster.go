@@ -138,7 +138,9 @@ func New(in Input) (*Cluster, []problem.Problem) {
 	return c, problems
 }
 
-// policyTypes applies the API server's defaulting of spec.policyTypes.
+// policyTypes applies the API server's defaulting of spec.policyTypes. The
+// compiler has its own: written twice on purpose, as the package
+// documentation says.
 func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 	if len(np.Spec.PolicyTypes) == 0 {
 		return true, len(np.Spec.Egress) > 0

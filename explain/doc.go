@@ -2,10 +2,16 @@
 // allows it, and names the policy rule that decided.
 //
 // It is an independent reading of the NetworkPolicy specification that works
-// on the API objects directly. It deliberately shares no code with the policy
-// compiler or the nftables rules it produces: its purpose is to cross-check
-// them (the e2e tests compare its answers with real probes through the
-// kernel). Like the compiler it is pure: objects in, a verdict out.
+// on the API objects directly. Its purpose is to cross-check the policy
+// compiler and the nftables rules it produces (the e2e tests compare its
+// answers with real probes through the kernel), so it deliberately shares
+// none of the compiler's semantics: not the selection of pods and
+// namespaces (package selection), not the defaulting of policyTypes (which
+// it writes again), not the matching of peers and ports. It does share one
+// thing on purpose: policy.Validate, the API server's rules for which
+// objects exist at all. Both must skip the same invalid policies, or a
+// cross-check would report the difference in input as a difference in
+// meaning. Like the compiler it is pure: objects in, a verdict out.
 //
 // The semantics:
 //
@@ -23,4 +29,15 @@
 //     always allowed; hostNetwork pods are never isolated nor selected by
 //     pod selectors; terminated pods are ignored; addresses that are not
 //     pods are only matched by ipBlocks.
+//   - IPv6 neighbour discovery (ICMPv6 types 135 and 136, asked about as
+//     `--port icmpv6/135`) is allowed before any policy: on a bridge with
+//     br_netfilter, pods resolve each other through the forward hook with
+//     their own addresses, and an isolated pod would otherwise lose IPv6
+//     to its neighbours. The table accepts these messages only with hop
+//     limit 255 (RFC 4861 section 7.1), i.e. only from the pods' own link.
+//     Any other ICMPv6 type is judged like other flows: only rules without
+//     ports admit it. ICMP errors about an allowed flow pass as related
+//     traffic of that flow, and link-local signalling (router and multicast
+//     listener messages, DHCPv6) never meets policy, whose keys are pod
+//     addresses.
 package explain

@@ -55,11 +55,15 @@ func (r RuleRef) String() string {
 func (c *Cluster) Explain(f Flow) (*Result, error) {
 	switch f.Protocol {
 	case corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP:
+		if f.Port < 1 || f.Port > 65535 {
+			return nil, badInput("port %d: must be from 1 to 65535", f.Port)
+		}
+	case ProtocolICMPv6:
+		if f.Port < 0 || f.Port > 255 {
+			return nil, badInput("ICMPv6 type %d: must be from 0 to 255", f.Port)
+		}
 	default:
 		return nil, badInput("protocol %q: must be TCP, UDP or SCTP", f.Protocol)
-	}
-	if f.Port < 1 || f.Port > 65535 {
-		return nil, badInput("port %d: must be from 1 to 65535", f.Port)
 	}
 	from, err := c.resolve(f.From)
 	if err != nil {
@@ -69,15 +73,41 @@ func (c *Cluster) Explain(f Flow) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--to: %w", err)
 	}
-	if err := pickAddrs(&from, &to, f.Family); err != nil {
+	family := f.Family
+	if f.Protocol == ProtocolICMPv6 && family == 0 {
+		family = 6 // ICMPv6 has no IPv4 flow to default to
+	}
+	if err := pickAddrs(&from, &to, family); err != nil {
 		return nil, err
 	}
 	r := &Result{From: from, To: to, Protocol: f.Protocol, Port: f.Port}
+	if f.Protocol == ProtocolICMPv6 {
+		if from.Addr.Is4() {
+			return nil, badInput("ICMPv6 needs IPv6 addresses, not %s and %s", from.Addr, to.Addr)
+		}
+		if f.Port == icmpv6NeighborSolicit || f.Port == icmpv6NeighborAdvert {
+			d := Decision{Allowed: true, Reason: neighbourDiscovery}
+			r.Egress, r.Ingress, r.Allowed = d, d, true
+			return r, nil
+		}
+		// Any other ICMPv6 type is a flow like others: only rules
+		// without ports admit it.
+	}
 	r.Egress = c.side(false, from, to, f)
 	r.Ingress = c.side(true, to, from, f)
 	r.Allowed = r.Egress.Allowed && r.Ingress.Allowed
 	return r, nil
 }
+
+// ICMPv6 neighbour solicitation and advertisement, which the table accepts
+// before any policy.
+const (
+	icmpv6NeighborSolicit = 135
+	icmpv6NeighborAdvert  = 136
+)
+
+const neighbourDiscovery = "IPv6 neighbour discovery: accepted before policy (with hop limit 255, as RFC 4861 requires, so only on the pods' own link), " +
+	"so that pods on one bridge can resolve each other whatever isolates them"
 
 // side judges the egress of self towards peer, or (ingress) the ingress of
 // self from peer.

@@ -29,7 +29,13 @@ type Flow struct {
 	Family int
 }
 
-// ParsePort reads "tcp/80", "UDP/53" or "sctp/9000".
+// ProtocolICMPv6 is no Kubernetes protocol: a flow of it carries an ICMPv6
+// type where others carry a port ("icmpv6/135"), so that explain can say
+// what happens to neighbour discovery (see Explain).
+const ProtocolICMPv6 corev1.Protocol = "ICMPv6"
+
+// ParsePort reads "tcp/80", "UDP/53", "sctp/9000", or "icmpv6/135" (an
+// ICMPv6 type, 0 to 255).
 func ParsePort(s string) (corev1.Protocol, int32, error) {
 	proto, num, ok := strings.Cut(s, "/")
 	if !ok {
@@ -43,6 +49,12 @@ func ParsePort(s string) (corev1.Protocol, int32, error) {
 		p = corev1.ProtocolUDP
 	case "SCTP":
 		p = corev1.ProtocolSCTP
+	case "ICMPV6":
+		n, err := strconv.Atoi(num)
+		if err != nil || n < 0 || n > 255 {
+			return "", 0, badInput("port %q: an ICMPv6 type must be a number from 0 to 255", s)
+		}
+		return ProtocolICMPv6, int32(n), nil
 	default:
 		return "", 0, badInput("port %q: protocol must be tcp, udp or sctp", s)
 	}

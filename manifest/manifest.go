@@ -2,9 +2,20 @@
 // documents per file, files or directories) into the typed API objects that
 // nftguard's compilers read, for the one-shot commands that run without an
 // API server.
+//
+// Reading is strict, like `kubectl apply --validate=strict`, and it is all or
+// nothing: input that cannot be decoded completely (a syntax error anywhere,
+// an unknown or duplicate field, a known kind with an apiVersion nftguard
+// does not read, a document that is not an object) makes Load return an
+// *InputError and no objects, so a caller changes nothing rather than
+// enforce a guess. A well-formed object whose metadata the API server would
+// refuse (an invalid name, namespace, label or annotation key) is a Problem:
+// it is left out and the rest is returned, as the compilers do with objects
+// they cannot compile.
 package manifest
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -15,10 +26,16 @@ import (
 	"sort"
 	"strings"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nftguard/nftguard/problem"
 )
@@ -31,20 +48,58 @@ type Objects struct {
 	NetworkPolicies []*networkingv1.NetworkPolicy
 	Services        []*corev1.Service
 	EndpointSlices  []*discoveryv1.EndpointSlice
+	// Warnings are about input that was read but may not mean what its
+	// author thinks: an object given twice (the later one is used).
+	Warnings []problem.Problem
+
+	// sources maps kind/namespace/name to "FILE:DOCUMENT".
+	sources map[string]string
+}
+
+// Len is the number of objects.
+func (o *Objects) Len() int {
+	return len(o.Namespaces) + len(o.Nodes) + len(o.Pods) + len(o.NetworkPolicies) + len(o.Services) + len(o.EndpointSlices)
+}
+
+// Source says where the object was read ("FILE:DOCUMENT"), or "" when it was
+// not read from a manifest. The apiVersion is ignored: each kind is read in
+// one version only.
+func (o *Objects) Source(obj problem.Object) string {
+	return o.sources[sourceKey(obj.Kind, obj.Namespace, obj.Name)]
+}
+
+func sourceKey(kind, ns, name string) string { return kind + "\x00" + ns + "\x00" + name }
+
+// InputError says the manifests could not be read completely; Problems
+// names every document that could not be decoded and why. Nothing read is
+// returned with it: applying what could be read would enforce a guess.
+type InputError struct {
+	Problems []problem.Problem
+}
+
+func (e *InputError) Error() string {
+	if len(e.Problems) == 1 {
+		return "unreadable input: " + e.Problems[0].Error()
+	}
+	return fmt.Sprintf("unreadable input: %d problems, the first: %v", len(e.Problems), e.Problems[0])
 }
 
 // Load reads every manifest under paths: a file, a directory (its *.yaml,
-// *.yml and *.json files, recursively), or "-" for standard input. An
-// unreadable path is an error; a document that is not a valid object is a
-// Problem and the others are still returned. Kinds nftguard does not use are
-// ignored.
+// *.yml and *.json files, recursively), or "-" for standard input.
+//
+// If anything cannot be read or decoded, Load returns an *InputError naming
+// every such document, and no objects. Otherwise it returns the objects and
+// the Problems of the objects it left out because the API server would
+// refuse their metadata. Kinds nftguard does not read are ignored, as are
+// kinds of other API groups that share a name with one it reads (a Knative
+// Service).
 func Load(stdin io.Reader, paths ...string) (*Objects, []problem.Problem, error) {
-	objs := &Objects{}
-	var problems []problem.Problem
+	r := &reader{index: map[string]int{}}
 	for _, p := range paths {
 		files, err := expand(p)
 		if err != nil {
-			return nil, nil, err
+			r.bad(problem.Problem{Source: p, Reason: err.Error()})
+			continue
 		}
 		for _, f := range files {
 			var data []byte
@@ -54,12 +109,16 @@ func Load(stdin io.Reader, paths ...string) (*Objects, []problem.Problem, error)
 				data, err = os.ReadFile(f)
 			}
 			if err != nil {
-				return nil, nil, fmt.Errorf("read manifest %s: %w", f, err)
+				r.bad(problem.Problem{Source: f, Reason: fmt.Sprintf("cannot read: %v", err)})
+				continue
 			}
-			problems = append(problems, decodeStream(f, data, objs)...)
+			r.file(f, data)
 		}
 	}
-	return objs, problems, nil
+	if len(r.unreadable) > 0 {
+		return nil, nil, &InputError{Problems: r.unreadable}
+	}
+	return r.objects(), r.skipped, nil
 }
 
 func expand(p string) ([]string, error) {
@@ -68,7 +127,7 @@ func expand(p string) ([]string, error) {
 	}
 	st, err := os.Stat(p)
 	if err != nil {
-		return nil, fmt.Errorf("read manifests: %w", err)
+		return nil, err
 	}
 	if !st.IsDir() {
 		return []string{p}, nil
@@ -87,117 +146,346 @@ func expand(p string) ([]string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read manifests in %s: %w", p, err)
+		return nil, err
 	}
 	sort.Strings(files)
 	return files, nil
 }
 
-type typeMeta struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
-	} `json:"metadata"`
-	Items []json.RawMessage `json:"items"`
+// kind is what the reader knows about one kind it reads.
+type kind struct {
+	apiVersion string
+	namespaced bool
+	// name validates metadata.name as the API server does for this kind.
+	name apivalidation.ValidateNameFunc
+	// decode decodes a document strictly and returns the object's metadata.
+	decode func(data []byte) (any, *metav1.ObjectMeta, []error)
 }
 
-func decodeStream(file string, data []byte, objs *Objects) []problem.Problem {
-	var problems []problem.Problem
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for doc := 0; ; doc++ {
-		var raw json.RawMessage
-		err := dec.Decode(&raw)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		src := fmt.Sprintf("%s:%d", file, doc+1)
+func decodeAs[T any](meta func(*T) *metav1.ObjectMeta) func([]byte) (any, *metav1.ObjectMeta, []error) {
+	return func(data []byte) (any, *metav1.ObjectMeta, []error) {
+		o := new(T)
+		// UnmarshalStrict is what the API machinery's strict serializer
+		// uses: case-sensitive, unknown and duplicate fields are errors
+		// that carry the field path.
+		strictErrs, err := kjson.UnmarshalStrict(data, o)
 		if err != nil {
-			problems = append(problems, problem.Problem{Source: src, Reason: fmt.Sprintf("not valid YAML or JSON: %v", err)})
-			break // the decoder cannot resynchronise after a syntax error
+			return nil, nil, []error{err}
 		}
-		if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-			continue // empty document between separators
+		if len(strictErrs) > 0 {
+			return nil, nil, strictErrs
 		}
-		problems = append(problems, decodeObject(src, raw, objs)...)
+		return o, meta(o), nil
 	}
-	return problems
 }
 
-func decodeObject(src string, raw json.RawMessage, objs *Objects) []problem.Problem {
-	var tm typeMeta
-	if err := json.Unmarshal(raw, &tm); err != nil {
-		return []problem.Problem{{Source: src, Reason: fmt.Sprintf("not a Kubernetes object: %v", err)}}
-	}
-	if tm.Kind == "" || tm.APIVersion == "" {
-		return []problem.Problem{{Source: src, Reason: "apiVersion and kind are required"}}
-	}
-	if strings.HasSuffix(tm.Kind, "List") && tm.APIVersion == "v1" {
-		var out []problem.Problem
-		for i, item := range tm.Items {
-			out = append(out, decodeObject(fmt.Sprintf("%s[%d]", src, i), item, objs)...)
+// kinds are the kinds nftguard reads, with the name rules of the API
+// server's validation for each (Services are DNS-1035 labels, Namespaces
+// DNS-1123 labels, the others DNS-1123 subdomains).
+var kinds = map[string]kind{
+	"Namespace": {problem.CoreV1, false, apivalidation.ValidateNamespaceName,
+		decodeAs(func(o *corev1.Namespace) *metav1.ObjectMeta { return &o.ObjectMeta })},
+	"Node": {problem.CoreV1, false, apivalidation.NameIsDNSSubdomain,
+		decodeAs(func(o *corev1.Node) *metav1.ObjectMeta { return &o.ObjectMeta })},
+	"Pod": {problem.CoreV1, true, apivalidation.NameIsDNSSubdomain,
+		decodeAs(func(o *corev1.Pod) *metav1.ObjectMeta { return &o.ObjectMeta })},
+	"Service": {problem.CoreV1, true, apivalidation.NameIsDNS1035Label,
+		decodeAs(func(o *corev1.Service) *metav1.ObjectMeta { return &o.ObjectMeta })},
+	"NetworkPolicy": {problem.NetworkingV1, true, apivalidation.NameIsDNSSubdomain,
+		decodeAs(func(o *networkingv1.NetworkPolicy) *metav1.ObjectMeta { return &o.ObjectMeta })},
+	"EndpointSlice": {problem.DiscoveryV1, true, apivalidation.NameIsDNSSubdomain,
+		decodeAs(func(o *discoveryv1.EndpointSlice) *metav1.ObjectMeta { return &o.ObjectMeta })},
+}
+
+// reader accumulates what Load reads. Objects are kept in one list in input
+// order so a repeated object can replace the earlier one in place.
+type reader struct {
+	entries    []entry
+	index      map[string]int // sourceKey -> entries index
+	warnings   []problem.Problem
+	skipped    []problem.Problem
+	unreadable []problem.Problem
+}
+
+type entry struct {
+	kind, source string
+	obj          any // nil: the object was skipped, but it still replaces an earlier one
+}
+
+func (r *reader) bad(p problem.Problem) { r.unreadable = append(r.unreadable, p) }
+
+func (r *reader) objects() *Objects {
+	objs := &Objects{Warnings: r.warnings, sources: map[string]string{}}
+	for _, e := range r.entries {
+		switch o := e.obj.(type) {
+		case *corev1.Namespace:
+			objs.Namespaces = append(objs.Namespaces, o)
+		case *corev1.Node:
+			objs.Nodes = append(objs.Nodes, o)
+		case *corev1.Pod:
+			objs.Pods = append(objs.Pods, o)
+		case *corev1.Service:
+			objs.Services = append(objs.Services, o)
+		case *networkingv1.NetworkPolicy:
+			objs.NetworkPolicies = append(objs.NetworkPolicies, o)
+		case *discoveryv1.EndpointSlice:
+			objs.EndpointSlices = append(objs.EndpointSlices, o)
 		}
-		return out
 	}
-	ns := tm.Metadata.Namespace
-	name := tm.Metadata.Name
-	bad := func(reason string) []problem.Problem {
-		return []problem.Problem{{Source: src, Reason: reason,
-			Object: problem.Object{APIVersion: tm.APIVersion, Kind: tm.Kind, Namespace: ns, Name: name}}}
+	for k, i := range r.index {
+		if r.entries[i].obj != nil {
+			objs.sources[k] = r.entries[i].source
+		}
 	}
-	if name == "" {
-		return bad("metadata.name is required")
+	return objs
+}
+
+// file reads one file's documents: a JSON stream when it starts with "{",
+// YAML documents separated by "---" lines otherwise.
+func (r *reader) file(name string, data []byte) {
+	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		for doc := 1; ; doc++ {
+			var raw json.RawMessage
+			err := dec.Decode(&raw)
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			src := fmt.Sprintf("%s:%d", name, doc)
+			if err != nil {
+				// A JSON stream cannot be resynchronised after a syntax error.
+				r.bad(problem.Problem{Source: src, Reason: fmt.Sprintf("not valid JSON: %v", err)})
+				return
+			}
+			r.document(src, raw)
+		}
 	}
-	strict := func(into any) error {
-		d := json.NewDecoder(bytes.NewReader(raw))
-		return d.Decode(into)
+	yr := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for doc := 1; ; doc++ {
+		chunk, err := yr.Read()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		src := fmt.Sprintf("%s:%d", name, doc)
+		if err != nil {
+			r.bad(problem.Problem{Source: src, Reason: fmt.Sprintf("not valid YAML: %v", err)})
+			return
+		}
+		// Strict: a key given twice in a mapping is an error, as the YAML
+		// specification says (the lenient conversion keeps one silently).
+		j, err := yaml.YAMLToJSONStrict(chunk)
+		if err != nil {
+			p := problem.Problem{Source: src, Reason: fmt.Sprintf("not valid YAML: %s", oneLine(err.Error()))}
+			if path, ok := duplicateKey(chunk); ok {
+				p.Field, p.Reason = path, "duplicate field"
+			}
+			r.bad(p)
+			// Documents are split on "---" lines before they are parsed,
+			// so the next one can still be checked and reported.
+			continue
+		}
+		r.document(src, j)
 	}
-	// Namespaced objects without a namespace land in "default", as with kubectl.
-	if ns == "" {
-		ns = "default"
+}
+
+// document decodes one document, already converted to JSON.
+func (r *reader) document(src string, data []byte) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
+		return // an empty document, or only comments
 	}
-	switch tm.APIVersion + " " + tm.Kind {
-	case "v1 Namespace":
-		o := &corev1.Namespace{}
-		if err := strict(o); err != nil {
-			return bad(err.Error())
-		}
-		objs.Namespaces = append(objs.Namespaces, o)
-	case "v1 Node":
-		o := &corev1.Node{}
-		if err := strict(o); err != nil {
-			return bad(err.Error())
-		}
-		objs.Nodes = append(objs.Nodes, o)
-	case "v1 Pod":
-		o := &corev1.Pod{}
-		if err := strict(o); err != nil {
-			return bad(err.Error())
-		}
-		o.Namespace = ns
-		objs.Pods = append(objs.Pods, o)
-	case "networking.k8s.io/v1 NetworkPolicy":
-		o := &networkingv1.NetworkPolicy{}
-		if err := strict(o); err != nil {
-			return bad(err.Error())
-		}
-		o.Namespace = ns
-		objs.NetworkPolicies = append(objs.NetworkPolicies, o)
-	case "v1 Service":
-		o := &corev1.Service{}
-		if err := strict(o); err != nil {
-			return bad(err.Error())
-		}
-		o.Namespace = ns
-		objs.Services = append(objs.Services, o)
-	case "discovery.k8s.io/v1 EndpointSlice":
-		o := &discoveryv1.EndpointSlice{}
-		if err := strict(o); err != nil {
-			return bad(err.Error())
-		}
-		o.Namespace = ns
-		objs.EndpointSlices = append(objs.EndpointSlices, o)
+	if trimmed[0] != '{' {
+		r.bad(problem.Problem{Source: src, Reason: "not a Kubernetes object: a document must be a mapping with apiVersion and kind"})
+		return
 	}
-	return nil
+	var tm metav1.TypeMeta
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &tm); err != nil {
+		r.bad(problem.Problem{Source: src, Reason: fmt.Sprintf("not a Kubernetes object: %v", err)})
+		return
+	}
+	if tm.APIVersion == "" || tm.Kind == "" {
+		r.bad(problem.Problem{Source: src, Reason: "not a Kubernetes object: apiVersion and kind are required"})
+		return
+	}
+	if r.list(src, tm, data) {
+		return
+	}
+	k, ok := kinds[tm.Kind]
+	if !ok {
+		return // a kind nftguard does not read
+	}
+	id := problem.Object{APIVersion: tm.APIVersion, Kind: tm.Kind}
+	if tm.APIVersion != k.apiVersion {
+		if !kubernetesGroup(tm.APIVersion) {
+			return // another API group's kind of the same name
+		}
+		r.bad(problem.Problem{Source: src, Object: id, Field: "apiVersion", Value: tm.APIVersion,
+			Reason: fmt.Sprintf("nftguard reads %s only as %s", tm.Kind, k.apiVersion)})
+		return
+	}
+	obj, meta, errs := k.decode(data)
+	if len(errs) > 0 {
+		for _, err := range errs {
+			p := problem.Problem{Source: src, Object: id, Reason: oneLine(err.Error())}
+			var fe kjson.FieldError
+			if errors.As(err, &fe) {
+				// The message is `unknown field "PATH"` or `duplicate
+				// field "PATH"`: keep its kind, the path goes in Field.
+				p.Field = fe.FieldPath()
+				p.Reason, _, _ = strings.Cut(p.Reason, " \"")
+			}
+			r.bad(p)
+		}
+		return
+	}
+	// As the API server does: namespaced objects without a namespace are in
+	// "default", and cluster-scoped objects have none.
+	if k.namespaced && meta.Namespace == "" {
+		meta.Namespace = metav1.NamespaceDefault
+	}
+	if !k.namespaced {
+		meta.Namespace = ""
+	}
+	r.add(src, tm.Kind, obj, meta, validateMeta(src, id, meta, k))
+}
+
+// kubernetesGroup says whether apiVersion names a group of the Kubernetes
+// API itself (core, a group without a dot such as "extensions", or one
+// under k8s.io), where a kind nftguard reads in a version it does not read
+// is a mistake rather than somebody else's resource.
+func kubernetesGroup(apiVersion string) bool {
+	group, _, found := strings.Cut(apiVersion, "/")
+	if !found {
+		return true
+	}
+	return !strings.Contains(group, ".") || group == "k8s.io" || strings.HasSuffix(group, ".k8s.io")
+}
+
+// list reads a List (kind "List" in v1, or KINDList in the version nftguard
+// reads KIND in), and says whether the document was one.
+func (r *reader) list(src string, tm metav1.TypeMeta, data []byte) bool {
+	itemKind, isList := strings.CutSuffix(tm.Kind, "List")
+	if !isList {
+		return false
+	}
+	if itemKind == "" {
+		if tm.APIVersion != "v1" {
+			return false
+		}
+	} else if k, ok := kinds[itemKind]; !ok || k.apiVersion != tm.APIVersion {
+		return false
+	}
+	var l struct {
+		metav1.TypeMeta `json:",inline"`
+		Metadata        metav1.ListMeta   `json:"metadata"`
+		Items           []json.RawMessage `json:"items"`
+	}
+	strictErrs, err := kjson.UnmarshalStrict(data, &l)
+	if err == nil && len(strictErrs) > 0 {
+		err = strictErrs[0]
+	}
+	if err != nil {
+		r.bad(problem.Problem{Source: src, Object: problem.Object{APIVersion: tm.APIVersion, Kind: tm.Kind}, Reason: oneLine(err.Error())})
+		return true
+	}
+	for i, item := range l.Items {
+		r.document(fmt.Sprintf("%s[%d]", src, i), item)
+	}
+	return true
+}
+
+// validateMeta checks the metadata as the API server does on create.
+func validateMeta(src string, id problem.Object, meta *metav1.ObjectMeta, k kind) []problem.Problem {
+	errs := apivalidation.ValidateObjectMeta(meta, k.namespaced, k.name, field.NewPath("metadata"))
+	if len(errs) == 0 {
+		return nil
+	}
+	// The identity shown for the object is quoted where it is not a valid
+	// name: it is the input's text, and must not forge output lines.
+	id.Namespace, id.Name = shown(meta.Namespace), shown(meta.Name)
+	var out []problem.Problem
+	for _, e := range errs {
+		p := problem.Problem{Source: src, Object: id, Field: e.Field, Reason: e.Detail}
+		if p.Reason == "" {
+			p.Reason = e.Type.String()
+		}
+		if s, ok := e.BadValue.(string); ok && e.Field != "metadata.name" && e.Field != "metadata.namespace" {
+			p.Value = s
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// shown is a name as it appears in messages: itself when it is a valid
+// name, quoted otherwise.
+func shown(name string) string {
+	if name == "" || len(apivalidation.NameIsDNSSubdomain(name, false)) == 0 {
+		return name
+	}
+	return problem.Quote(name)
+}
+
+// add records an object (or, with problems, its skipping). An object given
+// again replaces the earlier one, in its place, with a warning naming both
+// places.
+func (r *reader) add(src, kind string, obj any, meta *metav1.ObjectMeta, problems []problem.Problem) {
+	e := entry{kind: kind, source: src, obj: obj}
+	if len(problems) > 0 {
+		r.skipped = append(r.skipped, problems...)
+		e.obj = nil
+	}
+	key := sourceKey(kind, meta.Namespace, meta.Name)
+	if i, ok := r.index[key]; ok {
+		id := problem.Object{APIVersion: kinds[kind].apiVersion, Kind: kind, Namespace: shown(meta.Namespace), Name: shown(meta.Name)}
+		r.warnings = append(r.warnings, problem.Problem{Source: src, Object: id,
+			Reason: fmt.Sprintf("given again: replaces the one read at %s", r.entries[i].source)})
+		r.entries[i] = e
+		return
+	}
+	r.index[key] = len(r.entries)
+	r.entries = append(r.entries, e)
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// duplicateKey finds the first key given twice in a mapping of a YAML
+// document and returns its path (spec.ingress[0].from), for the message:
+// the strict parser's error only has a line number.
+func duplicateKey(doc []byte) (string, bool) {
+	var root yamlv2.MapSlice
+	if err := yamlv2.Unmarshal(doc, &root); err != nil {
+		return "", false
+	}
+	return findDuplicate(root, "")
+}
+
+func findDuplicate(v any, path string) (string, bool) {
+	switch v := v.(type) {
+	case yamlv2.MapSlice:
+		seen := map[string]bool{}
+		for _, item := range v {
+			k := fmt.Sprint(item.Key)
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if seen[k] {
+				return p, true
+			}
+			seen[k] = true
+			if d, ok := findDuplicate(item.Value, p); ok {
+				return d, true
+			}
+		}
+	case []any:
+		for i, item := range v {
+			if d, ok := findDuplicate(item, fmt.Sprintf("%s[%d]", path, i)); ok {
+				return d, true
+			}
+		}
+	}
+	return "", false
 }

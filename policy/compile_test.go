@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/nftsafe"
 )
 
 // --- builders -------------------------------------------------------------
@@ -100,6 +101,9 @@ func compileChecked(t *testing.T, in Input) Output {
 	if _, err := fake.Sync(context.Background(), &engine.Desired{Chains: out.Chains, Sets: out.Sets}); err != nil {
 		t.Fatalf("compiled table does not load: %v", err)
 	}
+	for _, err := range nftsafe.Check(&engine.Desired{Chains: out.Chains, Sets: out.Sets}) {
+		t.Errorf("the kernel would refuse the compiled table: %v", err)
+	}
 	return out
 }
 
@@ -184,6 +188,8 @@ func TestNoPoliciesMeansNothingIsolated(t *testing.T) {
 	}
 	eq(t, "forward", ruleTexts(chain(t, out, ChainForward)), []string{
 		"ct state established,related accept",
+		"icmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept",
+		"icmpv6 type nd-neighbor-advert ip6 hoplimit 255 accept",
 		"ip saddr vmap @np_egress4",
 		"ip6 saddr vmap @np_egress6",
 		"goto np_ingress",
@@ -489,12 +495,12 @@ func TestLongNamesStayWithinKernelLimits(t *testing.T) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}
 		})}})
 	for _, c := range out.Chains {
-		if len(c.Name) > maxName {
+		if len(c.Name) > nftsafe.MaxName {
 			t.Errorf("chain name %d bytes", len(c.Name))
 		}
 	}
 	for _, s := range out.Sets {
-		if len(s.Name) > maxName {
+		if len(s.Name) > nftsafe.MaxName {
 			t.Errorf("set name %d bytes", len(s.Name))
 		}
 	}

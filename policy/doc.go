@@ -10,7 +10,10 @@
 // Only pods on this node are isolated; their IPs are the keys of four verdict
 // maps that send a packet to the pod's own chain in O(1):
 //
-//	chain np_forward         hook forward: established/related accept, then
+//	chain np_forward         hook forward: established/related accept (ICMP
+//	                         errors about allowed flows are related), then
+//	                         IPv6 neighbour solicitation/advertisement with
+//	                         hop limit 255 accept, then
 //	                         ip saddr vmap @np_egress4 / ip6 saddr vmap @np_egress6,
 //	                         then goto np_ingress
 //	chain np_ingress         ip daddr vmap @np_ingress4 / ip6 daddr vmap @np_ingress6,
@@ -28,7 +31,48 @@
 // address . protocol . port tuples for egress, so one name may map to
 // different numbers on different pods.
 //
+// Neighbour discovery is accepted before any pod's chain because on a bridge
+// with br_netfilter pods resolve each other's IPv6 addresses through the
+// forward hook, with their own (policy-keyed) addresses: without it an
+// isolated pod loses IPv6 to its neighbours whatever the policy allows. RFC
+// 4861 section 7.1 makes hop limit 255 mandatory for these messages, and a
+// routed packet's hop limit is decremented before the forward hook, so only
+// packets bridged on the pods' link match; the RFC allows the pods' global
+// addresses as source and destination, so the rules restrict no address.
+// Router advertisements, redirects, multicast listener reports and DHCPv6
+// come from link-local addresses, which are never policy keys, so they need
+// no rule; a forged one from a pod address gets no special treatment. The
+// reasoning in full is at linkRules (nd.go).
+//
 // Traffic between a pod and its own node never crosses the forward hook, so
 // it is always allowed, as Kubernetes requires; a pod reaching itself through
 // the node (a hairpin) is accepted explicitly.
+//
+// # Where things are
+//
+//	compile.go      Input, Output, Compile and Compiler.Compile: the whole
+//	                table from the parts below
+//	layout.go       the fixed chains (np_forward, np_ingress) and the
+//	                dispatch maps
+//	chains.go       a local pod's chain: one builder, parameterised by a
+//	                direction (ingress or egress)
+//	rules.go        one policy rule → peer, port and named-port matches and
+//	                the sets they name
+//	names.go        every generated chain and set name, and why the names
+//	                are unique, bounded and safe
+//	incremental.go  Compiler and its memo: what one compile keeps for the
+//	                next
+//	logdenied.go    LogDenied: the rate-limited log of denied packets for
+//	                namespaces that opt in (shared np_denied_* chains)
+//	validate.go     Validate: the API server's rules for a NetworkPolicy
+//	ranges.go       ipBlock arithmetic
+//
+// Which pods and namespaces a selector selects, named ports, and the
+// per-namespace pod index that makes an event cheap are package selection's,
+// shared with every compiler that selects pods.
+//
+// Tests: testdata/ holds golden tables (go test ./policy/ -run Golden
+// -update rewrites them; review the diff), random.sum pins thousands of
+// random clusters the same way, and the incremental Compiler is compared
+// with Compile over random event sequences.
 package policy

@@ -3,11 +3,11 @@ package policy
 import (
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/problem"
+	"github.com/nftguard/nftguard/selection"
 )
 
 // Compiler compiles successive states of one node's view of the cluster.
@@ -22,138 +22,79 @@ import (
 // informer caches do. The zero value is ready to use; a Compiler is not safe
 // for concurrent use.
 type Compiler struct {
-	prev *memo
+	sel  selection.Memo // pods, namespaces and selections
+	prev *memo          // policies, rules and chains
 }
 
-// memo is what one compile derived, keyed by what it was derived from. A
-// compile reads the previous memo and writes a new one holding only what it
-// used, so nothing outlives the objects it came from.
+// memo is what one compile derived from the policies, keyed by what it was
+// derived from. A compile reads the previous memo and writes a new one
+// holding only what it used, so nothing outlives the objects it came from.
 type memo struct {
 	node     string
-	pods     map[*corev1.Pod]*podEntry // shared by successive memos, see indexPods
-	entries  []*podEntry               // the entries the compile saw, each once
-	buckets  map[string]*nsBucket      // shared too: namespace of each pod entry
-	gen      uint64                    // the compile that wrote this memo
-	policies map[*networkingv1.NetworkPolicy]*policyMemo
+	policies map[*networkingv1.NetworkPolicy]*validPolicy
 	// The valid policies by namespace, each list in key order, and
 	// whether two policies share a key.
 	policiesByNS  map[string][]*compiledPolicy
 	dupPolicyKeys bool
-	namespaces    map[string]*corev1.Namespace // the object whose labels count, by name
-	nsNames       []string                     // namespaces with pods, sorted
-	dupOrder      map[string][]*pod            // pods of namespaces where two share a name, in input order
-	peers         map[peerKey]*peerMemo
 	rules         map[ruleKey]*ruleMemo
 	chains        map[chainKey]*chainMemo
 }
 
 func newMemo(node string, policies int) *memo {
 	return &memo{
-		node:       node,
-		policies:   make(map[*networkingv1.NetworkPolicy]*policyMemo, policies),
-		namespaces: map[string]*corev1.Namespace{},
-		dupOrder:   map[string][]*pod{},
-		peers:      map[peerKey]*peerMemo{},
-		rules:      map[ruleKey]*ruleMemo{},
-		chains:     map[chainKey]*chainMemo{},
+		node:     node,
+		policies: make(map[*networkingv1.NetworkPolicy]*validPolicy, policies),
+		rules:    map[ruleKey]*ruleMemo{},
+		chains:   map[chainKey]*chainMemo{},
 	}
 }
 
-// podEntry is a pod object reduced: valid unless the pod is neither
-// isolated nor selected; problem is set for an invalid one.
-//
-// What every compile reads comes first, with the start of pod (local), so
-// that a compile touches one cache line per unchanged pod.
-type podEntry struct {
-	gen     uint64    // the last compile that saw the object
-	bucket  *nsBucket // its namespace's, so grouping costs no lookup
-	problem *problem.Problem
-	valid   bool
-	src     *corev1.Pod // the object, the entry's key
-	pod
-}
-
-// nsBucket gathers a namespace's pods during a compile.
-type nsBucket struct {
-	name string
-	pods []*pod
-	gen  uint64 // the compile pods belongs to
-}
-
-// policyMemo is a policy object validated: cp is nil for an invalid one.
-type policyMemo struct {
+// validPolicy is a policy object validated: cp is nil for an invalid one.
+type validPolicy struct {
 	cp       *compiledPolicy
 	problems []problem.Problem
-}
-
-// peerMemo is a peer's selectors and what they selected.
-type peerMemo struct {
-	pods       *parsedSelector // nil: every pod
-	ns         *parsedSelector // nil: the policy's own namespace
-	policyNS   string
-	namespaces []string
-	sel        peerSelection
-	ends       []int  // where each namespace's pods end in sel.pods
-	dups       []bool // whether each namespace's part may hold pods sharing a key
 }
 
 // ruleMemo is a compiled rule with what it was compiled from.
 type ruleMemo struct {
 	cr      *compiledRule
-	peers   []peerKey
+	peers   []selection.PeerKey
 	allPods bool // it read every pod (egress named ports without peers)
 	sets    []*engine.Set
 }
 
 // chainKey names a local pod's ingress or egress chain.
 type chainKey struct {
-	p      *pod
+	p      *selection.Pod
 	egress bool
 }
 
 // chainMemo is a pod chain with the policies and rules it was built from.
 type chainMemo struct {
-	pols  []*compiledPolicy
-	rules []*compiledRule
-	chain engine.Chain
-}
-
-// compareNamespaces records the namespaces whose labels count and tells
-// whether namespace selections may differ from the previous compile's.
-func (c *compiler) compareNamespaces() {
-	for _, ns := range c.in.Namespaces {
-		c.next.namespaces[ns.Name] = ns // the last of a name wins, as in nsLabels
-	}
-	c.next.nsNames = c.nsNames
-	c.nsChanged = len(c.next.namespaces) != len(c.prev.namespaces) || !slices.Equal(c.nsNames, c.prev.nsNames)
-	if !c.nsChanged {
-		for name, ns := range c.next.namespaces {
-			if c.prev.namespaces[name] != ns {
-				c.nsChanged = true
-				break
-			}
-		}
-	}
+	pols   []*compiledPolicy
+	rules  []*compiledRule
+	logged bool // it ends in the shared denied chain
+	chain  engine.Chain
 }
 
 // policy validates a policy object once.
-func (c *compiler) policy(np *networkingv1.NetworkPolicy) *policyMemo {
-	pm, ok := c.prev.policies[np]
+func (c *compiler) policy(np *networkingv1.NetworkPolicy) *validPolicy {
+	vp, ok := c.prev.policies[np]
 	if !ok {
-		pm = c.next.policies[np]
+		vp = c.next.policies[np]
 	}
-	if pm == nil {
-		pm = &policyMemo{}
-		if probs := validate(np, c.sc); len(probs) > 0 {
-			pm.problems = probs
+	if vp == nil {
+		vp = &validPolicy{}
+		if probs := validate(np, &c.val); len(probs) > 0 {
+			vp.problems = probs
 		} else {
-			sel, _ := c.sc.parse(&np.Spec.PodSelector)
-			pm.cp = &compiledPolicy{np: np, key: np.Namespace + "/" + np.Name, selector: sel}
-			pm.cp.ingress, pm.cp.egress = policyTypes(np)
+			sel := c.sel.Selectors().Parse(&np.Spec.PodSelector).Selector
+			vp.cp = &compiledPolicy{np: np, key: np.Namespace + "/" + np.Name, selector: sel}
+			vp.cp.ingress, vp.cp.egress = policyTypes(np)
 		}
 	}
-	c.next.policies[np] = pm
-	return pm
+	c.next.policies[np] = vp
+	return vp
 }
 
 // rule returns the compiled form of one rule of a policy: the previous
@@ -171,15 +112,13 @@ func (c *compiler) rule(d *direction, cp *compiledPolicy, idx int, peers []netwo
 		c.rules[k], c.next.rules[k] = rm.cr, rm
 		return rm.cr
 	}
-	var used []peerKey
-	c.declared, c.collided, c.used, c.allPods = c.declared[:0], false, &used, false
+	c.scratch = ruleScratch{declared: c.scratch.declared[:0]}
 	cr := c.compileRule(d, cp, idx, peers, ports)
-	if !c.collided {
+	if !c.scratch.collided {
 		// A rule whose set name another declared first is compiled
 		// every time: the first declarer may not be there next time.
-		c.next.rules[k] = &ruleMemo{cr: cr, peers: used, allPods: c.allPods, sets: slices.Clone(c.declared)}
+		c.next.rules[k] = &ruleMemo{cr: cr, peers: c.scratch.used, allPods: c.scratch.allPods, sets: slices.Clone(c.scratch.declared)}
 	}
-	c.used = nil
 	c.rules[k] = cr
 	return cr
 }
@@ -187,7 +126,7 @@ func (c *compiler) rule(d *direction, cp *compiledPolicy, idx int, peers []netwo
 // stillValid tells whether a rule compiled before is what compiling it now
 // would give.
 func (c *compiler) stillValid(rm *ruleMemo) bool {
-	if rm.allPods && len(c.dirtyNS) > 0 {
+	if rm.allPods && c.sel.PodsChanged() {
 		return false
 	}
 	for _, s := range rm.sets {
@@ -196,40 +135,9 @@ func (c *compiler) stillValid(rm *ruleMemo) bool {
 		}
 	}
 	for _, k := range rm.peers {
-		if _, same := c.peer(k); !same {
+		if !c.sel.Unchanged(k) {
 			return false
 		}
 	}
 	return true
-}
-
-// podChain returns the ingress or egress chain of a local pod, the
-// previous compile's when the pod, the policies selecting it and their
-// compiled rules are the same.
-func (c *compiler) podChain(p *pod, pols []*compiledPolicy, d *direction) engine.Chain {
-	var rules []*compiledRule
-	for _, cp := range pols {
-		if d.egress {
-			for i, r := range cp.np.Spec.Egress {
-				rules = append(rules, c.rule(d, cp, i, r.To, r.Ports))
-			}
-		} else {
-			for i, r := range cp.np.Spec.Ingress {
-				rules = append(rules, c.rule(d, cp, i, r.From, r.Ports))
-			}
-		}
-	}
-	k := chainKey{p: p, egress: d.egress}
-	if cm, ok := c.prev.chains[k]; ok && slices.Equal(cm.pols, pols) && slices.Equal(cm.rules, rules) {
-		c.next.chains[k] = cm
-		return cm.chain
-	}
-	var ch engine.Chain
-	if d.egress {
-		ch = c.egressChain(p, pols)
-	} else {
-		ch = c.ingressChain(p, pols)
-	}
-	c.next.chains[k] = &chainMemo{pols: slices.Clone(pols), rules: rules, chain: ch}
-	return ch
 }

@@ -4,9 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"math/rand"
-	"reflect"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
@@ -30,8 +30,8 @@ func TestCompilerEqualsCompileOnRandomChanges(t *testing.T) {
 		in := randomCluster(r)
 		for step := 0; step < 10; step++ {
 			got, want := m.Compile(in), Compile(in)
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("seed %d step %d: Compiler differs from Compile\ngot:  %+v\nwant: %+v", seed, step, got, want)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("seed %d step %d: Compiler differs from Compile (-Compile +Compiler):\n%s", seed, step, diff)
 			}
 			in = mutate(r, in)
 		}
@@ -137,8 +137,8 @@ func TestCompilerReusesUnchangedWork(t *testing.T) {
 	c.Labels["app"] = "app6"
 	next.Pods[1] = c
 	second := m.Compile(next)
-	if want := Compile(next); !reflect.DeepEqual(second, want) {
-		t.Fatal("Compiler differs from Compile after a label change")
+	if diff := cmp.Diff(Compile(next), second); diff != "" {
+		t.Fatalf("Compiler differs from Compile after a label change (-Compile +Compiler):\n%s", diff)
 	}
 	firstChains := map[string]*engine.Rule{}
 	for _, ch := range first.Chains {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math/bits"
 	"net/netip"
 	"sort"
 )
@@ -20,26 +21,42 @@ func lastAddr(p netip.Prefix) netip.Addr {
 }
 
 // blockRanges returns cidr minus every except, as sorted disjoint ranges.
+// It sorts the excepts and sweeps once across the cidr, O(n log n): cutting
+// each except out of every remaining range in turn is O(n²), which a policy
+// with 10,000 excepts turns into tens of seconds of every node's compile.
 func blockRanges(cidr netip.Prefix, except []netip.Prefix) []addrRange {
-	cur := []addrRange{{cidr.Masked().Addr(), lastAddr(cidr)}}
+	lo, hi := cidr.Masked().Addr(), lastAddr(cidr)
+	ex := make([]addrRange, 0, len(except))
 	for _, e := range except {
 		elo, ehi := e.Masked().Addr(), lastAddr(e)
-		var next []addrRange
-		for _, r := range cur {
-			if ehi.Less(r.lo) || r.hi.Less(elo) {
-				next = append(next, r)
-				continue
-			}
-			if r.lo.Less(elo) {
-				next = append(next, addrRange{r.lo, elo.Prev()})
-			}
-			if ehi.Less(r.hi) {
-				next = append(next, addrRange{ehi.Next(), r.hi})
-			}
+		// Validation keeps excepts inside cidr; clip anyway, so the
+		// sweep never leaves it.
+		if ehi.Less(lo) || hi.Less(elo) || elo.BitLen() != lo.BitLen() {
+			continue
 		}
-		cur = next
+		ex = append(ex, addrRange{elo, ehi})
 	}
-	return cur
+	sort.Slice(ex, func(i, j int) bool { return ex[i].lo.Less(ex[j].lo) })
+	var out []addrRange
+	// next is the lowest address not yet emitted or cut; done means the
+	// sweep passed the top of the address space.
+	next, done := lo, false
+	for _, e := range ex {
+		if done || hi.Less(next) {
+			break
+		}
+		if next.Less(e.lo) {
+			out = append(out, addrRange{next, e.lo.Prev()})
+		}
+		if !e.hi.Less(next) {
+			next = e.hi.Next()
+			done = !next.IsValid() // e ends at the last address
+		}
+	}
+	if !done && !hi.Less(next) {
+		out = append(out, addrRange{next, hi})
+	}
+	return out
 }
 
 // mergeRanges sorts ranges and joins the ones that overlap or touch, because
@@ -69,11 +86,28 @@ func rangeText(r addrRange) string {
 	if r.lo == r.hi {
 		return r.lo.String()
 	}
-	for bits := 0; bits <= r.lo.BitLen(); bits++ {
-		p := netip.PrefixFrom(r.lo, bits)
-		if p.Masked().Addr() == r.lo && lastAddr(p) == r.hi {
-			return p.String()
-		}
+	// Only one prefix can be exactly the range: the one of the bits lo
+	// and hi share (trying every length would cost 129 tries per range).
+	p := netip.PrefixFrom(r.lo, commonBits(r.lo, r.hi))
+	if p.Masked().Addr() == r.lo && lastAddr(p) == r.hi {
+		return p.String()
 	}
 	return r.lo.String() + "-" + r.hi.String()
+}
+
+// commonBits is the number of leading bits a and b (of one family) share.
+func commonBits(a, b netip.Addr) int {
+	x, y := a.As16(), b.As16()
+	n := 0
+	for i := range x {
+		if d := x[i] ^ y[i]; d != 0 {
+			n += bits.LeadingZeros8(d)
+			break
+		}
+		n += 8
+	}
+	if a.Is4() {
+		n -= 96 // the ::ffff:0:0/96 both share in As16
+	}
+	return n
 }

@@ -8,9 +8,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nftguard/nftguard/problem"
+	"github.com/nftguard/nftguard/selection"
 )
 
 // objectOf names a NetworkPolicy in a problem.
@@ -25,8 +28,39 @@ func Validate(np *networkingv1.NetworkPolicy) []problem.Problem {
 	return validate(np, nil)
 }
 
-// validate is Validate with the selectors parsed through sc (nil: no cache).
-func validate(np *networkingv1.NetworkPolicy, sc *selectorCache) []problem.Problem {
+// validator is what validate parses selectors and checks port names with:
+// nil parses and checks each anew (Validate), else each distinct one once
+// per compile.
+type validator struct {
+	selectors *selection.Selectors
+	portNames map[string][]string // port name → validation errors
+}
+
+// selectorError is the error of parsing ls (not nil).
+func (v *validator) selectorError(ls *metav1.LabelSelector) error {
+	if v == nil {
+		_, err := metav1.LabelSelectorAsSelector(ls)
+		return err
+	}
+	return v.selectors.Parse(ls).Err
+}
+
+// portNameErrors is validation.IsValidPortName.
+func (v *validator) portNameErrors(name string) []string {
+	if v == nil {
+		return validation.IsValidPortName(name)
+	}
+	errs, ok := v.portNames[name]
+	if !ok {
+		errs = validation.IsValidPortName(name)
+		v.portNames[name] = errs
+	}
+	return errs
+}
+
+// validate is Validate with the selectors parsed and port names checked
+// through v.
+func validate(np *networkingv1.NetworkPolicy, v *validator) []problem.Problem {
 	var out []problem.Problem
 	bad := func(field, format string, args ...any) {
 		out = append(out, problem.Problem{Object: objectOf(np), Field: field, Reason: fmt.Sprintf(format, args...)})
@@ -34,7 +68,7 @@ func validate(np *networkingv1.NetworkPolicy, sc *selectorCache) []problem.Probl
 	if np.Name == "" {
 		bad("metadata.name", "required")
 	}
-	if _, err := sc.parse(&np.Spec.PodSelector); err != nil {
+	if err := v.selectorError(&np.Spec.PodSelector); err != nil {
 		bad("spec.podSelector", "%v", err)
 	}
 	seen := map[networkingv1.PolicyType]bool{}
@@ -49,18 +83,18 @@ func validate(np *networkingv1.NetworkPolicy, sc *selectorCache) []problem.Probl
 	}
 	for i, r := range np.Spec.Ingress {
 		for j, p := range r.From {
-			validatePeer(p, fieldPath{"spec.ingress", i, "from", j}, sc, bad)
+			validatePeer(p, fieldPath{"spec.ingress", i, "from", j}, v, bad)
 		}
 		for j, p := range r.Ports {
-			validatePort(p, fieldPath{"spec.ingress", i, "ports", j}, sc, bad)
+			validatePort(p, fieldPath{"spec.ingress", i, "ports", j}, v, bad)
 		}
 	}
 	for i, r := range np.Spec.Egress {
 		for j, p := range r.To {
-			validatePeer(p, fieldPath{"spec.egress", i, "to", j}, sc, bad)
+			validatePeer(p, fieldPath{"spec.egress", i, "to", j}, v, bad)
 		}
 		for j, p := range r.Ports {
-			validatePort(p, fieldPath{"spec.egress", i, "ports", j}, sc, bad)
+			validatePort(p, fieldPath{"spec.egress", i, "ports", j}, v, bad)
 		}
 	}
 	return out
@@ -79,7 +113,7 @@ func (f fieldPath) String() string {
 	return f.rules + "[" + strconv.Itoa(f.i) + "]." + f.list + "[" + strconv.Itoa(f.j) + "]"
 }
 
-func validatePeer(p networkingv1.NetworkPolicyPeer, path fieldPath, sc *selectorCache, bad func(string, string, ...any)) {
+func validatePeer(p networkingv1.NetworkPolicyPeer, path fieldPath, v *validator, bad func(string, string, ...any)) {
 	n := 0
 	if p.PodSelector != nil || p.NamespaceSelector != nil {
 		n++
@@ -96,12 +130,12 @@ func validatePeer(p networkingv1.NetworkPolicyPeer, path fieldPath, sc *selector
 		return
 	}
 	if p.PodSelector != nil {
-		if _, err := sc.parse(p.PodSelector); err != nil {
+		if err := v.selectorError(p.PodSelector); err != nil {
 			bad(path.String()+".podSelector", "%v", err)
 		}
 	}
 	if p.NamespaceSelector != nil {
-		if _, err := sc.parse(p.NamespaceSelector); err != nil {
+		if err := v.selectorError(p.NamespaceSelector); err != nil {
 			bad(path.String()+".namespaceSelector", "%v", err)
 		}
 	}
@@ -129,7 +163,7 @@ func validatePeer(p networkingv1.NetworkPolicyPeer, path fieldPath, sc *selector
 	}
 }
 
-func validatePort(p networkingv1.NetworkPolicyPort, path fieldPath, sc *selectorCache, bad func(string, string, ...any)) {
+func validatePort(p networkingv1.NetworkPolicyPort, path fieldPath, v *validator, bad func(string, string, ...any)) {
 	if p.Protocol != nil {
 		switch *p.Protocol {
 		case corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP:
@@ -157,7 +191,7 @@ func validatePort(p networkingv1.NetworkPolicyPort, path fieldPath, sc *selector
 			}
 		}
 	case intstr.String:
-		if errs := sc.portNameErrors(p.Port.StrVal); len(errs) > 0 {
+		if errs := v.portNameErrors(p.Port.StrVal); len(errs) > 0 {
 			bad(path.String()+".port", "invalid port name %q: %s", p.Port.StrVal, strings.Join(errs, "; "))
 		}
 		if p.EndPort != nil {

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/nftguard/nftguard/compose"
@@ -14,25 +17,47 @@ import (
 	"github.com/nftguard/nftguard/problem"
 )
 
+// input is what apply, render and doctor read: the manifests and what to
+// do with an input that has no objects.
+type input struct {
+	files      stringList
+	allowEmpty bool
+}
+
 // load reads the manifests and compiles the desired table, printing every
 // problem to stderr. It returns the number of skipped objects.
-func load(stdin io.Reader, files []string, c common, stderr io.Writer) (*engine.Desired, int, error) {
-	res, skipped, err := build(stdin, files, c, stderr)
+func load(stdin io.Reader, in input, c common, stderr io.Writer) (*engine.Desired, int, error) {
+	res, skipped, err := build(stdin, in, c, stderr)
 	return res.Desired, skipped, err
 }
 
 // build is load with the whole compose result, for apply, which also needs
 // the egress bindings to clear stale conntrack entries.
-func build(stdin io.Reader, files []string, c common, stderr io.Writer) (compose.Result, int, error) {
-	if len(files) == 0 {
+//
+// Input that cannot be read completely, input without objects (unless
+// --allow-empty), and a node name that matches nothing in the input are
+// usage errors (exit 2) and nothing is built: each of them would otherwise
+// program a table that enforces less than intended, or nothing at all.
+// Objects that were read but are invalid are skipped and counted; the
+// rest is built.
+func build(stdin io.Reader, in input, c common, stderr io.Writer) (compose.Result, int, error) {
+	if len(in.files) == 0 {
 		return compose.Result{}, 0, usagef("-f PATH is required (a manifest file, a directory, or - for stdin)")
 	}
-	objs, problems, err := manifest.Load(stdin, files...)
+	objs, problems, err := readManifests(stdin, in.files, stderr)
 	if err != nil {
-		return compose.Result{}, 0, usageError{err}
+		return compose.Result{}, 0, err
 	}
-	for _, p := range problems {
-		fmt.Fprintf(stderr, "skipped: %v\n", p)
+	if objs.Len() == 0 {
+		if !in.allowEmpty {
+			what := "no objects"
+			if len(problems) > 0 {
+				what = "no valid objects"
+			}
+			return compose.Result{}, 0, usagef("%s in %s (nftguard reads Namespaces, Nodes, Pods, NetworkPolicies, Services and EndpointSlices); --allow-empty to program an empty table", what, paths(in.files))
+		}
+	} else if err := checkNode(c, objs); err != nil {
+		return compose.Result{}, 0, err
 	}
 	res := compose.Build(compose.Input{
 		NodeName:        c.nodeName,
@@ -44,35 +69,115 @@ func build(stdin io.Reader, files []string, c common, stderr io.Writer) (compose
 		ClusterCIDRs:    c.clusterCIDRs,
 		ServiceCIDRs:    c.serviceCIDRs,
 	})
-	for _, p := range res.Problems {
-		fmt.Fprintf(stderr, "skipped: %v\n", p)
+	// The compilers do not know files; say where each object came from.
+	for i := range res.Problems {
+		if res.Problems[i].Source == "" {
+			res.Problems[i].Source = objs.Source(res.Problems[i].Object)
+		}
+		fmt.Fprintf(stderr, "skipped: %v\n", res.Problems[i])
 	}
-	for _, w := range res.Warnings {
-		fmt.Fprintf(stderr, "warning: %v\n", w)
+	for i := range res.Warnings {
+		if res.Warnings[i].Source == "" {
+			res.Warnings[i].Source = objs.Source(res.Warnings[i].Object)
+		}
+		fmt.Fprintf(stderr, "warning: %v\n", res.Warnings[i])
 	}
 	// Count objects, not problems: one policy may have several bad fields.
-	return res, len(problem.Objects(problems)) + len(problem.Objects(res.Problems)), nil
+	all := append(append([]problem.Problem{}, problems...), res.Problems...)
+	return res, len(problem.Objects(all)), nil
+}
+
+// readManifests loads the manifests and prints what went wrong: every
+// unreadable document (then it fails, exit 2), every skipped object and
+// every warning.
+func readManifests(stdin io.Reader, files []string, stderr io.Writer) (*manifest.Objects, []problem.Problem, error) {
+	objs, problems, err := manifest.Load(stdin, files...)
+	var ie *manifest.InputError
+	if errors.As(err, &ie) {
+		for _, p := range ie.Problems {
+			fmt.Fprintf(stderr, "error: %v\n", p)
+		}
+		return nil, nil, usagef("%d problem(s) reading %s; nothing changed", len(ie.Problems), paths(files))
+	}
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	for _, p := range problems {
+		fmt.Fprintf(stderr, "skipped: %v\n", p)
+	}
+	for _, w := range objs.Warnings {
+		fmt.Fprintf(stderr, "warning: %v\n", w)
+	}
+	return objs, problems, nil
+}
+
+// checkNode refuses a node name that matches nothing in the input: the
+// table would isolate no pod, silently. A pod scheduled to the node is a
+// match; so is a Node object of that name, but only when --node-name was
+// given (the host name assumed by default is often not the node's name).
+func checkNode(c common, objs *manifest.Objects) error {
+	mentioned := map[string]bool{}
+	for _, p := range objs.Pods {
+		if p.Spec.NodeName == c.nodeName {
+			return nil
+		}
+		if p.Spec.NodeName != "" {
+			mentioned[p.Spec.NodeName] = true
+		}
+	}
+	for _, n := range objs.Nodes {
+		if n.Name == c.nodeName && c.nodeNameSet {
+			return nil
+		}
+		mentioned[n.Name] = true
+	}
+	names := make([]string, 0, len(mentioned))
+	for n := range mentioned {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	seen := "the input mentions no node"
+	if len(names) > 0 {
+		seen = "the input mentions " + strings.Join(names, ", ")
+	}
+	if !c.nodeNameSet {
+		return usagef("node %q (the host name; set --node-name) has no pods in the input; %s", c.nodeName, seen)
+	}
+	return usagef("node %q (--node-name) has no pods and no Node object in the input; %s", c.nodeName, seen)
+}
+
+func paths(files []string) string {
+	var out []string
+	for _, f := range files {
+		if f == "-" {
+			f = "standard input"
+		}
+		out = append(out, f)
+	}
+	return strings.Join(out, ", ")
 }
 
 // manifestFlags parses the flags apply and render share: the common ones,
-// the egress CIDRs, and -f.
-func manifestFlags(name string, args []string, stderr io.Writer) (common, stringList, error) {
+// the egress CIDRs, -f and --allow-empty.
+func manifestFlags(name string, args []string, stdout io.Writer) (common, input, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	var c common
-	var files stringList
+	var in input
 	c.register(fs)
 	c.registerEgress(fs)
-	fs.Var(&files, "f", "manifest file or directory (YAML or JSON, repeatable; - for stdin)")
-	err := parseFlags(fs, args, stderr)
-	return c, files, err
+	fs.Var(&in.files, "f", "manifest file or directory (YAML or JSON, repeatable; - for stdin)")
+	fs.BoolVar(&in.allowEmpty, "allow-empty", false, "accept input without objects (an empty table) instead of refusing it")
+	err := parseFlags(fs, args, stdout)
+	c.nodeNameSet = explicit(fs, "node-name")
+	return c, in, err
 }
 
 func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	c, files, err := manifestFlags("apply", args, stderr)
+	c, in, err := manifestFlags("apply", args, stdout)
 	if err != nil {
 		return err
 	}
-	res, skipped, err := build(stdin, files, c, stderr)
+	res, skipped, err := build(stdin, in, c, stderr)
 	if err != nil {
 		return err
 	}
@@ -108,11 +213,11 @@ func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 }
 
 func runRender(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	c, files, err := manifestFlags("render", args, stderr)
+	c, in, err := manifestFlags("render", args, stdout)
 	if err != nil {
 		return err
 	}
-	desired, skipped, err := load(stdin, files, c, stderr)
+	desired, skipped, err := load(stdin, in, c, stderr)
 	if err != nil {
 		return err
 	}
@@ -130,8 +235,8 @@ func runRender(_ context.Context, args []string, stdin io.Reader, stdout, stderr
 func runCleanup(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
 	var c common
-	c.register(fs)
-	if err := parseFlags(fs, args, stderr); err != nil {
+	c.registerNetNS(fs)
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	eng, err := openEngine(c)

@@ -17,24 +17,25 @@ import (
 func runDoctor(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	var c common
-	var files stringList
+	var in input
 	var output, metricsURL string
 	var probe bool
 	c.register(fs)
 	c.registerEgress(fs)
-	fs.Var(&files, "f", "manifests (as for render) to compare nftguard's table with (optional, repeatable)")
+	fs.Var(&in.files, "f", "manifests (as for render) to compare nftguard's table with (optional, repeatable)")
 	fs.StringVar(&output, "o", "text", "output format: text or json")
 	fs.StringVar(&metricsURL, "metrics-url", "", "a live agent's metrics endpoint, to report the age of its last sync (optional)")
 	fs.BoolVar(&probe, "probe", true, "probe kernel features in a private scratch namespace")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
+	c.nodeNameSet = explicit(fs, "node-name")
 	if output != "text" && output != "json" {
 		return usagef("-o must be text or json")
 	}
 	var desired *engine.Desired
-	if len(files) > 0 {
-		d, _, err := load(stdin, files, c, stderr)
+	if len(in.files) > 0 {
+		d, _, err := load(stdin, in, c, stderr)
 		if err != nil {
 			return err
 		}

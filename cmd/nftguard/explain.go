@@ -9,7 +9,6 @@ import (
 
 	"github.com/nftguard/nftguard/explain"
 	"github.com/nftguard/nftguard/manifest"
-	"github.com/nftguard/nftguard/problem"
 )
 
 // runExplain judges one flow against the manifests with the explain
@@ -29,7 +28,7 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.StringVar(&port, "port", "", "destination port as PROTO/PORT, e.g. tcp/80")
 	fs.StringVar(&nodeName, "node-name", "", "judge as this node's agent enforces (only its pods are isolated); default: every node enforces")
 	fs.IntVar(&family, "family", 0, "4 or 6: the pods' address family for a pod-to-pod flow (default 4 when both pods have one)")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	switch {
@@ -48,13 +47,8 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	var objs *manifest.Objects
 	if len(files) > 0 {
-		var problems []problem.Problem
-		objs, problems, err = manifest.Load(stdin, files...)
-		if err != nil {
-			return usageError{err}
-		}
-		for _, p := range problems {
-			fmt.Fprintf(stderr, "skipped: %v\n", p)
+		if objs, _, err = readManifests(stdin, files, stderr); err != nil {
+			return err
 		}
 	} else if objs, err = liveObjects(ctx, kubeconfig); err != nil {
 		return err

@@ -29,6 +29,13 @@ type usageError struct{ error }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
+// flagError is bad usage found while parsing flags: the command's usage is
+// printed after the error.
+type flagError struct {
+	error
+	usage string
+}
+
 // partialError means the command did its work but left invalid objects out
 // (exit code 1, after the problems have been printed).
 type partialError struct{ skipped int }
@@ -48,7 +55,9 @@ func commands() []command {
 		{"cleanup", "remove nftguard's table in one transaction", runCleanup},
 		{"run", "the node agent: keep the table equal to the cluster's policies", runRun},
 		{"explain", "say whether NetworkPolicy allows one flow, and which rule decided", runExplain},
+		{"flows", "print denied packets as the kernel logs them (NFLOG over netlink)", runFlows},
 		{"doctor", "read-only host check: nftables features, foreign tables and rules", runDoctor},
+		{"version", "print the version and VCS revision nftguard was built from", runVersion},
 	}
 }
 
@@ -60,12 +69,25 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		printUsage(stderr)
-		if len(args) == 0 {
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		printUsage(stdout)
+		return exitOK
+	case "help":
+		// `help CMD` is `CMD -h`: every command parses its flags first.
+		switch {
+		case len(args) == 1:
+			printUsage(stdout)
+			return exitOK
+		case len(args) > 2:
+			fmt.Fprintf(stderr, "nftguard help: want one command, got %q\n", args[1:])
 			return exitUsage
 		}
-		return exitOK
+		args = []string{args[1], "-h"}
 	}
 	for _, c := range commands() {
 		if c.name != args[0] {
@@ -73,19 +95,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		err := c.run(ctx, args[1:], stdin, stdout, stderr)
 		var ue usageError
-		var pe partialError
+		var fe flagError
 		switch {
 		case err == nil:
 			return exitOK
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
+		case errors.As(err, &fe):
+			fmt.Fprintf(stderr, "nftguard %s: %v\n", c.name, fe.error)
+			fmt.Fprint(stderr, fe.usage)
+			return exitUsage
 		case errors.As(err, &ue):
 			fmt.Fprintf(stderr, "nftguard %s: %v\n", c.name, err)
 			return exitUsage
-		case errors.As(err, &pe):
-			fmt.Fprintf(stderr, "nftguard %s: %v\n", c.name, err)
-			return exitFailure
 		default:
+			// Runtime failures and partialError (objects skipped) alike.
 			fmt.Fprintf(stderr, "nftguard %s: %v\n", c.name, err)
 			return exitFailure
 		}
@@ -103,7 +127,9 @@ func printUsage(w io.Writer) {
 	for _, c := range cs {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'nftguard COMMAND -h' for the flags of a command.")
+	fmt.Fprintln(w, "\nRun 'nftguard help COMMAND' (or 'nftguard COMMAND -h') for the flags of a command.")
+	fmt.Fprintln(w, "Exit codes: 0 success; 1 runtime failure, or invalid objects skipped (the rest applied);")
+	fmt.Fprintln(w, "2 bad usage or unreadable input (nothing changed).")
 }
 
 // stringList is a repeatable string flag.
@@ -114,7 +140,9 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 // common holds the flags shared by the subcommands.
 type common struct {
-	nodeName     string
+	nodeName string
+	// nodeNameSet: --node-name was given, rather than the host name assumed.
+	nodeNameSet  bool
 	netns        string
 	clusterCIDRs prefixList
 	serviceCIDRs prefixList
@@ -123,6 +151,12 @@ type common struct {
 func (c *common) register(fs *flag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.StringVar(&c.nodeName, "node-name", host, "the Kubernetes node whose pods are enforced")
+	c.registerNetNS(fs)
+}
+
+// registerNetNS is the one shared flag of the commands that touch the
+// table without compiling anything (cleanup).
+func (c *common) registerNetNS(fs *flag.FlagSet) {
 	fs.StringVar(&c.netns, "netns", "", "program the table inside the network namespace at this path (default: the current one)")
 }
 
@@ -156,17 +190,51 @@ func (p *prefixList) Set(v string) error {
 }
 
 // parseFlags parses args, accepting flags in any order after the command,
-// and refuses positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
-	fs.SetOutput(stderr)
+// and refuses positional arguments. Help that was asked for (-h, --help)
+// goes to stdout; bad usage is a flagError carrying the usage for stderr.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	summary := ""
+	for _, c := range commands() {
+		if c.name == fs.Name() {
+			summary = c.summary
+		}
+	}
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "usage: nftguard %s [flags]\n\n%s\n", fs.Name(), summary)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintln(w, "\nflags:")
+			fs.PrintDefaults()
+		}
+	}
+	usage := func() string {
+		var b strings.Builder
+		fs.SetOutput(&b)
+		fs.Usage()
+		return b.String()
+	}
+	// The flag package reports errors to Output; run prints them once,
+	// followed by the usage.
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage())
 			return err
 		}
-		return usageError{err}
+		return flagError{err, usage()}
 	}
 	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+		return flagError{fmt.Errorf("unexpected argument %q", fs.Arg(0)), usage()}
 	}
 	return nil
+}
+
+// explicit says whether the flag was given on the command line, rather
+// than left at its default.
+func explicit(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // runRun is `nftguard run`, the node agent: flags in, agent.Run does the work.
-func runRun(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) error {
+func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var c common
 	c.register(fs)
@@ -27,7 +27,7 @@ func runRun(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer
 	resync := fs.Duration("resync-period", agent.DefaultResyncPeriod, "periodic recompile and incremental sync without changes (negative disables)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if *maxSync < *minSync {

@@ -71,6 +71,11 @@ var matchCases = []ruleCase{
 	rc("meta l4proto tcp"), rc("meta l4proto udp"), rc("meta l4proto icmp"), rc("meta l4proto ipv6-icmp"), rc("meta l4proto icmpv6", "meta l4proto ipv6-icmp"),
 	rc("meta l4proto { tcp, udp }"), rc("meta l4proto != tcp"), rc("ip protocol tcp"), rc("ip protocol { tcp, udp }"), rc("ip6 nexthdr udp"),
 	rc("meta nfproto ipv4"), rc("meta nfproto ipv6"),
+	// Neighbour discovery as the policy accepts it (single values only).
+	rc("icmpv6 type nd-neighbor-solicit"), rc("icmpv6 type 136", "icmpv6 type nd-neighbor-advert"), rc("icmpv6 type 132", "icmpv6 type mld-listener-done"),
+	rc("icmpv6 type != echo-request"), rc("icmpv6 type 200"), rc("ip6 hoplimit 255"), rc("ip6 hoplimit != 255"),
+	rc("icmpv6 type nd-neighbor-solicit ip6 hoplimit 255"), rc("ip6 hoplimit 255 icmpv6 type nd-neighbor-advert"),
+	rc("ip6 saddr fe80::/10 icmpv6 type nd-router-advert ip6 hoplimit 255"),
 	// Protocol names from /etc/protocols (netbase 6.4); ranges print as numbers.
 	rc("meta l4proto dccp"), rc("meta l4proto 33", "meta l4proto dccp"), rc("meta l4proto ip"), rc("meta l4proto hopopt", "meta l4proto ip"),
 	rc("meta l4proto 4", "meta l4proto ipencap"), rc("meta l4proto 255"), rc("meta l4proto 7"), rc("meta l4proto IPv6-ICMP", "meta l4proto ipv6-icmp"),
@@ -156,7 +161,7 @@ func allRuleCases() []ruleCase {
 					want = "reject with icmp port-unreachable"
 				case m.in == "meta nfproto ipv6":
 					want = "reject with icmpv6 port-unreachable"
-				case strings.HasPrefix(m.in, "ip6 ") || strings.Contains(m.in, ". ip6 "):
+				case strings.HasPrefix(m.in, "ip6 ") || strings.Contains(m.in, ". ip6 ") || strings.HasPrefix(m.in, "icmpv6 "):
 					want += " with icmpv6 port-unreachable"
 				case strings.HasPrefix(m.in, "ip ") || strings.Contains(m.in, ". ip "):
 					want += " with icmp port-unreachable"

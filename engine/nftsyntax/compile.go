@@ -123,6 +123,11 @@ func (c *compiler) deps(fs []*field) error {
 			}
 		}
 		if f.l4proto != 0 {
+			if f.l4nfproto != 0 && c.l4proto != f.l4proto {
+				if err := c.depNfproto(f.l4nfproto); err != nil {
+					return err
+				}
+			}
 			if err := c.depL4proto(f.l4proto); err != nil {
 				return err
 			}
@@ -375,6 +380,9 @@ func (c *compiler) match(m *matchStmt) error {
 			return err
 		}
 		rhs = o
+	}
+	if f.valueOnly && (len(m.fields) > 1 || rhs.kind != opValue || m.mask != nil) {
+		return fmt.Errorf("%s: only a single value is supported", f.name)
 	}
 	if err := c.deps(m.fields); err != nil {
 		return err

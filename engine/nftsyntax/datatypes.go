@@ -21,7 +21,25 @@ var (
 	// Types that only appear on the left of rule matches, never as set keys.
 	typeNfproto = DataType{Name: "nfproto", Magic: 2, Len: 1}
 	typeCtState = DataType{Name: "ct_state", Magic: 26, Len: 4, HostOrder: true}
+	// ICMPv6 types and the IPv6 hop limit are matched one value at a
+	// time (the policy's neighbour discovery rules); they are never set
+	// keys, so their set user data is not modelled.
+	typeICMPv6Type = DataType{Name: "icmpv6_type", Magic: 29, Len: 1}
+	typeInteger8   = DataType{Name: "integer", Magic: 4, Len: 1}
 )
+
+// icmpv6TypeNames are nft's names of ICMPv6 types (`nft describe icmpv6
+// type`); where two names share a number nft prints the first.
+var icmpv6TypeNames = []struct {
+	num  byte
+	name string
+}{
+	{1, "destination-unreachable"}, {2, "packet-too-big"}, {3, "time-exceeded"}, {4, "parameter-problem"},
+	{128, "echo-request"}, {129, "echo-reply"}, {130, "mld-listener-query"}, {131, "mld-listener-report"},
+	{132, "mld-listener-done"}, {132, "mld-listener-reduction"}, {133, "nd-router-solicit"}, {134, "nd-router-advert"},
+	{135, "nd-neighbor-solicit"}, {136, "nd-neighbor-advert"}, {137, "nd-redirect"}, {138, "router-renumbering"},
+	{141, "ind-neighbor-solicit"}, {142, "ind-neighbor-advert"}, {143, "mld2-listener-report"},
+}
 
 var dataTypes = []DataType{TypeVerdict, TypeIPv4Addr, TypeIPv6Addr, TypeInetProto, TypeInetService, TypeMark, TypeIfname}
 
@@ -249,6 +267,23 @@ func appendValue(b []byte, dt DataType, s string) ([]byte, error) {
 			return append(b, 10), nil
 		}
 		return b, fmt.Errorf("invalid nfproto %q (ipv4 or ipv6)", s)
+	case "icmpv6_type":
+		for _, t := range icmpv6TypeNames {
+			if t.name == s {
+				return append(b, t.num), nil
+			}
+		}
+		n, err := strconv.ParseUint(s, 10, 8)
+		if err != nil {
+			return b, fmt.Errorf("invalid icmpv6_type %q", s)
+		}
+		return append(b, byte(n)), nil
+	case "integer":
+		n, err := strconv.ParseUint(s, 10, 8)
+		if err != nil {
+			return b, fmt.Errorf("invalid 8-bit integer %q", s)
+		}
+		return append(b, byte(n)), nil
 	}
 	return b, fmt.Errorf("datatype %s has no literal values", dt.Name)
 }
@@ -320,6 +355,15 @@ func formatValue(dt DataType, b []byte) (string, error) {
 		case 10:
 			return "ipv6", nil
 		}
+		return strconv.Itoa(int(b[0])), nil
+	case "icmpv6_type":
+		for _, t := range icmpv6TypeNames {
+			if t.num == b[0] {
+				return t.name, nil
+			}
+		}
+		return strconv.Itoa(int(b[0])), nil
+	case "integer":
 		return strconv.Itoa(int(b[0])), nil
 	}
 	return "", fmt.Errorf("datatype %s has no literal values", dt.Name)

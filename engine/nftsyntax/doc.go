@@ -11,6 +11,7 @@
 //	          | ( "tcp" | "udp" | "sctp" | "th" ) ( "sport" | "dport" )
 //	          | "meta" ( "l4proto" | "nfproto" | "mark" | "iifname" | "oifname" )
 //	          | "iifname" | "oifname" | "ct mark"
+//	          | "ip6 hoplimit" | "icmpv6 type"        (single values only)
 //	operand   = VALUE | PREFIX | RANGE | "{" elem { "," elem } "}" | "@" NAME
 //	vmap      = key "vmap" ( "@" NAME | "{" elem ":" verdict { "," ... } "}" )
 //	counter   = "counter" [ "packets" N "bytes" N ]

@@ -29,6 +29,13 @@ type field struct {
 	nfproto byte
 	l4proto byte
 
+	// l4nfproto: the l4proto dependency itself needs this nfproto first
+	// (nft writes `meta nfproto ipv6 meta l4proto ipv6-icmp` before
+	// `icmpv6 type`, but nothing more after an explicit l4proto match).
+	l4nfproto byte
+	// valueOnly fields are compiled as single-value comparisons only.
+	valueOnly bool
+
 	// desc and tmpl identify a payload field in set user data
 	// (proto_desc_id and the template index in nft's proto.c).
 	desc, tmpl uint32
@@ -47,6 +54,8 @@ const (
 	protoTCP  = 6
 	protoUDP  = 17
 	protoSCTP = 132
+
+	protoICMPv6 = 58
 )
 
 // nft's proto_desc_id values used in set user data.
@@ -94,6 +103,10 @@ var fields = map[string]*field{
 	"th sport":    payloadField("th sport", TypeInetService, th, 0, 0, 0, descTH, 1),
 	"th dport":    payloadField("th dport", TypeInetService, th, 2, 0, 0, descTH, 2),
 
+	// Neighbour discovery matches (see valueOnly).
+	"ip6 hoplimit": valueOnly(payloadField("ip6 hoplimit", typeInteger8, nh, 7, nfprotoIPv6, 0, descIP6, 7)),
+	"icmpv6 type":  icmpv6Type(),
+
 	"meta l4proto": metaField("meta l4proto", TypeInetProto, nftwire.MetaKeyL4PROTO, byteorderHost),
 	"meta nfproto": metaField("meta nfproto", typeNfproto, nftwire.MetaKeyNFPROTO, byteorderHost),
 	"meta mark":    metaField("meta mark", TypeMark, nftwire.MetaKeyMARK, byteorderHost),
@@ -104,8 +117,21 @@ var fields = map[string]*field{
 	"ct mark":  ctField("ct mark", TypeMark, nftwire.CtKeyMARK),
 }
 
-// protoByL4 names the transport protocols whose ports nft can match.
-var protoByL4 = map[byte]string{protoTCP: "tcp", protoUDP: "udp", protoSCTP: "sctp"}
+// valueOnly marks f as matched by single values only.
+func valueOnly(f *field) *field { f.valueOnly = true; return f }
+
+// icmpv6Type is `icmpv6 type`: the first byte of the ICMPv6 header, behind
+// `meta l4proto ipv6-icmp`, which in an inet table itself needs
+// `meta nfproto ipv6`.
+func icmpv6Type() *field {
+	f := valueOnly(payloadField("icmpv6 type", typeICMPv6Type, th, 0, 0, protoICMPv6, 0, 0))
+	f.l4nfproto = nfprotoIPv6
+	return f
+}
+
+// protoByL4 names the transport protocols whose header fields nft can
+// match (ports, or the ICMPv6 type).
+var protoByL4 = map[byte]string{protoTCP: "tcp", protoUDP: "udp", protoSCTP: "sctp", protoICMPv6: "icmpv6"}
 
 // fieldForPayload finds the selector a payload load reads, given the
 // protocol context established by earlier matches.

@@ -139,7 +139,7 @@ func (p *parser) expectUint(what string, bits int) (uint64, error) {
 // selectorStart reports whether a word starts a selector.
 func selectorStart(w string) bool {
 	switch w {
-	case "ip", "ip6", "tcp", "udp", "sctp", "th", "meta", "iifname", "oifname", "ct":
+	case "ip", "ip6", "tcp", "udp", "sctp", "th", "meta", "iifname", "oifname", "ct", "icmpv6":
 		return true
 	}
 	return false
@@ -250,7 +250,7 @@ func isKeyword(s string) bool {
 	switch s {
 	case "accept", "drop", "return", "continue", "jump", "goto", "ip", "ip6", "tcp", "udp", "sctp", "th",
 		"meta", "ct", "counter", "log", "limit", "reject", "snat", "dnat", "masquerade", "notrack",
-		"comment", "map", "vmap", "set", "table", "chain", "rule", "element", "inet", "to", "with":
+		"comment", "map", "vmap", "set", "table", "chain", "rule", "element", "inet", "to", "with", "icmpv6":
 		return true
 	}
 	return false
@@ -305,13 +305,15 @@ func selectorWords(first string, second ...string) []selectorWord {
 // error lists them.
 var (
 	ipWords   = selectorWords("ip", "saddr", "daddr", "protocol")
-	ip6Words  = selectorWords("ip6", "saddr", "daddr", "nexthdr")
+	ip6Words  = selectorWords("ip6", "saddr", "daddr", "nexthdr", "hoplimit")
 	tcpWords  = selectorWords("tcp", "dport", "sport")
 	udpWords  = selectorWords("udp", "dport", "sport")
 	sctpWords = selectorWords("sctp", "dport", "sport")
 	thWords   = selectorWords("th", "dport", "sport")
 	metaWords = selectorWords("meta", "l4proto", "nfproto", "mark", "iifname", "oifname")
 	ctWords   = selectorWords("ct", "state", "mark")
+
+	icmp6Words = selectorWords("icmpv6", "type")
 )
 
 // secondWords returns the second words a selector's first word takes, nil
@@ -334,6 +336,8 @@ func secondWords(first string) []selectorWord {
 		return metaWords
 	case "ct":
 		return ctWords
+	case "icmpv6":
+		return icmp6Words
 	}
 	return nil
 }

@@ -246,6 +246,9 @@ func (d *decompiler) useFieldDeps(f *field) {
 		d.useDep(&d.nfDep)
 	} else if f.l4proto != 0 {
 		d.useDep(&d.l4Dep)
+		if f.l4nfproto != 0 {
+			d.useDep(&d.nfDep)
+		}
 	}
 }
 

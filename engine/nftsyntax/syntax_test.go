@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -108,6 +109,10 @@ func TestParseErrors(t *testing.T) {
 		{"meta l4proto { tcp-udp, 1 } accept", "not a range of names"},
 		{"tcp dport http-443 accept", "not a range of names"},
 		{"ip saddr { 10.0.0.0/8, 10.1.0.0/16 }", "overlaps"},
+		{"icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert }", "icmpv6 type: only a single value"},
+		{"ip6 hoplimit 1-255", "ip6 hoplimit: only a single value"},
+		{"ip6 hoplimit 256", `invalid 8-bit integer "256"`},
+		{"ip saddr 10.0.0.1 icmpv6 type nd-neighbor-solicit", "conflicting protocols"},
 	} {
 		_, err := CompileRule(inet, c.in, sets)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -263,5 +268,17 @@ func BenchmarkCompileRule(b *testing.B) {
 		if _, err := CompileRule(inet, rules[i%len(rules)], sets); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestBlockSizes: a rule's AST and its compiled form are allocated as one
+// block each, kept within the size the allocator serves without a type
+// header (see compiledBuf).
+func TestBlockSizes(t *testing.T) {
+	if n := unsafe.Sizeof(compiledBuf{}); n > 512 {
+		t.Errorf("compiledBuf is %d bytes", n)
+	}
+	if n := unsafe.Sizeof(ruleAST{}); n > 512 {
+		t.Errorf("ruleAST is %d bytes", n)
 	}
 }

@@ -2,9 +2,9 @@ package nftwire
 
 import (
 	"errors"
-	"reflect"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 )
@@ -25,8 +25,8 @@ func TestDecodeExpr(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%T: %v", want, err)
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("decoded %#v, want %#v", got, want)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%T decoded (-want +got):\n%s", want, diff)
 		}
 	}
 	if _, err := DecodeExpr(unix.NFPROTO_INET, "osf", nil); !errors.Is(err, ErrUnknownExpr) {

@@ -1,0 +1,172 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	netlisters "k8s.io/client-go/listers/networking/v1"
+
+	"github.com/nftguard/nftguard/flowlog"
+	"github.com/nftguard/nftguard/policy"
+)
+
+// Logging of denied packets (issue 16), for `nftguard run --log-denied`:
+// the agent reads the NFLOG group its table logs to, writes one slog
+// record per denied packet (JSON with --log-format json), keeps the recent
+// ones in a bounded journal, and counts them. The table side is
+// policy.Input.LogDenied (through compose.Input.LogDenied).
+
+// deniedLogMetrics are the counters of the denied-packet log.
+type deniedLogMetrics struct {
+	records    prometheus.Counter
+	suppressed *prometheus.CounterVec
+}
+
+// Reasons of nftguard_denied_log_suppressed_total.
+const (
+	suppressedRing   = "ring_overflow"  // pushed out of the journal unread
+	suppressedSocket = "socket_overrun" // lost by the kernel on a full socket (at least one each)
+)
+
+func newDeniedLogMetrics(reg prometheus.Registerer) (*deniedLogMetrics, error) {
+	m := &deniedLogMetrics{
+		records: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nftguard_denied_log_records_total",
+			Help: "Denied packets logged by the kernel and read by the agent (rate-limited in the kernel per node and direction).",
+		}),
+		suppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nftguard_denied_log_suppressed_total",
+			Help: "Denied-packet records not kept, by reason (ring_overflow: pushed out of the in-memory journal; socket_overrun: lost on a full socket).",
+		}, []string{"reason"}),
+	}
+	for _, c := range []prometheus.Collector{m.records, m.suppressed} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register denied-log metrics: %w", err)
+		}
+	}
+	m.suppressed.WithLabelValues(suppressedRing)
+	m.suppressed.WithLabelValues(suppressedSocket)
+	return m, nil
+}
+
+// runDeniedLog reads the group of l in the namespace netns until ctx ends:
+// each record is resolved with res, logged on log at Info as "denied",
+// added to journal and counted. It fails at once if the group cannot be
+// bound (another reader has it: see flowlog.ErrGroupBusy).
+func runDeniedLog(ctx context.Context, l policy.LogDenied, netns string, res flowlog.Resolver,
+	log *slog.Logger, reg prometheus.Registerer, journal *flowlog.Journal) error {
+	m, err := newDeniedLogMetrics(reg)
+	if err != nil {
+		return err
+	}
+	r, err := flowlog.Open(flowlog.Config{Group: l.Group, NetNS: netns})
+	if err != nil {
+		return fmt.Errorf("log denied packets: %w", err)
+	}
+	defer r.Close()
+	var lost uint64
+	return r.Run(ctx, func(rec flowlog.Record) {
+		flowlog.Resolve(&rec, res)
+		m.records.Inc()
+		_, overBefore := journal.Counts()
+		journal.Add(rec)
+		if _, over := journal.Counts(); over > overBefore {
+			m.suppressed.WithLabelValues(suppressedRing).Add(float64(over - overBefore))
+		}
+		if n := r.Lost(); n > lost {
+			m.suppressed.WithLabelValues(suppressedSocket).Add(float64(n - lost))
+			lost = n
+		}
+		log.Info("denied", deniedAttrs(&rec)...)
+	})
+}
+
+// deniedAttrs are a record's slog attributes.
+func deniedAttrs(r *flowlog.Record) []any {
+	attrs := []any{
+		slog.String("direction", string(r.Direction)),
+		slog.String("protocol", r.ProtocolName()),
+		slog.String("src", r.Src.String()), slog.String("dst", r.Dst.String()),
+	}
+	if r.HasICMP {
+		attrs = append(attrs, slog.Int("icmpType", int(r.ICMPType)), slog.Int("icmpCode", int(r.ICMPCode)))
+	} else if r.SrcPort != 0 || r.DstPort != 0 {
+		attrs = append(attrs, slog.Int("srcPort", int(r.SrcPort)), slog.Int("dstPort", int(r.DstPort)))
+	}
+	if r.SrcPod != "" {
+		attrs = append(attrs, slog.String("srcPod", r.SrcPod))
+	}
+	if r.DstPod != "" {
+		attrs = append(attrs, slog.String("dstPod", r.DstPod))
+	}
+	if len(r.Policies) > 0 {
+		attrs = append(attrs, slog.String("policies", strings.Join(r.Policies, ",")))
+	}
+	return append(attrs, slog.String("decision", r.Decision))
+}
+
+// listerResolver resolves records from the agent's informer caches. A
+// lookup by address walks the cached pods: records are rate-limited in the
+// kernel (tens a second by default), so this costs bounded work.
+type listerResolver struct {
+	pods     corelisters.PodLister
+	policies netlisters.NetworkPolicyLister
+}
+
+// PodByAddr implements flowlog.Resolver.
+func (lr listerResolver) PodByAddr(a netip.Addr) string {
+	pods, err := lr.pods.List(labels.Everything())
+	if err != nil {
+		return ""
+	}
+	want := a.Unmap().String()
+	for _, p := range pods {
+		if p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, ip := range p.Status.PodIPs {
+			if ip.IP == want {
+				return p.Namespace + "/" + p.Name
+			}
+		}
+	}
+	return ""
+}
+
+// Isolating implements flowlog.Resolver.
+func (lr listerResolver) Isolating(pod string, d flowlog.Direction) []string {
+	ns, name, _ := strings.Cut(pod, "/")
+	p, err := lr.pods.Pods(ns).Get(name)
+	if err != nil {
+		return nil
+	}
+	nps, err := lr.policies.NetworkPolicies(ns).List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, np := range nps {
+		if isolates(np, p, d) {
+			out = append(out, np.Namespace+"/"+np.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func isolates(np *networkingv1.NetworkPolicy, p *corev1.Pod, d flowlog.Direction) bool {
+	ing, egr := policy.PolicyTypes(np)
+	if (d == flowlog.Ingress && !ing) || (d == flowlog.Egress && !egr) {
+		return false
+	}
+	return flowlog.NewObjects([]*corev1.Pod{p}, []*networkingv1.NetworkPolicy{np}).Isolating(p.Namespace+"/"+p.Name, d) != nil
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+// These tests run the CLI in-process with fake stdin, stdout and stderr.
+// Nothing here may reach the kernel: render touches nothing, and every
+// apply gets --netns of a path that does not exist, so one that got as far
+// as opening the table would fail (exit 1) instead of touching this host.
+
+const (
+	tNS  = "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n"
+	tPod = "apiVersion: v1\nkind: Pod\nmetadata: {name: cart, namespace: shop}\nspec: {nodeName: w1}\nstatus: {podIPs: [{ip: 10.77.1.10}]}\n"
+	tNP  = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny, namespace: shop}\nspec: {podSelector: {}, policyTypes: [Ingress]}\n"
+	// tBadCIDRs is a well-formed policy with two invalid fields: one
+	// skipped object.
+	tBadCIDRs = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: bad, namespace: shop}\n" +
+		"spec: {podSelector: {}, ingress: [{from: [{ipBlock: {cidr: 10.0.0.0/33}}, {ipBlock: {cidr: nope}}]}]}\n"
+	tNode   = "apiVersion: v1\nkind: Node\nmetadata: {name: w2}\n"
+	noNetNS = "/nonexistent/nftguard-test-netns"
+)
+
+func docs(ds ...string) string { return strings.Join(ds, "---\n") }
+
+func TestCLI(t *testing.T) {
+	host, _ := os.Hostname()
+	hostile := strings.Replace(tNP, "name: deny", `name: 'q"; }; }; flush ruleset; table inet nftguard { chain zz { #'`, 1)
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		stdin string
+		code  int
+		// out and errOut must each contain all of their strings; an empty
+		// list means the stream must be empty.
+		out, errOut []string
+		// notOut must not appear in stdout.
+		notOut []string
+	}{
+		// Help and usage.
+		{name: "no arguments", code: 2, errOut: []string{"usage: nftguard COMMAND"}},
+		{name: "-h", args: []string{"-h"}, code: 0, out: []string{"usage: nftguard COMMAND", "version"}},
+		{name: "--help", args: []string{"--help"}, code: 0, out: []string{"usage: nftguard COMMAND"}},
+		{name: "help", args: []string{"help"}, code: 0, out: []string{"usage: nftguard COMMAND"}},
+		{name: "help apply", args: []string{"help", "apply"}, code: 0, out: []string{"usage: nftguard apply", "-allow-empty", "-node-name", "-f value"}},
+		{name: "help unknown command", args: []string{"help", "nope"}, code: 2, errOut: []string{`unknown command "nope"`}},
+		{name: "help with two commands", args: []string{"help", "apply", "render"}, code: 2, errOut: []string{"want one command"}},
+		{name: "unknown command", args: []string{"nope"}, code: 2, errOut: []string{`unknown command "nope"`, "usage: nftguard COMMAND"}},
+		{name: "apply -h", args: []string{"apply", "-h"}, code: 0, out: []string{"usage: nftguard apply"}},
+		{name: "render --help", args: []string{"render", "--help"}, code: 0, out: []string{"usage: nftguard render"}},
+		{name: "cleanup -h lists only its flag", args: []string{"cleanup", "-h"}, code: 0, out: []string{"-netns"},
+			notOut: []string{"node-name", "cluster-cidr", "-f "}},
+		{name: "help run", args: []string{"help", "run"}, code: 0, out: []string{"usage: nftguard run", "-kubeconfig"}},
+		{name: "unknown flag", args: []string{"apply", "--bogus"}, code: 2, errOut: []string{"nftguard apply: flag provided but not defined: -bogus", "usage: nftguard apply"}},
+		{name: "positional argument", args: []string{"render", "-f", "-", "extra"}, code: 2, errOut: []string{`unexpected argument "extra"`, "usage: nftguard render"}},
+		{name: "-f missing", args: []string{"render"}, code: 2, errOut: []string{"-f PATH is required"}},
+		{name: "bad CIDR flag", args: []string{"render", "-f", "-", "--cluster-cidr", "x"}, code: 2, errOut: []string{`not a CIDR: "x"`}},
+		{name: "version", args: []string{"version"}, code: 0, out: []string{"nftguard "}},
+		{name: "version takes no arguments", args: []string{"version", "x"}, code: 2, errOut: []string{"unexpected argument"}},
+
+		// Unreadable input: exit 2, nothing rendered or applied.
+		{name: "empty stdin", args: []string{"render", "-f", "-"}, code: 2, errOut: []string{"no objects in standard input", "--allow-empty"}},
+		{name: "empty stdin, apply", args: []string{"apply", "-f", "-", "--netns", noNetNS}, code: 2, errOut: []string{"no objects in standard input"}},
+		{name: "empty stdin allowed", args: []string{"render", "-f", "-", "--allow-empty"}, code: 0, out: []string{"table inet nftguard"}},
+		{name: "only kinds nftguard does not read", args: []string{"render", "-f", "-", "--node-name", "w1"},
+			stdin: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n", code: 2, errOut: []string{"no objects in standard input"}},
+		{name: "binary garbage", args: []string{"apply", "-f", "-", "--netns", noNetNS}, stdin: "\x00\x01\xfe\xff\x89PNG\r\n",
+			code: 2, errOut: []string{"error: -:1: not valid YAML", "nothing changed"}},
+		{name: "syntax error in the middle", args: []string{"render", "-f", "-", "--node-name", "w1"}, stdin: docs(tNS, "kind: [\n", tPod, tNP),
+			code: 2, errOut: []string{"error: -:2: not valid YAML", "1 problem(s) reading standard input; nothing changed"}},
+		{name: "unknown field", args: []string{"apply", "-f", "-", "--node-name", "w1", "--netns", noNetNS},
+			stdin: docs(tNS, tPod, strings.Replace(tNP, "policyTypes", "ingresss: [], policyTypes", 1)),
+			code:  2, errOut: []string{"error: -:3: NetworkPolicy: spec.ingresss: unknown field"}},
+		{name: "wrong apiVersion", args: []string{"render", "-f", "-", "--node-name", "w1"},
+			stdin: docs(tNS, tPod, strings.Replace(tNP, "networking.k8s.io/v1", "extensions/v1beta1", 1)),
+			code:  2, errOut: []string{"nftguard reads NetworkPolicy only as networking.k8s.io/v1"}},
+		{name: "missing file", args: []string{"render", "-f", "/nonexistent/x.yaml"}, code: 2, errOut: []string{"/nonexistent/x.yaml"}},
+
+		// The node name.
+		{name: "host name matches nothing", args: []string{"apply", "-f", "-", "--netns", noNetNS}, stdin: docs(tNS, tPod, tNP, tNode),
+			code: 2, errOut: []string{`node "` + host + `" (the host name; set --node-name) has no pods`, "the input mentions w1, w2"}},
+		{name: "explicit node name matches nothing", args: []string{"render", "-f", "-", "--node-name", "w3"}, stdin: docs(tNS, tPod),
+			code: 2, errOut: []string{`node "w3" (--node-name) has no pods and no Node object`, "mentions w1"}},
+		{name: "explicit node name of a Node object without pods", args: []string{"render", "-f", "-", "--node-name", "w2"}, stdin: docs(tNS, tPod, tNode),
+			code: 0, out: []string{"table inet nftguard"}},
+		{name: "host name of a Node object is not enough", args: []string{"render", "-f", "-"},
+			stdin: docs(tNS, strings.Replace(tNode, "w2", host, 1)), code: 2, errOut: []string{"(the host name; set --node-name)"}},
+
+		// Valid input, and skipped objects.
+		{name: "render", args: []string{"render", "-f", "-", "--node-name", "w1"}, stdin: docs(tNS, tPod, tNP),
+			code: 0, out: []string{"table inet nftguard", "10.77.1.10"}},
+		{name: "hostile name is skipped, the rest rendered", args: []string{"render", "-f", "-", "--node-name", "w1"}, stdin: docs(tNS, tPod, hostile, tNP),
+			code: 1, out: []string{"table inet nftguard", "10.77.1.10"}, notOut: []string{"flush ruleset", "zz"},
+			errOut: []string{`skipped: -:3: NetworkPolicy shop/"q\"; }; }; flush ruleset; table inet nftguard { chain zz { #": metadata.name: a lowercase RFC 1123 subdomain`,
+				"1 invalid object(s) skipped"}},
+		{name: "compile problems carry file:document and count objects", args: []string{"render", "-f", "-", "--node-name", "w1"}, stdin: docs(tNS, tPod, tBadCIDRs),
+			code: 1, out: []string{"table inet nftguard"},
+			errOut: []string{"skipped: -:3: NetworkPolicy shop/bad: spec.ingress[0].from[0].ipBlock.cidr", "skipped: -:3: NetworkPolicy shop/bad: spec.ingress[0].from[1].ipBlock.cidr",
+				"nftguard render: 1 invalid object(s) skipped"}},
+		{name: "repeated object warns and the later one is used", args: []string{"render", "-f", "-", "--node-name", "w1"}, stdin: docs(tNS, tPod, tBadCIDRs, tNP, strings.Replace(tBadCIDRs, "10.0.0.0/33", "10.0.0.0/8", 1)),
+			code: 1, out: []string{"table inet nftguard"}, errOut: []string{"warning: -:5: NetworkPolicy shop/bad: given again: replaces the one read at -:3", "skipped: -:5: NetworkPolicy shop/bad: spec.ingress[0].from[1].ipBlock.cidr", "1 invalid object(s) skipped"}},
+		{name: "all objects invalid", args: []string{"render", "-f", "-", "--node-name", "w1"}, stdin: strings.Replace(tNS, "shop", "Shop", 1),
+			code: 2, errOut: []string{"skipped: -:1: Namespace", "no valid objects in standard input"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tc.args, strings.NewReader(tc.stdin), &stdout, &stderr)
+			if code != tc.code {
+				t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, stdout.String(), stderr.String())
+			}
+			check := func(what string, got string, want []string) {
+				if len(want) == 0 && got != "" {
+					t.Errorf("%s should be empty:\n%s", what, got)
+				}
+				for _, w := range want {
+					if !strings.Contains(got, w) {
+						t.Errorf("%s does not contain %q:\n%s", what, w, got)
+					}
+				}
+			}
+			check("stdout", stdout.String(), tc.out)
+			check("stderr", stderr.String(), tc.errOut)
+			for _, n := range tc.notOut {
+				if strings.Contains(stdout.String(), n) {
+					t.Errorf("stdout contains %q:\n%s", n, stdout.String())
+				}
+			}
+		})
+	}
+}
+
+func TestVersionText(t *testing.T) {
+	for _, tc := range []struct {
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{nil, "nftguard (unknown version: no build information in the binary)"},
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, "nftguard (devel) go1.26.8"},
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "0123abc"}, {Key: "vcs.time", Value: "2026-12-01T10:00:00Z"}, {Key: "vcs.modified", Value: "true"}}},
+			"nftguard v1.2.3 revision 0123abc 2026-12-01T10:00:00Z (modified) go1.26.8"},
+		{&debug.BuildInfo{Main: debug.Module{}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123abc"}, {Key: "vcs.modified", Value: "false"}}},
+			"nftguard (devel) revision 0123abc"},
+	} {
+		if got := versionText(tc.bi); got != tc.want {
+			t.Errorf("versionText = %q, want %q", got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package flowlog
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/nftguard/nftguard/policy"
+)
+
+// Resolver is what a reader knows about the cluster: the agent answers
+// from its informer caches, `nftguard flows -f` from manifests (Objects).
+type Resolver interface {
+	// PodByAddr names the pod ("namespace/name") that has addr, or "".
+	PodByAddr(addr netip.Addr) string
+	// Isolating names the NetworkPolicies of the pod's namespace that
+	// isolate the pod ("namespace/name") in direction d, sorted.
+	Isolating(pod string, d Direction) []string
+}
+
+// Resolve names the pods at both ends of r and the decision. The pod whose
+// chain denied the packet is the one its direction's dispatch map is keyed
+// by: the destination for ingress, the source for egress. res may be nil:
+// the record then names addresses only.
+func Resolve(r *Record, res Resolver) {
+	if res != nil {
+		r.SrcPod, r.DstPod = res.PodByAddr(r.Src), res.PodByAddr(r.Dst)
+	}
+	var addr netip.Addr
+	switch r.Direction {
+	case Ingress:
+		r.Pod, addr = r.DstPod, r.Dst
+	case Egress:
+		r.Pod, addr = r.SrcPod, r.Src
+	default:
+		r.Decision = fmt.Sprintf("logged with prefix %q, not by nftguard's table", r.Prefix)
+		return
+	}
+	if r.Pod == "" {
+		r.Decision = fmt.Sprintf("pod at %s isolated for %s; no rule allowed (pod not known to this reader)", addr, r.Direction)
+		return
+	}
+	r.Policies = res.Isolating(r.Pod, r.Direction)
+	names := make([]string, len(r.Policies))
+	for i, p := range r.Policies {
+		names[i] = p[strings.IndexByte(p, '/')+1:]
+	}
+	word := "policies"
+	if len(names) == 1 {
+		word = "policy"
+	}
+	r.Decision = fmt.Sprintf("pod %s isolated for %s by %s %s; no rule allowed", r.Pod, r.Direction, word, strings.Join(names, ", "))
+}
+
+// Objects is a Resolver over a fixed set of objects (manifests, a test).
+type Objects struct {
+	byAddr   map[netip.Addr]string
+	labels   map[string]labels.Set
+	policies []objPolicy
+}
+
+type objPolicy struct {
+	ns, key         string
+	sel             labels.Selector
+	ingress, egress bool
+}
+
+// NewObjects indexes pods by address and keeps the policies' selectors.
+// Pods on the host network (whose address is their node's) and finished
+// pods are left out; a policy whose selector does not parse selects
+// nothing, as the compiler skips it.
+func NewObjects(pods []*corev1.Pod, policies []*networkingv1.NetworkPolicy) *Objects {
+	o := &Objects{byAddr: map[netip.Addr]string{}, labels: map[string]labels.Set{}}
+	for _, p := range pods {
+		if p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		key := p.Namespace + "/" + p.Name
+		o.labels[key] = labels.Set(p.Labels)
+		ips := p.Status.PodIPs
+		if len(ips) == 0 && p.Status.PodIP != "" {
+			ips = []corev1.PodIP{{IP: p.Status.PodIP}}
+		}
+		for _, ip := range ips {
+			if a, err := netip.ParseAddr(ip.IP); err == nil {
+				if _, taken := o.byAddr[a]; !taken {
+					o.byAddr[a] = key
+				}
+			}
+		}
+	}
+	for _, np := range policies {
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil {
+			continue
+		}
+		ing, egr := policy.PolicyTypes(np)
+		o.policies = append(o.policies, objPolicy{ns: np.Namespace, key: np.Namespace + "/" + np.Name, sel: sel, ingress: ing, egress: egr})
+	}
+	return o
+}
+
+// PodByAddr implements Resolver.
+func (o *Objects) PodByAddr(a netip.Addr) string { return o.byAddr[a.Unmap()] }
+
+// Isolating implements Resolver.
+func (o *Objects) Isolating(pod string, d Direction) []string {
+	ns := pod[:max(strings.IndexByte(pod, '/'), 0)]
+	set := o.labels[pod]
+	var out []string
+	for _, p := range o.policies {
+		if p.ns != ns || (d == Ingress && !p.ingress) || (d == Egress && !p.egress) || !p.sel.Matches(set) {
+			continue
+		}
+		out = append(out, p.key)
+	}
+	sort.Strings(out)
+	return out
+}

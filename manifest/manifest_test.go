@@ -1,0 +1,237 @@
+package manifest
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nftguard/nftguard/problem"
+)
+
+const (
+	ns     = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n"
+	pod    = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: cart\n  namespace: shop\nspec:\n  nodeName: w1\n"
+	policy = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: deny\n  namespace: shop\nspec:\n  podSelector: {}\n"
+)
+
+// counts is a compact view of what Load returned: one letter per object
+// (N namespace, O node, P pod, X network policy, S service, E endpoint
+// slice), in the order of the Objects fields.
+func counts(o *Objects) string {
+	var b strings.Builder
+	for _, c := range []struct {
+		n int
+		s string
+	}{{len(o.Namespaces), "N"}, {len(o.Nodes), "O"}, {len(o.Pods), "P"}, {len(o.NetworkPolicies), "X"}, {len(o.Services), "S"}, {len(o.EndpointSlices), "E"}} {
+		b.WriteString(strings.Repeat(c.s, c.n))
+	}
+	return b.String()
+}
+
+func TestLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files map[string]string // relative path -> content
+		// want is counts() of the objects, or "" when Load must fail.
+		want string
+		// unreadable are substrings of the InputError's problems (each must
+		// appear in one of them), skipped of the skipped problems, warn of
+		// the warnings.
+		unreadable, skipped, warn []string
+	}{
+		{name: "multi-document YAML", files: map[string]string{"a.yaml": ns + "---\n" + pod + "---\n" + policy}, want: "NPX"},
+		{name: "empty documents and comments", files: map[string]string{"a.yaml": "---\n# nothing\n---\n" + ns + "---\n---\n"}, want: "N"},
+		{name: "directory with YAML and JSON", files: map[string]string{
+			"a/x.yml":     ns,
+			"a/b/y.json":  `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"shop"}} {"apiVersion":"v1","kind":"Node","metadata":{"name":"w1"}}`,
+			"a/notes.txt": "not read",
+		}, want: "NOP"},
+		{name: "v1 List and typed list", files: map[string]string{
+			"l.json": `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}},{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"y"}}]}`,
+			"m.yaml": "apiVersion: v1\nkind: PodList\nmetadata: {}\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a, namespace: x}\n",
+		}, want: "NNP"},
+		{name: "kinds nftguard does not read", files: map[string]string{"a.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {whatever: 1}\n---\n" +
+			"apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata: {name: s}\nspec: {template: {}}\n---\n" + ns}, want: "N"},
+		{name: "empty file", files: map[string]string{"a.yaml": ""}, want: "-"},
+
+		// Unreadable input: nothing is returned.
+		{name: "YAML syntax error in the middle", files: map[string]string{"a.yaml": ns + "---\nkind: Pod\n  bad: [\n---\n" + policy + "---\nkind: [\n"},
+			unreadable: []string{"a.yaml:2: not valid YAML", "a.yaml:4: not valid YAML"}},
+		{name: "binary garbage", files: map[string]string{"a.yaml": "\x00\x01\xff\xfe\x89PNG\r\n\x1a\n"}, unreadable: []string{"a.yaml:1: not valid YAML"}},
+		{name: "plain text", files: map[string]string{"a.yaml": "hello world\n"}, unreadable: []string{"a.yaml:1: not a Kubernetes object"}},
+		{name: "a sequence", files: map[string]string{"a.yaml": "- a\n- b\n"}, unreadable: []string{"not a Kubernetes object"}},
+		{name: "JSON syntax error", files: map[string]string{"a.json": `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}} {"apiVersion":`}, unreadable: []string{"a.json:2: not valid JSON"}},
+		{name: "kind missing", files: map[string]string{"a.yaml": "apiVersion: v1\nmetadata: {name: x}\n"}, unreadable: []string{"apiVersion and kind are required"}},
+		{name: "kind is case-sensitive", files: map[string]string{"a.yaml": "apiVersion: v1\nKind: Namespace\nmetadata: {name: x}\n"}, unreadable: []string{"apiVersion and kind are required"}},
+		{name: "unknown field", files: map[string]string{"a.yaml": strings.Replace(policy, "podSelector: {}", "podSelector: {}\n  ingresss: []", 1)},
+			unreadable: []string{`a.yaml:1: NetworkPolicy: spec.ingresss: unknown field`}},
+		{name: "unknown field in a List item", files: map[string]string{"a.json": `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x","lables":{}}}]}`},
+			unreadable: []string{`a.json:1[0]: Namespace: metadata.lables: unknown field`}},
+		{name: "duplicate field in YAML", files: map[string]string{"a.yaml": strings.Replace(policy, "  name: deny\n", "  name: deny\n  name: allow\n", 1)},
+			unreadable: []string{"a.yaml:1: metadata.name: duplicate field"}},
+		{name: "duplicate field nested in YAML", files: map[string]string{"a.yaml": policy + "  ingress:\n  - from:\n    - podSelector: {}\n      podSelector: {}\n"},
+			unreadable: []string{"spec.ingress[0].from[0].podSelector: duplicate field"}},
+		{name: "duplicate field in JSON", files: map[string]string{"a.json": `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x","name":"y"}}`},
+			unreadable: []string{"Namespace: metadata.name: duplicate field"}},
+		{name: "wrong type", files: map[string]string{"a.yaml": "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {nodeName: [a]}\n"},
+			unreadable: []string{"a.yaml:1: Pod: "}},
+		{name: "known kind in an API version nftguard does not read", files: map[string]string{"a.yaml": strings.Replace(policy, "networking.k8s.io/v1", "extensions/v1beta1", 1)},
+			unreadable: []string{`NetworkPolicy: apiVersion="extensions/v1beta1": nftguard reads NetworkPolicy only as networking.k8s.io/v1`}},
+		{name: "known kind in a k8s.io group it does not belong to", files: map[string]string{"a.yaml": strings.Replace(ns, "v1", "networking.k8s.io/v1", 1)},
+			unreadable: []string{"nftguard reads Namespace only as v1"}},
+		{name: "bad document separator", files: map[string]string{"a.yaml": ns + "--- x\n" + pod}, unreadable: []string{"not valid YAML"}},
+		{name: "one bad file spoils all", files: map[string]string{"a.yaml": ns, "b.yaml": "kind: [\n"}, unreadable: []string{"b.yaml:1"}},
+
+		// Metadata the API server refuses: the object is skipped, the rest is read.
+		{name: "hostile policy name", files: map[string]string{"a.yaml": ns + "---\n" +
+			strings.Replace(policy, "name: deny", `name: 'q"; }; }; flush ruleset; table inet nftguard { chain zz { #'`, 1)},
+			want: "N", skipped: []string{`a.yaml:2: NetworkPolicy shop/"q\"; }; }; flush ruleset; table inet nftguard { chain zz { #": metadata.name: a lowercase RFC 1123 subdomain`}},
+		{name: "name with a newline cannot forge a line", files: map[string]string{"a.yaml": "apiVersion: v1\nkind: Node\nmetadata: {name: \"a\\nskipped: b\"}\n"},
+			want: "-", skipped: []string{`Node "a\nskipped: b": metadata.name`}},
+		{name: "Namespace names are DNS labels", files: map[string]string{"a.yaml": strings.Replace(ns, "shop", "a.b", 1)},
+			want: "-", skipped: []string{"Namespace a.b: metadata.name: must not contain dots"}},
+		{name: "namespaces are DNS labels", files: map[string]string{"a.yaml": strings.Replace(pod, "namespace: shop", "namespace: a.b", 1)},
+			want: "-", skipped: []string{"Pod a.b/cart: metadata.namespace"}},
+		{name: "Service names are DNS-1035 labels, Pod names subdomains", files: map[string]string{"a.yaml": strings.Replace(pod, "cart", "1.cart", 1) + "---\n" +
+			"apiVersion: v1\nkind: Service\nmetadata: {name: 1cart, namespace: shop}\n"},
+			want: "P", skipped: []string{"Service shop/1cart: metadata.name: a DNS-1035 label"}},
+		{name: "name too long", files: map[string]string{"a.yaml": strings.Replace(policy, "deny", strings.Repeat("a", 254), 1)},
+			want: "-", skipped: []string{"metadata.name: must be no more than 253 characters"}},
+		{name: "bad label key and value", files: map[string]string{"a.yaml": strings.Replace(pod, "  namespace: shop\n", "  namespace: shop\n  labels: {\"a b\": x, c: \"d e\"}\n", 1)},
+			want: "-", skipped: []string{`metadata.labels="a b": name part must consist of`, `metadata.labels="d e": a valid label must be`}},
+		{name: "bad annotation key", files: map[string]string{"a.yaml": strings.Replace(pod, "  namespace: shop\n", "  namespace: shop\n  annotations: {\"-x\": v}\n", 1)},
+			want: "-", skipped: []string{`metadata.annotations="-x"`}},
+		{name: "name missing", files: map[string]string{"a.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {}\n"},
+			want: "-", skipped: []string{"metadata.name: name or generateName is required"}},
+
+		// Repeated objects: the later one replaces the earlier one.
+		{name: "repeated object", files: map[string]string{"a.yaml": policy + "---\n" + ns + "---\n" + strings.Replace(policy, "{}", "{matchLabels: {a: b}}", 1)},
+			want: "NX", warn: []string{"a.yaml:3: NetworkPolicy shop/deny: given again: replaces the one read at a.yaml:1"}},
+		{name: "default namespace is the same object", files: map[string]string{"a.yaml": strings.Replace(pod, "shop", "default", 1) + "---\n" + strings.Replace(pod, "  namespace: shop\n", "", 1)},
+			want: "P", warn: []string{"replaces the one read at a.yaml:1"}},
+		{name: "same name, different kinds or namespaces", files: map[string]string{"a.yaml": pod + "---\n" + strings.Replace(pod, "shop", "pay", 1) + "---\n" +
+			"apiVersion: v1\nkind: Service\nmetadata: {name: cart, namespace: shop}\n"}, want: "PPS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, content := range tc.files {
+				p := filepath.Join(dir, name)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Chdir(dir)
+			objs, skipped, err := Load(nil, ".")
+			if tc.want == "" {
+				var ie *InputError
+				if !errors.As(err, &ie) {
+					t.Fatalf("Load = %v, %v; want an *InputError", err, objs)
+				}
+				if objs != nil || skipped != nil {
+					t.Errorf("Load returned objects with an InputError")
+				}
+				expectAll(t, "unreadable", ie.Problems, tc.unreadable)
+				return
+			}
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			got := counts(objs)
+			if got == "" {
+				got = "-"
+			}
+			if got != tc.want {
+				t.Errorf("objects %q, want %q", got, tc.want)
+			}
+			expectAll(t, "skipped", skipped, tc.skipped)
+			expectAll(t, "warnings", objs.Warnings, tc.warn)
+		})
+	}
+}
+
+// expectAll checks that each of want is a substring of one of the problems,
+// and that there are problems exactly when want has entries.
+func expectAll(t *testing.T, what string, got []problem.Problem, want []string) {
+	t.Helper()
+	var lines []string
+	for _, p := range got {
+		lines = append(lines, p.Error())
+	}
+	all := strings.Join(lines, "\n")
+	if len(want) == 0 && len(got) > 0 {
+		t.Errorf("unexpected %s:\n%s", what, all)
+	}
+	if len(want) > 0 && len(got) == 0 {
+		t.Errorf("no %s, want %q", what, want)
+	}
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("%s do not mention %q:\n%s", what, w, all)
+		}
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "\n") {
+			t.Errorf("%s: a message spans lines: %q", what, l)
+		}
+	}
+}
+
+func TestLoadStdinAndSources(t *testing.T) {
+	objs, skipped, err := Load(strings.NewReader(ns+"---\n"+pod), "-")
+	if err != nil || len(skipped) > 0 {
+		t.Fatalf("Load: %v %v", err, skipped)
+	}
+	if got := objs.Source(problem.Object{Kind: "Pod", Namespace: "shop", Name: "cart"}); got != "-:2" {
+		t.Errorf("Source(pod) = %q, want -:2", got)
+	}
+	if got := objs.Source(problem.Object{Kind: "Pod", Namespace: "shop", Name: "other"}); got != "" {
+		t.Errorf("Source(unknown) = %q", got)
+	}
+	if objs.Len() != 2 {
+		t.Errorf("Len = %d", objs.Len())
+	}
+}
+
+func TestLoadUnreadablePath(t *testing.T) {
+	_, _, err := Load(nil, filepath.Join(t.TempDir(), "missing.yaml"))
+	var ie *InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Fatalf("Load of a missing file = %v, want an InputError naming it", err)
+	}
+}
+
+// FuzzLoad: any input is either refused as a whole (an *InputError, no
+// objects) or read; never a panic, and every message is one line.
+// `go test ./manifest -fuzz FuzzLoad` explores beyond the seeds.
+func FuzzLoad(f *testing.F) {
+	for _, s := range []string{"", ns, docs3, "kind: [\n", "\x00\xff", `{"apiVersion":"v1","kind":"List","items":[` + `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}}]}`,
+		strings.Replace(policy, "name: deny", "name: 'a\"\\n b'", 1)} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		objs, skipped, err := Load(bytes.NewReader(data), "-")
+		var ie *InputError
+		switch {
+		case errors.As(err, &ie):
+			if objs != nil || len(ie.Problems) == 0 {
+				t.Fatalf("InputError with objects or without problems")
+			}
+			skipped = ie.Problems
+		case err != nil:
+			t.Fatalf("Load: %v", err)
+		}
+		for _, p := range skipped {
+			if strings.ContainsAny(p.Error(), "\n\r") {
+				t.Fatalf("message spans lines: %q", p.Error())
+			}
+		}
+	})
+}
+
+const docs3 = ns + "---\n" + pod + "---\n" + policy

@@ -1,0 +1,58 @@
+package policy
+
+import (
+	"github.com/nftguard/nftguard/engine"
+)
+
+// Names of the fixed chains and maps of the policy layout (see the package
+// documentation and names.go).
+const (
+	ChainForward = "np_forward"
+	ChainIngress = "np_ingress"
+	MapIngress4  = "np_ingress4"
+	MapIngress6  = "np_ingress6"
+	MapEgress4   = "np_egress4"
+	MapEgress6   = "np_egress6"
+)
+
+// fixedChains are the chains every table has, however many pods and
+// policies: the forward hook and the ingress dispatch after the egress
+// check.
+func fixedChains() []engine.Chain {
+	return []engine.Chain{
+		{
+			Name: ChainForward, Type: "filter", Hook: "forward", Priority: 0, Policy: "accept",
+			Comment: "NetworkPolicy: pod traffic routed or bridged through this node",
+			Rules:   forwardRules(),
+		},
+		{
+			Name:    ChainIngress,
+			Comment: "NetworkPolicy: ingress isolation of local pods",
+			Rules: []engine.Rule{
+				{Rule: "ip daddr vmap @" + MapIngress4},
+				{Rule: "ip6 daddr vmap @" + MapIngress6},
+				{Rule: "accept"},
+			},
+		},
+	}
+}
+
+// dispatchMaps are the verdict maps from a local pod's address to its
+// chain, one per direction and family.
+type dispatchMaps struct {
+	ingress4, ingress6, egress4, egress6 engine.Set
+}
+
+func newDispatchMaps() dispatchMaps {
+	return dispatchMaps{
+		ingress4: engine.Set{Name: MapIngress4, Type: "ipv4_addr", Map: "verdict", Comment: "local pods isolated for ingress"},
+		ingress6: engine.Set{Name: MapIngress6, Type: "ipv6_addr", Map: "verdict", Comment: "local pods isolated for ingress"},
+		egress4:  engine.Set{Name: MapEgress4, Type: "ipv4_addr", Map: "verdict", Comment: "local pods isolated for egress"},
+		egress6:  engine.Set{Name: MapEgress6, Type: "ipv6_addr", Map: "verdict", Comment: "local pods isolated for egress"},
+	}
+}
+
+// all returns the maps in the order of the output.
+func (d *dispatchMaps) all() [4]*engine.Set {
+	return [4]*engine.Set{&d.ingress4, &d.ingress6, &d.egress4, &d.egress6}
+}

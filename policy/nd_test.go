@@ -1,0 +1,107 @@
+package policy
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/internal/testns"
+)
+
+// ndInput is a node with one pod isolated both ways, dual-stack.
+func ndInput() Input {
+	return Input{NodeName: "n1",
+		Pods: []*corev1.Pod{
+			mkpod("x", "a", "10.0.0.1", ips("10.0.0.1", "fd00::1")),
+			mkpod("x", "b", "10.0.0.2", ips("10.0.0.2", "fd00::2")),
+		},
+		Policies: []*networkingv1.NetworkPolicy{netpol("x", "deny", *sel("pod", "a"), func(s *networkingv1.NetworkPolicySpec) {
+			s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
+		})},
+	}
+}
+
+// The forward chain accepts exactly neighbour solicitation and advertisement
+// with hop limit 255, after established/related and before any dispatch to
+// a pod's chain, with or without policies.
+func TestNeighbourDiscoveryBeforeDispatch(t *testing.T) {
+	want := []string{
+		"ct state established,related accept",
+		"icmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept",
+		"icmpv6 type nd-neighbor-advert ip6 hoplimit 255 accept",
+		"ip saddr vmap @np_egress4",
+		"ip6 saddr vmap @np_egress6",
+		"goto np_ingress",
+	}
+	for _, in := range []Input{{NodeName: "n1"}, ndInput()} {
+		out := compileChecked(t, in)
+		eq(t, "forward", ruleTexts(chain(t, out, ChainForward)), want)
+		// Nothing else gets an ICMPv6 or hop-limit exception, and the
+		// pod chains still end in drop.
+		for _, c := range out.Chains {
+			for i, r := range c.Rules {
+				if c.Name != ChainForward && (strings.Contains(r.Rule, "icmpv6") || strings.Contains(r.Rule, "hoplimit")) {
+					t.Errorf("chain %s has a neighbour discovery rule: %s", c.Name, r.Rule)
+				}
+				if strings.HasPrefix(c.Name, "np_ing_") || strings.HasPrefix(c.Name, "np_egr_") {
+					if i == len(c.Rules)-1 && r.Rule != "drop" {
+						t.Errorf("chain %s ends in %q, want drop", c.Name, r.Rule)
+					}
+				}
+			}
+		}
+	}
+}
+
+// The neighbour discovery rules cannot accept an IPv4 packet: nft puts
+// meta nfproto ipv6 and meta l4proto ipv6-icmp in front of them, which
+// keeps IPv4 behaviour exactly what it was.
+func TestNeighbourDiscoveryRulesAreIPv6Only(t *testing.T) {
+	for _, r := range linkRules {
+		c, err := nftsyntax.CompileRule(nftsyntax.Family(unix.NFPROTO_INET), r.Rule, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Rule, err)
+		}
+		if len(c.Exprs) < 4 {
+			t.Fatalf("%s: %d expressions", r.Rule, len(c.Exprs))
+		}
+		m0, ok0 := c.Exprs[0].(*expr.Meta)
+		c1, ok1 := c.Exprs[1].(*expr.Cmp)
+		m2, ok2 := c.Exprs[2].(*expr.Meta)
+		c3, ok3 := c.Exprs[3].(*expr.Cmp)
+		if !ok0 || !ok1 || !ok2 || !ok3 || m0.Key != expr.MetaKeyNFPROTO || c1.Data[0] != unix.NFPROTO_IPV6 ||
+			m2.Key != expr.MetaKeyL4PROTO || c3.Data[0] != unix.IPPROTO_ICMPV6 {
+			t.Errorf("%s does not start with meta nfproto ipv6 meta l4proto ipv6-icmp: %v", r.Rule, c.Exprs)
+		}
+	}
+}
+
+// The compiled table loads into the kernel, and nft lists the forward chain
+// with the same rules (principle 3: nft can read what we write).
+func TestNeighbourDiscoveryLoadsInKernel(t *testing.T) {
+	ns := testns.New(t, "nd")
+	eng, err := engine.New(engine.Table{Family: "inet", Name: "nftguard"}, engine.WithNetNS(ns.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	out := Compile(ndInput())
+	if _, err := eng.Sync(context.Background(), &engine.Desired{Chains: out.Chains, Sets: out.Sets}); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	listed := ns.MustExec(t, "", "nft", "list", "chain", "inet", "nftguard", ChainForward)
+	for _, r := range linkRules {
+		line := r.Rule + ` comment "` + r.Comment + `"`
+		if !strings.Contains(listed, line) {
+			t.Errorf("nft lists np_forward without %q:\n%s", line, listed)
+		}
+	}
+}

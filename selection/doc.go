@@ -1,0 +1,31 @@
+// Package selection answers the questions every Kubernetes policy compiler
+// asks of the cluster, in one place: which pods and which namespaces a pair
+// of label selectors selects, what a named port is on a pod, and which pods
+// are on this node. The NetworkPolicy compiler (policy/) uses it, and so
+// must every other compiler that selects pods (ClusterNetworkPolicy), so
+// that they can never disagree about a selector.
+//
+// It is pure and knows no policy kind: selectors, namespaces and pods go
+// in, pods and namespaces come out. Only the pieces of the Kubernetes API
+// every selecting policy shares appear here (label selectors, the
+// kubernetes.io/metadata.name label, container ports).
+//
+// # One compile, and the next
+//
+// A Memo keeps what one compile derived for the next; Memo.Index starts a
+// compile and returns its Index, the cluster's pods grouped by namespace.
+// Index.Select evaluates a namespaceSelector and podSelector pair once per
+// compile, and reuses the previous compile's answer when no namespace it
+// looked at changed: one pod event costs the selections of its namespace,
+// not of the cluster. Objects are compared by identity, as informer caches
+// hand them out: a changed object must be a new object.
+//
+// # What counts as a pod
+//
+// A pod is selected, and enforced, only while it owns its addresses:
+// terminated pods (Succeeded, Failed) and hostNetwork pods (whose address
+// is the node's) are left out, as are pods without an address. A pod with
+// an address that does not parse is reported as a problem and left out.
+// Pods that share a namespace and name (never from an informer, possible
+// in manifests) count once, as the first one in input order.
+package selection

@@ -1,0 +1,303 @@
+package selection
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/nftguard/nftguard/problem"
+)
+
+// Memo carries what one compile selected to the next, so that the next
+// re-evaluates only the selections an event touched. The zero value is
+// ready to use; a Memo is not safe for concurrent use.
+type Memo struct {
+	prev *memo
+}
+
+// memo is what one compile derived, keyed by what it was derived from. A
+// compile reads the previous memo and writes a new one holding only what it
+// used, so nothing outlives the objects it came from.
+type memo struct {
+	node       string
+	pods       map[*corev1.Pod]*podEntry    // shared by successive memos, see indexPods
+	entries    []*podEntry                  // the entries the compile saw, each once
+	buckets    map[string]*nsBucket         // shared too: namespace of each pod entry
+	gen        uint64                       // the compile that wrote this memo
+	namespaces map[string]*corev1.Namespace // the object whose labels count, by name
+	nsNames    []string                     // namespaces with pods, sorted
+	dupOrder   map[string][]*Pod            // pods of namespaces where two share a name, in input order
+	peers      map[PeerKey]*peerMemo
+}
+
+func newMemo(node string) *memo {
+	return &memo{
+		node:       node,
+		namespaces: map[string]*corev1.Namespace{},
+		dupOrder:   map[string][]*Pod{},
+		peers:      map[PeerKey]*peerMemo{},
+	}
+}
+
+// peerMemo is a selector pair and what it selected.
+type peerMemo struct {
+	pods       *Parsed // nil: every pod
+	ns         *Parsed // nil: the namespace ownNS
+	ownNS      string
+	namespaces []string
+	sel        Selection
+	ends       []int  // where each namespace's pods end in sel.Pods
+	dups       []bool // whether each namespace's part may hold pods sharing a key
+}
+
+// Index is one compile's view of the cluster: the enforced pods grouped by
+// namespace, and the selections evaluated so far. It belongs to the
+// compile that made it.
+type Index struct {
+	node      string
+	podObjs   []*corev1.Pod // the input, in order
+	nsLabels  map[string]labels.Set
+	all       []*Pod // every enforced pod in input order, once asked for
+	podsByNS  map[string][]*Pod
+	nsNames   []string        // namespaces with pods, sorted
+	local     []*Pod          // pods on this node, sorted by key
+	nsDup     map[string]bool // namespace → two of its pods share a name
+	problems  []problem.Problem
+	selectors *Selectors
+	nsMatches map[string][]string // namespaceSelector key → namespaces
+	peers     map[PeerKey]Selection
+
+	// What the previous compile derived (read) and what this one derives
+	// (written).
+	prev, next *memo
+	dirtyNS    map[string]bool  // namespaces whose pods changed since prev
+	nsChanged  bool             // namespaces or their labels changed since prev
+	peerSame   map[PeerKey]bool // the selection is the previous compile's
+}
+
+// Index starts a compile of the cluster for node: it reduces and groups
+// the pods (reusing what the previous compile reduced for the same
+// objects) and notes which namespaces changed since then. From now on m
+// remembers this compile, not the previous one.
+func (m *Memo) Index(node string, namespaces []*corev1.Namespace, pods []*corev1.Pod) *Index {
+	if m.prev == nil || m.prev.node != node {
+		m.prev = &memo{node: node}
+	}
+	x := &Index{
+		node:      node,
+		podObjs:   pods,
+		nsLabels:  make(map[string]labels.Set, len(namespaces)),
+		podsByNS:  map[string][]*Pod{},
+		selectors: NewSelectors(),
+		nsMatches: map[string][]string{},
+		peers:     map[PeerKey]Selection{},
+		nsDup:     map[string]bool{},
+		prev:      m.prev,
+		next:      newMemo(node),
+		peerSame:  map[PeerKey]bool{},
+	}
+	m.prev = x.next
+	for _, ns := range namespaces {
+		l := make(labels.Set, len(ns.Labels)+1)
+		for k, v := range ns.Labels {
+			l[k] = v
+		}
+		// The API server puts this label on every namespace; manifests
+		// applied without one must select the same way.
+		l[corev1.LabelMetadataName] = ns.Name
+		x.nsLabels[ns.Name] = l
+	}
+	x.indexPods(pods)
+	x.compareNamespaces(namespaces)
+	return x
+}
+
+// compareNamespaces records the namespaces whose labels count and tells
+// whether namespace selections may differ from the previous compile's.
+func (x *Index) compareNamespaces(namespaces []*corev1.Namespace) {
+	for _, ns := range namespaces {
+		x.next.namespaces[ns.Name] = ns // the last of a name wins, as in nsLabels
+	}
+	x.next.nsNames = x.nsNames
+	x.nsChanged = len(x.next.namespaces) != len(x.prev.namespaces) || !slices.Equal(x.nsNames, x.prev.nsNames)
+	if !x.nsChanged {
+		for name, ns := range x.next.namespaces {
+			if x.prev.namespaces[name] != ns {
+				x.nsChanged = true
+				break
+			}
+		}
+	}
+}
+
+// Selectors is this compile's selector cache.
+func (x *Index) Selectors() *Selectors { return x.selectors }
+
+// Problems are the pods that could not be read (an address that does not
+// parse), in input order.
+func (x *Index) Problems() []problem.Problem { return x.problems }
+
+// Local returns the enforced pods on the node, sorted by key (pods sharing
+// a key in input order). The list is shared and must not be changed.
+func (x *Index) Local() []*Pod { return x.local }
+
+// All returns every enforced pod, in input order. The list is shared and
+// must not be changed.
+func (x *Index) All() []*Pod {
+	if x.all == nil {
+		x.all = make([]*Pod, 0, len(x.podObjs))
+		for _, o := range x.podObjs {
+			if e := x.next.pods[o]; e.valid {
+				x.all = append(x.all, &e.Pod)
+			}
+		}
+	}
+	return x.all
+}
+
+// PodsChanged tells whether any pod was added, removed or replaced since
+// the previous compile.
+func (x *Index) PodsChanged() bool { return len(x.dirtyNS) > 0 }
+
+// PeerKey names what a selector pair selects: the namespaces (ns is "="
+// and the own namespace without a namespaceSelector, else "?" and the
+// selector's canonical text) and the pods in them.
+type PeerKey struct {
+	ns  string
+	pod string
+}
+
+// Selection is what a selector pair selects, and whether pods sharing a
+// key may be among them (then Unique gives each once). Pods come by
+// namespace in name order; within a namespace where two pods share a name
+// in input order (the first counts), elsewhere in an order that may be an
+// earlier compile's.
+type Selection struct {
+	Pods []*Pod
+	Dup  bool
+}
+
+// Select returns the pods that podSel selects in the namespaces nsSel
+// selects; nsSel nil means the namespace ownNS alone (a NetworkPolicy peer
+// without namespaceSelector), podSel nil every pod. Both selectors must be
+// valid. Equal pairs are evaluated once per compile; the result is shared
+// and must not be changed. The key names the pair for Unchanged in the
+// next compile.
+func (x *Index) Select(ownNS string, nsSel, podSel *metav1.LabelSelector) (Selection, PeerKey) {
+	var ps, ns *Parsed
+	var k PeerKey
+	if podSel != nil {
+		ps = x.selectors.Parse(podSel)
+		k.pod = ps.Key
+	}
+	if nsSel == nil {
+		k.ns = "=" + ownNS
+	} else {
+		ns = x.selectors.Parse(nsSel)
+		k.ns = "?" + ns.Key
+	}
+	if out, ok := x.peers[k]; ok {
+		return out, k
+	}
+	out, _ := x.evalPeer(k, &peerMemo{pods: ps, ns: ns, ownNS: ownNS})
+	return out, k
+}
+
+// Unchanged tells whether the selection k named in the previous compile
+// selects the very same pods now, so that what a compiler derived from it
+// still holds (evaluating it again if this compile has not yet). It may
+// say false for the same pods in a new order, never true for others.
+func (x *Index) Unchanged(k PeerKey) bool {
+	if _, ok := x.peers[k]; ok {
+		return x.peerSame[k]
+	}
+	pm, ok := x.prev.peers[k]
+	if !ok {
+		return false
+	}
+	_, same := x.evalPeer(k, pm)
+	return same
+}
+
+// evalPeer evaluates the pair pm describes, reusing the previous compile's
+// selection when none of its inputs changed, or when evaluating again gives
+// the same pods.
+func (x *Index) evalPeer(k PeerKey, pm *peerMemo) (Selection, bool) {
+	old, hadOld := x.prev.peers[k]
+	var namespaces []string
+	switch {
+	case pm.ns == nil:
+		namespaces = []string{pm.ownNS}
+	case hadOld && !x.nsChanged:
+		namespaces = old.namespaces
+	default:
+		namespaces = x.Namespaces(pm.ns)
+	}
+	next := &peerMemo{pods: pm.pods, ns: pm.ns, ownNS: pm.ownNS, namespaces: namespaces}
+	same := hadOld && (pm.ns == nil || !x.nsChanged)
+	for _, ns := range namespaces {
+		if x.dirtyNS[ns] {
+			same = false
+			break
+		}
+	}
+	if same {
+		next.sel, next.ends, next.dups = old.sel, old.ends, old.dups
+	} else {
+		// Namespaces whose pods did not change keep their part of the
+		// old selection.
+		reuse := hadOld && len(old.ends) == len(namespaces) && (pm.ns == nil || !x.nsChanged)
+		everything := pm.pods == nil || pm.pods.Selector.Empty()
+		next.ends, next.dups = make([]int, len(namespaces)), make([]bool, len(namespaces))
+		for i, ns := range namespaces {
+			n := len(next.sel.Pods)
+			if reuse && !x.dirtyNS[ns] {
+				start := 0
+				if i > 0 {
+					start = old.ends[i-1]
+				}
+				next.sel.Pods = append(next.sel.Pods, old.sel.Pods[start:old.ends[i]]...)
+				next.dups[i] = old.dups[i]
+			} else {
+				for _, p := range x.podsByNS[ns] {
+					if everything || pm.pods.Selector.Matches(labels.Set(p.Obj.Labels)) {
+						next.sel.Pods = append(next.sel.Pods, p)
+					}
+				}
+				next.dups[i] = len(next.sel.Pods) > n && x.nsHasDuplicates(ns)
+			}
+			next.ends[i] = len(next.sel.Pods)
+			next.sel.Dup = next.sel.Dup || next.dups[i]
+		}
+		if hadOld && old.sel.Dup == next.sel.Dup && slices.Equal(old.sel.Pods, next.sel.Pods) {
+			next.sel, same = old.sel, true
+		}
+	}
+	x.peers[k], x.peerSame[k] = next.sel, same
+	x.next.peers[k] = next
+	return next.sel, same
+}
+
+// Namespaces returns the namespaces with enforced pods that a
+// namespaceSelector selects, sorted. A namespace without a Namespace
+// object has only its kubernetes.io/metadata.name label. The list is
+// shared and must not be changed.
+func (x *Index) Namespaces(sel *Parsed) []string {
+	if out, ok := x.nsMatches[sel.Key]; ok {
+		return out
+	}
+	var out []string
+	for _, ns := range x.nsNames {
+		l, ok := x.nsLabels[ns]
+		if !ok {
+			l = labels.Set{corev1.LabelMetadataName: ns}
+		}
+		if sel.Selector.Matches(l) {
+			out = append(out, ns)
+		}
+	}
+	x.nsMatches[sel.Key] = out
+	return out
+}

@@ -1,0 +1,324 @@
+package selection
+
+import (
+	"fmt"
+	"math/rand"
+	"net/netip"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// --- a deliberately simple reference ----------------------------------------
+
+// enforced tells whether a pod is selected at all: it owns its addresses
+// and every one of them parses.
+func enforced(p *corev1.Pod) bool {
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.Spec.HostNetwork {
+		return false
+	}
+	ips := p.Status.PodIPs
+	if len(ips) == 0 && p.Status.PodIP != "" {
+		ips = []corev1.PodIP{{IP: p.Status.PodIP}}
+	}
+	for _, ip := range ips {
+		if _, err := netip.ParseAddr(ip.IP); err != nil {
+			return false
+		}
+	}
+	return len(ips) > 0
+}
+
+// nsLabels are a namespace's labels as selectors see them: the last
+// object of the name, plus kubernetes.io/metadata.name.
+func nsLabels(namespaces []*corev1.Namespace, name string) labels.Set {
+	l := labels.Set{}
+	for _, ns := range namespaces {
+		if ns.Name == name {
+			l = labels.Set{}
+			for k, v := range ns.Labels {
+				l[k] = v
+			}
+		}
+	}
+	l[corev1.LabelMetadataName] = name
+	return l
+}
+
+// naiveSelect is what Select means: the enforced pods whose namespace nsSel
+// selects (nil: ownNS) and whose labels podSel selects (nil: all), sorted
+// by namespace, in input order within one; and whether a namespace with
+// selected pods has two enforced pods of one name.
+func naiveSelect(namespaces []*corev1.Namespace, pods []*corev1.Pod, ownNS string, nsSel, podSel *metav1.LabelSelector) ([]*corev1.Pod, bool) {
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if !enforced(p) {
+			continue
+		}
+		if nsSel == nil && p.Namespace != ownNS {
+			continue
+		}
+		if nsSel != nil {
+			s, _ := metav1.LabelSelectorAsSelector(nsSel)
+			if !s.Matches(nsLabels(namespaces, p.Namespace)) {
+				continue
+			}
+		}
+		if podSel != nil {
+			s, _ := metav1.LabelSelectorAsSelector(podSel)
+			if !s.Matches(labels.Set(p.Labels)) {
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Namespace < out[j].Namespace })
+	dup := false
+	for _, sp := range out {
+		names := map[string]int{}
+		for _, p := range pods {
+			if enforced(p) && p.Namespace == sp.Namespace {
+				names[p.Name]++
+				dup = dup || names[p.Name] > 1
+			}
+		}
+	}
+	return out, dup
+}
+
+// --- random clusters ----------------------------------------------------------
+
+type cluster struct {
+	namespaces []*corev1.Namespace
+	pods       []*corev1.Pod
+}
+
+func randomPod(r *rand.Rand, i int) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns%d", r.Intn(4)), Name: fmt.Sprintf("p%d", i%12),
+		Labels: map[string]string{"app": []string{"a", "b", "c"}[r.Intn(3)]}}}
+	p.Spec.NodeName = []string{"n1", "n2"}[r.Intn(2)]
+	p.Spec.HostNetwork = r.Intn(10) == 0
+	p.Status.Phase = []corev1.PodPhase{corev1.PodRunning, corev1.PodRunning, corev1.PodPending, corev1.PodFailed}[r.Intn(4)]
+	switch r.Intn(6) {
+	case 0:
+		p.Status.PodIP = fmt.Sprintf("10.0.0.%d", i)
+	case 1:
+		p.Status.PodIPs = []corev1.PodIP{{IP: fmt.Sprintf("10.0.0.%d", i)}, {IP: fmt.Sprintf("fd00::%x", i)}}
+	case 2:
+		p.Status.PodIPs = []corev1.PodIP{{IP: "bogus"}}
+	case 3:
+	default:
+		p.Status.PodIPs = []corev1.PodIP{{IP: fmt.Sprintf("10.0.0.%d", i)}}
+	}
+	return p
+}
+
+func randomNamespace(r *rand.Rand, i int) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ns%d", i), Labels: map[string]string{"tier": []string{"x", "y"}[r.Intn(2)]}}}
+}
+
+// next keeps most objects, replaces, drops and adds some.
+func (c cluster) next(r *rand.Rand, step int) cluster {
+	var out cluster
+	for i, ns := range c.namespaces {
+		if r.Intn(4) == 0 {
+			ns = randomNamespace(r, i)
+		}
+		out.namespaces = append(out.namespaces, ns)
+	}
+	for i, p := range c.pods {
+		switch r.Intn(8) {
+		case 0:
+			continue
+		case 1:
+			p = p.DeepCopy()
+			p.Labels["app"] = []string{"a", "b", "c"}[r.Intn(3)]
+		case 2:
+			p = randomPod(r, 100*step+i)
+		}
+		out.pods = append(out.pods, p)
+	}
+	if r.Intn(4) == 0 {
+		r.Shuffle(len(out.pods), func(i, j int) { out.pods[i], out.pods[j] = out.pods[j], out.pods[i] })
+	}
+	return out
+}
+
+// selectorPairs are the questions asked of every cluster.
+var selectorPairs = []struct {
+	ownNS         string
+	nsSel, podSel *metav1.LabelSelector
+}{
+	{"ns0", nil, nil},
+	{"ns1", nil, &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}}},
+	{"ns0", &metav1.LabelSelector{}, nil},
+	{"ns0", &metav1.LabelSelector{}, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}}},
+	{"ns2", &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "x"}}, &metav1.LabelSelector{}},
+	{"ns2", &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "ns3"}}, &metav1.LabelSelector{MatchLabels: map[string]string{"app": "c"}}},
+	{"ns3", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpDoesNotExist}}}, nil},
+}
+
+func objs(ps []*Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range ps {
+		out = append(out, p.Obj)
+	}
+	return out
+}
+
+// canon is a selection in the order Select promises: namespaces in name
+// order; within a namespace where two pods share a name input order (the
+// first selected counts), elsewhere any order, so sorted here.
+func canon(all, ps []*corev1.Pod) []string {
+	out := names(ps)
+	dupNS := map[string]bool{}
+	seen := map[string]bool{}
+	for _, p := range all {
+		if enforced(p) {
+			k := p.Namespace + "/" + p.Name
+			dupNS[p.Namespace] = dupNS[p.Namespace] || seen[k]
+			seen[k] = true
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if ps[i].Namespace != ps[j].Namespace || dupNS[ps[i].Namespace] {
+			return ps[i].Namespace < ps[j].Namespace
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+// names names pod objects by identity, for comparing and for reading a
+// failure: namespace/name and the object's address.
+func names(ps []*corev1.Pod) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, fmt.Sprintf("%s/%s %p", p.Namespace, p.Name, p))
+	}
+	return out
+}
+
+// TestSelectEqualsNaiveSelect compares Select, Local and Unchanged with the
+// reference over random event sequences through one Memo.
+func TestSelectEqualsNaiveSelect(t *testing.T) {
+	for seed := int64(0); seed < 300; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		var c cluster
+		for i := 0; i < 3; i++ { // ns3 has no Namespace object
+			c.namespaces = append(c.namespaces, randomNamespace(r, i))
+		}
+		for i := 0; i < r.Intn(20); i++ {
+			c.pods = append(c.pods, randomPod(r, i))
+		}
+		var m Memo
+		var prev [][]string
+		var prevDup []bool
+		var prevKeys []PeerKey
+		for step := 0; step < 8; step++ {
+			x := m.Index("n1", c.namespaces, c.pods)
+			var wantLocal []*corev1.Pod
+			for _, p := range c.pods {
+				if enforced(p) && p.Spec.NodeName == "n1" {
+					wantLocal = append(wantLocal, p)
+				}
+			}
+			sort.SliceStable(wantLocal, func(i, j int) bool {
+				return wantLocal[i].Namespace+"/"+wantLocal[i].Name < wantLocal[j].Namespace+"/"+wantLocal[j].Name
+			})
+			if diff := cmp.Diff(names(wantLocal), names(objs(x.Local()))); diff != "" {
+				t.Fatalf("seed %d step %d: Local (-want +got):\n%s", seed, step, diff)
+			}
+			var now [][]string
+			var nowDup []bool
+			var keys []PeerKey
+			for i, q := range selectorPairs {
+				want, wantDup := naiveSelect(c.namespaces, c.pods, q.ownNS, q.nsSel, q.podSel)
+				if prev != nil {
+					same := slices.Equal(prev[i], canon(c.pods, want)) && prevDup[i] == wantDup
+					// Unchanged may say false for the same pods in a
+					// new order, never true for others.
+					if got := x.Unchanged(prevKeys[i]); got && !same {
+						t.Fatalf("seed %d step %d pair %d: Unchanged = %v, want %v (before %v dup %v; now %v dup %v)", seed, step, i, got, same, prev[i], prevDup[i], canon(c.pods, want), wantDup)
+					}
+				}
+				sel, k := x.Select(q.ownNS, q.nsSel, q.podSel)
+				if diff := cmp.Diff(canon(c.pods, want), canon(c.pods, objs(sel.Pods))); diff != "" {
+					t.Fatalf("seed %d step %d pair %d: Select (-want +got):\n%s", seed, step, i, diff)
+				}
+				if sel.Dup != wantDup {
+					t.Fatalf("seed %d step %d pair %d: Dup = %v, want %v", seed, step, i, sel.Dup, wantDup)
+				}
+				now, nowDup, keys = append(now, canon(c.pods, want)), append(nowDup, wantDup), append(keys, k)
+			}
+			prev, prevDup, prevKeys = now, nowDup, keys
+			c = c.next(r, step+1)
+		}
+	}
+}
+
+func TestNamedPort(t *testing.T) {
+	udp, sctp := corev1.ProtocolUDP, corev1.ProtocolSCTP
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 7000}}}},
+		Containers: []corev1.Container{
+			{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP}}},
+			{Ports: []corev1.ContainerPort{{Name: "dns", ContainerPort: 5353, Protocol: corev1.ProtocolTCP}}},
+		},
+	}}
+	cases := []struct {
+		name  string
+		proto *corev1.Protocol
+		want  int32
+		ok    bool
+	}{
+		{"http", nil, 7000, true}, // init containers first; no protocol is TCP on both sides
+		{"dns", &udp, 53, true},
+		{"dns", nil, 5353, true},
+		{"dns", &sctp, 0, false},
+		{"missing", nil, 0, false},
+	}
+	for _, tc := range cases {
+		got, ok := NamedPort(pod, tc.name, tc.proto)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("NamedPort(%q, %v) = %d, %v; want %d, %v", tc.name, tc.proto, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestSelectorsParseOncePerContent(t *testing.T) {
+	sc := NewSelectors()
+	a := &metav1.LabelSelector{MatchLabels: map[string]string{"a": "1", "b": "2"}}
+	b := &metav1.LabelSelector{MatchLabels: map[string]string{"b": "2", "a": "1"}}
+	if sc.Parse(a) != sc.Parse(b) {
+		t.Error("equal selectors parsed twice")
+	}
+	// Length prefixes keep these apart although their bytes run together.
+	c := &metav1.LabelSelector{MatchLabels: map[string]string{"a": "1b"}}
+	d := &metav1.LabelSelector{MatchLabels: map[string]string{"a1": "b"}}
+	if sc.Parse(c) == sc.Parse(d) || sc.Parse(c).Key == sc.Parse(d).Key {
+		t.Error("different selectors share a parse")
+	}
+	if bad := sc.Parse(&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}); bad.Err == nil {
+		t.Error("invalid selector parsed without error")
+	}
+}
+
+func TestUnique(t *testing.T) {
+	mk := func(ns, name string) *Pod {
+		return &Pod{Obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}}
+	}
+	b1, a, b2, c := mk("y", "b"), mk("x", "a"), mk("y", "b"), mk("x", "c")
+	in := []*Pod{b1, a, b2, c}
+	if got := Unique(in); !slices.Equal(got, []*Pod{a, c, b1}) {
+		t.Errorf("Unique = %v, want x/a, x/c, y/b (the first)", got)
+	}
+	if in[0] != b1 || in[2] != b2 {
+		t.Error("Unique changed its argument")
+	}
+}
