@@ -32,7 +32,8 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
 # test runs every test against the real kernel in throw-away network
-# namespaces; hack/gotest fails the run if any test was skipped. Then the
+# namespaces; hack/gotest sets the kernel-test switch (NFTGUARD_KERNEL_TESTS=1,
+# internal/kerneltest) and fails the run if any test was skipped. Then the
 # nft syntax parser is fuzzed for a bounded time (FUZZTIME=10m for a long run),
 # and the benchmark suite runs at tiny sizes so it keeps working.
 FUZZTIME ?= 30s

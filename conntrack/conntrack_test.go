@@ -11,22 +11,15 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/nftguard/nftguard/internal/kerneltest"
 	"github.com/nftguard/nftguard/internal/nfnl"
 	"github.com/nftguard/nftguard/internal/testns"
 )
-
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces")
-	}
-}
 
 // TestNamespace checks that addresses and conntrack are read inside the
 // namespace given, not the caller's, and that the calling thread stays
 // where it was.
 func TestNamespace(t *testing.T) {
-	needRoot(t)
 	ns := testns.New(t, "ct")
 	ns.MustExec(t, "", "ip", "link", "set", "lo", "up")
 	ns.MustExec(t, "", "ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1")
@@ -89,7 +82,7 @@ func TestNamespace(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	needRoot(t)
+	kerneltest.Require(t) // opens netlink sockets in the host's namespace
 	_, err := ClearStale(context.Background(), "/nonexistent/netns", nil)
 	if err == nil || !strings.Contains(err.Error(), "open network namespace") || !strings.Contains(err.Error(), "/nonexistent/netns") {
 		t.Errorf("missing namespace: got %v", err)

@@ -8,11 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nftguard/nftguard/internal/kerneltest"
 )
 
 // TestDemo runs the README's demo end to end: it must succeed and show the
 // enforced matrix and the programmed table.
 func TestDemo(t *testing.T) {
+	kerneltest.Require(t) // the demo builds a lab with netlab.Create
 	bin := filepath.Join(t.TempDir(), "nftguard")
 	build := exec.Command("go", "build", "-o", bin, "github.com/nftguard/nftguard/cmd/nftguard")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -9,62 +9,57 @@ import (
 	"github.com/nftguard/nftguard/internal/nfnl"
 )
 
-// nfgenHdrLen is the size of struct nfgenmsg that starts every nftables
-// message.
-const nfgenHdrLen = 4
-
 // dumper sends nftables GET requests with NLM_F_DUMP, the only kind of
 // request doctor sends to an inspected namespace.
-type dumper struct{ conn *netlink.Conn }
+type dumper struct {
+	conn *netlink.Conn
+	rw   nfnl.Transport
+	buf  []byte // receive buffer
+	seq  uint32
+}
 
 func dialIn(path string) (*dumper, error) {
-	var c *netlink.Conn
-	err := nfnl.InNetNS(path, func() error {
-		var err error
-		c, err = netlink.Dial(unix.NETLINK_NETFILTER, nil)
-		return err
-	})
+	c, err := nfnl.Dial(path)
 	if err != nil {
 		return nil, fmt.Errorf("open nftables netlink socket: %w", err)
 	}
-	return &dumper{conn: c}, nil
+	return &dumper{conn: c, rw: nfnl.Raw(c), buf: make([]byte, 1<<20)}, nil
 }
 
 func (d *dumper) Close() error { return d.conn.Close() }
 
+// strAttr is one string attribute of a dump request.
+type strAttr struct {
+	typ uint16
+	val string
+}
+
 // dump sends one GET request of the given type and returns the payloads
-// (after the nfgenmsg header) of every reply, with the family of each.
-func (d *dumper) dump(typ uint16, family byte, attrs []netlink.Attribute) ([]reply, error) {
-	data := []byte{family, unix.NFNETLINK_V0, 0, 0}
-	if len(attrs) > 0 {
-		b, err := netlink.MarshalAttributes(attrs)
-		if err != nil {
-			return nil, err
-		}
-		data = append(data, b...)
-	}
+// (after the nfgenmsg header) of every reply, with the family of each. A
+// dump the kernel flagged as interrupted is nfnl.ErrDumpInterrupted.
+func (d *dumper) dump(typ uint16, family byte, attrs ...strAttr) ([]reply, error) {
 	switch typ {
 	case unix.NFT_MSG_GETTABLE, unix.NFT_MSG_GETCHAIN, unix.NFT_MSG_GETRULE, unix.NFT_MSG_GETSET, unix.NFT_MSG_GETSETELEM:
 	default:
 		// A guard for the read-only promise: nothing else is ever sent.
 		return nil, fmt.Errorf("refusing to send nftables message type %d", typ)
 	}
-	msgs, err := d.conn.Execute(netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | typ), Flags: netlink.Request | netlink.Dump},
-		Data:   data,
+	d.seq++
+	var m nfnl.Encoder
+	off := m.Msg(nfnl.MsgType(typ), unix.NLM_F_REQUEST|unix.NLM_F_DUMP, d.seq, family, 0)
+	for _, a := range attrs {
+		m.Str(a.typ, a.val)
+	}
+	m.EndMsg(off)
+	var out []reply
+	err := nfnl.Request(d.rw, d.buf, m.B, d.seq, true, func(r nfnl.Msg) {
+		if len(r.Data) < nfnl.NfgenHdrLen {
+			return
+		}
+		out = append(out, reply{family: r.Data[0], attrs: append([]byte(nil), r.Data[nfnl.NfgenHdrLen:]...)})
 	})
 	if err != nil {
 		return nil, err
-	}
-	var out []reply
-	for _, m := range msgs {
-		if m.Header.Flags&netlink.DumpInterrupted != 0 {
-			return nil, nfnl.ErrDumpInterrupted
-		}
-		if len(m.Data) < nfgenHdrLen {
-			continue
-		}
-		out = append(out, reply{family: m.Data[0], attrs: m.Data[nfgenHdrLen:]})
 	}
 	return out, nil
 }
@@ -72,53 +67,4 @@ func (d *dumper) dump(typ uint16, family byte, attrs []netlink.Attribute) ([]rep
 type reply struct {
 	family byte
 	attrs  []byte
-}
-
-// attrMap decodes one level of attributes; nested ones stay raw.
-func attrMap(b []byte) (map[uint16][]byte, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return nil, err
-	}
-	m := map[uint16][]byte{}
-	for ad.Next() {
-		m[ad.Type()] = ad.Bytes()
-	}
-	return m, ad.Err()
-}
-
-// attrList returns the attributes of one level in order (for lists).
-func attrList(b []byte) ([][]byte, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return nil, err
-	}
-	var out [][]byte
-	for ad.Next() {
-		out = append(out, ad.Bytes())
-	}
-	return out, ad.Err()
-}
-
-func cstr(b []byte) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
-	}
-	return string(b)
-}
-
-func be32(b []byte) uint32 {
-	if len(b) < 4 {
-		return 0
-	}
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-}
-
-func be64(b []byte) uint64 {
-	if len(b) < 8 {
-		return 0
-	}
-	return uint64(be32(b))<<32 | uint64(be32(b[4:]))
 }

@@ -11,7 +11,9 @@ import (
 // inPrivateNetNS runs fn on a locked thread inside a new, empty network
 // namespace. The thread is never unlocked, so it exits with its goroutine and
 // the namespace disappears with it (and with the sockets fn opened, once
-// closed): nothing fn writes can reach any other namespace.
+// closed): nothing fn writes can reach any other namespace. It creates
+// rather than enters a namespace, so it is not nfnl.InNetNS (see the nfnl
+// package documentation for how the two keep the same rule).
 func inPrivateNetNS(fn func(nsPath string) error) error {
 	errc := make(chan error, 1)
 	go func() {

@@ -1,11 +1,9 @@
 package doctor
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/engine/nftwire"
@@ -62,12 +60,10 @@ func Read(path string, opts ReadOptions) (*Ruleset, error) {
 	}
 	defer d.Close()
 	var rs *Ruleset
-	for range 5 {
+	err = nfnl.Restart(5, func() (err error) {
 		rs, err = d.readAll(opts)
-		if !errors.Is(err, nfnl.ErrDumpInterrupted) {
-			break
-		}
-	}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read ruleset: %w", err)
 	}
@@ -82,65 +78,65 @@ func Read(path string, opts ReadOptions) (*Ruleset, error) {
 func (d *dumper) readAll(opts ReadOptions) (*Ruleset, error) {
 	rs := &Ruleset{}
 	byKey := map[string]*Table{}
-	tables, err := d.dump(unix.NFT_MSG_GETTABLE, unix.NFPROTO_UNSPEC, nil)
+	tables, err := d.dump(unix.NFT_MSG_GETTABLE, unix.NFPROTO_UNSPEC)
 	if err != nil {
 		return nil, fmt.Errorf("dump tables: %w", err)
 	}
 	for _, r := range tables {
-		a, err := attrMap(r.attrs)
+		a, err := nfnl.Attrs(r.attrs)
 		if err != nil {
 			return nil, fmt.Errorf("decode table: %w", err)
 		}
-		t := &Table{Family: familyName(r.family), Name: cstr(a[unix.NFTA_TABLE_NAME]), Flags: be32(a[unix.NFTA_TABLE_FLAGS])}
+		t := &Table{Family: familyName(r.family), Name: nfnl.CStr(a[unix.NFTA_TABLE_NAME]), Flags: nfnl.BE32(a[unix.NFTA_TABLE_FLAGS])}
 		rs.Tables = append(rs.Tables, t)
 		byKey[t.String()] = t
 	}
 	chains := map[string]*Chain{} // "family table chain"
-	msgs, err := d.dump(unix.NFT_MSG_GETCHAIN, unix.NFPROTO_UNSPEC, nil)
+	msgs, err := d.dump(unix.NFT_MSG_GETCHAIN, unix.NFPROTO_UNSPEC)
 	if err != nil {
 		return nil, fmt.Errorf("dump chains: %w", err)
 	}
 	for _, r := range msgs {
-		a, err := attrMap(r.attrs)
+		a, err := nfnl.Attrs(r.attrs)
 		if err != nil {
 			return nil, fmt.Errorf("decode chain: %w", err)
 		}
-		t := byKey[familyName(r.family)+" "+cstr(a[unix.NFTA_CHAIN_TABLE])]
+		t := byKey[familyName(r.family)+" "+nfnl.CStr(a[unix.NFTA_CHAIN_TABLE])]
 		if t == nil {
 			return nil, nfnl.ErrDumpInterrupted // a table appeared between the dumps
 		}
-		c := &Chain{Name: cstr(a[unix.NFTA_CHAIN_NAME]), Type: cstr(a[unix.NFTA_CHAIN_TYPE])}
+		c := &Chain{Name: nfnl.CStr(a[unix.NFTA_CHAIN_NAME]), Type: nfnl.CStr(a[unix.NFTA_CHAIN_TYPE])}
 		if h, ok := a[unix.NFTA_CHAIN_HOOK]; ok {
-			ha, err := attrMap(h)
+			ha, err := nfnl.Attrs(h)
 			if err != nil {
 				return nil, fmt.Errorf("decode chain %s hook: %w", c.Name, err)
 			}
-			c.Hook = hookName(t.Family, be32(ha[unix.NFTA_HOOK_HOOKNUM]))
-			c.Priority = int32(be32(ha[unix.NFTA_HOOK_PRIORITY]))
+			c.Hook = hookName(t.Family, nfnl.BE32(ha[unix.NFTA_HOOK_HOOKNUM]))
+			c.Priority = int32(nfnl.BE32(ha[unix.NFTA_HOOK_PRIORITY]))
 			c.Policy = "accept"
-			if p, ok := a[unix.NFTA_CHAIN_POLICY]; ok && be32(p) == nfDrop {
+			if p, ok := a[unix.NFTA_CHAIN_POLICY]; ok && nfnl.BE32(p) == nfDrop {
 				c.Policy = "drop"
 			}
 		}
 		t.Chains = append(t.Chains, c)
 		chains[t.String()+" "+c.Name] = c
 	}
-	msgs, err = d.dump(unix.NFT_MSG_GETSET, unix.NFPROTO_UNSPEC, nil)
+	msgs, err = d.dump(unix.NFT_MSG_GETSET, unix.NFPROTO_UNSPEC)
 	if err != nil {
 		return nil, fmt.Errorf("dump sets: %w", err)
 	}
 	for _, r := range msgs {
-		a, err := attrMap(r.attrs)
+		a, err := nfnl.Attrs(r.attrs)
 		if err != nil {
 			return nil, fmt.Errorf("decode set: %w", err)
 		}
-		t := byKey[familyName(r.family)+" "+cstr(a[unix.NFTA_SET_TABLE])]
+		t := byKey[familyName(r.family)+" "+nfnl.CStr(a[unix.NFTA_SET_TABLE])]
 		if t == nil {
 			return nil, nfnl.ErrDumpInterrupted
 		}
-		s := &Set{Name: cstr(a[unix.NFTA_SET_NAME]), Flags: be32(a[unix.NFTA_SET_FLAGS]),
-			KeyType: be32(a[unix.NFTA_SET_KEY_TYPE]), KeyLen: be32(a[unix.NFTA_SET_KEY_LEN]),
-			DataType: be32(a[unix.NFTA_SET_DATA_TYPE]), DataLen: be32(a[unix.NFTA_SET_DATA_LEN]),
+		s := &Set{Name: nfnl.CStr(a[unix.NFTA_SET_NAME]), Flags: nfnl.BE32(a[unix.NFTA_SET_FLAGS]),
+			KeyType: nfnl.BE32(a[unix.NFTA_SET_KEY_TYPE]), KeyLen: nfnl.BE32(a[unix.NFTA_SET_KEY_LEN]),
+			DataType: nfnl.BE32(a[unix.NFTA_SET_DATA_TYPE]), DataLen: nfnl.BE32(a[unix.NFTA_SET_DATA_LEN]),
 			UserData: a[unix.NFTA_SET_USERDATA]}
 		t.Sets = append(t.Sets, s)
 	}
@@ -155,24 +151,24 @@ func (d *dumper) readAll(opts ReadOptions) (*Ruleset, error) {
 			}
 		}
 	}
-	msgs, err = d.dump(unix.NFT_MSG_GETRULE, unix.NFPROTO_UNSPEC, nil)
+	msgs, err = d.dump(unix.NFT_MSG_GETRULE, unix.NFPROTO_UNSPEC)
 	if err != nil {
 		return nil, fmt.Errorf("dump rules: %w", err)
 	}
 	for _, r := range msgs {
-		a, err := attrMap(r.attrs)
+		a, err := nfnl.Attrs(r.attrs)
 		if err != nil {
 			return nil, fmt.Errorf("decode rule: %w", err)
 		}
 		fam := familyName(r.family)
-		c := chains[fam+" "+cstr(a[unix.NFTA_RULE_TABLE])+" "+cstr(a[unix.NFTA_RULE_CHAIN])]
+		c := chains[fam+" "+nfnl.CStr(a[unix.NFTA_RULE_TABLE])+" "+nfnl.CStr(a[unix.NFTA_RULE_CHAIN])]
 		if c == nil {
 			return nil, nfnl.ErrDumpInterrupted
 		}
-		rule := &Rule{Handle: be64(a[unix.NFTA_RULE_HANDLE]), UserData: a[unix.NFTA_RULE_USERDATA], Raw: a[unix.NFTA_RULE_EXPRESSIONS]}
+		rule := &Rule{Handle: nfnl.BE64(a[unix.NFTA_RULE_HANDLE]), UserData: a[unix.NFTA_RULE_USERDATA], Raw: a[unix.NFTA_RULE_EXPRESSIONS]}
 		rule.Exprs, err = decodeExprs(r.family, rule.Raw)
 		if err != nil {
-			return nil, fmt.Errorf("decode rule %d in %s %s: %w", rule.Handle, fam, cstr(a[unix.NFTA_RULE_CHAIN]), err)
+			return nil, fmt.Errorf("decode rule %d in %s %s: %w", rule.Handle, fam, nfnl.CStr(a[unix.NFTA_RULE_CHAIN]), err)
 		}
 		c.Rules = append(c.Rules, rule)
 	}
@@ -196,19 +192,17 @@ func r2fam(name string) byte {
 }
 
 func (d *dumper) readElements(fam byte, table string, s *Set) error {
-	msgs, err := d.dump(unix.NFT_MSG_GETSETELEM, fam, []netlink.Attribute{
-		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: append([]byte(table), 0)},
-		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: append([]byte(s.Name), 0)},
-	})
+	msgs, err := d.dump(unix.NFT_MSG_GETSETELEM, fam,
+		strAttr{unix.NFTA_SET_ELEM_LIST_TABLE, table}, strAttr{unix.NFTA_SET_ELEM_LIST_SET, s.Name})
 	if err != nil {
 		return fmt.Errorf("dump elements of set %s: %w", s.Name, err)
 	}
 	for _, r := range msgs {
-		a, err := attrMap(r.attrs)
+		a, err := nfnl.Attrs(r.attrs)
 		if err != nil {
 			return fmt.Errorf("decode elements of set %s: %w", s.Name, err)
 		}
-		elems, err := attrList(a[unix.NFTA_SET_ELEM_LIST_ELEMENTS])
+		elems, err := nfnl.AttrList(a[unix.NFTA_SET_ELEM_LIST_ELEMENTS])
 		if err != nil {
 			return fmt.Errorf("decode elements of set %s: %w", s.Name, err)
 		}
@@ -221,17 +215,17 @@ func (d *dumper) readElements(fam byte, table string, s *Set) error {
 // decodeExprs decodes NFTA_RULE_EXPRESSIONS one expression at a time, so an
 // unknown expression is kept as a name instead of being dropped.
 func decodeExprs(fam byte, b []byte) ([]Expr, error) {
-	elems, err := attrList(b)
+	elems, err := nfnl.AttrList(b)
 	if err != nil {
 		return nil, err
 	}
 	var out []Expr
 	for _, el := range elems {
-		a, err := attrMap(el)
+		a, err := nfnl.Attrs(el)
 		if err != nil {
 			return nil, err
 		}
-		e := Expr{Name: cstr(a[unix.NFTA_EXPR_NAME])}
+		e := Expr{Name: nfnl.CStr(a[unix.NFTA_EXPR_NAME])}
 		v, err := nftwire.DecodeExpr(nftwire.Family(fam), e.Name, a[unix.NFTA_EXPR_DATA])
 		if err != nil {
 			e.Err = err.Error()

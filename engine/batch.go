@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/engine/nftwire"
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
 
 // opDesc names the object one batch message acts on, so a kernel error can
@@ -65,9 +65,8 @@ type batch struct {
 // several times over).
 func newBatch(fam byte, table string, seq uint32, echo bool, sizeHint int) *batch {
 	b := &batch{fam: fam, table: table, seq0: seq, seq: seq, doEcho: echo, lastOff: -1}
-	b.m.b = make([]byte, 0, max(sizeHint, 4096))
-	off := b.m.msg(unix.NFNL_MSG_BATCH_BEGIN, unix.NLM_F_REQUEST, seq, unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES)
-	b.m.endMsg(off)
+	b.m.B = make([]byte, 0, max(sizeHint, 4096))
+	nfnl.BeginBatch(&b.m, seq)
 	return b
 }
 
@@ -75,8 +74,8 @@ func (b *batch) begin(typ, flags uint16, d opDesc) int {
 	b.seq++
 	b.ops = append(b.ops, d)
 	b.opCount++
-	b.lastOff = len(b.m.b)
-	return b.m.msg(msgType(typ), unix.NLM_F_REQUEST|flags, b.seq, b.fam, 0)
+	b.lastOff = len(b.m.B)
+	return b.m.Msg(nfnl.MsgType(typ), unix.NLM_F_REQUEST|flags, b.seq, b.fam, 0)
 }
 
 func (b *batch) empty() bool { return len(b.ops) == 0 }
@@ -86,24 +85,22 @@ func (b *batch) empty() bool { return len(b.ops) == 0 }
 // tells us the kernel has answered everything.
 func (b *batch) finish() (lastSeq uint32) {
 	if b.lastOff >= 0 {
-		fl := binary.NativeEndian.Uint16(b.m.b[b.lastOff+6:])
-		binary.NativeEndian.PutUint16(b.m.b[b.lastOff+6:], fl|unix.NLM_F_ACK)
+		nfnl.AckAt(&b.m, b.lastOff)
 	}
-	off := b.m.msg(unix.NFNL_MSG_BATCH_END, unix.NLM_F_REQUEST, b.seq+1, unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES)
-	b.m.endMsg(off)
+	nfnl.EndBatch(&b.m, b.seq+1)
 	return b.seq
 }
 
 func (b *batch) addTable() {
 	off := b.begin(unix.NFT_MSG_NEWTABLE, unix.NLM_F_CREATE, opDesc{verb: "add table"})
-	b.m.str(unix.NFTA_TABLE_NAME, b.table)
-	b.m.endMsg(off)
+	b.m.Str(unix.NFTA_TABLE_NAME, b.table)
+	b.m.EndMsg(off)
 }
 
 func (b *batch) delTable() {
 	off := b.begin(unix.NFT_MSG_DELTABLE, 0, opDesc{verb: "delete table"})
-	b.m.str(unix.NFTA_TABLE_NAME, b.table)
-	b.m.endMsg(off)
+	b.m.Str(unix.NFTA_TABLE_NAME, b.table)
+	b.m.EndMsg(off)
 }
 
 // addChain creates a chain, or with update set changes an existing base
@@ -114,45 +111,45 @@ func (b *batch) addChain(c *kernelChain, update bool) {
 		verb, flags = "update chain", 0
 	}
 	off := b.begin(unix.NFT_MSG_NEWCHAIN, flags, opDesc{verb: verb, name: c.name})
-	b.m.str(unix.NFTA_CHAIN_TABLE, b.table)
-	b.m.str(unix.NFTA_CHAIN_NAME, c.name)
+	b.m.Str(unix.NFTA_CHAIN_TABLE, b.table)
+	b.m.Str(unix.NFTA_CHAIN_NAME, c.name)
 	if c.base {
 		if !update {
-			h := b.m.nest(unix.NFTA_CHAIN_HOOK)
-			b.m.u32(unix.NFTA_HOOK_HOOKNUM, c.hook)
-			b.m.u32(unix.NFTA_HOOK_PRIORITY, uint32(c.prio))
-			b.m.endNest(h)
-			b.m.str(unix.NFTA_CHAIN_TYPE, c.typ)
+			h := b.m.Nest(unix.NFTA_CHAIN_HOOK)
+			b.m.U32(unix.NFTA_HOOK_HOOKNUM, c.hook)
+			b.m.U32(unix.NFTA_HOOK_PRIORITY, uint32(c.prio))
+			b.m.EndNest(h)
+			b.m.Str(unix.NFTA_CHAIN_TYPE, c.typ)
 		}
-		b.m.u32(unix.NFTA_CHAIN_POLICY, c.policy)
+		b.m.U32(unix.NFTA_CHAIN_POLICY, c.policy)
 	}
 	if len(c.userdata) > 0 && !update {
-		b.m.attr(nftaChainUserdata, c.userdata)
+		b.m.Attr(nftaChainUserdata, c.userdata)
 	}
-	b.m.endMsg(off)
+	b.m.EndMsg(off)
 }
 
 func (b *batch) delChain(name string) {
 	off := b.begin(unix.NFT_MSG_DELCHAIN, 0, opDesc{verb: "delete chain", name: name})
-	b.m.str(unix.NFTA_CHAIN_TABLE, b.table)
-	b.m.str(unix.NFTA_CHAIN_NAME, name)
-	b.m.endMsg(off)
+	b.m.Str(unix.NFTA_CHAIN_TABLE, b.table)
+	b.m.Str(unix.NFTA_CHAIN_NAME, name)
+	b.m.EndMsg(off)
 }
 
 // flushChain deletes every rule of a chain with one message.
 func (b *batch) flushChain(name string) {
 	off := b.begin(unix.NFT_MSG_DELRULE, 0, opDesc{verb: "flush chain", name: name})
-	b.m.str(unix.NFTA_RULE_TABLE, b.table)
-	b.m.str(unix.NFTA_RULE_CHAIN, name)
-	b.m.endMsg(off)
+	b.m.Str(unix.NFTA_RULE_TABLE, b.table)
+	b.m.Str(unix.NFTA_RULE_CHAIN, name)
+	b.m.EndMsg(off)
 }
 
 func (b *batch) delRule(chain string, handle uint64) {
 	off := b.begin(unix.NFT_MSG_DELRULE, 0, opDesc{verb: "delete rule from chain", name: chain})
-	b.m.str(unix.NFTA_RULE_TABLE, b.table)
-	b.m.str(unix.NFTA_RULE_CHAIN, chain)
-	b.m.u64(unix.NFTA_RULE_HANDLE, handle)
-	b.m.endMsg(off)
+	b.m.Str(unix.NFTA_RULE_TABLE, b.table)
+	b.m.Str(unix.NFTA_RULE_CHAIN, chain)
+	b.m.U64(unix.NFTA_RULE_HANDLE, handle)
+	b.m.EndMsg(off)
 }
 
 // addRule inserts r before the rule with handle before, or appends it to
@@ -189,25 +186,25 @@ func (b *batch) addRule(chain string, r *kernelRule, before uint64) error {
 		}
 		b.echo = append(b.echo, r)
 	}
-	b.m.str(unix.NFTA_RULE_TABLE, b.table)
-	b.m.str(unix.NFTA_RULE_CHAIN, chain)
+	b.m.Str(unix.NFTA_RULE_TABLE, b.table)
+	b.m.Str(unix.NFTA_RULE_CHAIN, chain)
 	if before != 0 {
-		b.m.u64(unix.NFTA_RULE_POSITION, before)
+		b.m.U64(unix.NFTA_RULE_POSITION, before)
 	}
-	n := b.m.nest(unix.NFTA_RULE_EXPRESSIONS)
+	n := b.m.Nest(unix.NFTA_RULE_EXPRESSIONS)
 	if r.wireLen > 0 {
 		// Encoded once, when the rule's key was computed.
-		b.m.b = append(b.m.b, r.key[:r.wireLen]...)
+		b.m.B = append(b.m.B, r.key[:r.wireLen]...)
 	} else if err := b.ruleExprs(r, ids); err != nil {
 		return fmt.Errorf("chain %q rule %d: %w", chain, r.index, err)
 	}
-	if err := b.m.endNest(n); err != nil {
+	if err := b.m.EndNest(n); err != nil {
 		return fmt.Errorf("chain %q rule %d: %w", chain, r.index, err)
 	}
 	if len(r.userdata) > 0 {
-		b.m.attr(unix.NFTA_RULE_USERDATA, r.userdata)
+		b.m.Attr(unix.NFTA_RULE_USERDATA, r.userdata)
 	}
-	b.m.endMsg(off)
+	b.m.EndMsg(off)
 	return nil
 }
 
@@ -225,50 +222,50 @@ func (b *batch) ruleExprs(r *kernelRule, ids []uint32) error {
 			c.SetName, c.SetID = anonName(r.anon[d.SetID].name), ids[d.SetID]
 			e = &c
 		}
-		le := b.m.nest(unix.NFTA_LIST_ELEM)
+		le := b.m.Nest(unix.NFTA_LIST_ELEM)
 		var err error
-		if b.m.b, err = nftwire.AppendExpr(b.m.b, nftwire.Family(b.fam), e); err != nil {
+		if b.m.B, err = nftwire.AppendExpr(b.m.B, nftwire.Family(b.fam), e); err != nil {
 			return err
 		}
-		b.m.endNest(le)
+		b.m.EndNest(le)
 	}
 	return nil
 }
 
 func (b *batch) addSet(s *kernelSet, id uint32, d opDesc) {
 	off := b.begin(unix.NFT_MSG_NEWSET, unix.NLM_F_CREATE, d)
-	b.m.str(unix.NFTA_SET_TABLE, b.table)
-	b.m.str(unix.NFTA_SET_NAME, s.name)
-	b.m.u32(unix.NFTA_SET_FLAGS, s.flags)
-	b.m.u32(unix.NFTA_SET_KEY_TYPE, s.keyType)
-	b.m.u32(unix.NFTA_SET_KEY_LEN, s.keyLen)
+	b.m.Str(unix.NFTA_SET_TABLE, b.table)
+	b.m.Str(unix.NFTA_SET_NAME, s.name)
+	b.m.U32(unix.NFTA_SET_FLAGS, s.flags)
+	b.m.U32(unix.NFTA_SET_KEY_TYPE, s.keyType)
+	b.m.U32(unix.NFTA_SET_KEY_LEN, s.keyLen)
 	if s.flags&unix.NFT_SET_MAP != 0 {
-		b.m.u32(unix.NFTA_SET_DATA_TYPE, s.dataType)
-		b.m.u32(unix.NFTA_SET_DATA_LEN, s.dataLen)
+		b.m.U32(unix.NFTA_SET_DATA_TYPE, s.dataType)
+		b.m.U32(unix.NFTA_SET_DATA_LEN, s.dataLen)
 	}
 	if len(s.fieldLens) > 0 {
-		dn := b.m.nest(unix.NFTA_SET_DESC)
-		cn := b.m.nest(nftaSetDescConcat)
+		dn := b.m.Nest(unix.NFTA_SET_DESC)
+		cn := b.m.Nest(nftaSetDescConcat)
 		for _, l := range s.fieldLens {
-			fn := b.m.nest(unix.NFTA_LIST_ELEM)
-			b.m.u32(nftaSetFieldLen, l)
-			b.m.endNest(fn)
+			fn := b.m.Nest(unix.NFTA_LIST_ELEM)
+			b.m.U32(nftaSetFieldLen, l)
+			b.m.EndNest(fn)
 		}
-		b.m.endNest(cn)
-		b.m.endNest(dn)
+		b.m.EndNest(cn)
+		b.m.EndNest(dn)
 	}
-	b.m.u32(unix.NFTA_SET_ID, id)
+	b.m.U32(unix.NFTA_SET_ID, id)
 	if len(s.userdata) > 0 {
-		b.m.attr(unix.NFTA_SET_USERDATA, s.userdata)
+		b.m.Attr(unix.NFTA_SET_USERDATA, s.userdata)
 	}
-	b.m.endMsg(off)
+	b.m.EndMsg(off)
 }
 
 func (b *batch) delSet(name string) {
 	off := b.begin(unix.NFT_MSG_DELSET, 0, opDesc{verb: "delete set", name: name})
-	b.m.str(unix.NFTA_SET_TABLE, b.table)
-	b.m.str(unix.NFTA_SET_NAME, name)
-	b.m.endMsg(off)
+	b.m.Str(unix.NFTA_SET_TABLE, b.table)
+	b.m.Str(unix.NFTA_SET_NAME, name)
+	b.m.EndMsg(off)
 }
 
 // elems adds or deletes elements, split over as many messages as the
@@ -309,20 +306,20 @@ func (b *batch) elems(typ uint16, s *kernelSet, id uint32, elems []nftwire.Elem,
 		md := d
 		md.index, md.text = start+1, textAt(texts, start)
 		off := b.begin(typ, unix.NLM_F_CREATE, md)
-		b.m.str(unix.NFTA_SET_ELEM_LIST_TABLE, b.table)
-		b.m.str(unix.NFTA_SET_ELEM_LIST_SET, s.name)
+		b.m.Str(unix.NFTA_SET_ELEM_LIST_TABLE, b.table)
+		b.m.Str(unix.NFTA_SET_ELEM_LIST_SET, s.name)
 		if id != 0 {
-			b.m.u32(unix.NFTA_SET_ELEM_LIST_SET_ID, id)
+			b.m.U32(unix.NFTA_SET_ELEM_LIST_SET_ID, id)
 		}
-		n := b.m.nest(unix.NFTA_SET_ELEM_LIST_ELEMENTS)
+		n := b.m.Nest(unix.NFTA_SET_ELEM_LIST_ELEMENTS)
 		i := start
-		for ; i < len(elems) && len(b.m.b)-n < elemChunkBytes; i++ {
+		for ; i < len(elems) && len(b.m.B)-n < elemChunkBytes; i++ {
 			b.elem(elems[i])
 		}
-		if err := b.m.endNest(n); err != nil {
+		if err := b.m.EndNest(n); err != nil {
 			return err
 		}
-		b.m.endMsg(off)
+		b.m.EndMsg(off)
 		b.ops[len(b.ops)-1].count = i - start
 		b.opCount += i - start - 1
 		start = i
@@ -338,37 +335,37 @@ func textAt(texts []string, i int) string {
 }
 
 func (b *batch) elem(el nftwire.Elem) {
-	le := b.m.nest(unix.NFTA_LIST_ELEM)
-	k := b.m.nest(unix.NFTA_SET_ELEM_KEY)
-	b.m.attr(unix.NFTA_DATA_VALUE, el.Key)
-	b.m.endNest(k)
+	le := b.m.Nest(unix.NFTA_LIST_ELEM)
+	k := b.m.Nest(unix.NFTA_SET_ELEM_KEY)
+	b.m.Attr(unix.NFTA_DATA_VALUE, el.Key)
+	b.m.EndNest(k)
 	if el.KeyEnd != nil {
-		k := b.m.nest(nftaSetElemKeyEnd)
-		b.m.attr(unix.NFTA_DATA_VALUE, el.KeyEnd)
-		b.m.endNest(k)
+		k := b.m.Nest(nftaSetElemKeyEnd)
+		b.m.Attr(unix.NFTA_DATA_VALUE, el.KeyEnd)
+		b.m.EndNest(k)
 	}
 	if el.IntervalEnd {
-		b.m.u32(unix.NFTA_SET_ELEM_FLAGS, unix.NFT_SET_ELEM_INTERVAL_END)
+		b.m.U32(unix.NFTA_SET_ELEM_FLAGS, unix.NFT_SET_ELEM_INTERVAL_END)
 	}
 	if len(el.UserData) > 0 {
-		b.m.attr(unix.NFTA_SET_ELEM_USERDATA, el.UserData)
+		b.m.Attr(unix.NFTA_SET_ELEM_USERDATA, el.UserData)
 	}
 	switch {
 	case el.Verdict != nil:
-		d := b.m.nest(unix.NFTA_SET_ELEM_DATA)
-		v := b.m.nest(unix.NFTA_DATA_VERDICT)
-		b.m.u32(unix.NFTA_VERDICT_CODE, uint32(int32(el.Verdict.Kind)))
+		d := b.m.Nest(unix.NFTA_SET_ELEM_DATA)
+		v := b.m.Nest(unix.NFTA_DATA_VERDICT)
+		b.m.U32(unix.NFTA_VERDICT_CODE, uint32(int32(el.Verdict.Kind)))
 		if el.Verdict.Chain != "" {
-			b.m.str(unix.NFTA_VERDICT_CHAIN, el.Verdict.Chain)
+			b.m.Str(unix.NFTA_VERDICT_CHAIN, el.Verdict.Chain)
 		}
-		b.m.endNest(v)
-		b.m.endNest(d)
+		b.m.EndNest(v)
+		b.m.EndNest(d)
 	case el.Data != nil:
-		d := b.m.nest(unix.NFTA_SET_ELEM_DATA)
-		b.m.attr(unix.NFTA_DATA_VALUE, el.Data)
-		b.m.endNest(d)
+		d := b.m.Nest(unix.NFTA_SET_ELEM_DATA)
+		b.m.Attr(unix.NFTA_DATA_VALUE, el.Data)
+		b.m.EndNest(d)
 	}
-	b.m.endNest(le)
+	b.m.EndNest(le)
 }
 
 // batchError is a kernel error mapped back to the message that caused it.

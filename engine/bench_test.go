@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/engine/nftwire"
+	"github.com/nftguard/nftguard/internal/kerneltest"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -16,6 +17,7 @@ import (
 func BenchmarkFullProgram(b *testing.B) {
 	for _, n := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
+			kerneltest.Require(b) // testns.Create does not check it
 			want := bigTable(b, 100, n, 100000)
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
@@ -134,6 +136,7 @@ func BenchmarkSyncOneChange(b *testing.B) {
 func BenchmarkSyncFullProgram(b *testing.B) {
 	for _, n := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
+			kerneltest.Require(b) // testns.Create does not check it
 			d := bigDesired(100, n, 100000)
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {

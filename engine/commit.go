@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
 
 // commit sends the batch in one sendmsg and reads the kernel's answer: an
@@ -13,7 +15,7 @@ import (
 // last message, which the kernel queues after everything else.
 func (e *Engine) commit(b *batch) error {
 	last := b.finish()
-	size := len(b.m.b)
+	size := len(b.m.B)
 	rcv := defaultSocketBufSize
 	if b.doEcho {
 		rcv = max(rcv, 4*size+(4<<20))
@@ -22,9 +24,9 @@ func (e *Engine) commit(b *batch) error {
 		return err
 	}
 	if e.sendHook != nil {
-		e.sendHook(b.m.b)
+		e.sendHook(b.m.B)
 	}
-	if err := sendRaw(e.conn, b.m.b); err != nil {
+	if err := e.rw.Send(b.m.B); err != nil {
 		return fmt.Errorf("send batch of %d bytes: %w", size, err)
 	}
 	e.conn.SetReadDeadline(time.Now().Add(time.Minute))
@@ -34,40 +36,40 @@ func (e *Engine) commit(b *batch) error {
 	failures := 0
 	var msgs []rawMsg
 	for done := false; !done; {
-		n, err := recvRaw(e.conn, e.rbuf)
+		n, err := e.rw.Recv(e.rbuf)
 		if errors.Is(err, unix.ENOBUFS) {
 			return errUnknownOutcome
 		}
 		if err != nil {
 			return fmt.Errorf("read batch answer: %w (%w)", err, errUnknownOutcome)
 		}
-		msgs, err = parseMsgs(e.rbuf[:n], msgs[:0])
+		msgs, err = nfnl.ParseMsgs(e.rbuf[:n], msgs[:0])
 		if err != nil {
 			return err
 		}
 		for _, r := range msgs {
 			switch {
-			case r.typ == unix.NLMSG_ERROR:
-				if code := errCode(r.data); code != 0 {
+			case r.Type == unix.NLMSG_ERROR:
+				if code := nfnl.ErrCode(r.Data); code != 0 {
 					failures++
-					if r.seq > b.seq0 && r.seq <= b.seq {
-						if first == nil || r.seq < firstSeq {
-							first, firstSeq = &batchError{op: b.ops[r.seq-b.seq0-1], errno: code}, r.seq
+					if i, ok := nfnl.BatchIndex(b.seq0, b.seq, r.Seq); ok {
+						if first == nil || r.Seq < firstSeq {
+							first, firstSeq = &batchError{op: b.ops[i], errno: code}, r.Seq
 						}
 					} else if first == nil {
 						first = &batchError{op: opDesc{verb: "commit"}, errno: code}
 						done = true
 					}
 				}
-				if r.seq == last {
+				if r.Seq == last {
 					done = true
 				}
-			case r.typ == msgType(unix.NFT_MSG_NEWRULE):
-				if i := int(r.seq - b.seq0 - 1); r.seq > b.seq0 && i < len(b.echo) && b.echo[i] != nil && len(r.data) > nfgenHdrLen {
+			case r.Type == nfnl.MsgType(unix.NFT_MSG_NEWRULE):
+				if i, ok := nfnl.BatchIndex(b.seq0, b.seq, r.Seq); ok && i < len(b.echo) && b.echo[i] != nil && len(r.Data) > nfgenHdrLen {
 					kr := b.echo[i]
-					walkAttrs(r.data[nfgenHdrLen:], func(typ uint16, data []byte) {
+					nfnl.WalkAttrs(r.Data[nfgenHdrLen:], func(typ uint16, data []byte) {
 						if typ == unix.NFTA_RULE_HANDLE {
-							kr.handle = be64(data)
+							kr.handle = nfnl.BE64(data)
 						}
 					})
 				}

@@ -64,7 +64,7 @@ func TestQuickDiffEqualsFullDiff(t *testing.T) {
 			if quickDelta(cache, want) != nil {
 				quick++
 			}
-			if !bytes.Equal(full.m.b, b.m.b) {
+			if !bytes.Equal(full.m.B, b.m.B) {
 				t.Fatalf("seed %d step %d: the batches differ (%d ops vs %d)", seed, step, len(full.ops), len(b.ops))
 			}
 			if err := sameCache(nextFull, next); err != nil {

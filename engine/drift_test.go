@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nftguard/nftguard/internal/nfnl"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -119,22 +120,22 @@ func TestMonitorUnreadableIsDrift(t *testing.T) {
 	w := eventFilter{fam: unix.NFPROTO_INET, table: "nftguard", ownPort: 42}
 	event := func(typ uint16, port uint32, fam byte, attrs []byte) []byte {
 		var m enc
-		off := m.msg(msgType(typ), 0, 1, fam, 0)
-		m.b = append(m.b, attrs...)
-		m.endMsg(off)
-		binary.NativeEndian.PutUint32(m.b[off+12:], port)
-		return m.b
+		off := m.Msg(nfnl.MsgType(typ), 0, 1, fam, 0)
+		m.B = append(m.B, attrs...)
+		m.EndMsg(off)
+		binary.NativeEndian.PutUint32(m.B[off+12:], port)
+		return m.B
 	}
 	table := func(name string) []byte {
 		var m enc
-		m.str(unix.NFTA_TABLE_NAME, name)
-		return m.b
+		m.Str(unix.NFTA_TABLE_NAME, name)
+		return m.B
 	}
 	ours := event(unix.NFT_MSG_DELCHAIN, 7, unix.NFPROTO_INET, table("nftguard"))
 	truncated := append([]byte(nil), ours...)
 	binary.NativeEndian.PutUint32(truncated, uint32(len(ours)+16)) // longer than the datagram
 	badAttrs := event(unix.NFT_MSG_DELCHAIN, 7, unix.NFPROTO_INET, []byte{3, 0, 1, 0})
-	noHeader := ours[: nlmsgHdrLen+2 : nlmsgHdrLen+2]
+	noHeader := ours[: nfnl.NlmsgHdrLen+2 : nfnl.NlmsgHdrLen+2]
 	binary.NativeEndian.PutUint32(noHeader, uint32(len(noHeader)))
 	for _, c := range []struct {
 		name     string

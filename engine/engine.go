@@ -23,6 +23,7 @@ type Engine struct {
 
 	mu    sync.Mutex // serialises syncs; guards everything below
 	conn  *netlink.Conn
+	rw    nfnl.Transport // e.conn's datagrams, for requests and batches
 	seq   uint32
 	rbuf  []byte
 	cache *kernelTable // our table as the kernel has it; nil when unknown
@@ -64,10 +65,11 @@ func New(t Table, opts ...Option) (*Engine, error) {
 	for _, o := range opts {
 		o(e)
 	}
-	e.conn, err = dialIn(e.nsPath)
+	e.conn, err = nfnl.Dial(e.nsPath)
 	if err != nil {
 		return nil, fmt.Errorf("engine for table %s: %w", t, err)
 	}
+	e.rw = nfnl.Raw(e.conn)
 	if err := e.conn.SetOption(netlink.CapAcknowledge, true); err != nil {
 		e.conn.Close()
 		return nil, fmt.Errorf("engine for table %s: %w", t, err)
@@ -101,7 +103,7 @@ func (e *Engine) setBuffers(snd, rcv int) error {
 	if snd == 0 && rcv == 0 {
 		return nil
 	}
-	if err := forceBuffers(e.conn, snd, rcv); err != nil {
+	if err := nfnl.ForceBuffers(e.conn, snd, rcv); err != nil {
 		return err
 	}
 	e.sndBuf = max(e.sndBuf, snd)
@@ -222,7 +224,7 @@ func (e *Engine) syncOnce(want *kernelTable, st *Stats) (fresh bool, err error) 
 		return fresh, nil
 	}
 	st.Attempts++
-	st.Messages, st.Operations, st.Bytes = len(b.ops), b.opCount, len(b.m.b)
+	st.Messages, st.Operations, st.Bytes = len(b.ops), b.opCount, len(b.m.B)
 	if err := e.commit(b); err != nil {
 		return fresh, err
 	}
@@ -252,27 +254,27 @@ func (e *Engine) fillHandles(c *kernelChain) error {
 	handles := make([]uint64, 0, len(c.rules))
 	stale := false
 	err := e.requestEach(unix.NFT_MSG_GETRULE, unix.NLM_F_DUMP, func(m *enc) {
-		m.str(unix.NFTA_RULE_TABLE, e.table.Name)
-		m.str(unix.NFTA_RULE_CHAIN, c.name)
+		m.Str(unix.NFTA_RULE_TABLE, e.table.Name)
+		m.Str(unix.NFTA_RULE_CHAIN, c.name)
 	}, func(r rawMsg) {
-		if stale || len(r.data) < nfgenHdrLen || r.data[0] != e.fam {
+		if stale || len(r.Data) < nfgenHdrLen || r.Data[0] != e.fam {
 			return
 		}
 		var table, chain, ud []byte
 		var handle uint64
 		nexprs := 0
-		walkAttrs(r.data[nfgenHdrLen:], func(typ uint16, data []byte) {
+		nfnl.WalkAttrs(r.Data[nfgenHdrLen:], func(typ uint16, data []byte) {
 			switch typ {
 			case unix.NFTA_RULE_TABLE:
 				table = data
 			case unix.NFTA_RULE_CHAIN:
 				chain = data
 			case unix.NFTA_RULE_HANDLE:
-				handle = be64(data)
+				handle = nfnl.BE64(data)
 			case unix.NFTA_RULE_USERDATA:
 				ud = data
 			case unix.NFTA_RULE_EXPRESSIONS:
-				walkAttrs(data, func(uint16, []byte) { nexprs++ })
+				nfnl.WalkAttrs(data, func(uint16, []byte) { nexprs++ })
 			}
 		})
 		if string(bytes.TrimRight(table, "\x00")) != e.table.Name || string(bytes.TrimRight(chain, "\x00")) != c.name {

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nftguard/nftguard/internal/nfnl"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -167,18 +168,18 @@ func TestForeignStateUntouched(t *testing.T) {
 	// nf_tables object message) in our family.
 	msgs := 0
 	for _, b := range batches {
-		ms, err := parseMsgs(b, nil)
+		ms, err := nfnl.ParseMsgs(b, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range ms {
-			if m.typ == unix.NFNL_MSG_BATCH_BEGIN || m.typ == unix.NFNL_MSG_BATCH_END {
+			if m.Type == unix.NFNL_MSG_BATCH_BEGIN || m.Type == unix.NFNL_MSG_BATCH_END {
 				continue
 			}
 			msgs++
-			a, err := attrs(m.data[nfgenHdrLen:])
-			if err != nil || cstr(a[1]) != "nftguard" || m.data[0] != unix.NFPROTO_INET {
-				t.Fatalf("message type %#x names table %q family %d", m.typ, cstr(a[1]), m.data[0])
+			a, err := nfnl.Attrs(m.Data[nfgenHdrLen:])
+			if err != nil || nfnl.CStr(a[1]) != "nftguard" || m.Data[0] != unix.NFPROTO_INET {
+				t.Fatalf("message type %#x names table %q family %d", m.Type, nfnl.CStr(a[1]), m.Data[0])
 			}
 		}
 	}

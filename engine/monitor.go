@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
 
 // Monitor watches nftables events in the engine's namespace and calls fn
@@ -18,12 +20,12 @@ import (
 // resync costs a read where a skipped change would leave the table wrong.
 // It returns when ctx is done.
 func (e *Engine) Monitor(ctx context.Context, fn func()) error {
-	c, err := dialIn(e.nsPath)
+	c, err := nfnl.Dial(e.nsPath)
 	if err != nil {
 		return fmt.Errorf("monitor table %s: %w", e.table, err)
 	}
 	defer c.Close()
-	if err := forceBuffers(c, 0, 32<<20); err != nil {
+	if err := nfnl.ForceBuffers(c, 0, 32<<20); err != nil {
 		return fmt.Errorf("monitor table %s: %w", e.table, err)
 	}
 	if err := c.JoinGroup(unix.NFNLGRP_NFTABLES); err != nil {
@@ -32,9 +34,9 @@ func (e *Engine) Monitor(ctx context.Context, fn func()) error {
 	w := eventFilter{fam: e.fam, table: e.table.Name, ownPort: e.conn.PID()}
 	stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
-	buf := make([]byte, 1<<20)
+	rw, buf := nfnl.Raw(c), make([]byte, 1<<20)
 	for {
-		n, err := recvRaw(c, buf)
+		n, err := rw.Recv(buf)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -71,24 +73,24 @@ type eventFilter struct {
 // or anything it cannot read (which might have been one).
 func (w *eventFilter) drifted(datagram []byte) bool {
 	var err error
-	w.msgs, err = parseMsgs(datagram, w.msgs[:0])
+	w.msgs, err = nfnl.ParseMsgs(datagram, w.msgs[:0])
 	if err != nil {
 		return true
 	}
 	for _, m := range w.msgs {
-		if m.typ>>8 != unix.NFNL_SUBSYS_NFTABLES || m.typ&0xff == unix.NFT_MSG_NEWGEN || m.pid == w.ownPort {
+		if m.Type>>8 != unix.NFNL_SUBSYS_NFTABLES || m.Type&0xff == unix.NFT_MSG_NEWGEN || m.Pid == w.ownPort {
 			continue
 		}
-		if len(m.data) < nfgenHdrLen {
+		if len(m.Data) < nfgenHdrLen {
 			return true
 		}
-		if m.data[0] != w.fam {
+		if m.Data[0] != w.fam {
 			continue
 		}
 		// Attribute 1 is the table name in every nf_tables object
 		// message (table, chain, rule, set, element list, object).
-		a, err := attrs(m.data[nfgenHdrLen:])
-		if err != nil || cstr(a[1]) == w.table {
+		a, err := nfnl.Attrs(m.Data[nfgenHdrLen:])
+		if err != nil || nfnl.CStr(a[1]) == w.table {
 			return true
 		}
 	}

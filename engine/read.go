@@ -17,91 +17,39 @@ import (
 func (e *Engine) request(typ uint16, flags uint16, build func(*enc)) ([]rawMsg, error) {
 	var out []rawMsg
 	err := e.requestEach(typ, flags, build, func(r rawMsg) {
-		r.data = append([]byte(nil), r.data...)
+		r.Data = append([]byte(nil), r.Data...)
 		out = append(out, r)
 	})
 	return out, err
 }
 
-// requestEach is request handing each reply to fn as it is read; r.data is
+// requestEach is request handing each reply to fn as it is read; r.Data is
 // valid only during the call.
 func (e *Engine) requestEach(typ uint16, flags uint16, build func(*enc), fn func(r rawMsg)) error {
 	seq := e.nextSeq()
 	var m enc
-	off := m.msg(msgType(typ), unix.NLM_F_REQUEST|flags, seq, e.fam, 0)
+	off := m.Msg(nfnl.MsgType(typ), unix.NLM_F_REQUEST|flags, seq, e.fam, 0)
 	if build != nil {
 		build(&m)
 	}
-	m.endMsg(off)
-	if err := sendRaw(e.conn, m.b); err != nil {
-		return err
-	}
-	dump := flags&unix.NLM_F_DUMP != 0
-	intr := false
-	var msgs []rawMsg
-	for {
-		n, err := recvRaw(e.conn, e.rbuf)
-		if err != nil {
-			return err
-		}
-		msgs, err = parseMsgs(e.rbuf[:n], msgs[:0])
-		if err != nil {
-			return err
-		}
-		for _, r := range msgs {
-			if r.seq != seq {
-				continue // a late reply to an earlier request
-			}
-			if r.flags&unix.NLM_F_DUMP_INTR != 0 {
-				intr = true
-			}
-			switch r.typ {
-			case unix.NLMSG_DONE:
-				if intr {
-					return nfnl.ErrDumpInterrupted
-				}
-				return nil
-			case unix.NLMSG_ERROR:
-				if code := errCode(r.data); code != 0 {
-					return code
-				}
-				if !dump {
-					return nil
-				}
-			default:
-				fn(r)
-				if !dump {
-					return nil
-				}
-			}
-		}
-	}
-}
-
-// errCode extracts the errno of an NLMSG_ERROR payload (0 for an ACK).
-func errCode(data []byte) unix.Errno {
-	if len(data) < 4 {
-		return unix.EPROTO
-	}
-	c := int32(uint32(data[0]) | uint32(data[1])<<8 | uint32(data[2])<<16 | uint32(data[3])<<24)
-	return unix.Errno(-c)
+	m.EndMsg(off)
+	return nfnl.Request(e.rw, e.rbuf, m.B, seq, flags&unix.NLM_F_DUMP != 0, fn)
 }
 
 // read dumps our table (and only it: every request names it) into kernel
 // form. It returns nil, nil when the table does not exist.
 func (e *Engine) read() (*kernelTable, error) {
-	for attempt := 0; ; attempt++ {
-		t, err := e.readOnce()
-		if errors.Is(err, nfnl.ErrDumpInterrupted) && attempt < 10 {
-			continue
-		}
-		return t, err
-	}
+	var t *kernelTable
+	err := nfnl.Restart(11, func() (err error) {
+		t, err = e.readOnce()
+		return err
+	})
+	return t, err
 }
 
 func (e *Engine) readOnce() (*kernelTable, error) {
 	name := e.table.Name
-	_, err := e.request(unix.NFT_MSG_GETTABLE, 0, func(m *enc) { m.str(unix.NFTA_TABLE_NAME, name) })
+	_, err := e.request(unix.NFT_MSG_GETTABLE, 0, func(m *enc) { m.Str(unix.NFTA_TABLE_NAME, name) })
 	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}
@@ -110,31 +58,31 @@ func (e *Engine) readOnce() (*kernelTable, error) {
 	}
 	t := newKernelTable()
 
-	msgs, err := e.request(unix.NFT_MSG_GETCHAIN, unix.NLM_F_DUMP, func(m *enc) { m.str(unix.NFTA_CHAIN_TABLE, name) })
+	msgs, err := e.request(unix.NFT_MSG_GETCHAIN, unix.NLM_F_DUMP, func(m *enc) { m.Str(unix.NFTA_CHAIN_TABLE, name) })
 	if err != nil {
 		return nil, fmt.Errorf("dump chains: %w", err)
 	}
 	for _, r := range msgs {
-		c, tbl, err := parseChain(r.data[nfgenHdrLen:])
+		c, tbl, err := parseChain(r.Data[nfgenHdrLen:])
 		if err != nil {
 			return nil, fmt.Errorf("decode chain: %w", err)
 		}
-		if tbl == name && r.data[0] == e.fam {
+		if tbl == name && r.Data[0] == e.fam {
 			t.addChain(c)
 		}
 	}
 
-	msgs, err = e.request(unix.NFT_MSG_GETSET, unix.NLM_F_DUMP, func(m *enc) { m.str(unix.NFTA_SET_TABLE, name) })
+	msgs, err = e.request(unix.NFT_MSG_GETSET, unix.NLM_F_DUMP, func(m *enc) { m.Str(unix.NFTA_SET_TABLE, name) })
 	if err != nil {
 		return nil, fmt.Errorf("dump sets: %w", err)
 	}
 	anon := map[string]*kernelSet{}
 	for _, r := range msgs {
-		s, tbl, err := parseSet(r.data[nfgenHdrLen:])
+		s, tbl, err := parseSet(r.Data[nfgenHdrLen:])
 		if err != nil {
 			return nil, fmt.Errorf("decode set: %w", err)
 		}
-		if tbl != name || r.data[0] != e.fam {
+		if tbl != name || r.Data[0] != e.fam {
 			continue
 		}
 		if err := e.readElems(s); err != nil {
@@ -161,21 +109,21 @@ func (e *Engine) readOnce() (*kernelTable, error) {
 	for _, cname := range t.chainOrder {
 		c := t.chains[cname]
 		msgs, err = e.request(unix.NFT_MSG_GETRULE, unix.NLM_F_DUMP, func(m *enc) {
-			m.str(unix.NFTA_RULE_TABLE, name)
-			m.str(unix.NFTA_RULE_CHAIN, cname)
+			m.Str(unix.NFTA_RULE_TABLE, name)
+			m.Str(unix.NFTA_RULE_CHAIN, cname)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("dump rules of chain %q: %w", cname, err)
 		}
 		for _, r := range msgs {
-			a, err := attrs(r.data[nfgenHdrLen:])
+			a, err := nfnl.Attrs(r.Data[nfgenHdrLen:])
 			if err != nil {
 				return nil, fmt.Errorf("decode rule: %w", err)
 			}
-			if cstr(a[unix.NFTA_RULE_TABLE]) != name || cstr(a[unix.NFTA_RULE_CHAIN]) != cname || r.data[0] != e.fam {
+			if nfnl.CStr(a[unix.NFTA_RULE_TABLE]) != name || nfnl.CStr(a[unix.NFTA_RULE_CHAIN]) != cname || r.Data[0] != e.fam {
 				continue
 			}
-			kr := &kernelRule{handle: be64(a[unix.NFTA_RULE_HANDLE]), userdata: a[unix.NFTA_RULE_USERDATA]}
+			kr := &kernelRule{handle: nfnl.BE64(a[unix.NFTA_RULE_HANDLE]), userdata: a[unix.NFTA_RULE_USERDATA]}
 			// An undecodable rule keeps key "": it matches nothing and is
 			// replaced, never guessed at.
 			if exprs, err := decodeExprs(e.fam, a[unix.NFTA_RULE_EXPRESSIONS]); err == nil {
@@ -213,37 +161,37 @@ func readJumps(exprs []nftwire.Expr, anon map[string]*kernelSet) []string {
 }
 
 func parseChain(b []byte) (*kernelChain, string, error) {
-	a, err := attrs(b)
+	a, err := nfnl.Attrs(b)
 	if err != nil {
 		return nil, "", err
 	}
-	c := &kernelChain{name: cstr(a[unix.NFTA_CHAIN_NAME]), userdata: a[nftaChainUserdata]}
+	c := &kernelChain{name: nfnl.CStr(a[unix.NFTA_CHAIN_NAME]), userdata: a[nftaChainUserdata]}
 	if h, ok := a[unix.NFTA_CHAIN_HOOK]; ok {
-		ha, err := attrs(h)
+		ha, err := nfnl.Attrs(h)
 		if err != nil {
 			return nil, "", err
 		}
 		c.base = true
-		c.hook = be32(ha[unix.NFTA_HOOK_HOOKNUM])
-		c.prio = int32(be32(ha[unix.NFTA_HOOK_PRIORITY]))
-		c.typ = cstr(a[unix.NFTA_CHAIN_TYPE])
-		c.policy = be32(a[unix.NFTA_CHAIN_POLICY])
+		c.hook = nfnl.BE32(ha[unix.NFTA_HOOK_HOOKNUM])
+		c.prio = int32(nfnl.BE32(ha[unix.NFTA_HOOK_PRIORITY]))
+		c.typ = nfnl.CStr(a[unix.NFTA_CHAIN_TYPE])
+		c.policy = nfnl.BE32(a[unix.NFTA_CHAIN_POLICY])
 	}
-	return c, cstr(a[unix.NFTA_CHAIN_TABLE]), nil
+	return c, nfnl.CStr(a[unix.NFTA_CHAIN_TABLE]), nil
 }
 
 func parseSet(b []byte) (*kernelSet, string, error) {
-	a, err := attrs(b)
+	a, err := nfnl.Attrs(b)
 	if err != nil {
 		return nil, "", err
 	}
 	s := &kernelSet{
-		name:     cstr(a[unix.NFTA_SET_NAME]),
-		flags:    be32(a[unix.NFTA_SET_FLAGS]),
-		keyType:  be32(a[unix.NFTA_SET_KEY_TYPE]),
-		keyLen:   be32(a[unix.NFTA_SET_KEY_LEN]),
-		dataType: be32(a[unix.NFTA_SET_DATA_TYPE]),
-		dataLen:  be32(a[unix.NFTA_SET_DATA_LEN]),
+		name:     nfnl.CStr(a[unix.NFTA_SET_NAME]),
+		flags:    nfnl.BE32(a[unix.NFTA_SET_FLAGS]),
+		keyType:  nfnl.BE32(a[unix.NFTA_SET_KEY_TYPE]),
+		keyLen:   nfnl.BE32(a[unix.NFTA_SET_KEY_LEN]),
+		dataType: nfnl.BE32(a[unix.NFTA_SET_DATA_TYPE]),
+		dataLen:  nfnl.BE32(a[unix.NFTA_SET_DATA_LEN]),
 		userdata: a[unix.NFTA_SET_USERDATA],
 		elems:    map[string]nftwire.Elem{},
 	}
@@ -251,18 +199,18 @@ func parseSet(b []byte) (*kernelSet, string, error) {
 		s.dataLen = 0 // the kernel reports sizeof(struct nft_verdict)
 	}
 	if d, ok := a[unix.NFTA_SET_DESC]; ok {
-		da, err := attrs(d)
+		da, err := nfnl.Attrs(d)
 		if err != nil {
 			return nil, "", err
 		}
 		if cc, ok := da[nftaSetDescConcat]; ok {
-			walkAttrs(cc, func(typ uint16, f []byte) {
-				fa, _ := attrs(f)
-				s.fieldLens = append(s.fieldLens, be32(fa[nftaSetFieldLen]))
+			nfnl.WalkAttrs(cc, func(typ uint16, f []byte) {
+				fa, _ := nfnl.Attrs(f)
+				s.fieldLens = append(s.fieldLens, nfnl.BE32(fa[nftaSetFieldLen]))
 			})
 		}
 	}
-	return s, cstr(a[unix.NFTA_SET_TABLE]), nil
+	return s, nfnl.CStr(a[unix.NFTA_SET_TABLE]), nil
 }
 
 // readElems dumps a set's elements. A hash set's dump walks the kernel's
@@ -293,19 +241,19 @@ func (e *Engine) readElems(s *kernelSet) error {
 
 func (e *Engine) dumpElems(s *kernelSet) error {
 	msgs, err := e.request(unix.NFT_MSG_GETSETELEM, unix.NLM_F_DUMP, func(m *enc) {
-		m.str(unix.NFTA_SET_ELEM_LIST_TABLE, e.table.Name)
-		m.str(unix.NFTA_SET_ELEM_LIST_SET, s.name)
+		m.Str(unix.NFTA_SET_ELEM_LIST_TABLE, e.table.Name)
+		m.Str(unix.NFTA_SET_ELEM_LIST_SET, s.name)
 	})
 	if err != nil {
 		return fmt.Errorf("dump elements of set %q: %w", s.name, err)
 	}
 	for _, r := range msgs {
-		a, err := attrs(r.data[nfgenHdrLen:])
+		a, err := nfnl.Attrs(r.Data[nfgenHdrLen:])
 		if err != nil {
 			return err
 		}
 		var perr error
-		walkAttrs(a[unix.NFTA_SET_ELEM_LIST_ELEMENTS], func(_ uint16, b []byte) {
+		nfnl.WalkAttrs(a[unix.NFTA_SET_ELEM_LIST_ELEMENTS], func(_ uint16, b []byte) {
 			el, err := parseElem(b)
 			if err != nil {
 				perr = err
@@ -322,7 +270,7 @@ func (e *Engine) dumpElems(s *kernelSet) error {
 
 func parseElem(b []byte) (nftwire.Elem, error) {
 	var el nftwire.Elem
-	a, err := attrs(b)
+	a, err := nfnl.Attrs(b)
 	if err != nil {
 		return el, err
 	}
@@ -331,26 +279,26 @@ func parseElem(b []byte) (nftwire.Elem, error) {
 		if !ok {
 			return nil
 		}
-		va, _ := attrs(v)
+		va, _ := nfnl.Attrs(v)
 		return va[unix.NFTA_DATA_VALUE]
 	}
 	el.Key = value(unix.NFTA_SET_ELEM_KEY)
 	el.KeyEnd = value(nftaSetElemKeyEnd)
 	el.UserData = a[unix.NFTA_SET_ELEM_USERDATA]
-	el.IntervalEnd = be32(a[unix.NFTA_SET_ELEM_FLAGS])&unix.NFT_SET_ELEM_INTERVAL_END != 0
+	el.IntervalEnd = nfnl.BE32(a[unix.NFTA_SET_ELEM_FLAGS])&unix.NFT_SET_ELEM_INTERVAL_END != 0
 	if d, ok := a[unix.NFTA_SET_ELEM_DATA]; ok {
-		da, err := attrs(d)
+		da, err := nfnl.Attrs(d)
 		if err != nil {
 			return el, err
 		}
 		if v, ok := da[unix.NFTA_DATA_VERDICT]; ok {
-			va, err := attrs(v)
+			va, err := nfnl.Attrs(v)
 			if err != nil {
 				return el, err
 			}
 			el.Verdict = &nftwire.Verdict{
-				Kind:  nftwire.VerdictKind(int32(be32(va[unix.NFTA_VERDICT_CODE]))),
-				Chain: cstr(va[unix.NFTA_VERDICT_CHAIN]),
+				Kind:  nftwire.VerdictKind(int32(nfnl.BE32(va[unix.NFTA_VERDICT_CODE]))),
+				Chain: nfnl.CStr(va[unix.NFTA_VERDICT_CHAIN]),
 			}
 		} else {
 			el.Data = da[unix.NFTA_DATA_VALUE]

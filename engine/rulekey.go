@@ -8,24 +8,25 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/engine/nftwire"
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
 
 // decodeExpr decodes one NFTA_LIST_ELEM payload (name + data). An
 // expression it cannot decode makes the rule undecodable, which the diff
 // treats as drift to replace.
 func decodeExpr(fam byte, b []byte) (nftwire.Expr, error) {
-	a, err := attrs(b)
+	a, err := nfnl.Attrs(b)
 	if err != nil {
 		return nil, err
 	}
-	return nftwire.DecodeExpr(nftwire.Family(fam), cstr(a[unix.NFTA_EXPR_NAME]), a[unix.NFTA_EXPR_DATA])
+	return nftwire.DecodeExpr(nftwire.Family(fam), nfnl.CStr(a[unix.NFTA_EXPR_NAME]), a[unix.NFTA_EXPR_DATA])
 }
 
 // decodeExprs decodes NFTA_RULE_EXPRESSIONS.
 func decodeExprs(fam byte, b []byte) ([]nftwire.Expr, error) {
 	var out []nftwire.Expr
 	var derr error
-	err := walkAttrs(b, func(typ uint16, data []byte) {
+	err := nfnl.WalkAttrs(b, func(typ uint16, data []byte) {
 		if derr != nil || typ != unix.NFTA_LIST_ELEM {
 			return
 		}
@@ -114,6 +115,8 @@ func ruleKey(fam byte, exprs []nftwire.Expr, userdata []byte, anon anonResolver,
 			x.SetName, x.SetID = name, 0
 		case *nftwire.Quota:
 			x.Consumed = 0
+		case *nftwire.Log:
+			normLog(x)
 		}
 		k, err := nftwire.AppendExpr(nil, nftwire.Family(fam), c)
 		if err != nil {
@@ -130,6 +133,20 @@ func ruleKey(fam byte, exprs []nftwire.Expr, userdata []byte, anon anonResolver,
 	}
 	key, wireLen = sealKey(kb, wireOK, userdata)
 	return key, wireLen, refs, nil
+}
+
+// normLog drops the level the kernel reports for a log statement that has
+// no group when it is the kernel's default (warning): nft sends no level for
+// `log` or `log prefix "..."` (nor does the compiler), the kernel fills in
+// warning and dumps it, so without this a rule loaded by `nft -f`, or our
+// own read back by a fresh engine, would never equal its compile and be
+// rewritten. A group log (NFLOG) has no level, so nothing is dumped for it.
+func normLog(x *nftwire.Log) {
+	const group, level = 1 << unix.NFTA_LOG_GROUP, 1 << unix.NFTA_LOG_LEVEL
+	if x.Key&group == 0 && x.Key&level != 0 && x.Level == nftwire.LogLevelWarning {
+		x.Key &^= level
+		x.Level = 0
+	}
 }
 
 func allCanonical(exprs []nftwire.Expr) bool {

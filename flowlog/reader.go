@@ -64,12 +64,7 @@ func Open(cfg Config) (*Reader, error) {
 	if cfg.ReadBuffer == 0 {
 		cfg.ReadBuffer = DefaultReadBuffer
 	}
-	var conn *netlink.Conn
-	err := nfnl.InNetNS(cfg.NetNS, func() error {
-		var err error
-		conn, err = netlink.Dial(unix.NETLINK_NETFILTER, nil)
-		return err
-	})
+	conn, err := nfnl.Dial(cfg.NetNS)
 	if err != nil {
 		return nil, fmt.Errorf("open netfilter netlink socket: %w", err)
 	}

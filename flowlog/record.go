@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nftguard/nftguard/internal/nfnl"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -153,7 +154,7 @@ func decodeMessage(b []byte) (Record, error) {
 		v := a[4:l]
 		switch typ {
 		case attrPrefix:
-			r.Prefix = cstring(v)
+			r.Prefix = nfnl.CStr(v)
 		case attrIfIndexIn:
 			if len(v) >= 4 {
 				r.InIfindex = binary.BigEndian.Uint32(v)
@@ -186,15 +187,6 @@ func decodeMessage(b []byte) (Record, error) {
 		parseIPv6(&r, payload)
 	}
 	return r, nil
-}
-
-func cstring(b []byte) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
-	}
-	return string(b)
 }
 
 // parseIPv4 reads addresses, protocol and the transport header of an IPv4

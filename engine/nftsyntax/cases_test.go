@@ -131,6 +131,13 @@ var standaloneCases = []ruleCase{
 	rc("ip6 saddr fd00::1 reject with icmpv6 admin-prohibited"),
 	rc("snat ip to 192.0.2.1"), rc("snat ip6 to fd00::1"), rc("snat ip to ip saddr map @am"), rc("snat ip6 to ip6 saddr map @am6"),
 	rc("snat ip to meta mark map @ammi"),
+	// NFLOG logging of denied packets: a rate-limited log, with a prefix,
+	// to a group, before or without a verdict.
+	rc(`log prefix "nftguard deny: "`), rc("log group 100"), rc(`log prefix "p" group 7 drop`),
+	rc(`limit rate 10/second burst 20 packets log prefix "nftguard: denied " group 100`),
+	rc(`limit rate 10/second burst 20 packets log prefix "nftguard: denied " group 100 drop`),
+	rc(`limit rate 10/second burst 20 packets log prefix "denied " drop`), rc("limit rate 10/second burst 20 packets log group 100"),
+	rc(`ip saddr 10.0.0.1 limit rate 10/second burst 20 packets log prefix "deny " group 100 drop`),
 	rc("ip saddr 10.0.0.0/8 snat ip to 192.0.2.1"), rc("ip saddr @s4 masquerade"), rc("masquerade"), rc("notrack"),
 	rc("meta l4proto tcp tcp dport 80 accept", "tcp dport 80 accept"), rc("meta nfproto ipv4 ip saddr 10.0.0.1 accept", "ip saddr 10.0.0.1 accept"),
 	rc("meta l4proto tcp th dport 80 accept", "tcp dport 80 accept"),

@@ -78,6 +78,7 @@ const (
 	LimitTimeMinute            = expr.LimitTimeMinute
 	LimitTimeSecond            = expr.LimitTimeSecond
 	LimitTimeWeek              = expr.LimitTimeWeek
+	LogLevelWarning            = expr.LogLevelWarning
 	LimitTypePkts              = expr.LimitTypePkts
 	MetaKeyIIFNAME             = expr.MetaKeyIIFNAME
 	MetaKeyL4PROTO             = expr.MetaKeyL4PROTO

@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/nftguard/nftguard/internal/kerneltest"
 )
 
 // Admin is the user with the system:masters group.
@@ -51,9 +53,11 @@ type Server struct {
 
 // Start runs etcd and kube-apiserver on free loopback ports and returns once
 // /readyz answers; t.Cleanup stops both and removes their files. Failures
-// fail the test.
+// fail the test; without the kerneltest switch (the one switch for tests
+// with real dependencies) it skips.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
+	kerneltest.Require(t)
 	s, err := start(opts)
 	if err != nil {
 		t.Fatalf("kubetest: %v", err)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/nftguard/nftguard/internal/kerneltest"
 )
 
 // Lab is a live topology. Its exported fields are read-only.
@@ -65,9 +67,11 @@ func (e *Endpoint) Addr(f Family) netip.Addr {
 }
 
 // New creates a lab for a test and removes it when the test ends, whether it
-// passes or fails. Setup errors fail the test.
+// passes or fails. Setup errors fail the test; without the kerneltest
+// switch it skips.
 func New(t testing.TB, spec Spec) *Lab {
 	t.Helper()
+	kerneltest.Require(t)
 	l, err := Create(spec)
 	if err != nil {
 		t.Fatalf("netlab: %v", err)

@@ -1,6 +1,21 @@
-// Package nfnl is what every netfilter-netlink user in this module shares:
-// entering a network namespace for as long as a socket is created in it,
-// and the error a dump reports when the ruleset changed under it.
+// Package nfnl is what every netfilter-netlink user in this module (the
+// engine, doctor, conntrack, the test helpers) shares: entering a network
+// namespace for as long as a socket is created in it (InNetNS, Dial), the
+// nfnetlink message codec (Encoder, ParseMsgs, WalkAttrs and the attribute
+// readers), requests and dumps that report NLM_F_DUMP_INTR and restart
+// (Request, Restart), and the framing of batches (BeginBatch, EndBatch,
+// AckAt, BatchIndex).
+//
+// Namespaces are entered in one way, InNetNS, with one argument for its
+// safety (below). Two places create a namespace instead, and so cannot use
+// it: testns.Create makes a named one (unshare, then a bind mount under
+// /var/run/netns, through netns.NewNamed) on a thread of its own that then
+// returns to the caller's namespace exactly as InNetNS does; doctor's
+// inPrivateNetNS makes an unnamed one by unshare on a thread it never
+// unlocks, so the thread dies with its goroutine and the namespace with its
+// last socket, and no descriptor or name is ever held. Both keep the rule
+// InNetNS keeps: no goroutine other than the one that asked ever runs on a
+// thread that is in another namespace.
 package nfnl
 
 import (

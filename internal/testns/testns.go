@@ -17,6 +17,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/nftguard/nftguard/internal/kerneltest"
 	"github.com/nftguard/nftguard/internal/nfnl"
 )
 
@@ -34,9 +35,11 @@ type NS struct {
 }
 
 // New creates a fresh named namespace whose name starts with Prefix and tag,
-// and removes it when the test ends (also when it fails).
+// and removes it when the test ends (also when it fails). It is a kernel
+// test's entry: without the kerneltest switch the test skips here.
 func New(t testing.TB, tag string) *NS {
 	t.Helper()
+	kerneltest.Require(t)
 	ns, err := Create(tag)
 	if err != nil {
 		t.Fatalf("create test namespace: %v", err)
@@ -60,7 +63,8 @@ func Create(tag string) (*NS, error) {
 	errc := make(chan error, 1)
 	// netns.NewNamed switches the calling thread into the new namespace; do
 	// it on a dedicated thread that is thrown away afterwards, so no other
-	// goroutine ever runs inside it.
+	// goroutine ever runs inside it (why this is not nfnl.InNetNS: see the
+	// nfnl package documentation).
 	go func() {
 		runtime.LockOSThread()
 		origin, err := netns.Get()

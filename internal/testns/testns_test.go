@@ -6,9 +6,12 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/nftguard/nftguard/internal/kerneltest"
 )
 
 func TestNamespaceIsPrivateAndRemoved(t *testing.T) {
+	kerneltest.Require(t) // before reading the host's ruleset
 	host, err := Exec0("nft", "list", "ruleset")
 	if err != nil {
 		t.Fatal(err)
