@@ -59,6 +59,9 @@ type batch struct {
 	lastOff int
 	setID   uint32
 	opCount int // objects acted on (elements count one each)
+	// checkOnly leaves out BATCH_END: the kernel validates every message,
+	// then aborts the transaction (see Engine.Check).
+	checkOnly bool
 }
 
 // newBatch starts a batch; sizeHint is the expected size of the encoded
@@ -89,6 +92,9 @@ func (b *batch) finish() (lastSeq uint32) {
 	if b.lastOff >= 0 {
 		fl := binary.NativeEndian.Uint16(b.m.b[b.lastOff+6:])
 		binary.NativeEndian.PutUint16(b.m.b[b.lastOff+6:], fl|unix.NLM_F_ACK)
+	}
+	if b.checkOnly {
+		return b.seq
 	}
 	off := b.m.msg(unix.NFNL_MSG_BATCH_END, unix.NLM_F_REQUEST, b.seq+1, unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES)
 	b.m.endMsg(off)
