@@ -48,6 +48,10 @@ type Config struct {
 
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
+
+	// noPodsAfter is how long no pod may be scheduled to NodeName before
+	// the agent warns (tests shorten it); zero means a minute.
+	noPodsAfter time.Duration
 }
 
 // withDefaults returns a copy with zero values replaced by defaults, or an
@@ -76,6 +80,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MetricsAddr == "0" {
 		c.MetricsAddr = ""
+	}
+	if c.noPodsAfter == 0 {
+		c.noPodsAfter = time.Minute
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

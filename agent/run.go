@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -54,9 +53,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	m := newMetrics()
-	var ready atomic.Bool
+	h := &health{}
 	if cfg.MetricsAddr != "" {
-		srv, err := listenOps(cfg.MetricsAddr, m, &ready, log)
+		srv, err := listenOps(cfg.MetricsAddr, m, h, log)
 		if err != nil {
 			return err
 		}
@@ -93,8 +92,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.ResyncPeriod > 0 {
 		wg.Go(func() { periodic(ctx, cfg.ResyncPeriod, deb) })
 	}
+	wg.Go(func() {
+		watchLocalPods(ctx, src.localPods(cfg.NodeName), cfg.noPodsAfter, m, log)
+	})
 
-	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, ready: &ready}
+	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, health: h, inject: testInjector()}
 	// The first sync replaces any table left by an earlier run in one
 	// transaction (the engine does a full replace on its first sync).
 	deb.trigger(reasonStart)
@@ -109,12 +111,16 @@ func Run(ctx context.Context, cfg Config) error {
 			if ctx.Err() != nil {
 				break
 			}
+			h.failed(err)
 			log.Error("sync failed", "err", err, "retry_in", backoff)
 			// Keep the reasons: a failed drift repair is still a repair
 			// to do.
 			retry = time.AfterFunc(backoff, func() { deb.trigger(why | reasonRetry) })
 			backoff = min(2*backoff, retryMax)
 			continue
+		}
+		if h.succeeded(len(s.q.held)) {
+			log.Info("table in force, ready")
 		}
 		backoff = retryMin
 	}
