@@ -68,7 +68,15 @@ func Run(ctx context.Context, cfg Config) error {
 	defer wg.Wait()
 
 	deb := newDebouncer(cfg.MinSyncInterval, cfg.MaxSyncInterval)
-	src, err := newSources(client, m, func() { deb.trigger(reasonChange) })
+	var arrived arrivals
+	src, err := newSources(client, m, func(kind string, initial bool) {
+		// The initial list is measured by the time to the first sync,
+		// not as changes.
+		if !initial {
+			arrived.add(kind, time.Now())
+		}
+		deb.trigger(reasonChange)
+	})
 	if err != nil {
 		return err
 	}
@@ -107,10 +115,14 @@ func Run(ctx context.Context, cfg Config) error {
 		if why == 0 {
 			break
 		}
-		if err := s.sync(ctx, why); err != nil {
+		changes := arrived.take()
+		err := s.sync(ctx, why)
+		deb.synced()
+		if err != nil {
 			if ctx.Err() != nil {
 				break
 			}
+			arrived.putBack(changes)
 			h.failed(err)
 			log.Error("sync failed", "err", err, "retry_in", backoff)
 			// Keep the reasons: a failed drift repair is still a repair
@@ -118,6 +130,13 @@ func Run(ctx context.Context, cfg Config) error {
 			retry = time.AfterFunc(backoff, func() { deb.trigger(why | reasonRetry) })
 			backoff = min(2*backoff, retryMax)
 			continue
+		}
+		end := time.Now()
+		for kind, ts := range changes {
+			obs := m.eventToKernel.WithLabelValues(kind)
+			for _, t := range ts {
+				obs.Observe(end.Sub(t).Seconds())
+			}
 		}
 		if h.succeeded(len(s.q.held)) {
 			log.Info("table in force, ready")
