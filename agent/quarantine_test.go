@@ -6,15 +6,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/testns"
 )
 
 // refusingEngine is an engine.Fake whose kernel refuses any table with a
@@ -55,12 +60,12 @@ func injectBad(in compose.Input, res *compose.Result) {
 	d.Chains = append([]engine.Chain(nil), d.Chains...)
 	for _, np := range in.NetworkPolicies {
 		if v := np.Labels["bad"]; v != "" {
-			d.Chains = append(d.Chains, engine.Chain{Name: "refuse-" + np.Name + "-" + v})
+			d.Chains = append(d.Chains, engine.Chain{Name: "refuse-" + np.Name + "-" + v, Rules: []engine.Rule{{Rule: "jump no-such-chain"}}})
 		}
 	}
 	for _, ns := range in.Namespaces {
 		if ns.Labels["bad"] != "" {
-			d.Chains = append(d.Chains, engine.Chain{Name: "refuse-ns-" + ns.Name})
+			d.Chains = append(d.Chains, engine.Chain{Name: "refuse-ns-" + ns.Name, Rules: []engine.Rule{{Rule: "jump no-such-chain"}}})
 		}
 	}
 	res.Desired = &d
@@ -277,4 +282,89 @@ func TestQuarantineUnexplainedRefusal(t *testing.T) {
 	if ok, body := h.ready(); ok || !strings.Contains(body, "last sync failed") {
 		t.Fatalf("ready %v %q", ok, body)
 	}
+}
+
+// TestQuarantineRealKernel: the search against the real kernel, with 100
+// local pods and 1,000 new policies of which one is refused: the table
+// ends up equal to a sync of the other 999, and the search's cost is
+// reported.
+func TestQuarantineRealKernel(t *testing.T) {
+	ns := testns.New(t, "agentq")
+	eng, err := engine.New(compose.Table(), engine.WithNetNS(ns.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	s := &syncer{eng: eng, m: newMetrics(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), inject: injectBad}
+	in := testInput()
+	in.Pods = nil
+	for i := 0; i < 100; i++ {
+		in.Pods = append(in.Pods, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: fmt.Sprintf("pod%03d", i), UID: types.UID(fmt.Sprint(i)),
+				Labels: map[string]string{"app": fmt.Sprintf("app%d", i%10)}},
+			Spec:   corev1.PodSpec{NodeName: "n1"},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: fmt.Sprintf("10.0.0.%d", i+1), PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.0.0.%d", i+1)}}},
+		})
+	}
+	if _, err := syncOnce(t, s, in); err != nil {
+		t.Fatal(err)
+	}
+	port := intstr.FromInt32(80)
+	for i := 0; i < 1000; i++ {
+		np := testPolicy(fmt.Sprintf("np%04d", i), "", true)
+		if i == 617 {
+			np.Labels["bad"] = "x"
+		}
+		np.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app%d", i%10)}}
+		np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{
+			From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app%d", (i+1)%10)}}}},
+			Ports: []networkingv1.NetworkPolicyPort{{Port: &port}},
+		}}
+		in.NetworkPolicies = append(in.NetworkPolicies, np)
+	}
+	before := ns.MustExec(t, "", "nft", "list", "table", "inet", "nftguard")
+	start := time.Now()
+	raw := in
+	applied := s.q.apply(raw)
+	res := s.compile(&s.build, applied)
+	_, syncErr := s.eng.Sync(context.Background(), res.Desired)
+	if syncErr == nil {
+		t.Fatal("the kernel accepted a table with a jump to a missing chain")
+	}
+	failed := time.Since(start)
+	if after := ns.MustExec(t, "", "nft", "list", "table", "inet", "nftguard"); after != before {
+		t.Fatal("the refused sync changed the table")
+	}
+	iso, err := s.isolate(context.Background(), applied, syncErr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("1 refused among 1000 new policies (100 local pods): refused sync %v, search and sync %v, %d check-only batches",
+		failed.Round(time.Millisecond), (time.Since(start) - failed).Round(time.Millisecond), iso.checks)
+	if len(iso.bad) != 1 || iso.bad[objKey{"NetworkPolicy", "a", "np0617"}] == "" {
+		t.Fatalf("found %v", iso.bad)
+	}
+	// The table equals a fresh sync of the 999 others.
+	ref := testns.New(t, "agentqref")
+	refEng, err := engine.New(compose.Table(), engine.WithNetNS(ref.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refEng.Close()
+	good := in
+	good.NetworkPolicies = append(append([]*networkingv1.NetworkPolicy{}, in.NetworkPolicies[:617]...), in.NetworkPolicies[618:]...)
+	if _, err := refEng.Sync(context.Background(), compose.Build(good).Desired); err != nil {
+		t.Fatal(err)
+	}
+	got := ns.MustExec(t, "", "nft", "list", "table", "inet", "nftguard")
+	want := ref.MustExec(t, "", "nft", "list", "table", "inet", "nftguard")
+	if sortedLines(got) != sortedLines(want) {
+		t.Fatalf("table after the search differs from a sync of the accepted policies")
+	}
+}
+
+func sortedLines(s string) string {
+	lines := strings.Split(s, "\n")
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
 }
