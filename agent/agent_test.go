@@ -138,7 +138,7 @@ func TestWrongNodeNameWarns(t *testing.T) {
 	}()
 	waitStatus(t, addr, "/readyz", http.StatusOK, 30*time.Second)
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(get(t, addr, "/metrics"), "nftguard_node_without_pods 1") {
+	for !strings.Contains(get(t, addr, "/metrics"), "\nnftguard_node_without_pods 1\n") {
 		if time.Now().After(deadline) {
 			t.Fatalf("nftguard_node_without_pods not set; log:\n%s", logs.String())
 		}
