@@ -79,7 +79,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	s.report(res)
 	if err != nil {
 		s.fail(errSync)
-		return fmt.Errorf("sync table: %w", err)
+		return err // the engine's errors name the table and the object
 	}
 	s.q.accepted(in)
 	mode := "incremental"
