@@ -141,3 +141,22 @@ func TestDebouncerStops(t *testing.T) {
 		t.Fatalf("wait returned %b after cancel, want 0", r)
 	}
 }
+
+// TestDebouncerSerialAfterBurst: once a burst has grown the window, a
+// change made a quiet moment after the previous sync (as a user or a
+// controller does after seeing the last one enforced) is still synced at
+// once.
+func TestDebouncerSerialAfterBurst(t *testing.T) {
+	d := newDebouncer(DefaultMinSyncInterval, DefaultMaxSyncInterval)
+	burst(t, d, 300, 200*time.Microsecond, 2*time.Millisecond)
+	for i := 0; i < 5; i++ {
+		time.Sleep(DefaultMinSyncInterval + 5*time.Millisecond)
+		start := time.Now()
+		d.trigger(reasonChange)
+		d.wait(context.Background())
+		if got := time.Since(start); got > 5*time.Millisecond {
+			t.Fatalf("change %d after a quiet moment synced after %v, want at once", i, got)
+		}
+		d.synced()
+	}
+}

@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,11 +54,13 @@ func (k *kernelSets) where(addr netip.Addr) (map[string]bool, error) {
 	}
 	key := addr.AsSlice()
 	out := map[string]bool{}
+	// Every set is read: google/nftables reports a verdict map's data
+	// type as its key type, so the key length cannot filter them.
 	for _, s := range sets {
-		if s.KeyType.Bytes != uint32(len(key)) {
-			continue
-		}
 		els, err := k.conn.GetSetElements(s)
+		if err != nil && (errors.Is(err, syscall.ENOENT) || strings.Contains(err.Error(), "no such file or directory")) {
+			continue // replaced by a sync since the listing: read next time
+		}
 		if err != nil {
 			return nil, fmt.Errorf("list elements of %s: %w", s.Name, err)
 		}
@@ -89,7 +94,7 @@ func (k *kernelSets) countIn(set string, prefix netip.Prefix) (int, error) {
 }
 
 // waitCount polls until the set holds want keys inside prefix.
-func (k *kernelSets) waitCount(t *testing.T, set string, prefix netip.Prefix, want int) {
+func (k *kernelSets) waitCount(t *testing.T, set string, prefix netip.Prefix, want int, logs func() string) {
 	t.Helper()
 	start := time.Now()
 	for {
@@ -101,7 +106,7 @@ func (k *kernelSets) waitCount(t *testing.T, set string, prefix netip.Prefix, wa
 			return
 		}
 		if time.Since(start) > time.Minute {
-			t.Fatalf("%s holds %d addresses of %v after a minute, want %d", set, got, prefix, want)
+			t.Fatalf("%s holds %d addresses of %v after a minute, want %d\n%s", set, got, prefix, want, logs())
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -331,6 +336,9 @@ func TestAgentLatency(t *testing.T) {
 		}, func() (bool, error) { return k.peer(addr) }, true)
 	}
 	lat.report(t)
+	if os.Getenv("NFTGUARD_TEST_DEBUG") != "" {
+		t.Log(n1.logTail())
+	}
 	m := n1.metrics(t)
 	t.Logf("n1: %v syncs for %d changes", metricValue(m, `nftguard_syncs_total{result="success"}`)-syncsBefore, 7*n)
 	for _, kind := range []string{"Pod", "Namespace", "NetworkPolicy"} {
@@ -395,7 +403,7 @@ func (a *agentLab) burst(t *testing.T, admin kubernetes.Interface, k *kernelSets
 		}
 	}
 	written := time.Since(start)
-	k.waitCount(t, "np_ingress4", prefix, pods)
+	k.waitCount(t, "np_ingress4", prefix, pods, a.logs)
 	enforced := time.Since(start)
 	created := settle()
 	t.Logf("burst: %d pods created (%d writes) in %v, all in n1's kernel after %v: %v syncs", pods, 2*pods,
@@ -406,12 +414,15 @@ func (a *agentLab) burst(t *testing.T, admin kubernetes.Interface, k *kernelSets
 		t.Fatal(err)
 	}
 	written = time.Since(start)
-	k.waitCount(t, "np_ingress4", prefix, 0)
+	k.waitCount(t, "np_ingress4", prefix, 0, a.logs)
 	enforced = time.Since(start)
 	deleted := settle()
 	t.Logf("burst: %d pods deleted by one DeleteCollection in %v, gone from n1's kernel after %v: %v syncs", pods,
 		written.Round(time.Millisecond), enforced.Round(time.Millisecond), deleted-created)
-	if deleted-created > 10 {
-		t.Errorf("%v syncs for 1000 deletions, want at most 10", deleted-created)
+	// The window grows from 20ms to 1s in 6 doublings; after that, a
+	// stream that lasts longer syncs once per --max-sync-interval.
+	limit := 7 + math.Ceil(enforced.Seconds())
+	if deleted-created > limit {
+		t.Errorf("%v syncs for 1000 deletions over %v, want at most %v", deleted-created, enforced.Round(time.Millisecond), limit)
 	}
 }
