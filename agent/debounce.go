@@ -75,8 +75,18 @@ func (d *debouncer) trigger(r reason) {
 func (d *debouncer) synced() { d.lastEnd = time.Now() }
 
 // wait blocks until a sync is due and returns the merged reasons, or
-// returns 0 when ctx is done.
+// returns 0 when ctx is done (and only then).
 func (d *debouncer) wait(ctx context.Context) reason {
+	for {
+		if r := d.waitOnce(ctx); r != 0 || ctx.Err() != nil {
+			return r
+		}
+		// A stale kick: its trigger's reason was taken by the previous
+		// sync (trigger records the reason before it kicks). Wait on.
+	}
+}
+
+func (d *debouncer) waitOnce(ctx context.Context) reason {
 	select {
 	case <-ctx.Done():
 		return 0

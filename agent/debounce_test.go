@@ -160,3 +160,21 @@ func TestDebouncerSerialAfterBurst(t *testing.T) {
 		d.synced()
 	}
 }
+
+// TestDebouncerStaleKick: a kick whose reason an earlier wait already took
+// must not end the loop (wait returns 0 only when ctx is done).
+func TestDebouncerStaleKick(t *testing.T) {
+	d := newDebouncer(DefaultMinSyncInterval, DefaultMaxSyncInterval)
+	d.pending.Store(uint32(reasonChange))
+	d.kick <- struct{}{}
+	if r := d.wait(context.Background()); r != reasonChange {
+		t.Fatalf("reasons %b", r)
+	}
+	d.synced()
+	// The trigger's kick lands after its reason was taken.
+	d.kick <- struct{}{}
+	go func() { time.Sleep(50 * time.Millisecond); d.trigger(reasonDrift) }()
+	if r := d.wait(context.Background()); r != reasonDrift {
+		t.Fatalf("wait returned %b after a stale kick, want the next trigger's reason", r)
+	}
+}
