@@ -24,24 +24,25 @@ func (r reason) has(x reason) bool { return r&x != 0 }
 // that arrives after a quiet moment is synced at once, because nftguard's
 // verdicts live in the kernel and a change is enforced only once it is
 // there. Changes that arrive while a sync runs, or soon after it, are
-// coalesced:
+// coalesced. The loop keeps a window, min at first, and a quiet time,
+// max(min, window/8):
 //
-//   - A trigger that comes at least min after the previous sync ended (a
-//     quiet moment) is synced at once, and the coalescing window halves
+//   - A trigger that comes at least the quiet time after the previous sync
+//     ended is synced at once (a quiet moment), and the window halves
 //     (never below min).
-//   - A trigger that comes while a sync runs or within min after it waits
-//     until a window after the previous sync's end, or until the triggers
-//     pause for min, and the window doubles for the next one, up to max. A
-//     burst of n events therefore costs about log2(max / min) + (burst
-//     length / max) syncs, not n, and its last event waits about min past
-//     the burst's end.
+//   - A trigger that comes while a sync runs or sooner after it waits until
+//     a window after the previous sync's end, or until the triggers pause
+//     for the quiet time. If they kept coming all through the window (a
+//     dense burst), the window doubles, up to max; if they paused, it
+//     halves. A burst of n events therefore costs about log2(max / min) +
+//     (burst length / max) syncs, not n, and its last event waits about the
+//     quiet time past the burst's end.
 //   - No trigger ever waits longer than max: the window never exceeds it.
 //
 // The price of the leading edge is one extra sync per burst (its first
-// event is synced alone) and, for a steady stream of changes spaced more
-// than min apart, a sync per change (each incremental: 1-4 ms at 10k pods);
-// the gain is that a lone change, or a change made after the previous one
-// was enforced, waits for nothing.
+// event is synced alone); a stream of changes each made right after the
+// previous one was enforced (less than min apart) waits min per change;
+// the gain is that a change after a quiet moment waits for nothing.
 type debouncer struct {
 	min, max time.Duration
 	kick     chan struct{} // capacity 1: a pending kick is enough
@@ -86,6 +87,11 @@ func (d *debouncer) wait(ctx context.Context) reason {
 	}
 }
 
+// quiet is how long the triggers must pause for a wait to end early: at
+// least min, longer while the window is large (a dense burst's small
+// stalls do not split it).
+func (d *debouncer) quiet() time.Duration { return max(d.min, d.window/8) }
+
 func (d *debouncer) waitOnce(ctx context.Context) reason {
 	select {
 	case <-ctx.Done():
@@ -93,18 +99,15 @@ func (d *debouncer) waitOnce(ctx context.Context) reason {
 	case <-d.kick:
 	}
 	since := time.Since(d.lastEnd)
-	if d.lastEnd.IsZero() || since >= d.min {
+	if d.lastEnd.IsZero() || since >= d.quiet() {
 		d.window = max(d.window/2, d.min)
 		return reason(d.pending.Swap(0))
 	}
 	due := time.NewTimer(d.window - since)
 	defer due.Stop()
-	// Triggers that pause for min are not a burst: sync them now. Only a
-	// dense stream runs into the window.
-	quietFor := d.min
+	quietFor := d.quiet()
 	quiet := time.NewTimer(quietFor)
 	defer quiet.Stop()
-	d.window = min(2*d.window, d.max)
 	for {
 		select {
 		case <-ctx.Done():
@@ -113,7 +116,11 @@ func (d *debouncer) waitOnce(ctx context.Context) reason {
 			quiet.Reset(quietFor)
 			continue
 		case <-quiet.C:
+			// The triggers paused: not a dense stream.
+			d.window = max(d.window/2, d.min)
 		case <-due.C:
+			// Triggers all through the window: a burst, coalesce more.
+			d.window = min(2*d.window, d.max)
 		}
 		// Drain a kick that raced with the timer: its reason is taken
 		// below, so it must not cause an empty second sync.

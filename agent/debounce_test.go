@@ -150,7 +150,8 @@ func TestDebouncerSerialAfterBurst(t *testing.T) {
 	d := newDebouncer(DefaultMinSyncInterval, DefaultMaxSyncInterval)
 	burst(t, d, 300, 200*time.Microsecond, 2*time.Millisecond)
 	for i := 0; i < 5; i++ {
-		time.Sleep(DefaultMinSyncInterval + 5*time.Millisecond)
+		// A quiet moment: the quiet time of the largest window.
+		time.Sleep(DefaultMaxSyncInterval/8 + 5*time.Millisecond)
 		start := time.Now()
 		d.trigger(reasonChange)
 		d.wait(context.Background())
