@@ -269,32 +269,34 @@ func TestAgentLatency(t *testing.T) {
 		lat.measure(t, "pod created (gets its IP)", func() error { return setPodIP(ctx, admin, created, podIP(i).String()) },
 			func() (bool, error) { return k.isolated(podIP(i)) }, true)
 	}
+	// Label changes are one Update each (the object from the previous
+	// write carries the resource version), so one round trip is measured.
+	p0, err := admin.CoreV1().Pods("lat").Get(ctx, "p000", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < n; i++ {
 		role := map[bool]string{true: "client", false: "none"}[i%2 == 0]
 		lat.measure(t, "pod label changed", func() error {
-			p, err := admin.CoreV1().Pods("lat").Get(ctx, "p000", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			p.Labels["role"] = role
-			_, err = admin.CoreV1().Pods("lat").Update(ctx, p, metav1.UpdateOptions{})
+			p0.Labels["role"] = role
+			p0, err = admin.CoreV1().Pods("lat").Update(ctx, p0, metav1.UpdateOptions{})
 			return err
 		}, func() (bool, error) { return k.peer(podIP(0)) }, role == "client")
 	}
 	q := netip.MustParseAddr("10.250.1.1")
+	peerNS, err := admin.CoreV1().Namespaces().Get(ctx, "latpeer", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < n; i++ {
 		blue := i%2 == 0
 		lat.measure(t, "namespace label changed", func() error {
-			ns, err := admin.CoreV1().Namespaces().Get(ctx, "latpeer", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
 			if blue {
-				ns.Labels["team"] = "blue"
+				peerNS.Labels["team"] = "blue"
 			} else {
-				delete(ns.Labels, "team")
+				delete(peerNS.Labels, "team")
 			}
-			_, err = admin.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{})
+			peerNS, err = admin.CoreV1().Namespaces().Update(ctx, peerNS, metav1.UpdateOptions{})
 			return err
 		}, func() (bool, error) { return k.peer(q) }, blue)
 	}
@@ -325,6 +327,10 @@ func TestAgentLatency(t *testing.T) {
 		},
 	}
 	a.createPolicy(ctx, upd)
+	upd, err = admin.NetworkingV1().NetworkPolicies("lat").Get(ctx, "upd", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r1, r2 := netip.MustParseAddr("10.250.3.1"), netip.MustParseAddr("10.250.3.2")
 	for i := 0; i < n; i++ {
 		to, addr := "r2", r2
@@ -332,12 +338,8 @@ func TestAgentLatency(t *testing.T) {
 			to, addr = "r1", r1
 		}
 		lat.measure(t, "policy updated", func() error {
-			np, err := admin.NetworkingV1().NetworkPolicies("lat").Get(ctx, "upd", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			np.Spec.Ingress[0].From[0].PodSelector.MatchLabels["role"] = to
-			_, err = admin.NetworkingV1().NetworkPolicies("lat").Update(ctx, np, metav1.UpdateOptions{})
+			upd.Spec.Ingress[0].From[0].PodSelector.MatchLabels["role"] = to
+			upd, err = admin.NetworkingV1().NetworkPolicies("lat").Update(ctx, upd, metav1.UpdateOptions{})
 			return err
 		}, func() (bool, error) { return k.peer(addr) }, true)
 	}
@@ -351,12 +353,8 @@ func TestAgentLatency(t *testing.T) {
 			to, addr = "r1", r1
 		}
 		b2b.measure(t, "policy updated, back to back", func() error {
-			np, err := admin.NetworkingV1().NetworkPolicies("lat").Get(ctx, "upd", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			np.Spec.Ingress[0].From[0].PodSelector.MatchLabels["role"] = to
-			_, err = admin.NetworkingV1().NetworkPolicies("lat").Update(ctx, np, metav1.UpdateOptions{})
+			upd.Spec.Ingress[0].From[0].PodSelector.MatchLabels["role"] = to
+			upd, err = admin.NetworkingV1().NetworkPolicies("lat").Update(ctx, upd, metav1.UpdateOptions{})
 			return err
 		}, func() (bool, error) { return k.peer(addr) }, true)
 	}
