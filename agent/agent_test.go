@@ -118,3 +118,37 @@ func get(t *testing.T, addr, path string) string {
 	}
 	return string(b)
 }
+
+// TestWrongNodeNameWarns: an agent whose --node-name matches no pod says
+// so in its log and in nftguard_node_without_pods, while a pod on the node
+// clears it.
+func TestWrongNodeNameWarns(t *testing.T) {
+	srv := kubetest.Start(t, kubetest.Options{})
+	ns := testns.New(t, "agentnn")
+	addr := freeAddr(t)
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{
+			REST: srv.Config(kubetest.Admin), NodeName: "not-a-node", NetNS: ns.Path, MetricsAddr: addr,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil)), noPodsAfter: time.Second,
+		})
+	}()
+	waitStatus(t, addr, "/readyz", http.StatusOK, 30*time.Second)
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(get(t, addr, "/metrics"), "\nnftguard_node_without_pods 1\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("nftguard_node_without_pods not set; log:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "no pod is scheduled to this node") {
+		t.Fatalf("no warning in the log:\n%s", logs.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -19,17 +20,41 @@ const (
 
 func (r reason) has(x reason) bool { return r&x != 0 }
 
-// debouncer coalesces triggers: a sync is due MinSyncInterval after the
-// latest trigger, but never later than MaxSyncInterval after the first
-// trigger of a burst, so a steady stream of events cannot starve syncs.
+// debouncer decides when the sync loop syncs. It is leading-edge: a change
+// that arrives after a quiet moment is synced at once, because nftguard's
+// verdicts live in the kernel and a change is enforced only once it is
+// there. Changes that arrive while a sync runs, or soon after it, are
+// coalesced. The loop keeps a window, min at first, and a quiet time,
+// max(min, window/8):
+//
+//   - A trigger that comes at least the quiet time after the previous sync
+//     ended is synced at once (a quiet moment), and the window halves
+//     (never below min).
+//   - A trigger that comes while a sync runs or sooner after it waits until
+//     a window after the previous sync's end, or until the triggers pause
+//     for the quiet time. If they kept coming all through the window (a
+//     dense burst), the window doubles, up to max; if they paused, it
+//     halves. A burst of n events therefore costs about log2(max / min) +
+//     (burst length / max) syncs, not n, and its last event waits about the
+//     quiet time past the burst's end.
+//   - No trigger ever waits longer than max: the window never exceeds it.
+//
+// The price of the leading edge is one extra sync per burst (its first
+// event is synced alone); a stream of changes each made right after the
+// previous one was enforced (less than min apart) waits min per change;
+// the gain is that a change after a quiet moment waits for nothing.
 type debouncer struct {
 	min, max time.Duration
 	kick     chan struct{} // capacity 1: a pending kick is enough
 	pending  atomic.Uint32 // reasons since the last wait returned
+
+	// Only the sync loop's goroutine uses these.
+	lastEnd time.Time     // end of the previous sync (zero: none yet)
+	window  time.Duration // the current coalescing window
 }
 
 func newDebouncer(min, max time.Duration) *debouncer {
-	return &debouncer{min: min, max: max, kick: make(chan struct{}, 1)}
+	return &debouncer{min: min, max: max, window: min, kick: make(chan struct{}, 1)}
 }
 
 // trigger asks for a sync; it never blocks, so informer handlers and the
@@ -47,27 +72,55 @@ func (d *debouncer) trigger(r reason) {
 	}
 }
 
+// synced tells the debouncer that a sync (successful or not) just ended.
+func (d *debouncer) synced() { d.lastEnd = time.Now() }
+
 // wait blocks until a sync is due and returns the merged reasons, or
-// returns 0 when ctx is done.
+// returns 0 when ctx is done (and only then).
 func (d *debouncer) wait(ctx context.Context) reason {
+	for {
+		if r := d.waitOnce(ctx); r != 0 || ctx.Err() != nil {
+			return r
+		}
+		// A stale kick: its trigger's reason was taken by the previous
+		// sync (trigger records the reason before it kicks). Wait on.
+	}
+}
+
+// quiet is how long the triggers must pause for a wait to end early: at
+// least min, longer while the window is large (a dense burst's small
+// stalls do not split it).
+func (d *debouncer) quiet() time.Duration { return max(d.min, d.window/8) }
+
+func (d *debouncer) waitOnce(ctx context.Context) reason {
 	select {
 	case <-ctx.Done():
 		return 0
 	case <-d.kick:
 	}
-	quiet := time.NewTimer(d.min)
+	since := time.Since(d.lastEnd)
+	if d.lastEnd.IsZero() || since >= d.quiet() {
+		d.window = max(d.window/2, d.min)
+		return reason(d.pending.Swap(0))
+	}
+	due := time.NewTimer(d.window - since)
+	defer due.Stop()
+	quietFor := d.quiet()
+	quiet := time.NewTimer(quietFor)
 	defer quiet.Stop()
-	deadline := time.NewTimer(d.max)
-	defer deadline.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return 0
 		case <-d.kick:
-			quiet.Reset(d.min)
+			quiet.Reset(quietFor)
 			continue
 		case <-quiet.C:
-		case <-deadline.C:
+			// The triggers paused: not a dense stream.
+			d.window = max(d.window/2, d.min)
+		case <-due.C:
+			// Triggers all through the window: a burst, coalesce more.
+			d.window = min(2*d.window, d.max)
 		}
 		// Drain a kick that raced with the timer: its reason is taken
 		// below, so it must not cause an empty second sync.
@@ -76,5 +129,58 @@ func (d *debouncer) wait(ctx context.Context) reason {
 		default:
 		}
 		return reason(d.pending.Swap(0))
+	}
+}
+
+// arrivals records when the informers delivered changes, by object kind,
+// until the sync that includes them ends (nftguard_event_to_kernel_seconds).
+type arrivals struct {
+	mu sync.Mutex
+	at map[string][]time.Time
+	n  int
+}
+
+// maxArrivals bounds the memory a long failure (no sync ends) can take;
+// later arrivals are not measured.
+const maxArrivals = 100_000
+
+func (a *arrivals) add(kind string, t time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n >= maxArrivals {
+		return
+	}
+	if a.at == nil {
+		a.at = map[string][]time.Time{}
+	}
+	a.at[kind] = append(a.at[kind], t)
+	a.n++
+}
+
+// take returns and forgets what arrived so far. The sync loop takes them
+// before it reads the caches: the informers update their cache before they
+// deliver, so every change taken is in the sync that follows.
+func (a *arrivals) take() map[string][]time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.at
+	a.at, a.n = nil, 0
+	return out
+}
+
+// putBack returns arrivals of a failed sync, to be measured by the sync that
+// finally applies them.
+func (a *arrivals) putBack(old map[string][]time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, ts := range old {
+		if a.n+len(ts) > maxArrivals {
+			continue
+		}
+		if a.at == nil {
+			a.at = map[string][]time.Time{}
+		}
+		a.at[k] = append(ts, a.at[k]...)
+		a.n += len(ts)
 	}
 }

@@ -2,50 +2,130 @@ package agent
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-func TestDebouncerCoalescesBurst(t *testing.T) {
-	// The quiet time is long against the gaps in the burst, so a loaded
-	// machine stretching a 2ms sleep cannot split the burst.
-	d := newDebouncer(300*time.Millisecond, 5*time.Second)
+// TestDebouncerLeadingEdge: after a quiet moment a trigger is synced at
+// once, not after a debounce delay.
+func TestDebouncerLeadingEdge(t *testing.T) {
+	d := newDebouncer(DefaultMinSyncInterval, DefaultMaxSyncInterval)
 	ctx := context.Background()
-	start := time.Now()
-	go func() {
-		for i := 0; i < 10; i++ {
-			d.trigger(reasonChange)
-			time.Sleep(2 * time.Millisecond)
+	for i := 0; i < 3; i++ {
+		start := time.Now()
+		d.trigger(reasonChange)
+		if r := d.wait(ctx); !r.has(reasonChange) {
+			t.Fatalf("reasons %b", r)
 		}
-		d.trigger(reasonDrift)
+		if got := time.Since(start); got > 5*time.Millisecond {
+			t.Fatalf("lone trigger %d synced after %v, want at once", i, got)
+		}
+		d.synced()
+		time.Sleep(2 * DefaultMinSyncInterval) // quiet
+	}
+}
+
+// burst runs a sync loop (each sync costing cost) against a burst of n
+// triggers spaced gap apart, and returns the number of syncs and how long
+// after the last trigger the last sync ended.
+func burst(t *testing.T, d *debouncer, n int, gap, cost time.Duration) (syncs int, tail time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var sent, lastAt atomic.Int64
+	go func() {
+		for i := 0; i < n; i++ {
+			d.trigger(reasonChange)
+			lastAt.Store(time.Now().UnixNano())
+			sent.Add(1)
+			time.Sleep(gap)
+		}
 	}()
+	for {
+		// Everything sent before the wait returns is in this sync.
+		r := d.wait(ctx)
+		covered := sent.Load()
+		if r == 0 {
+			t.Fatal("wait returned nothing")
+		}
+		syncs++
+		time.Sleep(cost)
+		d.synced()
+		if covered == int64(n) {
+			return syncs, time.Since(time.Unix(0, lastAt.Load()))
+		}
+	}
+}
+
+// TestDebouncerBurst: a 1,000-event burst costs a handful of syncs, and its
+// last event is not held back for long after the burst.
+func TestDebouncerBurst(t *testing.T) {
+	for _, tc := range []struct {
+		gap, cost time.Duration
+	}{
+		{200 * time.Microsecond, 2 * time.Millisecond}, // a fast burst: ~0.2-0.5s
+		{time.Millisecond, 5 * time.Millisecond},       // ~1-2s, a namespace of pods deleted
+		{2 * time.Millisecond, 5 * time.Millisecond},   // ~2-4s
+	} {
+		d := newDebouncer(DefaultMinSyncInterval, DefaultMaxSyncInterval)
+		start := time.Now()
+		syncs, tail := burst(t, d, 1000, tc.gap, tc.cost)
+		t.Logf("1000 triggers %v apart over %v, sync cost %v: %d syncs, last sync ended %v after the last trigger",
+			tc.gap, time.Since(start).Round(time.Millisecond), tc.cost, syncs, tail.Round(time.Millisecond))
+		if syncs > 10 {
+			t.Errorf("%d syncs for a 1000-event burst, want at most 10", syncs)
+		}
+		if tail > DefaultMaxSyncInterval+100*time.Millisecond {
+			t.Errorf("last trigger waited %v, want at most about max (%v)", tail, DefaultMaxSyncInterval)
+		}
+	}
+}
+
+// TestDebouncerMaxDelay: under a steady stream no trigger waits longer than
+// max.
+func TestDebouncerMaxDelay(t *testing.T) {
+	d := newDebouncer(20*time.Millisecond, 200*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			d.trigger(reasonChange)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	for i := 0; i < 8; i++ {
+		start := time.Now()
+		if r := d.wait(ctx); !r.has(reasonChange) {
+			t.Fatalf("reasons %b", r)
+		}
+		if got := time.Since(start); got > 400*time.Millisecond {
+			t.Fatalf("sync %d after %v under a steady stream, want at most about max (200ms)", i, got)
+		}
+		d.synced()
+	}
+}
+
+// TestDebouncerMergesReasons: what arrives while a sync runs is merged into
+// the next one.
+func TestDebouncerMergesReasons(t *testing.T) {
+	d := newDebouncer(20*time.Millisecond, time.Second)
+	ctx := context.Background()
+	d.trigger(reasonStart)
+	if r := d.wait(ctx); r != reasonStart {
+		t.Fatalf("reasons %b", r)
+	}
+	// During the sync:
+	d.trigger(reasonChange)
+	d.trigger(reasonDrift)
+	d.synced()
+	start := time.Now()
 	r := d.wait(ctx)
 	if !r.has(reasonChange) || !r.has(reasonDrift) {
 		t.Fatalf("reasons %b, want change and drift merged", r)
 	}
-	// The sync is due 300ms after the burst's last event, not before.
-	if got := time.Since(start); got < 300*time.Millisecond || got > 4*time.Second {
-		t.Fatalf("sync after %v, want once the burst is quiet for 300ms", got)
-	}
-}
-
-func TestDebouncerMaxDelay(t *testing.T) {
-	d := newDebouncer(100*time.Millisecond, 300*time.Millisecond)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		// A stream with gaps shorter than min never goes quiet.
-		for ctx.Err() == nil {
-			d.trigger(reasonChange)
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	start := time.Now()
-	if r := d.wait(ctx); !r.has(reasonChange) {
-		t.Fatalf("reasons %b", r)
-	}
-	if got := time.Since(start); got > 600*time.Millisecond {
-		t.Fatalf("sync after %v under a steady stream, want about max (300ms)", got)
+	if got := time.Since(start); got < 15*time.Millisecond {
+		t.Fatalf("a trigger during a sync was synced after %v, want coalesced for about min", got)
 	}
 }
 
@@ -53,8 +133,49 @@ func TestDebouncerStops(t *testing.T) {
 	d := newDebouncer(time.Hour, time.Hour)
 	ctx, cancel := context.WithCancel(context.Background())
 	d.trigger(reasonStart)
+	d.wait(ctx)
+	d.synced()
+	d.trigger(reasonChange)
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
 	if r := d.wait(ctx); r != 0 {
 		t.Fatalf("wait returned %b after cancel, want 0", r)
+	}
+}
+
+// TestDebouncerSerialAfterBurst: once a burst has grown the window, a
+// change made a quiet moment after the previous sync (as a user or a
+// controller does after seeing the last one enforced) is still synced at
+// once.
+func TestDebouncerSerialAfterBurst(t *testing.T) {
+	d := newDebouncer(DefaultMinSyncInterval, DefaultMaxSyncInterval)
+	burst(t, d, 300, 200*time.Microsecond, 2*time.Millisecond)
+	for i := 0; i < 5; i++ {
+		// A quiet moment: the quiet time of the largest window.
+		time.Sleep(DefaultMaxSyncInterval/8 + 5*time.Millisecond)
+		start := time.Now()
+		d.trigger(reasonChange)
+		d.wait(context.Background())
+		if got := time.Since(start); got > 5*time.Millisecond {
+			t.Fatalf("change %d after a quiet moment synced after %v, want at once", i, got)
+		}
+		d.synced()
+	}
+}
+
+// TestDebouncerStaleKick: a kick whose reason an earlier wait already took
+// must not end the loop (wait returns 0 only when ctx is done).
+func TestDebouncerStaleKick(t *testing.T) {
+	d := newDebouncer(DefaultMinSyncInterval, DefaultMaxSyncInterval)
+	d.pending.Store(uint32(reasonChange))
+	d.kick <- struct{}{}
+	if r := d.wait(context.Background()); r != reasonChange {
+		t.Fatalf("reasons %b", r)
+	}
+	d.synced()
+	// The trigger's kick lands after its reason was taken.
+	d.kick <- struct{}{}
+	go func() { time.Sleep(50 * time.Millisecond); d.trigger(reasonDrift) }()
+	if r := d.wait(context.Background()); r != reasonDrift {
+		t.Fatalf("wait returned %b after a stale kick, want the next trigger's reason", r)
 	}
 }

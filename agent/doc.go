@@ -3,8 +3,11 @@
 // with compose.Build and keeps the kernel equal to it through the engine.
 //
 // Data flows one way: informer events only mark the state dirty; a single
-// sync loop debounces them, reads the informer caches, compiles and calls
-// engine.Sync. The engine's netlink monitor reports foreign changes to the
+// sync loop (leading-edge: a change after a quiet moment is synced at once,
+// bursts are coalesced; see debouncer) reads the informer caches, compiles
+// and calls engine.Sync. When the kernel refuses a batch, the loop finds the
+// refused objects with check-only batches and holds them back (see
+// quarantine.go). The engine's netlink monitor reports foreign changes to the
 // table (drift), which the same loop repairs. Because the loop is the only
 // writer, syncs never overlap and every metric describes one sync.
 //

@@ -18,6 +18,9 @@ import (
 // Reason of the Warning events the agent creates.
 const reasonCompileFailed = "NftguardCompileFailed"
 
+// reasonQuarantined marks an object the kernel refuses (see quarantine.go).
+const reasonQuarantined = "NftguardQuarantined"
+
 // reasonNotFullyApplied marks a valid object that does not take full effect
 // yet, such as an egress Service without a load-balancer address.
 const reasonNotFullyApplied = "NftguardNotFullyApplied"
@@ -49,17 +52,20 @@ func newEventRecorder(client kubernetes.Interface, node string, m *metrics, log 
 		seen: map[string]bool{}, q: make(chan queuedEvent, 256)}
 }
 
-// report is called after every compile with all current problems.
-func (r *eventRecorder) report(problems, warnings []problem.Problem) {
+// report is called after every compile with all current problems, and the
+// objects held back because the kernel refuses them.
+func (r *eventRecorder) report(problems, warnings, quarantined []problem.Problem) {
 	current := map[string]bool{}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	all := append(append([]problem.Problem{}, problems...), warnings...)
+	all := append(append(append([]problem.Problem{}, problems...), quarantined...), warnings...)
 	for i, p := range all {
-		// Problems are objects left out of the table; warnings are valid
-		// objects that do not take full effect yet (an egress Service
-		// without a load-balancer address, a pod another Service owns).
-		skipped := i < len(problems)
+		// Problems are objects left out of the table; quarantined objects
+		// are held back (see quarantine.go); warnings are valid objects
+		// that do not take full effect yet (an egress Service without a
+		// load-balancer address, a pod another Service owns).
+		skipped := i < len(problems)+len(quarantined)
+		held := skipped && i >= len(problems)
 		ref := p.Object
 		if ref.Name == "" || ref.APIVersion == "" {
 			continue // an Event needs an object to be about
@@ -72,10 +78,15 @@ func (r *eventRecorder) report(problems, warnings []problem.Problem) {
 		}
 		r.seen[key] = true
 		reason := reasonCompileFailed
-		if skipped {
+		switch {
+		case held:
+			reason = reasonQuarantined
+			r.m.errors.WithLabelValues(errQuarantined).Inc()
+			r.log.Warn("object quarantined", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
+		case skipped:
 			r.m.errors.WithLabelValues(errInvalidObject).Inc()
 			r.log.Warn("object left out of the table", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
-		} else {
+		default:
 			reason = reasonNotFullyApplied
 			r.log.Warn("object does not take full effect", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "warning", p.Error())
 		}

@@ -27,24 +27,25 @@ type sources struct {
 
 // newSources sets up the informers; onChange is called (from informer
 // goroutines) for every add, delete, and update that changes a stripped
-// object.
-func newSources(client kubernetes.Interface, m *metrics, onChange func()) (*sources, error) {
+// object, with the object's kind and whether it is part of the initial
+// list.
+func newSources(client kubernetes.Interface, m *metrics, onChange func(kind string, initial bool)) (*sources, error) {
 	// No informer resync: the agent's own periodic resync recompiles from
 	// the caches, and replaying every object through handlers would only
 	// mark the state dirty again.
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(strip))
 	s := &sources{factory: f}
-	add := func(resource string, inf cache.SharedIndexInformer) error {
+	add := func(resource, kind string, inf cache.SharedIndexInformer) error {
 		count := m.informerEvents.WithLabelValues(resource)
-		changed := func() { count.Inc(); onChange() }
-		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { changed() },
+		changed := func(initial bool) { count.Inc(); onChange(kind, initial) }
+		_, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(_ any, initial bool) { changed(initial) },
 			UpdateFunc: func(old, new any) {
 				if !sameContent(old, new) {
-					changed()
+					changed(false)
 				}
 			},
-			DeleteFunc: func(any) { changed() },
+			DeleteFunc: func(any) { changed(false) },
 		})
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", resource, err)
@@ -58,13 +59,14 @@ func newSources(client kubernetes.Interface, m *metrics, onChange func()) (*sour
 	svc := f.Core().V1().Services()
 	nodes := f.Core().V1().Nodes()
 	for _, r := range []struct {
-		name string
-		inf  cache.SharedIndexInformer
+		name, kind string
+		inf        cache.SharedIndexInformer
 	}{
-		{"pods", pods.Informer()}, {"namespaces", ns.Informer()}, {"networkpolicies", pol.Informer()},
-		{"services", svc.Informer()}, {"nodes", nodes.Informer()},
+		{"pods", "Pod", pods.Informer()}, {"namespaces", "Namespace", ns.Informer()},
+		{"networkpolicies", "NetworkPolicy", pol.Informer()}, {"services", "Service", svc.Informer()},
+		{"nodes", "Node", nodes.Informer()},
 	} {
-		if err := add(r.name, r.inf); err != nil {
+		if err := add(r.name, r.kind, r.inf); err != nil {
 			return nil, err
 		}
 	}

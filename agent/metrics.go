@@ -14,6 +14,7 @@ const (
 	errEvent         = "event"          // a Kubernetes Event could not be created
 	errInvalidObject = "invalid_object" // an object was newly found uncompilable
 	errConntrack     = "conntrack"      // stale egress translations could not be cleared
+	errQuarantined   = "quarantined"    // an object was newly held back because the kernel refuses it
 )
 
 // metrics lives in its own registry: the process has no global state, and a
@@ -33,6 +34,11 @@ type metrics struct {
 	lastSuccess      prometheus.Gauge
 	informerEvents   *prometheus.CounterVec
 	conntrackCleared prometheus.Counter
+	quarantined      *prometheus.GaugeVec
+	checks           prometheus.Counter
+	localPods        prometheus.Gauge
+	nodeWithoutPods  prometheus.Gauge
+	eventToKernel    *prometheus.HistogramVec
 }
 
 func newMetrics() *metrics {
@@ -69,7 +75,7 @@ func newMetrics() *metrics {
 			Name: "nftguard_drift_repairs_total", Help: "Successful syncs that repaired drift.",
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nftguard_errors_total", Help: "Errors by kind (sync, monitor, event, invalid_object, conntrack).",
+			Name: "nftguard_errors_total", Help: "Errors by kind (sync, monitor, event, invalid_object, conntrack, quarantined).",
 		}, []string{"kind"}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nftguard_last_sync_success_timestamp_seconds", Help: "Unix time of the last successful sync.",
@@ -80,12 +86,32 @@ func newMetrics() *metrics {
 		conntrackCleared: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nftguard_conntrack_cleared_total", Help: "Conntrack entries deleted because their egress translation became stale.",
 		}),
+		quarantined: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nftguard_quarantined_objects",
+			Help: "Objects held back because the kernel refuses the table with them (1 per object; retried when they change).",
+		}, []string{"kind", "namespace", "name"}),
+		checks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nftguard_sync_checks_total",
+			Help: "Check-only batches (validated by the kernel, never applied) sent to find the objects a refused sync held.",
+		}),
+		localPods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nftguard_local_pods", Help: "Pods scheduled to this agent's --node-name.",
+		}),
+		nodeWithoutPods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nftguard_node_without_pods",
+			Help: "1 when no pod has been scheduled to --node-name for over a minute: a wrong node name enforces nothing.",
+		}),
+		eventToKernel: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nftguard_event_to_kernel_seconds",
+			Help:    "From an informer delivering a change to the end of the sync that put it in the kernel, by object kind.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"kind"}),
 	}
-	m.reg.MustRegister(m.conntrackCleared, m.syncs, m.syncDuration, m.compileSeconds, m.operations, m.tableObjects,
+	m.reg.MustRegister(m.conntrackCleared, m.quarantined, m.checks, m.localPods, m.nodeWithoutPods, m.eventToKernel, m.syncs, m.syncDuration, m.compileSeconds, m.operations, m.tableObjects,
 		m.invalidObjects, m.driftDetected, m.driftRepairs, m.errors, m.lastSuccess, m.informerEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Export every error kind from the start, so alerts on rate() see zeros.
-	for _, k := range []string{errSync, errMonitor, errEvent, errInvalidObject, errConntrack} {
+	for _, k := range []string{errSync, errMonitor, errEvent, errInvalidObject, errConntrack, errQuarantined} {
 		m.errors.WithLabelValues(k)
 	}
 	for _, r := range []string{"success", "error"} {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -54,9 +53,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	m := newMetrics()
-	var ready atomic.Bool
+	h := &health{}
 	if cfg.MetricsAddr != "" {
-		srv, err := listenOps(cfg.MetricsAddr, m, &ready, log)
+		srv, err := listenOps(cfg.MetricsAddr, m, h, log)
 		if err != nil {
 			return err
 		}
@@ -69,7 +68,15 @@ func Run(ctx context.Context, cfg Config) error {
 	defer wg.Wait()
 
 	deb := newDebouncer(cfg.MinSyncInterval, cfg.MaxSyncInterval)
-	src, err := newSources(client, m, func() { deb.trigger(reasonChange) })
+	var arrived arrivals
+	src, err := newSources(client, m, func(kind string, initial bool) {
+		// The initial list is measured by the time to the first sync,
+		// not as changes.
+		if !initial {
+			arrived.add(kind, time.Now())
+		}
+		deb.trigger(reasonChange)
+	})
 	if err != nil {
 		return err
 	}
@@ -93,8 +100,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.ResyncPeriod > 0 {
 		wg.Go(func() { periodic(ctx, cfg.ResyncPeriod, deb) })
 	}
+	wg.Go(func() {
+		watchLocalPods(ctx, src.localPods(cfg.NodeName), cfg.noPodsAfter, m, log)
+	})
 
-	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, ready: &ready}
+	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, health: h, inject: testInjector()}
 	// The first sync replaces any table left by an earlier run in one
 	// transaction (the engine does a full replace on its first sync).
 	deb.trigger(reasonStart)
@@ -105,16 +115,31 @@ func Run(ctx context.Context, cfg Config) error {
 		if why == 0 {
 			break
 		}
-		if err := s.sync(ctx, why); err != nil {
+		changes := arrived.take()
+		err := s.sync(ctx, why)
+		deb.synced()
+		if err != nil {
 			if ctx.Err() != nil {
 				break
 			}
+			arrived.putBack(changes)
+			h.failed(err)
 			log.Error("sync failed", "err", err, "retry_in", backoff)
 			// Keep the reasons: a failed drift repair is still a repair
 			// to do.
 			retry = time.AfterFunc(backoff, func() { deb.trigger(why | reasonRetry) })
 			backoff = min(2*backoff, retryMax)
 			continue
+		}
+		end := time.Now()
+		for kind, ts := range changes {
+			obs := m.eventToKernel.WithLabelValues(kind)
+			for _, t := range ts {
+				obs.Observe(end.Sub(t).Seconds())
+			}
+		}
+		if h.succeeded(len(s.q.held)) {
+			log.Info("table in force, ready")
 		}
 		backoff = retryMin
 	}

@@ -7,14 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// opsServer serves /healthz (the process is alive), /readyz (the table has
-// been synced at least once by this process) and /metrics.
+// opsServer serves /healthz (the process is alive), /readyz (see health)
+// and /metrics.
 type opsServer struct {
 	srv *http.Server
 	ln  net.Listener
@@ -22,7 +21,7 @@ type opsServer struct {
 
 // listenOps binds addr now, so a taken port fails start-up instead of
 // being logged later.
-func listenOps(addr string, m *metrics, ready *atomic.Bool, log *slog.Logger) (*opsServer, error) {
+func listenOps(addr string, m *metrics, h *health, log *slog.Logger) (*opsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen for metrics on %s: %w", addr, err)
@@ -32,11 +31,12 @@ func listenOps(addr string, m *metrics, ready *atomic.Bool, log *slog.Logger) (*
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "table not synced yet", http.StatusServiceUnavailable)
+		ok, body := h.ready()
+		if !ok {
+			http.Error(w, body, http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintln(w, "ok")
+		fmt.Fprintln(w, body)
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
 	s := &opsServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}

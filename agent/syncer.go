@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
-	"sync/atomic"
 	"time"
 
 	"github.com/nftguard/nftguard/compose"
@@ -25,35 +24,64 @@ type syncer struct {
 	m      *metrics
 	events *eventRecorder
 	log    *slog.Logger
-	ready  *atomic.Bool
+	health *health
 	// build keeps the compilers' work from one sync to the next, so an
 	// event costs what it changes.
 	build compose.Builder
+	// q remembers what the kernel accepted and holds back what it refused.
+	q quarantine
+	// inject, in test builds only, adds to a compiled table what the
+	// kernel refuses (see testhook.go); nil otherwise.
+	inject func(compose.Input, *compose.Result)
 	// cleared are the egress bindings conntrack was last cleaned for; nil
 	// until the first successful cleaning (the previous run may have left
 	// stale translations).
 	cleared map[netip.Addr]egress.Binding
 }
 
+// compile builds the desired table with b.
+func (s *syncer) compile(b *compose.Builder, in compose.Input) compose.Result {
+	res := b.Build(in)
+	if s.inject != nil {
+		s.inject(in, &res)
+	}
+	return res
+}
+
 // sync runs one compile and one engine sync; why is for logs and metrics.
+// If the kernel refuses the batch, the objects it refuses are found and
+// held back, and the rest is synced (see quarantine.go).
 func (s *syncer) sync(ctx context.Context, why reason) error {
 	start := time.Now()
-	in, err := s.src.input(s.cfg)
+	raw, err := s.src.input(s.cfg)
 	if err != nil {
 		s.fail(errSync)
 		return err
 	}
-	res := s.build.Build(in)
+	in := s.q.apply(raw)
+	res := s.compile(&s.build, in)
 	compiled := time.Now()
 	s.m.compileSeconds.Observe(compiled.Sub(start).Seconds())
 	s.countProblems(res.Problems)
-	s.events.report(res.Problems, res.Warnings)
 
 	st, err := s.eng.Sync(ctx, res.Desired)
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("the kernel refused the sync; checking which new or changed objects it refuses", "err", err)
+		searched := time.Now()
+		iso, ierr := s.isolate(ctx, in, err)
+		if ierr == nil {
+			in, res, st = iso.in, iso.res, iso.st
+			s.log.Warn("objects quarantined: the rest of the table is in force",
+				"objects", keyList(iso.bad), "checks", iso.checks, "search", time.Since(searched).Round(time.Microsecond))
+		}
+		err = ierr
+	}
+	s.report(res)
 	if err != nil {
 		s.fail(errSync)
-		return fmt.Errorf("sync table: %w", err)
+		return err // the engine's errors name the table and the object
 	}
+	s.q.accepted(in)
 	mode := "incremental"
 	if st.Full {
 		mode = "full"
@@ -69,9 +97,6 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	if err := s.clearConntrack(ctx, res.EgressBindings); err != nil {
 		return err
 	}
-	if !s.ready.Swap(true) {
-		s.log.Info("table in force, ready", "node", s.cfg.NodeName)
-	}
 	level := slog.LevelDebug
 	if st.Operations > 0 || st.Full || why.has(reasonDrift) {
 		level = slog.LevelInfo
@@ -79,9 +104,20 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	s.log.Log(ctx, level, "synced",
 		"mode", mode, "reasons", why.String(), "operations", st.Operations, "messages", st.Messages,
 		"bytes", st.Bytes, "attempts", st.Attempts, "pods", len(in.Pods), "policies", len(in.NetworkPolicies),
-		"invalid", len(problem.Objects(res.Problems)), "compile", compiled.Sub(start).Round(time.Microsecond),
-		"sync", st.Duration.Round(time.Microsecond))
+		"invalid", len(problem.Objects(res.Problems)), "quarantined", len(s.q.held),
+		"compile", compiled.Sub(start).Round(time.Microsecond), "sync", st.Duration.Round(time.Microsecond))
 	return nil
+}
+
+// report sends the compile problems and the quarantined objects to Events
+// and metrics.
+func (s *syncer) report(res compose.Result) {
+	held := s.q.problems()
+	s.events.report(res.Problems, res.Warnings, held)
+	s.m.quarantined.Reset()
+	for k := range s.q.held {
+		s.m.quarantined.WithLabelValues(k.kind, k.namespace, k.name).Set(1)
+	}
 }
 
 func (s *syncer) fail(kind string) {

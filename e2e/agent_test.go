@@ -54,6 +54,19 @@ type agentLab struct {
 	agents map[string]*agentProc
 	// labels of each pod, for the expectations
 	podLabels map[string]map[string]string
+	// bin and args are the agents' binary and their flags beyond the
+	// lab's own (kubeconfig, node, netns, metrics, log format).
+	bin  string
+	args []string
+}
+
+// agentLabOptions change what newAgentLabWith starts.
+type agentLabOptions struct {
+	bin   string   // default: the binary TestMain built
+	args  []string // default: short sync intervals, for quick tests
+	users []string // API users besides the agents' (no permissions)
+	// cidrs passes the lab's pod CIDRs as --cluster-cidr (egress needs them).
+	cidrs bool
 }
 
 var agentTopology = []netlab.NodeSpec{
@@ -137,10 +150,25 @@ func TestAgent(t *testing.T) {
 		n1 := a.agents["n1"]
 		stopWatch := a.watchDenied(t, "y/b", "x/a", agentPorts[1])
 		n1.signal(t, syscall.SIGKILL)
-		// Down: the table stays in force while the cluster changes.
+		// Down: n1's table stays in force while the cluster changes; the
+		// live agents enforce the change (in milliseconds: wait for them).
+		old := want
 		a.deletePolicy(ctx, "x", "allow-labeled")
-		a.checkMatrix(t, "n1 agent down", want)
 		want = a.expect(ctx)
+		onN1 := map[string]bool{}
+		for _, p := range a.lab.Node("n1").Pods {
+			onN1[p.Name] = true
+		}
+		// Only ingress policies in these tests: the destination's node
+		// decides.
+		mixed := func(from, to string, p netlab.Port) bool {
+			if onN1[to] {
+				return old(from, to, p)
+			}
+			return want(from, to, p)
+		}
+		a.converge(t, "policy deleted while n1's agent is down", "x/c", "x/b", agentPorts[1], false, mixed, 0)
+		a.checkMatrix(t, "n1 agent down", mixed)
 		a.startAgent(t, "n1")
 		a.converge(t, "restarted n1 agent", "x/c", "x/a", agentPorts[1], false, want, 0)
 		if opened := stopWatch(); opened > 0 {
@@ -257,18 +285,32 @@ func TestAgentBinaryStatic(t *testing.T) {
 	}
 }
 
-func newAgentLab(t *testing.T) *agentLab {
+func newAgentLab(t *testing.T) *agentLab { return newAgentLabWith(t, agentLabOptions{}) }
+
+func newAgentLabWith(t *testing.T, opts agentLabOptions) *agentLab {
 	t.Helper()
 	var users []string
 	for _, n := range agentTopology {
 		users = append(users, agentUser(n.Name))
 	}
 	start := time.Now()
-	srv := kubetest.Start(t, kubetest.Options{Users: users})
+	srv := kubetest.Start(t, kubetest.Options{Users: append(append([]string{}, users...), opts.users...)})
 	t.Logf("API server ready in %v", time.Since(start).Round(time.Millisecond))
 	a := &agentLab{t: t, srv: srv, admin: kubernetes.NewForConfigOrDie(srv.Config(kubetest.Admin)),
-		dir: t.TempDir(), agents: map[string]*agentProc{}, podLabels: map[string]map[string]string{}}
+		dir: t.TempDir(), agents: map[string]*agentProc{}, podLabels: map[string]map[string]string{},
+		bin: opts.bin, args: opts.args}
+	if a.bin == "" {
+		a.bin = nftguardBin
+	}
+	if a.args == nil {
+		a.args = []string{"--min-sync-interval", "50ms", "--max-sync-interval", "500ms"}
+	}
 	a.lab = netlab.New(t, netlab.Spec{Nodes: agentTopology, Ports: agentPorts})
+	if opts.cidrs {
+		for _, n := range a.lab.Nodes {
+			a.args = append(a.args, "--cluster-cidr", n.PodCIDRv4.String())
+		}
+	}
 	ctx := context.Background()
 	a.deploy(ctx, users)
 	a.createCluster(ctx)
@@ -625,9 +667,8 @@ func (a *agentLab) startAgent(t *testing.T, node string) {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	ag.cmd = exec.Command(nftguardBin, "run", "--kubeconfig", kc, "--node-name", node,
-		"--netns", a.lab.Node(node).Path, "--metrics-addr", ag.addr,
-		"--min-sync-interval", "50ms", "--max-sync-interval", "500ms", "--log-format", "json")
+	ag.cmd = exec.Command(a.bin, append([]string{"run", "--kubeconfig", kc, "--node-name", node,
+		"--netns", a.lab.Node(node).Path, "--metrics-addr", ag.addr, "--log-format", "json"}, a.args...)...)
 	ag.cmd.Stdout, ag.cmd.Stderr = logf, logf
 	ag.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	ag.done = make(chan struct{})
@@ -951,6 +992,15 @@ func normalizeNft(listing string) string {
 // agents' RSS and the time from a pod label change to the kernel change on
 // n1, with the whole load in every agent's caches and table.
 func (a *agentLab) runScale(t *testing.T) {
+	a.loadScale(t)
+	for _, node := range []string{"n1", "n2"} {
+		t.Logf("scale: agent %s RSS %d MiB", node, a.agents[node].rssKiB(t)/1024)
+	}
+	a.measureScaleLabel(t)
+}
+
+// loadScale writes the scale load and waits until n1's agent has synced it.
+func (a *agentLab) loadScale(t *testing.T) {
 	ctx := context.Background()
 	const pods, policies, namespaces, nodes = 10000, 1000, 50, 100
 	cfg := a.srv.Config(kubetest.Admin)
@@ -1028,10 +1078,11 @@ func (a *agentLab) runScale(t *testing.T) {
 	t.Logf("scale: n1 settled: table %v rules, %v sets, %v elements; sync errors %v",
 		metricValue(m, `nftguard_table_objects{kind="rules"}`), metricValue(m, `nftguard_table_objects{kind="sets"}`),
 		elems, metricValue(m, `nftguard_errors_total{kind="sync"}`))
-	for _, node := range []string{"n1", "n2"} {
-		t.Logf("scale: agent %s RSS %d MiB", node, a.agents[node].rssKiB(t)/1024)
-	}
+}
 
+func (a *agentLab) measureScaleLabel(t *testing.T) {
+	ctx := context.Background()
+	n1 := a.agents["n1"]
 	// Label-change latency on n1: toggle a label that a policy in x
 	// matches and time the key cell, minus the 50ms debounce.
 	a.createPolicy(ctx, &networkingv1.NetworkPolicy{
@@ -1052,8 +1103,8 @@ func (a *agentLab) runScale(t *testing.T) {
 		a.waitCell(t, "x/b", "x/a", agentPorts[1], false)
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	m = n1.metrics(t)
-	t.Logf("scale: label change -> kernel on n1 (incl. 50ms debounce): min %v median %v max %v; compile avg %.1fms, sync avg %.1fms",
+	m := n1.metrics(t)
+	t.Logf("scale: label change -> kernel on n1 (lab sync intervals 50ms/500ms): min %v median %v max %v; compile avg %.1fms, sync avg %.1fms",
 		lat[0], lat[len(lat)/2], lat[len(lat)-1],
 		1000*metricValue(m, "nftguard_compile_duration_seconds_sum")/metricValue(m, "nftguard_compile_duration_seconds_count"),
 		1000*metricValue(m, `nftguard_sync_duration_seconds_sum{mode="incremental"}`)/metricValue(m, `nftguard_sync_duration_seconds_count{mode="incremental"}`))

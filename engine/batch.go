@@ -58,6 +58,9 @@ type batch struct {
 	lastOff int
 	setID   uint32
 	opCount int // objects acted on (elements count one each)
+	// checkOnly leaves out BATCH_END: the kernel validates every message,
+	// then aborts the transaction (see Engine.Check).
+	checkOnly bool
 }
 
 // newBatch starts a batch; sizeHint is the expected size of the encoded
@@ -86,6 +89,9 @@ func (b *batch) empty() bool { return len(b.ops) == 0 }
 func (b *batch) finish() (lastSeq uint32) {
 	if b.lastOff >= 0 {
 		nfnl.AckAt(&b.m, b.lastOff)
+	}
+	if b.checkOnly {
+		return b.seq
 	}
 	nfnl.EndBatch(&b.m, b.seq+1)
 	return b.seq

@@ -1,0 +1,370 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/testns"
+)
+
+// refusingEngine is an engine.Fake whose kernel refuses any table with a
+// chain named "refuse-*", and counts checks and syncs.
+type refusingEngine struct {
+	*engine.Fake
+	checks, syncs int
+	last          *engine.Desired
+}
+
+func refusal(d *engine.Desired) error {
+	for _, c := range d.Chains {
+		if strings.HasPrefix(c.Name, "refuse-") {
+			return fmt.Errorf("add rule to chain %q: no such file or directory", c.Name)
+		}
+	}
+	return nil
+}
+
+func (r *refusingEngine) Check(_ context.Context, d *engine.Desired) error {
+	r.checks++
+	return refusal(d)
+}
+
+func (r *refusingEngine) Sync(ctx context.Context, d *engine.Desired) (engine.Stats, error) {
+	r.syncs++
+	if err := refusal(d); err != nil {
+		return engine.Stats{}, err
+	}
+	r.last = d
+	return r.Fake.Sync(ctx, d)
+}
+
+// The injected refusal: a chain per object labelled bad=<anything>, whose
+// name carries the label value, so two versions of one object differ.
+func injectBad(in compose.Input, res *compose.Result) {
+	d := *res.Desired
+	d.Chains = append([]engine.Chain(nil), d.Chains...)
+	for _, np := range in.NetworkPolicies {
+		if v := np.Labels["bad"]; v != "" {
+			d.Chains = append(d.Chains, engine.Chain{Name: "refuse-" + np.Name + "-" + v, Rules: []engine.Rule{{Rule: "jump no-such-chain"}}})
+		}
+	}
+	for _, ns := range in.Namespaces {
+		if ns.Labels["bad"] != "" {
+			d.Chains = append(d.Chains, engine.Chain{Name: "refuse-ns-" + ns.Name, Rules: []engine.Rule{{Rule: "jump no-such-chain"}}})
+		}
+	}
+	res.Desired = &d
+}
+
+func newTestSyncer(t *testing.T) (*syncer, *refusingEngine) {
+	fake, err := engine.NewFake(compose.Table())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := &refusingEngine{Fake: fake}
+	s := &syncer{eng: eng, m: newMetrics(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), inject: injectBad}
+	return s, eng
+}
+
+func testPolicy(name, bad string, ingress bool) *networkingv1.NetworkPolicy {
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, Labels: map[string]string{}}}
+	if bad != "" {
+		np.Labels["bad"] = bad
+	}
+	np.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+	if ingress {
+		np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+	}
+	return np
+}
+
+func testInput(nps ...*networkingv1.NetworkPolicy) compose.Input {
+	return compose.Input{
+		NodeName:        "n1",
+		Namespaces:      []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{}}}},
+		NetworkPolicies: nps,
+		Pods: []*corev1.Pod{{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "pod", UID: "u1"},
+			Spec:       corev1.PodSpec{NodeName: "n1"},
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}}},
+		}},
+	}
+}
+
+// syncOnce does what syncer.sync does between reading the caches and
+// reporting.
+func syncOnce(t *testing.T, s *syncer, raw compose.Input) (compose.Input, error) {
+	t.Helper()
+	in := s.q.apply(raw)
+	res := s.compile(&s.build, in)
+	if _, err := s.eng.Sync(context.Background(), res.Desired); err != nil {
+		iso, err := s.isolate(context.Background(), in, err)
+		if err != nil {
+			return in, err
+		}
+		in = iso.in
+	}
+	s.q.accepted(in)
+	return in, nil
+}
+
+func names(nps []*networkingv1.NetworkPolicy) string {
+	var out []string
+	for _, np := range nps {
+		out = append(out, np.Name+"="+np.Labels["bad"])
+	}
+	return strings.Join(out, ",")
+}
+
+func TestQuarantineFindsRefusedObjects(t *testing.T) {
+	for _, tc := range []struct {
+		n   int
+		bad []int
+	}{{1, []int{0}}, {100, []int{37}}, {64, []int{3, 60}}, {1000, []int{999}}, {20, []int{0, 1, 2, 3, 4}}} {
+		t.Run(fmt.Sprintf("%d of %d", len(tc.bad), tc.n), func(t *testing.T) {
+			s, eng := newTestSyncer(t)
+			var nps []*networkingv1.NetworkPolicy
+			isBad := map[int]bool{}
+			for _, i := range tc.bad {
+				isBad[i] = true
+			}
+			for i := 0; i < tc.n; i++ {
+				bad := ""
+				if isBad[i] {
+					bad = "x"
+				}
+				nps = append(nps, testPolicy(fmt.Sprintf("p%04d", i), bad, false))
+			}
+			synced, err := syncOnce(t, s, testInput(nps...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(synced.NetworkPolicies) != tc.n-len(tc.bad) || len(s.q.held) != len(tc.bad) {
+				t.Fatalf("synced %d policies, held %d; want %d and %d", len(synced.NetworkPolicies), len(s.q.held), tc.n-len(tc.bad), len(tc.bad))
+			}
+			for _, i := range tc.bad {
+				h, ok := s.q.held[objKey{"NetworkPolicy", "a", fmt.Sprintf("p%04d", i)}]
+				if !ok || h.kept || !strings.Contains(h.reason, "refuse-") {
+					t.Errorf("p%04d: held %v %+v", i, ok, h)
+				}
+			}
+			if err := refusal(eng.last); err != nil {
+				t.Fatalf("synced a refused table: %v", err)
+			}
+			t.Logf("%d refused among %d new policies: %d checks", len(tc.bad), tc.n, eng.checks)
+			if limit := 2*len(tc.bad)*bitLen(tc.n) + 1; eng.checks > limit {
+				t.Errorf("%d checks, want at most %d", eng.checks, limit)
+			}
+		})
+	}
+}
+
+func bitLen(n int) int {
+	b := 0
+	for ; n > 0; n >>= 1 {
+		b++
+	}
+	return b
+}
+
+// TestQuarantineKeepsLastAcceptedVersion: an update the kernel refuses
+// leaves the previous version in force; the object is tried again when it
+// changes, and released when deleted.
+func TestQuarantineKeepsLastAcceptedVersion(t *testing.T) {
+	s, eng := newTestSyncer(t)
+	deny := testPolicy("deny", "", true)
+	other := testPolicy("other", "", false)
+	if _, err := syncOnce(t, s, testInput(deny, other)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The refused update of deny, with a valid new policy beside it.
+	deny2 := testPolicy("deny", "v2", false)
+	added := testPolicy("added", "", false)
+	synced, err := syncOnce(t, s, testInput(deny2, other, added))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(synced.NetworkPolicies); got != "deny=,other=,added=" {
+		t.Fatalf("synced %s, want deny's accepted version beside the others", got)
+	}
+	if h := s.q.held[objKey{"NetworkPolicy", "a", "deny"}]; !h.kept || h.obj != deny2 {
+		t.Fatalf("held %+v, want the refused version, kept", h)
+	}
+	// The kernel holds exactly what the accepted versions compile to.
+	ref, err := engine.NewFake(compose.Table())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ref.Sync(context.Background(), compose.Build(testInput(deny, other, added)).Desired); err != nil {
+		t.Fatal(err)
+	}
+	if eng.Dump() != ref.Dump() || !strings.Contains(eng.Dump(), "jump np_ing_a_pod") {
+		t.Fatalf("table after the refused update:\n%s\nwant:\n%s", eng.Dump(), ref.Dump())
+	}
+	probs := s.q.problems()
+	if len(probs) != 1 || !strings.Contains(probs[0].Error(), "NetworkPolicy a/deny") || !strings.Contains(probs[0].Error(), "last accepted version stays enforced") {
+		t.Fatalf("problems %v", probs)
+	}
+
+	// Unchanged (a resync, or a no-op update with a new resource
+	// version): no new search.
+	checks := eng.checks
+	deny2b := deny2.DeepCopy()
+	deny2b.ResourceVersion = "99"
+	if _, err := syncOnce(t, s, testInput(deny2b, other, added)); err != nil {
+		t.Fatal(err)
+	}
+	if eng.checks != checks || len(s.q.held) != 1 {
+		t.Fatalf("an unchanged held object was searched again (%d checks, %d held)", eng.checks-checks, len(s.q.held))
+	}
+
+	// Fixed: tried again and accepted.
+	deny3 := testPolicy("deny", "", false)
+	synced, err = syncOnce(t, s, testInput(deny3, other, added))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.q.held) != 0 || synced.NetworkPolicies[0] != deny3 {
+		t.Fatalf("the fixed object was not taken: held %v", s.q.held)
+	}
+
+	// Refused again, then deleted: released.
+	if _, err := syncOnce(t, s, testInput(testPolicy("deny", "v4", false), other, added)); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.q.held) != 1 {
+		t.Fatalf("held %v", s.q.held)
+	}
+	if _, err := syncOnce(t, s, testInput(other, added)); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.q.held) != 0 {
+		t.Fatalf("a deleted object stays held: %v", s.q.held)
+	}
+}
+
+// TestQuarantineUnexplainedRefusal: when the table is refused without any
+// new or changed policy, nothing is held and the sync fails.
+func TestQuarantineUnexplainedRefusal(t *testing.T) {
+	s, eng := newTestSyncer(t)
+	p := testPolicy("p", "", true)
+	if _, err := syncOnce(t, s, testInput(p)); err != nil {
+		t.Fatal(err)
+	}
+	in := testInput(p, testPolicy("q", "", false))
+	in.Namespaces[0].Labels["bad"] = "yes"
+	_, err := syncOnce(t, s, in)
+	if err == nil || !strings.Contains(err.Error(), "also refuses the table without the 1 new or changed") {
+		t.Fatalf("err %v, want the unexplained refusal", err)
+	}
+	if len(s.q.held) != 0 || eng.checks != 1 {
+		t.Fatalf("held %v after %d checks", s.q.held, eng.checks)
+	}
+	var h health
+	h.succeeded(0)
+	h.failed(errors.Join(err))
+	if ok, body := h.ready(); ok || !strings.Contains(body, "last sync failed") {
+		t.Fatalf("ready %v %q", ok, body)
+	}
+}
+
+// TestQuarantineRealKernel: the search against the real kernel, with 100
+// local pods and 1,000 new policies of which one is refused: the table
+// ends up equal to a sync of the other 999, and the search's cost is
+// reported.
+func TestQuarantineRealKernel(t *testing.T) {
+	ns := testns.New(t, "agentq")
+	eng, err := engine.New(compose.Table(), engine.WithNetNS(ns.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	s := &syncer{eng: eng, m: newMetrics(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), inject: injectBad}
+	in := testInput()
+	in.Pods = nil
+	for i := 0; i < 100; i++ {
+		in.Pods = append(in.Pods, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: fmt.Sprintf("pod%03d", i), UID: types.UID(fmt.Sprint(i)),
+				Labels: map[string]string{"app": fmt.Sprintf("app%d", i%10)}},
+			Spec:   corev1.PodSpec{NodeName: "n1"},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: fmt.Sprintf("10.0.0.%d", i+1), PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.0.0.%d", i+1)}}},
+		})
+	}
+	if _, err := syncOnce(t, s, in); err != nil {
+		t.Fatal(err)
+	}
+	port := intstr.FromInt32(80)
+	for i := 0; i < 1000; i++ {
+		np := testPolicy(fmt.Sprintf("np%04d", i), "", true)
+		if i == 617 {
+			np.Labels["bad"] = "x"
+		}
+		np.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app%d", i%10)}}
+		np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{
+			From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app%d", (i+1)%10)}}}},
+			Ports: []networkingv1.NetworkPolicyPort{{Port: &port}},
+		}}
+		in.NetworkPolicies = append(in.NetworkPolicies, np)
+	}
+	before := ns.MustExec(t, "", "nft", "list", "table", "inet", "nftguard")
+	start := time.Now()
+	raw := in
+	applied := s.q.apply(raw)
+	res := s.compile(&s.build, applied)
+	_, syncErr := s.eng.Sync(context.Background(), res.Desired)
+	if syncErr == nil {
+		t.Fatal("the kernel accepted a table with a jump to a missing chain")
+	}
+	failed := time.Since(start)
+	if after := ns.MustExec(t, "", "nft", "list", "table", "inet", "nftguard"); after != before {
+		t.Fatal("the refused sync changed the table")
+	}
+	iso, err := s.isolate(context.Background(), applied, syncErr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("1 refused among 1000 new policies (100 local pods): refused sync %v, search and sync %v, %d check-only batches",
+		failed.Round(time.Millisecond), (time.Since(start) - failed).Round(time.Millisecond), iso.checks)
+	if len(iso.bad) != 1 || iso.bad[objKey{"NetworkPolicy", "a", "np0617"}] == "" {
+		t.Fatalf("found %v", iso.bad)
+	}
+	// The table equals a fresh sync of the 999 others.
+	ref := testns.New(t, "agentqref")
+	refEng, err := engine.New(compose.Table(), engine.WithNetNS(ref.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refEng.Close()
+	good := in
+	good.NetworkPolicies = append(append([]*networkingv1.NetworkPolicy{}, in.NetworkPolicies[:617]...), in.NetworkPolicies[618:]...)
+	if _, err := refEng.Sync(context.Background(), compose.Build(good).Desired); err != nil {
+		t.Fatal(err)
+	}
+	got := ns.MustExec(t, "", "nft", "list", "table", "inet", "nftguard")
+	want := ref.MustExec(t, "", "nft", "list", "table", "inet", "nftguard")
+	if sortedLines(got) != sortedLines(want) {
+		t.Fatalf("table after the search differs from a sync of the accepted policies")
+	}
+}
+
+func sortedLines(s string) string {
+	lines := strings.Split(s, "\n")
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
