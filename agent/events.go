@@ -81,10 +81,10 @@ func (r *eventRecorder) report(problems, warnings, quarantined []problem.Problem
 		switch {
 		case held:
 			reason = reasonQuarantined
-			r.m.errors.WithLabelValues(errQuarantined).Inc()
+			r.m.errors.WithLabelValues(errorKindQuarantined).Inc()
 			r.log.Warn("object quarantined", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
 		case skipped:
-			r.m.errors.WithLabelValues(errInvalidObject).Inc()
+			r.m.errors.WithLabelValues(errorKindInvalidObject).Inc()
 			r.log.Warn("object left out of the table", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
 		default:
 			reason = reasonNotFullyApplied
@@ -146,7 +146,7 @@ func (r *eventRecorder) run(ctx context.Context) {
 			_, err := r.client.CoreV1().Events(qe.ev.Namespace).Create(cctx, qe.ev, metav1.CreateOptions{})
 			cancel()
 			if err != nil && ctx.Err() == nil {
-				r.m.errors.WithLabelValues(errEvent).Inc()
+				r.m.errors.WithLabelValues(errorKindEvent).Inc()
 				r.log.Error("create event", "namespace", qe.ev.Namespace, "object", qe.ev.InvolvedObject.Name, "err", err)
 				r.mu.Lock()
 				delete(r.seen, qe.key) // retried at the next sync that still has the problem

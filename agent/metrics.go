@@ -7,14 +7,15 @@ import (
 	"github.com/nftguard/nftguard/engine"
 )
 
-// Error kinds of nftguard_errors_total.
+// Values of the kind label of nftguard_errors_total (label values, not
+// errors).
 const (
-	errSync          = "sync"           // engine.Sync failed (the table is unchanged)
-	errMonitor       = "monitor"        // the drift monitor failed and is restarted
-	errEvent         = "event"          // a Kubernetes Event could not be created
-	errInvalidObject = "invalid_object" // an object was newly found uncompilable
-	errConntrack     = "conntrack"      // stale egress translations could not be cleared
-	errQuarantined   = "quarantined"    // an object was newly held back because the kernel refuses it
+	errorKindSync          = "sync"           // engine.Sync failed (the table is unchanged)
+	errorKindMonitor       = "monitor"        // the drift monitor failed and is restarted
+	errorKindEvent         = "event"          // a Kubernetes Event could not be created
+	errorKindInvalidObject = "invalid_object" // an object was newly found uncompilable
+	errorKindConntrack     = "conntrack"      // stale egress translations could not be cleared
+	errorKindQuarantined   = "quarantined"    // an object was newly held back because the kernel refuses it
 )
 
 // metrics lives in its own registry: the process has no global state, and a
@@ -111,7 +112,7 @@ func newMetrics() *metrics {
 		m.invalidObjects, m.driftDetected, m.driftRepairs, m.errors, m.lastSuccess, m.informerEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Export every error kind from the start, so alerts on rate() see zeros.
-	for _, k := range []string{errSync, errMonitor, errEvent, errInvalidObject, errConntrack, errQuarantined} {
+	for _, k := range []string{errorKindSync, errorKindMonitor, errorKindEvent, errorKindInvalidObject, errorKindConntrack, errorKindQuarantined} {
 		m.errors.WithLabelValues(k)
 	}
 	for _, r := range []string{"success", "error"} {

@@ -164,7 +164,7 @@ func monitorDrift(ctx context.Context, eng *engine.Engine, m *metrics, log inter
 		if ctx.Err() != nil {
 			return
 		}
-		m.errors.WithLabelValues(errMonitor).Inc()
+		m.errors.WithLabelValues(errorKindMonitor).Inc()
 		log.Error("drift monitor failed; restarting it", "err", err)
 		// The table may have changed while the monitor was down.
 		deb.trigger(reasonDrift)

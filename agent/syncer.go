@@ -55,7 +55,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	start := time.Now()
 	raw, err := s.src.input(s.cfg)
 	if err != nil {
-		s.fail(errSync)
+		s.fail(errorKindSync)
 		return err
 	}
 	in := s.q.apply(raw)
@@ -78,7 +78,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	}
 	s.report(res)
 	if err != nil {
-		s.fail(errSync)
+		s.fail(errorKindSync)
 		return err // the engine's errors name the table and the object
 	}
 	s.q.accepted(in)
@@ -168,7 +168,7 @@ func (s *syncer) clearConntrack(ctx context.Context, bindings map[netip.Addr]egr
 	}
 	st, err := conntrack.ClearStale(ctx, s.cfg.NetNS, bindings, conntrack.WithCIDRs(s.cfg.ClusterCIDRs, s.cfg.ServiceCIDRs))
 	if err != nil {
-		s.m.errors.WithLabelValues(errConntrack).Inc()
+		s.m.errors.WithLabelValues(errorKindConntrack).Inc()
 		return fmt.Errorf("table synced, but stale egress translations not cleared: %w", err)
 	}
 	if bindings == nil {
