@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/nftguard/nftguard/policy"
 )
 
 // Defaults, from measurements on a 2-core machine (see debouncer and the
@@ -54,6 +56,11 @@ type Config struct {
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 
+	// LogDenied, when set, logs denied packets of pods in namespaces that
+	// opt in (policy.LogDenied): the table logs them to an NFLOG group,
+	// and the agent reads the group and writes one log record each.
+	LogDenied *policy.LogDenied
+
 	// noPodsAfter is how long no pod may be scheduled to NodeName before
 	// the agent warns (tests shorten it); zero means a minute.
 	noPodsAfter time.Duration
@@ -67,6 +74,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.NodeName == "" {
 		return c, errors.New("node name is empty")
+	}
+	if c.LogDenied != nil {
+		if err := c.LogDenied.Validate(); err != nil {
+			return c, fmt.Errorf("log denied packets: %w", err)
+		}
 	}
 	if c.MinSyncInterval == 0 {
 		c.MinSyncInterval = DefaultMinSyncInterval

@@ -25,6 +25,10 @@ import (
 // ones in a bounded journal, and counts them. The table side is
 // policy.Input.LogDenied (through compose.Input.LogDenied).
 
+// deniedJournalSize is how many recent denied-packet records the agent
+// keeps in memory.
+const deniedJournalSize = 1024
+
 // deniedLogMetrics are the counters of the denied-packet log.
 type deniedLogMetrics struct {
 	records    prometheus.Counter

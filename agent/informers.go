@@ -87,7 +87,7 @@ func (s *sources) stop() { s.factory.Shutdown() }
 // input snapshots the caches for compose.Build. The objects are shared with
 // the caches; the compilers are pure and do not modify them.
 func (s *sources) input(cfg *Config) (compose.Input, error) {
-	in := compose.Input{NodeName: cfg.NodeName, ClusterCIDRs: cfg.ClusterCIDRs, ServiceCIDRs: cfg.ServiceCIDRs}
+	in := compose.Input{NodeName: cfg.NodeName, ClusterCIDRs: cfg.ClusterCIDRs, ServiceCIDRs: cfg.ServiceCIDRs, LogDenied: cfg.LogDenied}
 	var err error
 	all := labels.Everything()
 	if in.Pods, err = s.pods.List(all); err != nil {

@@ -16,6 +16,7 @@ const (
 	errorKindInvalidObject = "invalid_object" // an object was newly found uncompilable
 	errorKindConntrack     = "conntrack"      // stale egress translations could not be cleared
 	errorKindQuarantined   = "quarantined"    // an object was newly held back because the kernel refuses it
+	errorKindDeniedLog     = "denied_log"     // the denied-packet log could not be read (the table is unaffected)
 )
 
 // metrics lives in its own registry: the process has no global state, and a
@@ -112,7 +113,7 @@ func newMetrics() *metrics {
 		m.invalidObjects, m.driftDetected, m.driftRepairs, m.errors, m.lastSuccess, m.informerEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Export every error kind from the start, so alerts on rate() see zeros.
-	for _, k := range []string{errorKindSync, errorKindMonitor, errorKindEvent, errorKindInvalidObject, errorKindConntrack, errorKindQuarantined} {
+	for _, k := range []string{errorKindSync, errorKindMonitor, errorKindEvent, errorKindInvalidObject, errorKindConntrack, errorKindQuarantined, errorKindDeniedLog} {
 		m.errors.WithLabelValues(k)
 	}
 	for _, r := range []string{"success", "error"} {

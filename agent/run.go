@@ -11,6 +11,7 @@ import (
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/problem"
 )
 
@@ -97,6 +98,19 @@ func Run(ctx context.Context, cfg Config) error {
 	log.Info("informer caches synced", "after", time.Since(start).Round(time.Millisecond))
 
 	wg.Go(func() { monitorDrift(ctx, eng, m, log, deb) })
+	if cfg.LogDenied != nil {
+		res := listerResolver{pods: src.pods, policies: src.policies}
+		wg.Go(func() {
+			// Reading the log is an aid, not enforcement: if it
+			// fails (another reader holds the group), the table is
+			// enforced all the same.
+			err := runDeniedLog(ctx, *cfg.LogDenied, cfg.NetNS, res, log, m.reg, flowlog.NewJournal(deniedJournalSize))
+			if err != nil && ctx.Err() == nil {
+				m.errors.WithLabelValues(errorKindDeniedLog).Inc()
+				log.Error("denied-packet log stopped; enforcement goes on", "group", cfg.LogDenied.Group, "err", err)
+			}
+		})
+	}
 	if cfg.ResyncPeriod > 0 {
 		wg.Go(func() { periodic(ctx, cfg.ResyncPeriod, deb) })
 	}

@@ -44,6 +44,10 @@ func build(stdin io.Reader, in input, c common, stderr io.Writer) (compose.Resul
 	if len(in.files) == 0 {
 		return compose.Result{}, 0, usagef("-f PATH is required (a manifest file, a directory, or - for stdin)")
 	}
+	logDenied, err := c.logDeniedConfig()
+	if err != nil {
+		return compose.Result{}, 0, err
+	}
 	objs, problems, err := readManifests(stdin, in.files, stderr)
 	if err != nil {
 		return compose.Result{}, 0, err
@@ -60,6 +64,7 @@ func build(stdin io.Reader, in input, c common, stderr io.Writer) (compose.Resul
 		return compose.Result{}, 0, err
 	}
 	res := compose.Build(compose.Input{
+		LogDenied:       logDenied,
 		NodeName:        c.nodeName,
 		Namespaces:      objs.Namespaces,
 		Nodes:           objs.Nodes,
@@ -165,6 +170,7 @@ func manifestFlags(name string, args []string, stdout io.Writer) (common, input,
 	var in input
 	c.register(fs)
 	c.registerEgress(fs)
+	c.registerLogDenied(fs)
 	fs.Var(&in.files, "f", "manifest file or directory (YAML or JSON, repeatable; - for stdin)")
 	fs.BoolVar(&in.allowEmpty, "allow-empty", false, "accept input without objects (an empty table) instead of refusing it")
 	err := parseFlags(fs, args, stdout)

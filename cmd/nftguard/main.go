@@ -9,12 +9,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"os"
 	"os/signal"
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/nftguard/nftguard/policy"
 )
 
 // Exit codes of the CLI contract.
@@ -146,6 +149,9 @@ type common struct {
 	netns        string
 	clusterCIDRs prefixList
 	serviceCIDRs prefixList
+	// logDenied and its settings: see registerLogDenied.
+	logDenied                   bool
+	logGroup, logRate, logBurst uint
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -165,6 +171,32 @@ func (c *common) registerNetNS(fs *flag.FlagSet) {
 func (c *common) registerEgress(fs *flag.FlagSet) {
 	fs.Var(&c.clusterCIDRs, "cluster-cidr", "pod CIDR of the cluster, IPv4 or IPv6 (repeatable); traffic to it is never translated")
 	fs.Var(&c.serviceCIDRs, "service-cidr", "Service CIDR of the cluster, IPv4 or IPv6 (repeatable); traffic to it is never translated")
+}
+
+// registerLogDenied adds the flags that turn on logging of denied packets
+// (policy.LogDenied) for the pods of namespaces annotated
+// nftguard.io/log-denied: "true".
+func (c *common) registerLogDenied(fs *flag.FlagSet) {
+	def := policy.DefaultLogDenied()
+	fs.BoolVar(&c.logDenied, "log-denied", false, `log denied packets of pods in namespaces annotated `+policy.AnnotationLogDenied+`: "true" to an NFLOG group (read them with nftguard flows, or the agent logs them)`)
+	fs.UintVar(&c.logGroup, "log-group", uint(def.Group), "NFLOG group of --log-denied")
+	fs.UintVar(&c.logRate, "log-rate", uint(def.Rate), "denied packets logged per second and direction on the node, with --log-denied (the rest are dropped all the same, and counted)")
+	fs.UintVar(&c.logBurst, "log-burst", uint(def.Burst), "packets logged at once after a quiet time, with --log-denied")
+}
+
+// logDeniedConfig is the --log-denied settings, nil when it is off.
+func (c *common) logDeniedConfig() (*policy.LogDenied, error) {
+	if !c.logDenied {
+		return nil, nil
+	}
+	if c.logGroup > math.MaxUint16 || c.logRate > math.MaxUint32 || c.logBurst > math.MaxUint32 {
+		return nil, usagef("--log-group must be at most %d, --log-rate and --log-burst at most %d", math.MaxUint16, uint32(math.MaxUint32))
+	}
+	l := policy.LogDenied{Group: uint16(c.logGroup), Rate: uint32(c.logRate), Burst: uint32(c.logBurst)}
+	if err := l.Validate(); err != nil {
+		return nil, usageError{fmt.Errorf("--log-denied: %w", err)}
+	}
+	return &l, nil
 }
 
 // prefixList is a repeatable CIDR flag.

@@ -20,6 +20,7 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	var c common
 	c.register(fs)
 	c.registerEgress(fs)
+	c.registerLogDenied(fs)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: the in-cluster service account)")
 	metricsAddr := fs.String("metrics-addr", agent.DefaultMetricsAddr, `address for /metrics, /healthz and /readyz ("0" disables)`)
 	minSync := fs.Duration("min-sync-interval", agent.DefaultMinSyncInterval, "quiet time: a change arriving at least this long after the previous sync (after a burst, an eighth of the coalescing window if longer) is synced at once; changes arriving sooner are coalesced into the next sync, in a window that starts at this value, doubles while a burst fills it and halves when changes pause")
@@ -32,6 +33,10 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	}
 	if *maxSync < *minSync {
 		return usagef("--max-sync-interval %v is shorter than --min-sync-interval %v", *maxSync, *minSync)
+	}
+	logDenied, err := c.logDeniedConfig()
+	if err != nil {
+		return err
 	}
 	log, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
@@ -54,6 +59,7 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		ResyncPeriod:    *resync,
 		MetricsAddr:     *metricsAddr,
 		Logger:          log,
+		LogDenied:       logDenied,
 	})
 }
 
