@@ -57,10 +57,10 @@ type compiler struct {
 	sets     map[string]*engine.Set
 	problems []problem.Problem
 	rules    map[ruleKey]*compiledRule
-	// dispatch is the pod whose chain each verdict-map key jumps to
-	// ("MAP ADDRESS"), and the shared addresses already reported
-	// ("shared POD ADDRESS"), see addDispatch.
-	dispatch map[string]*selection.Pod
+	// dispatch is the pod whose chain each verdict-map key jumps to, and
+	// sharedReported the shared addresses already reported (addDispatch).
+	dispatch       map[dispatchKey]*selection.Pod
+	sharedReported map[sharedKey]bool
 	// logged are the namespaces whose pods' chains end in the shared
 	// denied chains; nil when the node does not log.
 	logged map[string]bool

@@ -43,19 +43,22 @@ func dropSharedLocal(local []*selection.Pod, problems *[]problem.Problem) []*sel
 // whole batch.
 func (c *compiler) addDispatch(m4, m6 *engine.Set, p *selection.Pod, chain string) {
 	v := "jump " + chain
+	if c.dispatch == nil {
+		c.dispatch = make(map[dispatchKey]*selection.Pod, 4*len(c.sel.Local()))
+	}
 	for _, fam := range [2]struct {
 		m     *engine.Set
 		addrs []string
 	}{{m4, p.V4Text}, {m6, p.V6Text}} {
 		for _, a := range fam.addrs {
-			k := fam.m.Name + " " + a
-			if c.dispatch == nil {
-				c.dispatch = map[string]*selection.Pod{}
-			}
+			k := dispatchKey{fam.m, a}
 			if o, taken := c.dispatch[k]; taken {
 				// Reported once per pod and address, not per map.
-				if o != p && c.dispatch["shared "+p.Key+" "+a] == nil {
-					c.dispatch["shared "+p.Key+" "+a] = p
+				if o != p && !c.sharedReported[sharedKey{p, a}] {
+					if c.sharedReported == nil {
+						c.sharedReported = map[sharedKey]bool{}
+					}
+					c.sharedReported[sharedKey{p, a}] = true
 					c.problems = append(c.problems, sharedAddress(p, a, o.Key))
 				}
 				continue
@@ -65,6 +68,19 @@ func (c *compiler) addDispatch(m4, m6 *engine.Set, p *selection.Pod, chain strin
 		}
 	}
 }
+
+// dispatchKey is a key of one verdict map; sharedKey a pod's address that
+// another pod's chain already decides for.
+type (
+	dispatchKey struct {
+		m    *engine.Set
+		addr string
+	}
+	sharedKey struct {
+		p    *selection.Pod
+		addr string
+	}
+)
 
 func podObject(p *selection.Pod) problem.Object {
 	return problem.Object{APIVersion: problem.CoreV1, Kind: "Pod", Namespace: p.Obj.Namespace, Name: p.Obj.Name}
