@@ -31,6 +31,7 @@ import (
 
 	"github.com/nftguard/nftguard/internal/kubetest"
 	"github.com/nftguard/nftguard/internal/netlab"
+	"github.com/nftguard/nftguard/internal/testns"
 )
 
 var (
@@ -927,17 +928,27 @@ func (a *agentLab) freshTable(t *testing.T, manifest, node string) string {
 	if err != nil {
 		t.Fatalf("render for %s: %v", node, err)
 	}
-	ns := fmt.Sprintf("ngt-churn-%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
+	// A namespace of this test's own (testns), not `ip netns add`: its
+	// name carries its owner, so a killed run's is swept by the next.
+	// (Create, not New: this runs many times per test, each namespace goes
+	// when the comparison is done.)
+	ns, err := testns.Create("churn")
+	if err != nil {
+		t.Fatal(err)
 	}
-	defer exec.Command("ip", "netns", "del", ns).Run()
-	load := exec.Command("ip", "netns", "exec", ns, "nft", "-f", "-")
-	load.Stdin = strings.NewReader(string(out))
-	if msg, err := load.CombinedOutput(); err != nil {
+	defer func() {
+		if err := ns.Delete(); err != nil {
+			t.Errorf("delete %s: %v", ns.Name, err)
+		}
+	}()
+	if msg, err := ns.Exec(string(out), "nft", "-f", "-"); err != nil {
 		t.Fatalf("nft -f rendered table: %v: %s", err, msg)
 	}
-	return normalizeNft(nftList(t, ns))
+	listing, err := ns.Exec("", "nft", "list", "table", "inet", "nftguard")
+	if err != nil {
+		t.Fatalf("nft list in %s: %v: %s", ns.Name, err, listing)
+	}
+	return normalizeNft(listing)
 }
 
 func nftList(t *testing.T, netns string) string {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -90,27 +89,12 @@ func timeIn(ns *testns.NS, stdin, name string, args ...string) (time.Duration, e
 	return time.Since(start), nil
 }
 
-// sweepStale removes namespaces left by earlier runs of this program that
-// died without cleaning up (their pid is gone).
+// sweepStale removes namespaces left by earlier runs (of this program or
+// any test) that died without cleaning up: their owner process is gone.
 func sweepStale(log io.Writer) error {
-	names, err := testns.Leftovers(testns.Prefix + tagPrefix)
-	if err != nil {
-		return fmt.Errorf("list stale namespaces: %w", err)
+	if err := testns.SweepStale(testns.Prefix); err != nil {
+		return err
 	}
-	for _, name := range names {
-		rest := strings.TrimPrefix(name, testns.Prefix+tagPrefix)
-		pid, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, '-'), 0)])
-		if err != nil {
-			continue // not ours
-		}
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-			continue // a live run owns it
-		}
-		ns := &testns.NS{Name: name, Path: filepath.Join(testns.Dir, name)}
-		if err := ns.Delete(); err != nil {
-			return fmt.Errorf("remove stale namespace %s: %w", name, err)
-		}
-		fmt.Fprintln(log, "removed stale namespace", name)
-	}
+	fmt.Fprintln(log, "removed stale test namespaces, if any")
 	return nil
 }

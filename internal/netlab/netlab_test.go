@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nftguard/nftguard/internal/kerneltest"
+	"github.com/nftguard/nftguard/internal/testns"
 )
 
 // TestMain refuses to run without the tools the tests use as oracles: a
@@ -47,10 +48,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "FAIL: host ruleset changed (err %v):\nbefore:\n%s\nafter:\n%s\n", err, before, after)
 		code = 1
 	}
-	start, err := procStartTime(os.Getpid())
+	owner, err := testns.Owner()
 	left, lerr := Leftovers()
 	for _, n := range left {
-		if err == nil && strings.HasPrefix(n, fmt.Sprintf("%s%d.%s-", Prefix, os.Getpid(), start)) {
+		if err == nil && strings.HasPrefix(n, Prefix+owner+"-") {
 			fmt.Fprintf(os.Stderr, "FAIL: namespace %s left behind\n", n)
 			code = 1
 		}

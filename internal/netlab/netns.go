@@ -8,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/internal/testns"
 )
 
 // InNetNS runs fn on a locked OS thread inside the network namespace at
@@ -132,11 +132,11 @@ func writeSysctl(key, value string) error {
 	return nil
 }
 
-// newLabID returns "<pid>.<start time>-<random>": the owner part lets
+// newLabID returns "<owner>-<random>": the owner part (testns.Owner) lets
 // CleanupStale tell a live lab from a crashed one, the random part keeps
 // concurrent labs of one process apart.
 func newLabID() (string, error) {
-	start, err := procStartTime(os.Getpid())
+	owner, err := testns.Owner()
 	if err != nil {
 		return "", err
 	}
@@ -144,46 +144,7 @@ func newLabID() (string, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%d.%s-%s", os.Getpid(), start, hex.EncodeToString(b[:])), nil
-}
-
-// procStartTime returns field 22 of /proc/PID/stat (start time in clock
-// ticks since boot), which together with the pid identifies a process.
-func procStartTime(pid int) (string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", err
-	}
-	// The command name (field 2) may contain spaces; fields after it don't.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return "", fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return "", fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	return f[19], nil
-}
-
-// ownerAlive reports whether the process that created the namespace named
-// name is still running. Names that do not parse have no live owner.
-func ownerAlive(name string) bool {
-	owner, _, ok := strings.Cut(strings.TrimPrefix(name, Prefix), "-")
-	if !ok {
-		return false
-	}
-	pidStr, start, ok := strings.Cut(owner, ".")
-	if !ok {
-		return false
-	}
-	pid, err := strconv.Atoi(pidStr)
-	if err != nil || pid <= 0 {
-		return false
-	}
-	now, err := procStartTime(pid)
-	return err == nil && now == start
+	return owner + "-" + hex.EncodeToString(b[:]), nil
 }
 
 // Leftovers lists the names of namespaces under NetNSDir that start with
@@ -210,32 +171,5 @@ func Leftovers() ([]string, error) {
 // Namespaces of labs in live processes are kept: tests of other packages may
 // be running right now. New and Create call it automatically.
 func CleanupStale() error {
-	names, err := Leftovers()
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, n := range names {
-		if ownerAlive(n) {
-			continue
-		}
-		if err := removeStale(n); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// removeStale unmounts and removes a leftover namespace file. Another
-// process may be removing the same leftover concurrently, and a crash inside
-// netns.NewNamed can leave an unmounted file: neither is an error.
-func removeStale(name string) error {
-	path := filepath.Join(NetNSDir, name)
-	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
-		return fmt.Errorf("remove stale namespace %s: %w", name, err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove stale namespace %s: %w", name, err)
-	}
-	return nil
+	return testns.SweepStale(Prefix)
 }

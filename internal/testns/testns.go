@@ -55,11 +55,28 @@ func New(t testing.TB, tag string) *NS {
 // Create makes a named namespace without tying it to a test (for benchmarks
 // and demos); the caller must Delete it.
 func Create(tag string) (*NS, error) {
+	// A killed earlier run could not remove its namespaces: do it now
+	// (see owner.go).
+	if err := SweepStale(Prefix); err != nil {
+		return nil, err
+	}
+	owner, err := Owner()
+	if err != nil {
+		return nil, err
+	}
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	name := Prefix + tag + "-" + hex.EncodeToString(b[:])
+	name := Prefix + owner + "-" + tag + "-" + hex.EncodeToString(b[:])
+	if err := createNamed(name); err != nil {
+		return nil, err
+	}
+	return &NS{Name: name, Path: filepath.Join(Dir, name)}, nil
+}
+
+// createNamed makes the named namespace name under Dir.
+func createNamed(name string) error {
 	errc := make(chan error, 1)
 	// netns.NewNamed switches the calling thread into the new namespace; do
 	// it on a dedicated thread that is thrown away afterwards, so no other
@@ -88,10 +105,7 @@ func Create(tag string) (*NS, error) {
 		runtime.UnlockOSThread()
 		errc <- nil
 	}()
-	if err := <-errc; err != nil {
-		return nil, err
-	}
-	return &NS{Name: name, Path: filepath.Join(Dir, name)}, nil
+	return <-errc
 }
 
 // Delete removes the namespace.
