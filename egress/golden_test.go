@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/golden"
 	"github.com/nftguard/nftguard/internal/nftsafe"
 )
 
@@ -167,28 +166,6 @@ func mapText(m map[string]string) string {
 	return "{" + strings.Join(keys, ",") + "}"
 }
 
-// checkGolden compares got with the golden file, or rewrites the file
-// under -update.
-func checkGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if diff := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(got, "\n")); diff != "" {
-		t.Errorf("%s differs from the compiled output (-golden +compiled); if the change is intended, run with -update and review the diff:\n%s", path, diff)
-	}
-}
-
 // TestGoldenRandomClusters pins Compile's output for randomCluster's
 // clusters: the first goldenRandomTexts as text under testdata/random/, all
 // goldenRandomSums by their sums in testdata/random.sum.
@@ -202,7 +179,7 @@ func checkRandomGoldens(t *testing.T, compile func(Input) Output) {
 		n = 300
 	}
 	sumsPath := filepath.Join("testdata", "random.sum")
-	want := readSums(t, sumsPath)
+	want := golden.ReadSums(t, *update, sumsPath)
 	var sums bytes.Buffer
 	var nChains, nBindings, nWarnings int
 	for seed := 0; seed < n; seed++ {
@@ -217,7 +194,7 @@ func checkRandomGoldens(t *testing.T, compile func(Input) Output) {
 		text := renderGolden(t, in, out)
 		name := fmt.Sprintf("seed-%04d", seed)
 		if seed < goldenRandomTexts {
-			checkGolden(t, filepath.Join("testdata", "random", name+".nft"), text)
+			golden.Check(t, *update, filepath.Join("testdata", "random", name+".nft"), text)
 		}
 		sum := textSum(text)
 		fmt.Fprintf(&sums, "%s %s\n", name, sum)
@@ -241,29 +218,4 @@ func checkRandomGoldens(t *testing.T, compile func(Input) Output) {
 func textSum(text string) string {
 	h := sha256.Sum256([]byte(text))
 	return hex.EncodeToString(h[:16])
-}
-
-// readSums reads a file of "name sum" lines; a missing file is empty under
-// -update.
-func readSums(t *testing.T, path string) map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		if *update && os.IsNotExist(err) {
-			return nil
-		}
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if name, sum, ok := strings.Cut(sc.Text(), " "); ok {
-			out[name] = sum
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

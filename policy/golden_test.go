@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,13 +14,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/golden"
 	"github.com/nftguard/nftguard/internal/nftsafe"
 )
 
@@ -107,28 +106,6 @@ func jsonText(t *testing.T, v any) string {
 	return string(b)
 }
 
-// checkGolden compares got with the golden file, or rewrites the file
-// under -update.
-func checkGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if diff := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(got, "\n")); diff != "" {
-		t.Errorf("%s differs from the compiled table (-golden +compiled); if the change is intended, run with -update and review the diff:\n%s", path, diff)
-	}
-}
-
 var equivSeeds = flag.Int("equiv.seeds", goldenRandomSums, "random clusters TestGoldenRandomClusters compares with their recorded tables")
 
 // TestGoldenRandomClusters pins the compiled table of randomCluster's
@@ -144,7 +121,7 @@ func TestGoldenRandomClusters(t *testing.T) {
 		n = goldenRandomSums
 	}
 	sumsPath := filepath.Join("testdata", "random.sum")
-	want := readSums(t, sumsPath)
+	want := golden.ReadSums(t, *update, sumsPath)
 	var sums bytes.Buffer
 	for seed := 0; seed < n; seed++ {
 		in := randomCluster(rand.New(rand.NewSource(int64(seed))))
@@ -155,7 +132,7 @@ func TestGoldenRandomClusters(t *testing.T) {
 		text := renderGolden(t, in, out)
 		name := fmt.Sprintf("seed-%04d", seed)
 		if seed < goldenRandomTexts {
-			checkGolden(t, filepath.Join("testdata", "random", name+".nft"), text)
+			golden.Check(t, *update, filepath.Join("testdata", "random", name+".nft"), text)
 		}
 		sum := textSum(text)
 		fmt.Fprintf(&sums, "%s %s\n", name, sum)
@@ -182,7 +159,7 @@ func TestGoldenAt10k(t *testing.T) {
 		t.Skip("large")
 	}
 	path := filepath.Join("testdata", "big.sum")
-	want := readSums(t, path)
+	want := golden.ReadSums(t, *update, path)
 	var sums bytes.Buffer
 	for _, c := range []struct {
 		name string
@@ -204,31 +181,6 @@ func TestGoldenAt10k(t *testing.T) {
 func textSum(text string) string {
 	h := sha256.Sum256([]byte(text))
 	return hex.EncodeToString(h[:])
-}
-
-// readSums reads a file of "name sum" lines; a missing file is empty under
-// -update.
-func readSums(t *testing.T, path string) map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		if *update && os.IsNotExist(err) {
-			return nil
-		}
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if name, sum, ok := strings.Cut(sc.Text(), " "); ok {
-			out[name] = sum
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // goldenScenarios are small clusters written by hand, one behaviour each.
@@ -326,7 +278,7 @@ func goldenScenarios() map[string]Input {
 func TestGoldenScenarios(t *testing.T) {
 	for name, in := range goldenScenarios() {
 		t.Run(name, func(t *testing.T) {
-			checkGolden(t, filepath.Join("testdata", name+".nft"), renderGolden(t, in, compileChecked(t, in)))
+			golden.Check(t, *update, filepath.Join("testdata", name+".nft"), renderGolden(t, in, compileChecked(t, in)))
 		})
 	}
 }

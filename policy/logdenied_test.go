@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/golden"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -172,7 +173,7 @@ func TestGoldenLogDenied(t *testing.T) {
 	in := logInput(&l)
 	text := fmt.Sprintf("# log-denied group=%d rate=%d/second burst=%d; namespaces annotated %s: x=\"true\" y=\"True\"\n",
 		l.Group, l.Rate, l.Burst, AnnotationLogDenied) + renderGolden(t, in, compileChecked(t, in))
-	checkGolden(t, filepath.Join("testdata", "log-denied.nft"), text)
+	golden.Check(t, *update, filepath.Join("testdata", "log-denied.nft"), text)
 }
 
 // counters matches the values nft lists after "counter".

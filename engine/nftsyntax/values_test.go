@@ -4,12 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/nftguard/nftguard/internal/golden"
 )
 
 // testdata/values.golden holds what parseValue and parseKeyPart make of
@@ -93,33 +92,11 @@ func operandText(o operand) string {
 	return s
 }
 
-// checkGolden compares got with the golden file, or rewrites the file
-// under -update.
-func checkGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if diff := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(got, "\n")); diff != "" {
-		t.Errorf("%s differs from the parsers' output (-golden +parsed); if the change is intended, run with -update and review the diff:\n%s", path, diff)
-	}
-}
-
 // TestGoldenValues pins parseValue (with its dotted-quad fast path) and
 // parseKeyPart (which parses a text as a value once, then as a range) on
 // every edge of every datatype's literals.
 func TestGoldenValues(t *testing.T) {
-	checkGolden(t, filepath.Join("testdata", "values.golden"), renderValues(parseValue, parseKeyPart))
+	golden.Check(t, *update, filepath.Join("testdata", "values.golden"), renderValues(parseValue, parseKeyPart))
 	// A value has no spare capacity that an append could share.
 	for _, dt := range valueTypes() {
 		for _, s := range valueTexts {
