@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/egress"
 	"github.com/nftguard/nftguard/engine"
@@ -25,9 +26,12 @@ type Input struct {
 	Nodes           []*corev1.Node
 	Pods            []*corev1.Pod
 	NetworkPolicies []*networkingv1.NetworkPolicy
-	Services        []*corev1.Service
-	ClusterCIDRs    []netip.Prefix
-	ServiceCIDRs    []netip.Prefix
+	// ClusterNetworkPolicies are policy.networking.k8s.io objects of either
+	// served version, converted to v1beta1 (the schemas are identical).
+	ClusterNetworkPolicies []*cnpv1beta1.ClusterNetworkPolicy
+	Services               []*corev1.Service
+	ClusterCIDRs           []netip.Prefix
+	ServiceCIDRs           []netip.Prefix
 	// LogDenied turns on logging of denied packets for pods of
 	// namespaces that opt in (see policy.LogDenied); nil leaves it off.
 	LogDenied *policy.LogDenied

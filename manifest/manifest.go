@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nftguard/nftguard/problem"
@@ -46,8 +47,11 @@ type Objects struct {
 	Nodes           []*corev1.Node
 	Pods            []*corev1.Pod
 	NetworkPolicies []*networkingv1.NetworkPolicy
-	Services        []*corev1.Service
-	EndpointSlices  []*discoveryv1.EndpointSlice
+	// ClusterNetworkPolicies of policy.networking.k8s.io v1beta1 and
+	// v1alpha2 (identical schemas), all as v1beta1.
+	ClusterNetworkPolicies []*cnpv1beta1.ClusterNetworkPolicy
+	Services               []*corev1.Service
+	EndpointSlices         []*discoveryv1.EndpointSlice
 	// Warnings are about input that was read but may not mean what its
 	// author thinks: an object given twice (the later one is used).
 	Warnings []problem.Problem
