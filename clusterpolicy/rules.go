@@ -259,7 +259,11 @@ func prefixTexts(ps []netip.Prefix) []string {
 			continue // sorted: p lies inside last
 		}
 		last = p
-		out = append(out, p.String())
+		if p.IsSingleIP() {
+			out = append(out, p.Addr().String()) // as nft prints it
+		} else {
+			out = append(out, p.String())
+		}
 	}
 	return out
 }

@@ -54,6 +54,15 @@ type compiledPolicy struct {
 	hasNodes bool // some rule selects nodes: it depends on Input.Nodes
 }
 
+// Validate reports what Compile reports for one object: problems (the
+// object is left out, or the named rule fails closed) and warnings (a
+// valid rule that fails closed because nftguard cannot enforce it as
+// written). For readers of manifests and explain.
+func Validate(cnp *v1beta1.ClusterNetworkPolicy) (problems, warnings []problem.Problem) {
+	vp := validate(cnp, selection.NewSelectors())
+	return vp.problems, vp.warnings
+}
+
 // validate checks what the CRD schema and its CEL rules enforce, because
 // manifests reach the compiler without an API server. What decides whom a
 // policy applies to and in which order (name, tier, priority, subject,
