@@ -51,7 +51,7 @@ func hostileCNPs(r *rand.Rand, in *Input) {
 		}
 		for j := r.Intn(4); j > 0; j-- {
 			p.Spec.Ingress = append(p.Spec.Ingress, v1beta1.ClusterNetworkPolicyIngressRule{Name: str(), Action: actions[r.Intn(4)],
-				From: []v1beta1.ClusterNetworkPolicyIngressPeer{{Namespaces: sel()}, {Pods: &v1beta1.NamespacedPod{NamespaceSelector: *sel(), PodSelector: *sel()}}}[:1+r.Intn(2)],
+				From:      []v1beta1.ClusterNetworkPolicyIngressPeer{{Namespaces: sel()}, {Pods: &v1beta1.NamespacedPod{NamespaceSelector: *sel(), PodSelector: *sel()}}}[:1+r.Intn(2)],
 				Protocols: protos()})
 		}
 		for j := r.Intn(4); j > 0; j-- {
