@@ -58,6 +58,7 @@ type compiler struct {
 	nodesSet bool // Input.Nodes are the previous compile's
 	sets     map[string]*engine.Set
 	rules    map[ruleKey]*compiledRule
+	addrs    map[string]*peerAddrs // see peerElems
 	// scratch of the rule being compiled: its selections and sets.
 	used     []selection.PeerKey
 	declared []*engine.Set
@@ -82,6 +83,7 @@ func (m *Compiler) Compile(in Input) Output {
 		next:  newMemo(in.NodeName),
 		sets:  map[string]*engine.Set{},
 		rules: map[ruleKey]*compiledRule{},
+		addrs: map[string]*peerAddrs{},
 	}
 	c.next.nodes = in.Nodes
 	c.nodesSet = m.prev.nodes != nil && sameNodes(m.prev.nodes, in.Nodes)

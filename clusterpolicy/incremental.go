@@ -37,6 +37,7 @@ type memo struct {
 	subjects map[*compiledPolicy]*subjectMemo
 	rules    map[ruleKey]*ruleMemo
 	chains   map[chainKey]*chainMemo
+	addrs    map[string]*peerAddrs // by the selections' keys, see peerElems
 }
 
 func newMemo(node string) *memo {
@@ -46,6 +47,7 @@ func newMemo(node string) *memo {
 		subjects: map[*compiledPolicy]*subjectMemo{},
 		rules:    map[ruleKey]*ruleMemo{},
 		chains:   map[chainKey]*chainMemo{},
+		addrs:    map[string]*peerAddrs{},
 	}
 }
 
@@ -111,9 +113,40 @@ func (c *compiler) rule(cp *compiledPolicy, egress bool, idx int) *compiledRule 
 	}
 	c.used, c.declared = nil, nil
 	cr := c.compileRule(cp, egress, idx)
-	c.next.rules[k] = &ruleMemo{cr: cr, peers: c.used, nodes: cp.hasNodes, sets: c.declared}
+	sets := c.declared
+	if rm, ok := c.prev.rules[k]; ok && sameRule(rm.cr, cr) && sameSets(rm.sets, sets) {
+		// Compiled again to the same rule: keep the previous one, so
+		// that the chains holding it are kept too.
+		cr, sets = rm.cr, rm.sets
+		for _, s := range sets {
+			c.sets[s.Name] = s
+		}
+	}
+	c.next.rules[k] = &ruleMemo{cr: cr, peers: c.used, nodes: cp.hasNodes, sets: sets}
 	c.rules[k] = cr
 	return cr
+}
+
+// sameRule tells whether two compilations of one rule (of one policy
+// object) are the same.
+func sameRule(a, b *compiledRule) bool {
+	return a.comment == b.comment && a.action == b.action && a.fail == b.fail && a.perDst == b.perDst &&
+		slices.Equal(a.peerMatches, b.peerMatches) && slices.Equal(a.namedMatches, b.namedMatches) &&
+		slices.Equal(a.portMatches, b.portMatches)
+}
+
+// sameSets tells whether two lists of sets hold the same sets.
+func sameSets(a, b []*engine.Set) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Name != y.Name || x.Type != y.Type || x.Interval != y.Interval || x.Comment != y.Comment || !slices.Equal(x.Elements, y.Elements) {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *compiler) stillValid(rm *ruleMemo) bool {

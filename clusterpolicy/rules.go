@@ -1,7 +1,9 @@
 package clusterpolicy
 
 import (
+	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -123,8 +125,8 @@ func (c *compiler) compileRule(cp *compiledPolicy, egress bool, idx int) *compil
 	}
 
 	tag := s.setTag + idxText
-	var pods []*selection.Pod
-	dup, nsel := false, 0
+	var sels []selection.Selection
+	var keys []selection.PeerKey
 	var nets4, nets6 []netip.Prefix
 	var nodes4, nodes6 []string
 	for _, peer := range peers {
@@ -152,34 +154,26 @@ func (c *compiler) compileRule(cp *compiledPolicy, egress bool, idx int) *compil
 			continue // fail closed already (validate)
 		}
 		sel, k := c.sel.Select("", nsSel, podSel)
-		c.used = append(c.used, k)
-		if nsel == 0 {
-			pods = sel.Pods // shared: copied before changing
-		} else {
-			if nsel == 1 {
-				pods = append([]*selection.Pod(nil), pods...)
-			}
-			pods = append(pods, sel.Pods...)
-		}
-		dup = dup || sel.Dup
-		nsel++
+		sels, keys = append(sels, sel), append(keys, k)
 	}
-	if dup {
-		pods = selection.Unique(pods)
+	c.used = append(c.used, keys...)
+	var pods []*selection.Pod // the selected pods, for named ports
+	if len(named) > 0 {
+		pods = selectedPods(sels)
 	}
-	var v4, v6 []string
-	for _, p := range pods {
-		v4 = append(v4, p.V4Text...)
-		v6 = append(v6, p.V6Text...)
-	}
+	pe := c.peerElems(keys, sels)
 	pname := cp.cnp.Name
 	add := func(match string, kind, typ string, interval bool, elems []string) {
 		if len(elems) > 0 {
 			cr.peerMatches = append(cr.peerMatches, match+" @"+c.addrSet(setName(pname, tag, kind), typ, interval, elems, cr.comment))
 		}
 	}
-	add(s.peer4, "pods4", "ipv4_addr", false, v4)
-	add(s.peer6, "pods6", "ipv6_addr", false, v6)
+	if len(pe.v4) > 0 {
+		cr.peerMatches = append(cr.peerMatches, s.peer4+" @"+c.sharedSet(setName(pname, tag, "pods4"), "ipv4_addr", pe.v4, cr.comment))
+	}
+	if len(pe.v6) > 0 {
+		cr.peerMatches = append(cr.peerMatches, s.peer6+" @"+c.sharedSet(setName(pname, tag, "pods6"), "ipv6_addr", pe.v6, cr.comment))
+	}
 	add(s.peer4, "net4", "ipv4_addr", true, prefixTexts(nets4))
 	add(s.peer6, "net6", "ipv6_addr", true, prefixTexts(nets6))
 	add(s.peer4, "nodes4", "ipv4_addr", false, nodes4)
@@ -213,6 +207,93 @@ func (c *compiler) compileRule(cp *compiledPolicy, egress bool, idx int) *compil
 		}
 	}
 	return cr
+}
+
+// selectedPods joins selections, each pod once.
+func selectedPods(sels []selection.Selection) []*selection.Pod {
+	var pods []*selection.Pod
+	dup := false
+	for i, sel := range sels {
+		if i == 0 {
+			pods = sel.Pods // shared: copied before changing
+		} else {
+			if i == 1 {
+				pods = append([]*selection.Pod(nil), pods...)
+			}
+			pods = append(pods, sel.Pods...)
+		}
+		dup = dup || sel.Dup
+	}
+	if dup {
+		// Pods sharing a key count once, as the first selected.
+		pods = selection.Unique(pods)
+	}
+	return pods
+}
+
+// peerAddrs is the sorted set elements of the addresses that a list of
+// pod selections selects. Rules of many policies often select the same
+// pods (every namespace, say): their sets share these elements, computed
+// once per compile and kept across compiles while they stay the same, so
+// that a pod event that changes no address changes no rule.
+type peerAddrs struct {
+	v4, v6 []engine.Element
+}
+
+// peerElems returns the elements of the selections keys named.
+func (c *compiler) peerElems(keys []selection.PeerKey, sels []selection.Selection) *peerAddrs {
+	if len(keys) == 0 {
+		return &peerAddrs{}
+	}
+	ck := fmt.Sprint(keys)
+	if pa := c.addrs[ck]; pa != nil {
+		return pa
+	}
+	old := c.prev.addrs[ck]
+	same := old != nil
+	for _, k := range keys {
+		if !same {
+			break
+		}
+		same = c.sel.Unchanged(k)
+	}
+	if !same {
+		var v4, v6 []string
+		for _, p := range selectedPods(sels) {
+			v4 = append(v4, p.V4Text...)
+			v6 = append(v6, p.V6Text...)
+		}
+		pa := &peerAddrs{v4: elements(v4), v6: elements(v6)}
+		if old == nil || !slices.Equal(old.v4, pa.v4) || !slices.Equal(old.v6, pa.v6) {
+			old = pa
+		}
+	}
+	c.addrs[ck], c.next.addrs[ck] = old, old
+	return old
+}
+
+// elements sorts keys and returns them as set elements, each once.
+func elements(keys []string) []engine.Element {
+	if len(keys) == 0 {
+		return nil
+	}
+	sort.Strings(keys)
+	out := make([]engine.Element, 0, len(keys))
+	for i, k := range keys {
+		if i == 0 || k != keys[i-1] {
+			out = append(out, engine.Element{Key: k})
+		}
+	}
+	return out
+}
+
+// sharedSet declares a set whose elements (sorted, shared, never changed)
+// come from peerElems.
+func (c *compiler) sharedSet(name, typ string, elems []engine.Element, comment string) string {
+	s := &engine.Set{Name: name, Type: typ, Comment: comment, Elements: elems}
+	c.sets[name] = s
+	c.declared = append(c.declared, s)
+	return name
 }
 
 // nodeAddrs returns the InternalIP and ExternalIP addresses of the nodes a
