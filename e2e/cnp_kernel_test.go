@@ -312,3 +312,29 @@ func TestClusterNetworkPolicyRoutedIPv4(t *testing.T) {
 func TestClusterNetworkPolicyRoutedIPv6(t *testing.T) {
 	runCNPScenarios(t, newCNPCluster(t, false), netlab.IPv6)
 }
+
+// TestClusterNetworkPolicyKeepsEstablishedFlows: as for NetworkPolicy, a
+// Deny added while a connection is established does not cut it (np_forward
+// accepts established packets before any tier); new connections are
+// denied.
+func TestClusterNetworkPolicyKeepsEstablishedFlows(t *testing.T) {
+	c := newCNPCluster(t, false)
+	c.sync()
+	startTCPEcho(t, c.lab, "x/a", 9002)
+	ya := c.lab.Endpoint("y/a").Addr(netlab.IPv4).String()
+	conn := dialTCP(t, c.lab, "y/a", c.lab.Endpoint("x/a").Addr(netlab.IPv4), 9002)
+	conn.expect(t, "before the policy", ya)
+
+	c.addCNP(cnpOf("deny-y", v1beta1.AdminTier, 0, "x", func(s *cnpSpec) {
+		s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{cIn(cDeny, fromNSs("y"))}
+	}))
+	c.sync()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, p := range []netlab.Port{tcp80, udp80, sctp80} {
+		if ok, err := c.lab.Probe(ctx, "y/a", "x/a", p, netlab.IPv4); err != nil || ok {
+			t.Errorf("a new %v connection y/a -> x/a after the Deny: allowed=%v (%v), want denied", p, ok, err)
+		}
+	}
+	conn.expect(t, "established before the Deny", ya)
+}
