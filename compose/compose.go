@@ -1,6 +1,6 @@
 // Package compose builds nftguard's whole desired table for one node from
-// the API objects, by running the pure compilers (policy and egress) and
-// joining their chains and sets.
+// the API objects, by running the pure compilers (clusterpolicy, policy and
+// egress) and joining their chains and sets.
 package compose
 
 import (
@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/nftguard/nftguard/clusterpolicy"
 	"github.com/nftguard/nftguard/egress"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/policy"
@@ -63,17 +64,28 @@ func Build(in Input) Result {
 // it passed, as informer caches guarantee. The zero value is ready to use;
 // a Builder is not safe for concurrent use.
 type Builder struct {
-	policy policy.Compiler
+	policy  policy.Compiler
+	cluster clusterpolicy.Compiler
 }
 
 // Build compiles the desired table; the result equals the package's Build.
 func (b *Builder) Build(in Input) Result {
+	// The ClusterNetworkPolicy tiers first: their dispatch rules go into
+	// the NetworkPolicy fixed chains.
+	cnp := b.cluster.Compile(clusterpolicy.Input{
+		NodeName:   in.NodeName,
+		Namespaces: in.Namespaces,
+		Pods:       in.Pods,
+		Nodes:      in.Nodes,
+		Policies:   in.ClusterNetworkPolicies,
+	})
 	pol := b.policy.Compile(policy.Input{
 		NodeName:   in.NodeName,
 		Namespaces: in.Namespaces,
 		Pods:       in.Pods,
 		Policies:   in.NetworkPolicies,
 		LogDenied:  in.LogDenied,
+		Tiers:      cnp.Tiers,
 	})
 	eg := egress.Compile(egress.Input{
 		NodeName:     in.NodeName,
@@ -85,12 +97,28 @@ func (b *Builder) Build(in Input) Result {
 	})
 	r := Result{
 		Desired: &engine.Desired{
-			Chains: append(append([]engine.Chain{}, pol.Chains...), eg.Chains...),
-			Sets:   append(append([]engine.Set{}, pol.Sets...), eg.Sets...),
+			Chains: concat(pol.Chains, cnp.Chains, eg.Chains),
+			Sets:   concat(pol.Sets, cnp.Sets, eg.Sets),
 		},
 		EgressBindings: eg.Bindings,
-		Problems:       append(append([]problem.Problem{}, pol.Problems...), eg.Problems...),
+		Problems:       concat(pol.Problems, cnp.Problems, eg.Problems),
 		Warnings:       eg.Warnings,
 	}
+	if len(cnp.Warnings) > 0 {
+		r.Warnings = concat(cnp.Warnings, eg.Warnings)
+	}
 	return r
+}
+
+// concat joins lists into a new one.
+func concat[T any](lists ...[]T) []T {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	out := make([]T, 0, n)
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
 }

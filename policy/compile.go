@@ -22,6 +22,10 @@ type Input struct {
 	// namespaces annotated AnnotationLogDenied drop (see logdenied.go).
 	// nil, the default, leaves the table exactly as without logging.
 	LogDenied *LogDenied
+	// Tiers are the ClusterNetworkPolicy dispatch rules placed around the
+	// NetworkPolicy dispatch (see Tiers); empty, the default, leaves the
+	// table exactly as without them.
+	Tiers Tiers
 }
 
 // Output is the policy part of the desired table.
@@ -160,7 +164,7 @@ func (m *Compiler) Compile(in Input) Output {
 	sort.Slice(podChains, func(i, j int) bool { return podChains[i].Name < podChains[j].Name })
 
 	out := Output{}
-	fixed := fixedChains()
+	fixed := fixedChains(&in.Tiers)
 	out.Chains = make([]engine.Chain, 0, len(fixed)+2+len(podChains))
 	out.Chains = append(out.Chains, fixed...)
 	if in.LogDenied != nil {

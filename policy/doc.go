@@ -24,6 +24,12 @@
 //	chain np_ing_NS_POD      the ingress rules; a match accepts; the last rule
 //	                         drops
 //
+// ClusterNetworkPolicy tiers (package clusterpolicy) hook in through
+// Input.Tiers: their lookups go into the fixed chains around the
+// NetworkPolicy lookups, Admin before and Baseline after, in both np_forward
+// (egress) and np_ingress (ingress); see Tiers in layout.go. Without them
+// the fixed chains are exactly as above.
+//
 // Peers selected by pod and namespace selectors become named sets of pod
 // addresses (one per policy rule and IP family); ipBlocks become interval sets
 // with the except ranges already cut out. Named ports are resolved per
@@ -52,8 +58,9 @@
 //
 //	compile.go      Input, Output, Compile and Compiler.Compile: the whole
 //	                table from the parts below
-//	layout.go       the fixed chains (np_forward, np_ingress) and the
-//	                dispatch maps
+//	layout.go       the fixed chains (np_forward, np_ingress), the
+//	                dispatch maps, and Tiers (the ClusterNetworkPolicy
+//	                lookups placed around them)
 //	chains.go       a local pod's chain: one builder, parameterised by a
 //	                direction (ingress or egress)
 //	rules.go        one policy rule → peer, port and named-port matches and

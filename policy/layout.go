@@ -15,24 +15,43 @@ const (
 	MapEgress6   = "np_egress6"
 )
 
+// Tiers are the rules another compiler (package clusterpolicy: the Admin
+// and Baseline tiers of ClusterNetworkPolicy) places around the
+// NetworkPolicy dispatch in the fixed chains, per direction:
+//
+//	np_forward: ..., AdminEgress, NetworkPolicy egress maps, BaselineEgress, goto np_ingress
+//	np_ingress: AdminIngress, NetworkPolicy ingress maps, BaselineIngress, accept
+//
+// A tier rule that lets a packet go on to the next tier returns (or does
+// not match); one that decides ends in a verdict (egress Accept: goto
+// np_ingress). NetworkPolicy pod chains never return, so the Baseline
+// rules see only pods no NetworkPolicy isolates in that direction. The
+// zero value adds nothing: the table is the NetworkPolicy table alone.
+type Tiers struct {
+	AdminEgress, BaselineEgress, AdminIngress, BaselineIngress []engine.Rule
+}
+
 // fixedChains are the chains every table has, however many pods and
 // policies: the forward hook and the ingress dispatch after the egress
-// check.
-func fixedChains() []engine.Chain {
+// check, with the tiers around the NetworkPolicy dispatch.
+func fixedChains(t *Tiers) []engine.Chain {
+	ingress := make([]engine.Rule, 0, 3+len(t.AdminIngress)+len(t.BaselineIngress))
+	ingress = append(ingress, t.AdminIngress...)
+	ingress = append(ingress,
+		engine.Rule{Rule: "ip daddr vmap @" + MapIngress4},
+		engine.Rule{Rule: "ip6 daddr vmap @" + MapIngress6})
+	ingress = append(ingress, t.BaselineIngress...)
+	ingress = append(ingress, engine.Rule{Rule: "accept"})
 	return []engine.Chain{
 		{
 			Name: ChainForward, Type: "filter", Hook: "forward", Priority: 0, Policy: "accept",
 			Comment: "NetworkPolicy: pod traffic routed or bridged through this node",
-			Rules:   forwardRules(),
+			Rules:   forwardRules(t),
 		},
 		{
 			Name:    ChainIngress,
 			Comment: "NetworkPolicy: ingress isolation of local pods",
-			Rules: []engine.Rule{
-				{Rule: "ip daddr vmap @" + MapIngress4},
-				{Rule: "ip6 daddr vmap @" + MapIngress6},
-				{Rule: "accept"},
-			},
+			Rules:   ingress,
 		},
 	}
 }

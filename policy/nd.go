@@ -54,15 +54,17 @@ var linkRules = []engine.Rule{
 }
 
 // forwardRules is the forward chain: established and related traffic,
-// neighbour discovery, then the source's egress and the destination's
-// ingress isolation.
-func forwardRules() []engine.Rule {
-	rules := make([]engine.Rule, 0, 4+len(linkRules))
+// neighbour discovery, then the source's egress tiers (Admin,
+// NetworkPolicy, Baseline) and the destination's ingress isolation.
+func forwardRules(t *Tiers) []engine.Rule {
+	rules := make([]engine.Rule, 0, 4+len(linkRules)+len(t.AdminEgress)+len(t.BaselineEgress))
 	rules = append(rules, engine.Rule{Rule: "ct state established,related accept"})
 	rules = append(rules, linkRules...)
-	return append(rules,
+	rules = append(rules, t.AdminEgress...)
+	rules = append(rules,
 		engine.Rule{Rule: "ip saddr vmap @" + MapEgress4},
 		engine.Rule{Rule: "ip6 saddr vmap @" + MapEgress6},
-		engine.Rule{Rule: "goto " + ChainIngress},
 	)
+	rules = append(rules, t.BaselineEgress...)
+	return append(rules, engine.Rule{Rule: "goto " + ChainIngress})
 }

@@ -1,0 +1,119 @@
+// Package clusterpolicy compiles ClusterNetworkPolicies
+// (policy.networking.k8s.io, sigs.k8s.io/network-policy-api v0.3.0,
+// v1beta1) into the Admin and Baseline tiers of nftguard's desired table
+// for one node, around the NetworkPolicy part that package policy makes.
+//
+// It is pure: Namespaces, Pods, Nodes and ClusterNetworkPolicies go in;
+// chains, sets, the tier dispatch rules (policy.Tiers) and problems come
+// out. Selection of pods and namespaces is package selection's, shared
+// with policy, so the two compilers never disagree about a selector.
+//
+// # Evaluation order
+//
+// Per direction: Admin tier → NetworkPolicy → Baseline tier → allow.
+// Within a tier, policies by priority (0 first), equal priorities by name
+// (the API leaves their order open; by name it is the same on every node
+// and in explain), rules in written order; the first matching rule
+// decides. Accept ends the direction (an egress Accept still goes on to
+// the destination's ingress check), Deny drops (a timeout for the client,
+// never a reject), Pass skips the rest of the tier.
+//
+// # Table layout
+//
+// policy's fixed chains carry the tiers (see policy.Tiers):
+//
+//	np_forward   ct established,related accept; neighbour discovery;
+//	             ip saddr vmap @cnp_admin_egress4 (and 6)      Admin
+//	             ip saddr vmap @np_egress4 (and 6)             NetworkPolicy
+//	             ip saddr vmap @cnp_baseline_egress4 (and 6)   Baseline
+//	             goto np_ingress
+//	np_ingress   ip daddr vmap @cnp_admin_ingress4 (and 6)
+//	             ip daddr vmap @np_ingress4 (and 6)
+//	             ip daddr vmap @cnp_baseline_ingress4 (and 6)
+//	             accept
+//
+// The maps send a local pod's address (jump) to its chain of that tier
+// and direction, in O(1) however many pods and policies:
+//
+//	cnp_ai_NS_POD, cnp_ae_NS_POD   Admin ingress / egress of a local pod
+//	cnp_bi_NS_POD, cnp_be_NS_POD   Baseline ingress / egress
+//
+// A pod chain holds the rules of every policy of its tier whose subject
+// selects the pod, in evaluation order, after "pod to itself" accepts (a
+// pod cannot block itself, also through a hairpin). A rule's verdict is
+// Accept: accept (ingress) or goto np_ingress (egress); Deny: drop; Pass:
+// return. A packet no rule matches falls off the chain and returns, like
+// Pass, to the fixed chain, which goes on with the next tier. Because
+// NetworkPolicy pod chains never return (they end in drop, or accept /
+// goto np_ingress), the Baseline lookup is reached only for pods no
+// NetworkPolicy isolates in that direction, and the NetworkPolicy lookup
+// only after an Admin Pass or no Admin match: exactly the order above. A
+// jump from np_ingress returns to np_ingress even when np_ingress was
+// reached by goto from an egress chain, so ingress tiers work the same for
+// every path.
+//
+// Peers become named sets per policy rule and family: pods and namespaces
+// peers the selected pods' addresses (cnp_POLICY_inN_pods4), networks
+// interval sets (net4/net6, nested prefixes folded), nodes peers the
+// selected Nodes' InternalIP and ExternalIP addresses (nodes4/nodes6).
+// Ports are matched inline (tcp dport 80, udp dport 1000-2000, sctp
+// ...); destinationNamedPort resolves per destination pod and per
+// protocol the name is declared with: inline in the local pod's ingress
+// chain, and as a set of address . protocol . port (named4/named6) for
+// egress. An empty protocols list matches every protocol, ICMP included.
+// Names: names.go. Without a valid ClusterNetworkPolicy none of this
+// exists and the table is byte for byte the NetworkPolicy table.
+//
+// # Invalid and unreadable objects (fail closed)
+//
+// Manifests reach the compiler without the API server's CRD schema and
+// CEL rules, so Validate's checks mirror them. Two classes:
+//
+//   - Placement (metadata.name, tier, priority, subject, more than 25
+//     rules): without it no one knows whom the policy protects or where
+//     its rules go. The policy is left out and reported as a Problem;
+//     everything else stays enforced. Inventing a placement (e.g. deny all
+//     for every pod) would cut traffic no policy asked to cut.
+//   - A rule (action, peers, CIDRs, ports, protocols, rule name): the rule
+//     fails closed where it stands, as the API prescribes for a peer of an
+//     unknown kind, and is reported as a Problem. An Accept rule matches
+//     nothing; a Deny or Pass rule (or one whose action is unknown) drops
+//     everything of its direction. Rules before it still decide first, so
+//     an invalid Deny never turns into an allow and a policy never becomes
+//     more open than written.
+//
+// Valid rules this compiler cannot enforce as written fail closed the same
+// way, with a Warning naming the rule: peers with no known field (a newer
+// API version) and domainNames peers (not supported).
+//
+// Two objects of one name (possible only in manifests) would share set
+// names: the first in input order counts, the other is a Problem. Local
+// pods sharing a key or an address are handled as policy handles them
+// (the first in key order; policy reports the others).
+//
+// # State
+//
+// Like NetworkPolicy, both directions are stateful: np_forward accepts
+// established and related packets before any tier, so replies to an
+// accepted connection pass. A policy change applies to new connections
+// only: a Deny added while a connection is established does not cut it
+// (conntrack still knows it), exactly as for a NetworkPolicy change; the
+// connection ends when it closes or its conntrack entry expires.
+//
+// # Where things are
+//
+//	compile.go      Input, Output, Compile: policies in evaluation order,
+//	                subjects, pod chains and dispatch maps
+//	layout.go       the four slots (tier × direction), verdicts, the maps
+//	                and the Tiers rules
+//	rules.go        one rule → peer and port matches and their sets; a pod
+//	                chain from compiled rules
+//	validate.go     the CRD's schema and CEL rules, and fail-closed marking
+//	names.go        every generated name
+//	incremental.go  Compiler and its memo
+//
+// Tests: golden tables in testdata/ (go test ./clusterpolicy/ -run Golden
+// -update rewrites them), the incremental Compiler against Compile over
+// random event sequences, the kernel round trip (kernel_test.go), and real
+// packets in e2e/cnp_kernel_test.go.
+package clusterpolicy

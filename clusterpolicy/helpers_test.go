@@ -1,0 +1,274 @@
+package clusterpolicy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/network-policy-api/apis/v1beta1"
+
+	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/policy"
+)
+
+// --- builders -------------------------------------------------------------
+
+func labelsMap(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+func ns(name string, kv ...string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labelsMap(kv...)}}
+}
+
+type podOpt func(*corev1.Pod)
+
+func onNode(n string) podOpt { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
+func ips(a ...string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Status.PodIPs = nil
+		for _, ip := range a {
+			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
+		}
+	}
+}
+func withLabels(kv ...string) podOpt { return func(p *corev1.Pod) { p.Labels = labelsMap(kv...) } }
+func port(name string, num int32, proto corev1.Protocol) podOpt {
+	return func(p *corev1.Pod) {
+		if len(p.Spec.Containers) == 0 {
+			p.Spec.Containers = []corev1.Container{{Name: "c"}}
+		}
+		p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, corev1.ContainerPort{Name: name, ContainerPort: num, Protocol: proto})
+	}
+}
+
+func mkpod(namespace, name, ip string, opts ...podOpt) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"pod": name}}}
+	p.Spec.NodeName = "n1"
+	p.Status.Phase = corev1.PodRunning
+	p.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func mknode(name string, labels map[string]string, addrs ...string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	for i, a := range addrs {
+		t := corev1.NodeInternalIP
+		if i%2 == 1 {
+			t = corev1.NodeExternalIP
+		}
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: t, Address: a})
+	}
+	n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: name})
+	return n
+}
+
+func sel(kv ...string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: labelsMap(kv...)}
+}
+
+const (
+	accept = v1beta1.ClusterNetworkPolicyRuleActionAccept
+	deny   = v1beta1.ClusterNetworkPolicyRuleActionDeny
+	pass   = v1beta1.ClusterNetworkPolicyRuleActionPass
+)
+
+func cnp(name string, tier v1beta1.Tier, prio int32, f func(*v1beta1.ClusterNetworkPolicySpec)) *v1beta1.ClusterNetworkPolicy {
+	c := &v1beta1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	c.Spec.Tier, c.Spec.Priority = tier, prio
+	c.Spec.Subject.Namespaces = &metav1.LabelSelector{}
+	if f != nil {
+		f(&c.Spec)
+	}
+	return c
+}
+
+// subjectPods makes the subject pods nsSel and podSel select.
+func subjectPods(nsSel, podSel *metav1.LabelSelector) func(*v1beta1.ClusterNetworkPolicySpec) {
+	return func(s *v1beta1.ClusterNetworkPolicySpec) {
+		s.Subject = v1beta1.ClusterNetworkPolicySubject{Pods: &v1beta1.NamespacedPod{NamespaceSelector: *nsSel, PodSelector: *podSel}}
+	}
+}
+
+func ingress(a v1beta1.ClusterNetworkPolicyRuleAction, name string, from []v1beta1.ClusterNetworkPolicyIngressPeer, protos ...v1beta1.ClusterNetworkPolicyProtocol) v1beta1.ClusterNetworkPolicyIngressRule {
+	return v1beta1.ClusterNetworkPolicyIngressRule{Name: name, Action: a, From: from, Protocols: protos}
+}
+
+func egress(a v1beta1.ClusterNetworkPolicyRuleAction, name string, to []v1beta1.ClusterNetworkPolicyEgressPeer, protos ...v1beta1.ClusterNetworkPolicyProtocol) v1beta1.ClusterNetworkPolicyEgressRule {
+	return v1beta1.ClusterNetworkPolicyEgressRule{Name: name, Action: a, To: to, Protocols: protos}
+}
+
+func fromNS(s *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyIngressPeer {
+	return v1beta1.ClusterNetworkPolicyIngressPeer{Namespaces: s}
+}
+func fromPods(nsSel, podSel *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyIngressPeer {
+	return v1beta1.ClusterNetworkPolicyIngressPeer{Pods: &v1beta1.NamespacedPod{NamespaceSelector: *nsSel, PodSelector: *podSel}}
+}
+func toNS(s *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyEgressPeer {
+	return v1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: s}
+}
+func toPods(nsSel, podSel *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyEgressPeer {
+	return v1beta1.ClusterNetworkPolicyEgressPeer{Pods: &v1beta1.NamespacedPod{NamespaceSelector: *nsSel, PodSelector: *podSel}}
+}
+func toNets(cidrs ...string) v1beta1.ClusterNetworkPolicyEgressPeer {
+	p := v1beta1.ClusterNetworkPolicyEgressPeer{}
+	for _, c := range cidrs {
+		p.Networks = append(p.Networks, v1beta1.CIDR(c))
+	}
+	return p
+}
+func toNodes(s *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyEgressPeer {
+	return v1beta1.ClusterNetworkPolicyEgressPeer{Nodes: s}
+}
+
+func tcpPort(n int32) v1beta1.ClusterNetworkPolicyProtocol {
+	return v1beta1.ClusterNetworkPolicyProtocol{TCP: &v1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &v1beta1.Port{Number: n}}}
+}
+func udpRange(a, b int32) v1beta1.ClusterNetworkPolicyProtocol {
+	return v1beta1.ClusterNetworkPolicyProtocol{UDP: &v1beta1.ClusterNetworkPolicyProtocolUDP{DestinationPort: &v1beta1.Port{Range: &v1beta1.PortRange{Start: a, End: b}}}}
+}
+func sctpPort(n int32) v1beta1.ClusterNetworkPolicyProtocol {
+	return v1beta1.ClusterNetworkPolicyProtocol{SCTP: &v1beta1.ClusterNetworkPolicyProtocolSCTP{DestinationPort: &v1beta1.Port{Number: n}}}
+}
+func namedPort(n string) v1beta1.ClusterNetworkPolicyProtocol {
+	return v1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: n}
+}
+
+// --- helpers over the output ---------------------------------------------
+
+// table is the whole policy table with out's tiers: the NetworkPolicy
+// part (of nps) around the ClusterNetworkPolicy part.
+func table(in Input, out Output, nps ...*networkingv1.NetworkPolicy) *engine.Desired {
+	pol := policy.Compile(policy.Input{NodeName: in.NodeName, Namespaces: in.Namespaces, Pods: in.Pods, Policies: nps, Tiers: out.Tiers})
+	return &engine.Desired{Chains: append(pol.Chains, out.Chains...), Sets: append(pol.Sets, out.Sets...)}
+}
+
+// compileChecked compiles, and loads the whole table into the engine's
+// Fake (the nft syntax compiler of the kernel path) and nftsafe.Check.
+func compileChecked(t *testing.T, in Input) Output {
+	t.Helper()
+	out := Compile(in)
+	d := table(in, out)
+	fake, err := engine.NewFake(engine.Table{Family: "inet", Name: "nftguard"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fake.Sync(context.Background(), d); err != nil {
+		t.Fatalf("compiled table does not load: %v", err)
+	}
+	for _, err := range nftsafe.Check(d) {
+		t.Errorf("the kernel would refuse the compiled table: %v", err)
+	}
+	return out
+}
+
+func chainRules(t *testing.T, out Output, name string) []string {
+	t.Helper()
+	for _, c := range out.Chains {
+		if c.Name == name {
+			var rs []string
+			for _, r := range c.Rules {
+				rs = append(rs, r.Rule)
+			}
+			return rs
+		}
+	}
+	t.Fatalf("no chain %s in %v", name, chainNames(out))
+	return nil
+}
+
+func chainNames(out Output) []string {
+	var n []string
+	for _, c := range out.Chains {
+		n = append(n, c.Name)
+	}
+	return n
+}
+
+func setElems(t *testing.T, out Output, name string) []string {
+	t.Helper()
+	for _, s := range out.Sets {
+		if s.Name == name {
+			var es []string
+			for _, e := range s.Elements {
+				if e.Value != "" {
+					es = append(es, e.Key+" : "+e.Value)
+				} else {
+					es = append(es, e.Key)
+				}
+			}
+			return es
+		}
+	}
+	t.Fatalf("no set %s", name)
+	return nil
+}
+
+func eq(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%s:\n got  %q\n want %q", what, got, want)
+	}
+}
+
+// renderGolden renders the input, the problems and warnings, and the
+// whole table as nft text.
+func renderGolden(t *testing.T, in Input, out Output) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "# node %s\n", in.NodeName)
+	for _, n := range in.Namespaces {
+		fmt.Fprintf(&b, "# namespace %s %s\n", n.Name, jsonText(t, n.Labels))
+	}
+	for _, p := range in.Pods {
+		fmt.Fprintf(&b, "# pod %s/%s %s node=%q podIPs=%s containers=%s\n", p.Namespace, p.Name, jsonText(t, p.Labels),
+			p.Spec.NodeName, jsonText(t, p.Status.PodIPs), jsonText(t, p.Spec.Containers))
+	}
+	for _, n := range in.Nodes {
+		fmt.Fprintf(&b, "# node %s %s %s\n", n.Name, jsonText(t, n.Labels), jsonText(t, n.Status.Addresses))
+	}
+	for _, c := range in.Policies {
+		fmt.Fprintf(&b, "# cnp %s %s\n", c.Name, jsonText(t, c.Spec))
+	}
+	for _, p := range out.Problems {
+		fmt.Fprintf(&b, "# problem %s\n", p.Error())
+	}
+	for _, p := range out.Warnings {
+		fmt.Fprintf(&b, "# warning %s\n", p.Error())
+	}
+	text, err := engine.Render(engine.Table{Family: "inet", Name: "nftguard"}, table(in, out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.WriteString(text)
+	return b.String()
+}
+
+func jsonText(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func sorted(s []string) []string {
+	s = append([]string(nil), s...)
+	sort.Strings(s)
+	return s
+}
