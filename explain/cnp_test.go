@@ -239,7 +239,7 @@ func TestClusterNetworkPolicyMatrix(t *testing.T) {
 				nps: []*networkingv1.NetworkPolicy{allowAllX}, flow: k.flow, ingress: k.ingress,
 				want: []string{"allowed by x/allow-all " + dir + "[0]"}, not: []string{"den"}, tier: TierNetworkPolicy, allowed: true},
 			cnpCase{name: k.name + "/Admin Deny does not match another peer", cnps: []*cnp.ClusterNetworkPolicy{mk("den", admin, deny, 7)}, flow: k.miss, ingress: k.ingress,
-				want: []string{"allowed: not isolated for " + dir + ": no NetworkPolicy selects the pod, and no rule of the ClusterNetworkPolicies that select it (Admin: den) decided"},
+				want:    []string{"allowed: not isolated for " + dir + ": no NetworkPolicy selects the pod, and no rule of the ClusterNetworkPolicies that select it (Admin: den) decided"},
 				allowed: true},
 		)
 	}
@@ -486,7 +486,9 @@ func TestClusterNetworkPolicyValidation(t *testing.T) {
 		{"CIDR host bits", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Networks = []cnp.CIDR{"10.0.0.1/8"} }, "has host bits set: want 10.0.0.0/8"},
 		{"CIDR duplicate", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Networks = []cnp.CIDR{"::/0", "::/0"} }, "networks[1]: duplicate value"},
 		{"domain name", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0] = peerDomains("exa mple.com") }, `domainNames[0]: invalid domain name "exa mple.com"`},
-		{"named port with networks", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{named("http")} },
+		{"named port with networks", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{named("http")}
+		},
 			"spec.egress[0].protocols[0].destinationNamedPort: networks/nodes/domainNames peer cannot be set with namedPorts"},
 		{"empty protocol", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{{}} }, "protocols[0]: must set exactly one of tcp, udp, sctp"},
 		{"two protocols in one", func(p *cnp.ClusterNetworkPolicy) {
@@ -495,14 +497,20 @@ func TestClusterNetworkPolicyValidation(t *testing.T) {
 		{"no destination port", func(p *cnp.ClusterNetworkPolicy) {
 			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{{TCP: &cnp.ClusterNetworkPolicyProtocolTCP{}}}
 		}, "protocols[0].tcp.destinationPort: required"},
-		{"port 0", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{sctpPort(0)} }, "sctp.destinationPort.number: 0 is not between"},
+		{"port 0", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{sctpPort(0)}
+		}, "sctp.destinationPort.number: 0 is not between"},
 		{"port and range", func(p *cnp.ClusterNetworkPolicy) {
 			pr := udpRange(1, 2)
 			pr.UDP.DestinationPort.Number = 5
 			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{pr}
 		}, "not both"},
-		{"range order", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{udpRange(5, 5)} }, "range: Start port must be less than End port"},
-		{"range end", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{udpRange(5, 70000)} }, "range.end: 70000"},
+		{"range order", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{udpRange(5, 5)}
+		}, "range: Start port must be less than End port"},
+		{"range end", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{udpRange(5, 70000)}
+		}, "range.end: 70000"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := ok()
