@@ -3,9 +3,9 @@
 // the policy rule that decided.
 //
 // It is an independent reading of the NetworkPolicy and ClusterNetworkPolicy
-// specifications that works
-// on the API objects directly. Its purpose is to cross-check the policy
-// compiler and the nftables rules it produces (the e2e tests compare its
+// specifications that works on the API objects directly. Its purpose is to
+// cross-check the policy compilers and the nftables rules they produce (the
+// e2e tests compare its
 // answers with real probes through the kernel), so it deliberately shares
 // none of the compiler's semantics: not the selection of pods and
 // namespaces (package selection), not the defaulting of policyTypes (which
