@@ -5,18 +5,17 @@
 // It is an independent reading of the NetworkPolicy and ClusterNetworkPolicy
 // specifications that works on the API objects directly. Its purpose is to
 // cross-check the policy compilers and the nftables rules they produce (the
-// e2e tests compare its
-// answers with real probes through the kernel), so it deliberately shares
-// none of the compiler's semantics: not the selection of pods and
-// namespaces (package selection), not the defaulting of policyTypes (which
-// it writes again), not the matching of peers and ports. It does share one
-// thing on purpose: policy.Validate, the API server's rules for which
-// objects exist at all. Both must skip the same invalid policies, or a
-// cross-check would report the difference in input as a difference in
-// meaning. For ClusterNetworkPolicy the rules for which objects exist are
-// the CRD's schema and CEL rules (ValidateClusterNetworkPolicy, written from
-// the API's documented validation, as the compiler's must be). Like the
-// compiler it is pure: objects in, a verdict out.
+// e2e tests compare its answers with real probes through the kernel), so it
+// deliberately shares none of the compilers' semantics: not the selection
+// of pods and namespaces (package selection), not the defaulting of
+// policyTypes (which it writes again), not the matching of peers and ports.
+// It does share one thing on purpose: policy.Validate, the API server's
+// rules for which objects exist at all. Both must skip the same invalid
+// policies, or a cross-check would report the difference in input as a
+// difference in meaning. For ClusterNetworkPolicy those rules are the
+// CRD's schema and CEL rules (ValidateClusterNetworkPolicy, written from the
+// API's documented validation, as the compiler's must be). Like the
+// compilers it is pure: objects in, a verdict out.
 //
 // The semantics, per direction, in tiers (a later tier is reached only
 // when no earlier one decided):
