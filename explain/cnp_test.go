@@ -270,7 +270,7 @@ func TestClusterNetworkPolicyOrder(t *testing.T) {
 		{name: "Admin Pass then NetworkPolicy allow: Baseline never consulted",
 			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("a-pass", admin, 1, xa, r("", pass, anyPeer)), egressCNP("b-deny", base, 1, xa, r("", deny, anyPeer))},
 			nps:  []*networkingv1.NetworkPolicy{allowAllX}, flow: toYA,
-			want: []string{"passed by ClusterNetworkPolicy a-pass", "then allowed by x/allow-all egress[0]"}, not: []string{"b-deny"},
+			want: []string{"passed by ClusterNetworkPolicy a-pass", "then allowed by NetworkPolicy x/allow-all egress[0]"}, not: []string{"b-deny"},
 			tier: TierNetworkPolicy, allowed: true},
 		{name: "lower priority value first, whatever the names",
 			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("a-deny", admin, 6, xa, r("", deny, anyPeer)), egressCNP("z-accept", admin, 5, xa, r("", accept, anyPeer))},

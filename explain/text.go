@@ -31,6 +31,10 @@ func (d Decision) String() string {
 	switch {
 	case d.ClusterRule != nil:
 		b.WriteString(verdict(d.Allowed) + " by " + d.ClusterRule.String())
+	case d.Rule != nil && len(d.Passed) > 0:
+		// After a Pass the tier is worth naming; without one the text
+		// stays as it was before ClusterNetworkPolicy.
+		b.WriteString("allowed by NetworkPolicy " + d.Rule.String())
 	case d.Rule != nil:
 		b.WriteString("allowed by " + d.Rule.String())
 	case d.Allowed:
