@@ -5,10 +5,12 @@ import (
 	"net/netip"
 	"regexp"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/problem"
@@ -172,6 +174,10 @@ func ValidateClusterNetworkPolicy(cnp *cnpv1beta1.ClusterNetworkPolicy) []proble
 	s := cnp.Spec
 	if cnp.Name == "" {
 		bad("metadata.name", "required")
+	} else if errs := validation.IsDNS1123Subdomain(cnp.Name); len(errs) > 0 {
+		// The API server's rule for names; it also keeps control
+		// characters out of the terminal explain prints to.
+		bad("metadata.name", "invalid name %q: %s", cnp.Name, strings.Join(errs, "; "))
 	}
 	if s.Tier != cnpv1beta1.AdminTier && s.Tier != cnpv1beta1.BaselineTier {
 		bad("spec.tier", "unsupported value %q: must be Admin or Baseline", s.Tier)

@@ -459,6 +459,7 @@ func TestClusterNetworkPolicyValidation(t *testing.T) {
 		field string
 	}{
 		{"no name", func(p *cnp.ClusterNetworkPolicy) { p.Name = "" }, "metadata.name: required"},
+		{"hostile name", func(p *cnp.ClusterNetworkPolicy) { p.Name = "a\x1b[2J; }" }, `metadata.name: invalid name "a\x1b[2J; }"`},
 		{"tier", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Tier = "Developer" }, `spec.tier: unsupported value "Developer"`},
 		{"priority low", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Priority = -1 }, "spec.priority: -1 is not between 0 and 1000"},
 		{"priority high", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Priority = 1001 }, "spec.priority: 1001"},
