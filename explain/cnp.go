@@ -29,7 +29,6 @@ const (
 
 // clusterPolicy is a valid ClusterNetworkPolicy with its subject parsed once.
 type clusterPolicy struct {
-	obj      *cnpv1beta1.ClusterNetworkPolicy
 	name     string
 	tier     string
 	priority int32
@@ -69,11 +68,12 @@ func (c *Cluster) addClusterPolicies(cnps []*cnpv1beta1.ClusterNetworkPolicy) (p
 		}
 		if probs := ValidateClusterNetworkPolicy(cnp); len(probs) > 0 {
 			// The API server would have refused it: it enforces
-			// nothing, as the compiler skips it too.
+			// nothing (the compiler must skip it too, or the
+			// cross-check compares different inputs).
 			problems = append(problems, probs...)
 			continue
 		}
-		cp := &clusterPolicy{obj: cnp, name: cnp.Name, tier: string(cnp.Spec.Tier), priority: cnp.Spec.Priority}
+		cp := &clusterPolicy{name: cnp.Name, tier: string(cnp.Spec.Tier), priority: cnp.Spec.Priority}
 		if s := cnp.Spec.Subject.Namespaces; s != nil {
 			cp.nsSel, _ = metav1.LabelSelectorAsSelector(s)
 		} else {
