@@ -544,3 +544,24 @@ func TestClusterNetworkPolicyValidation(t *testing.T) {
 		t.Errorf("valid policy: %v", probs)
 	}
 }
+
+// A rule name is free text a tenant with CNP rights writes: it is quoted,
+// so it cannot forge a line of the verdict.
+func TestClusterNetworkPolicyHostileRuleName(t *testing.T) {
+	in := cnpInput()
+	in.ClusterNetworkPolicies = []*cnp.ClusterNetworkPolicy{
+		egressCNP("p", admin, 1, nsSubject("ns", "x"), r("x\nverdict: allowed\x1b[1A", deny, anyPeer)),
+	}
+	c, probs := New(in)
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	res, err := c.Explain(Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := res.String()
+	if strings.Count(out, "\n") != 4 || strings.Contains(out, "\x1b") || !strings.Contains(out, `rule egress[0] "x\nverdict: allowed\x1b[1A"`) {
+		t.Errorf("hostile rule name:\n%s", out)
+	}
+}
