@@ -12,6 +12,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 // Input is the cluster state a flow is judged against.
@@ -24,6 +25,9 @@ type Input struct {
 	Nodes           []*corev1.Node
 	Pods            []*corev1.Pod
 	NetworkPolicies []*networkingv1.NetworkPolicy
+	// ClusterNetworkPolicies of either served version, as v1beta1 (the
+	// schemas are identical). Nodes give nodes peers their addresses.
+	ClusterNetworkPolicies []*cnpv1beta1.ClusterNetworkPolicy
 }
 
 // Cluster is the input indexed for evaluating flows. It is read-only after
@@ -36,6 +40,11 @@ type Cluster struct {
 	nodeOf   map[netip.Addr]string // node addresses, also of hostNetwork pods
 	policies []*policy
 	gone     map[string]bool // terminated pods, to say so when one is named
+	// cnps are the valid ClusterNetworkPolicies in evaluation order:
+	// Admin before Baseline, then priority, then name.
+	cnps      []*clusterPolicy
+	nodeAddrs map[netip.Addr][]*corev1.Node // node.status.addresses, for nodes peers
+	warnings  []problem.Problem
 }
 
 // pod is a live pod reduced to what a verdict needs.
@@ -135,7 +144,19 @@ func New(in Input) (*Cluster, []problem.Problem) {
 	}
 	// Sorted, so the rule named as the decider does not depend on file order.
 	sort.Slice(c.policies, func(i, j int) bool { return c.policies[i].key < c.policies[j].key })
+	c.nodeAddrs = nodeIndex(in.Nodes)
+	probs, warns := c.addClusterPolicies(in.ClusterNetworkPolicies)
+	problems = append(problems, probs...)
+	c.warnings = warns
 	return c, problems
+}
+
+// Warnings name valid objects that do not take effect as written: rules of
+// ClusterNetworkPolicies with a peer nftguard cannot match (domainNames, or
+// a peer kind of a newer API version), which fail closed as the API
+// prescribes.
+func (c *Cluster) Warnings() []problem.Problem {
+	return append([]problem.Problem(nil), c.warnings...)
 }
 
 // policyTypes applies the API server's defaulting of spec.policyTypes. The

@@ -1,19 +1,46 @@
 // Package explain decides, for one flow, whether Kubernetes NetworkPolicy
-// allows it, and names the policy rule that decided.
+// and ClusterNetworkPolicy (policy.networking.k8s.io) allow it, and names
+// the policy rule that decided.
 //
-// It is an independent reading of the NetworkPolicy specification that works
-// on the API objects directly. Its purpose is to cross-check the policy
-// compiler and the nftables rules it produces (the e2e tests compare its
-// answers with real probes through the kernel), so it deliberately shares
-// none of the compiler's semantics: not the selection of pods and
-// namespaces (package selection), not the defaulting of policyTypes (which
-// it writes again), not the matching of peers and ports. It does share one
-// thing on purpose: policy.Validate, the API server's rules for which
-// objects exist at all. Both must skip the same invalid policies, or a
-// cross-check would report the difference in input as a difference in
-// meaning. Like the compiler it is pure: objects in, a verdict out.
+// It is an independent reading of the NetworkPolicy and ClusterNetworkPolicy
+// specifications that works on the API objects directly. Its purpose is to
+// cross-check the policy compilers and the nftables rules they produce (the
+// e2e tests compare its answers with real probes through the kernel), so it
+// deliberately shares none of the compilers' semantics: not the selection
+// of pods and namespaces (package selection), not the defaulting of
+// policyTypes (which it writes again), not the matching of peers and ports.
+// It does share one thing on purpose: policy.Validate, the API server's
+// rules for which objects exist at all. Both must skip the same invalid
+// policies, or a cross-check would report the difference in input as a
+// difference in meaning. For ClusterNetworkPolicy those rules are the
+// CRD's schema and CEL rules (ValidateClusterNetworkPolicy, written from the
+// API's documented validation, as the compiler's must be). Like the
+// compilers it is pure: objects in, a verdict out.
 //
-// The semantics:
+// The semantics, per direction, in tiers (a later tier is reached only
+// when no earlier one decided):
+//
+//   - Admin tier: the ClusterNetworkPolicies of tier Admin whose subject
+//     holds the pod and that have rules for the direction, lowest priority
+//     first; equal priorities by name (the API leaves their order open;
+//     nftguard fixes it, and explain notes when a tie decided). Within a
+//     policy, rules in written order; the first rule whose peer and
+//     protocol match decides: Accept allows, Deny denies, Pass skips the
+//     rest of the tier. Peers: namespaces, pods (never hostNetwork pods),
+//     nodes (the addresses in node.status.addresses), networks (any
+//     address, pods included); protocols: a TCP, UDP or SCTP port or range,
+//     or a named port resolved on the destination pod with the container
+//     port's protocol; none means every protocol and port. A rule with a
+//     peer nftguard cannot match (no field set, as a newer API version may
+//     write, or domainNames, which nftguard does not support) fails closed
+//     as the API prescribes: an Accept rule matches nothing, a Deny or Pass
+//     rule denies all traffic.
+//   - NetworkPolicy tier: decides for a pod that a NetworkPolicy isolates
+//     in the direction (below).
+//   - Baseline tier: as the Admin tier, with the Baseline policies.
+//   - Otherwise the flow is allowed.
+//
+// The NetworkPolicy tier:
 //
 //   - A pod is isolated for ingress (egress) when a NetworkPolicy of its
 //     namespace selects it and has the Ingress (Egress) policy type; policy
@@ -25,10 +52,12 @@
 //   - Ports: a number, a range up to endPort, or a name resolved on the
 //     destination pod; the protocol defaults to TCP; a port entry without a
 //     port matches every port of its protocol.
-//   - A pod always reaches itself; traffic between a pod and its own node is
-//     always allowed; hostNetwork pods are never isolated nor selected by
-//     pod selectors; terminated pods are ignored; addresses that are not
-//     pods are only matched by ipBlocks.
+//   - Before any tier: a pod always reaches itself; traffic between a pod
+//     and its own node is always allowed; hostNetwork pods are never
+//     isolated (nor subjects) nor selected by pod selectors (nor by
+//     namespaces and pods peers); terminated pods are ignored; addresses
+//     that are not pods are only matched by ipBlocks (and by networks and
+//     nodes peers).
 //   - IPv6 neighbour discovery (ICMPv6 types 135 and 136, asked about as
 //     `--port icmpv6/135`) is allowed before any policy: on a bridge with
 //     br_netfilter, pods resolve each other through the forward hook with

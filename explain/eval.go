@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 // Result is the verdict on one flow: the source's egress and the
@@ -27,14 +28,27 @@ type Result struct {
 // Decision is the verdict of one side.
 type Decision struct {
 	Allowed bool
+	// Tier is the tier that decided: TierAdmin, TierNetworkPolicy or
+	// TierBaseline; empty when none did (the default allow, or an
+	// exception that comes before policy).
+	Tier string
 	// Reason says why, when no policy rule decided: the pod is not
 	// isolated, talks to itself or to its node, or is no pod at all.
 	Reason string
-	// Isolated lists the policies (namespace/name) that isolate the pod
-	// in this direction.
+	// Isolated lists the NetworkPolicies (namespace/name) that isolate
+	// the pod in this direction, when the NetworkPolicy tier was reached.
 	Isolated []string
-	// Rule is the first rule, in policy name order, that allowed the flow.
+	// Rule is the first NetworkPolicy rule, in policy name order, that
+	// allowed the flow.
 	Rule *RuleRef
+	// ClusterRule is the ClusterNetworkPolicy rule that decided (an
+	// Accept, or a Deny), when an Admin or Baseline rule did.
+	ClusterRule *ClusterRuleRef
+	// Passed are the Pass rules met on the way, at most one per tier.
+	Passed []ClusterRuleRef
+	// Notes say what else shaped the verdict: a tie of equal priorities
+	// broken by name, rules skipped because they fail closed.
+	Notes []string
 }
 
 // RuleRef names one rule of a policy and what of it matched.
@@ -128,8 +142,58 @@ func (c *Cluster) side(ingress bool, self, peer Endpoint, f Flow) Decision {
 	case c.nodeName != "" && self.Node != c.nodeName:
 		return Decision{Allowed: true, Reason: fmt.Sprintf("not enforced on node %s: the pod runs on %q", c.nodeName, self.Node)}
 	}
-	obj := self.pod.obj
 	d := Decision{}
+	admin := c.evalTier(TierAdmin, ingress, self, peer, f)
+	if c.tierDecides(&d, TierAdmin, admin) {
+		return d
+	}
+	if c.networkPolicies(&d, ingress, self, peer, f) {
+		return d
+	}
+	baseline := c.evalTier(TierBaseline, ingress, self, peer, f)
+	if c.tierDecides(&d, TierBaseline, baseline) {
+		return d
+	}
+	d.Allowed = true
+	var selecting []string
+	for _, t := range []struct {
+		name string
+		res  tierResult
+	}{{TierAdmin, admin}, {TierBaseline, baseline}} {
+		if len(t.res.selecting) > 0 {
+			selecting = append(selecting, t.name+": "+strings.Join(t.res.selecting, ", "))
+		}
+	}
+	if len(selecting) == 0 {
+		d.Reason = "not isolated for " + dir + ": no policy selects the pod"
+	} else {
+		d.Reason = fmt.Sprintf("not isolated for %s: no NetworkPolicy selects the pod, and no rule of the ClusterNetworkPolicies that select it (%s) decided",
+			dir, strings.Join(selecting, "; "))
+	}
+	return d
+}
+
+// tierDecides records a CNP tier's result in d and reports whether the
+// tier decided (Accept or Deny); a Pass is recorded on the way.
+func (c *Cluster) tierDecides(d *Decision, tier string, res tierResult) bool {
+	d.Notes = append(d.Notes, res.notes...)
+	switch res.action {
+	case cnpv1beta1.ClusterNetworkPolicyRuleActionAccept:
+		d.Allowed, d.Tier, d.ClusterRule = true, tier, res.rule
+		return true
+	case cnpv1beta1.ClusterNetworkPolicyRuleActionDeny:
+		d.Tier, d.ClusterRule = tier, res.rule
+		return true
+	case cnpv1beta1.ClusterNetworkPolicyRuleActionPass:
+		d.Passed = append(d.Passed, *res.rule)
+	}
+	return false
+}
+
+// networkPolicies runs the NetworkPolicy tier: it decides when a policy
+// isolates the pod in this direction.
+func (c *Cluster) networkPolicies(d *Decision, ingress bool, self, peer Endpoint, f Flow) bool {
+	obj := self.pod.obj
 	for _, p := range c.policies {
 		if p.np.Namespace != obj.Namespace || !p.selector.Matches(labels.Set(obj.Labels)) {
 			continue
@@ -145,13 +209,14 @@ func (c *Cluster) side(ingress bool, self, peer Endpoint, f Flow) Decision {
 	}
 	switch {
 	case len(d.Isolated) == 0:
-		d.Allowed, d.Reason = true, "not isolated for "+dir+": no policy selects the pod"
+		return false
 	case d.Rule != nil:
 		d.Allowed = true
 	default:
 		d.Reason = fmt.Sprintf("isolated by %s, no rule allowed", strings.Join(d.Isolated, ", "))
 	}
-	return d
+	d.Tier = TierNetworkPolicy
+	return true
 }
 
 // matchPolicy returns the first rule of p's ingress (egress) that admits

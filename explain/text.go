@@ -20,15 +20,32 @@ func (r *Result) String() string {
 	return b.String()
 }
 
+// String is the decision on one line, the Pass rules met on the way first
+// ("passed by ..., then allowed by ..."), and each note on a line of its
+// own.
 func (d Decision) String() string {
-	switch {
-	case d.Rule != nil:
-		return "allowed by " + d.Rule.String()
-	case d.Allowed:
-		return "allowed: " + d.Reason
-	default:
-		return "denied: " + d.Reason
+	var b strings.Builder
+	for _, p := range d.Passed {
+		b.WriteString("passed by " + p.String() + ", then ")
 	}
+	switch {
+	case d.ClusterRule != nil:
+		b.WriteString(verdict(d.Allowed) + " by " + d.ClusterRule.String())
+	case d.Rule != nil && len(d.Passed) > 0:
+		// After a Pass the tier is worth naming; without one the text
+		// stays as it was before ClusterNetworkPolicy.
+		b.WriteString("allowed by NetworkPolicy " + d.Rule.String())
+	case d.Rule != nil:
+		b.WriteString("allowed by " + d.Rule.String())
+	case d.Allowed:
+		b.WriteString("allowed: " + d.Reason)
+	default:
+		b.WriteString("denied: " + d.Reason)
+	}
+	for _, n := range d.Notes {
+		b.WriteString("\n    note: " + n)
+	}
+	return b.String()
 }
 
 func (e Endpoint) short() string {

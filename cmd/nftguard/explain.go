@@ -7,13 +7,24 @@ import (
 	"fmt"
 	"io"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
+
 	"github.com/nftguard/nftguard/explain"
 	"github.com/nftguard/nftguard/manifest"
 )
 
 // runExplain judges one flow against the manifests with the explain
-// package, an independent reading of NetworkPolicy semantics (it does not
-// look at nftables rules). A denied flow is a successful answer: exit 0.
+// package, an independent reading of NetworkPolicy and ClusterNetworkPolicy
+// semantics (it does not look at nftables rules). A denied flow is a
+// successful answer: exit 0.
 func runExplain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
 	var files stringList
@@ -50,18 +61,29 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		if objs, _, err = readManifests(stdin, files, stderr); err != nil {
 			return err
 		}
-	} else if objs, err = liveObjects(ctx, kubeconfig); err != nil {
-		return err
+	} else {
+		if objs, err = liveObjects(ctx, kubeconfig); err != nil {
+			return err
+		}
+		if objs.ClusterNetworkPolicies, err = liveClusterNetworkPolicies(ctx, kubeconfig, stderr); err != nil {
+			return err
+		}
 	}
 	cl, probs := explain.New(explain.Input{
-		NodeName:        nodeName,
-		Namespaces:      objs.Namespaces,
-		Nodes:           objs.Nodes,
-		Pods:            objs.Pods,
-		NetworkPolicies: objs.NetworkPolicies,
+		NodeName:               nodeName,
+		Namespaces:             objs.Namespaces,
+		Nodes:                  objs.Nodes,
+		Pods:                   objs.Pods,
+		NetworkPolicies:        objs.NetworkPolicies,
+		ClusterNetworkPolicies: objs.ClusterNetworkPolicies,
 	})
 	for _, p := range probs {
+		p.Source = objs.Source(p.Object)
 		fmt.Fprintf(stderr, "skipped: %v\n", p)
+	}
+	for _, w := range cl.Warnings() {
+		w.Source = objs.Source(w.Object)
+		fmt.Fprintf(stderr, "warning: %v\n", w)
 	}
 	res, err := cl.Explain(explain.Flow{From: from, To: to, Protocol: proto, Port: num, Family: family})
 	if errors.Is(err, explain.ErrBadInput) {
@@ -72,4 +94,89 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	fmt.Fprint(stdout, res)
 	return nil
+}
+
+// cnpGroupVersions are the served versions of ClusterNetworkPolicy, the
+// storage version first; their schemas are identical, so either decodes
+// into v1beta1.
+var cnpGroupVersions = []schema.GroupVersion{
+	{Group: "policy.networking.k8s.io", Version: "v1beta1"},
+	{Group: "policy.networking.k8s.io", Version: "v1alpha2"},
+}
+
+// liveClusterNetworkPolicies lists the cluster's ClusterNetworkPolicies
+// when their CRD is served. Without it there are none, which stderr says:
+// the verdict then rests on NetworkPolicy alone, as the agent's would.
+func liveClusterNetworkPolicies(ctx context.Context, kubeconfig string, stderr io.Writer) ([]*cnpv1beta1.ClusterNetworkPolicy, error) {
+	cfg, err := explainRESTConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	gv, err := servedCNPVersion(disc)
+	if err != nil {
+		return nil, err
+	}
+	if gv.Empty() {
+		fmt.Fprintf(stderr, "note: the ClusterNetworkPolicy CRD (policy.networking.k8s.io) is not served: judging by NetworkPolicy alone\n")
+		return nil, nil
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	list, err := dyn.Resource(gv.WithResource("clusternetworkpolicies")).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list clusternetworkpolicies.%s: %w", gv, err)
+	}
+	out := make([]*cnpv1beta1.ClusterNetworkPolicy, 0, len(list.Items))
+	for i := range list.Items {
+		cnp := &cnpv1beta1.ClusterNetworkPolicy{}
+		// Fields this version does not know are dropped: a peer that
+		// had only such a field arrives empty, and fails closed.
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, cnp); err != nil {
+			return nil, fmt.Errorf("ClusterNetworkPolicy %s: %w", list.Items[i].GetName(), err)
+		}
+		out = append(out, cnp)
+	}
+	return out, nil
+}
+
+// servedCNPVersion returns the first served ClusterNetworkPolicy version,
+// or the empty one when the CRD is not installed.
+func servedCNPVersion(disc discovery.DiscoveryInterface) (schema.GroupVersion, error) {
+	for _, gv := range cnpGroupVersions {
+		res, err := disc.ServerResourcesForGroupVersion(gv.String())
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return schema.GroupVersion{}, fmt.Errorf("discover %s: %w", gv, err)
+		}
+		for _, r := range res.APIResources {
+			if r.Name == "clusternetworkpolicies" {
+				return gv, nil
+			}
+		}
+	}
+	return schema.GroupVersion{}, nil
+}
+
+// explainRESTConfig is the client configuration of liveObjects: the
+// kubeconfig, or the in-cluster service account when it is empty.
+func explainRESTConfig(kubeconfig string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return cfg, nil
 }

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nftguard/nftguard/internal/kubetest"
+)
+
+// TestExplainLiveClusterNetworkPolicies runs explain in-process against a
+// real API server (nothing here touches the kernel): without the
+// ClusterNetworkPolicy CRD it judges by NetworkPolicy alone and says so;
+// with it, it lists the policies of both served versions and names the
+// deciding tier, policy, priority and rule.
+func TestExplainLiveClusterNetworkPolicies(t *testing.T) {
+	srv := kubetest.Start(t, kubetest.Options{})
+	ctx := context.Background()
+	cfg := srv.Config(kubetest.Admin)
+	admin, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"x", "y"} {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"ns": ns}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for key, ip := range map[string]string{"x/a": "10.1.0.1", "y/a": "10.1.1.1"} {
+		ns, name, _ := strings.Cut(key, "/")
+		p, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pod": name}},
+			Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c", Image: "agnhost"}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Phase = corev1.PodRunning
+		p.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+		if _, err := admin.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeconfig, err := srv.WriteKubeconfig(t.TempDir(), kubetest.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	explain := func(from, to, port string) (string, string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		args := []string{"explain", "--kubeconfig", kubeconfig, "--from", from, "--to", to, "--port", port}
+		if code := run(ctx, args, strings.NewReader(""), &stdout, &stderr); code != 0 {
+			t.Fatalf("explain %s -> %s: exit %d\n%s%s", from, to, code, stdout.String(), stderr.String())
+		}
+		return stdout.String(), stderr.String()
+	}
+
+	out, errOut := explain("y/a", "x/a", "tcp/80")
+	if !strings.Contains(errOut, "note: the ClusterNetworkPolicy CRD (policy.networking.k8s.io) is not served") || !strings.Contains(out, "verdict: allowed") {
+		t.Errorf("without the CRD:\n%s%s", out, errOut)
+	}
+
+	if err := kubetest.InstallCNPCRD(ctx, cfg, "experimental"); err != nil {
+		t.Fatal(err)
+	}
+	// One policy per served version; both are listed as v1beta1.
+	manifests := `
+apiVersion: policy.networking.k8s.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: isolate-x}
+spec:
+  tier: Admin
+  priority: 10
+  subject: {namespaces: {matchLabels: {ns: "x"}}}
+  ingress:
+  - {name: monitoring, action: Accept, from: [{pods: {namespaceSelector: {}, podSelector: {matchLabels: {pod: prometheus}}}}]}
+  - {name: not-from-y, action: Deny, from: [{namespaces: {matchLabels: {ns: "y"}}}], protocols: [{tcp: {destinationPort: {number: 80}}}]}
+---
+apiVersion: policy.networking.k8s.io/v1alpha2
+kind: ClusterNetworkPolicy
+metadata: {name: egress-allowlist}
+spec:
+  tier: Baseline
+  priority: 100
+  subject: {namespaces: {matchLabels: {ns: "y"}}}
+  egress:
+  - {name: docs, action: Accept, to: [{domainNames: [kubernetes.io]}]}
+  - {name: rest, action: Deny, to: [{networks: [0.0.0.0/0]}]}
+`
+	if _, err := kubetest.Apply(ctx, cfg, []byte(manifests), false); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut = explain("y/a", "x/a", "tcp/80")
+	for _, want := range []string{
+		`egress  y/a: denied by ClusterNetworkPolicy egress-allowlist (Baseline, priority 100) rule egress[1] "rest" (peer to[0] networks 0.0.0.0/0, port any port)`,
+		`note: ClusterNetworkPolicy egress-allowlist (Baseline, priority 100) rule egress[0] "docs" is unsupported: to[0] domainNames is not supported by nftguard`,
+		`ingress x/a: denied by ClusterNetworkPolicy isolate-x (Admin, priority 10) rule ingress[1] "not-from-y" (peer from[0] namespaces ns=y, port protocols[0] TCP/80)`,
+		"verdict: denied",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range []string{"warning: ClusterNetworkPolicy egress-allowlist: spec.egress[0]: to[0] domainNames is not supported by nftguard: fail closed: this Accept rule matches no traffic"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, "not served") {
+		t.Errorf("the CRD is served, stderr says otherwise:\n%s", errOut)
+	}
+	out, _ = explain("y/a", "x/a", "tcp/81")
+	if !strings.Contains(out, "ingress x/a: allowed: not isolated for ingress: no NetworkPolicy selects the pod, and no rule of the ClusterNetworkPolicies that select it (Admin: isolate-x) decided") {
+		t.Errorf("port 81:\n%s", out)
+	}
+}

@@ -1,0 +1,325 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
+
+	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/explain"
+	"github.com/nftguard/nftguard/internal/netlab"
+)
+
+// TestExplainAgreesWithKernelCNP checks explain against the kernel with
+// ClusterNetworkPolicies: for each scenario the table is built in process
+// with compose.Build (NetworkPolicies and ClusterNetworkPolicies together)
+// and synced into the lab node, and the probe matrix over every pod and
+// the external host must equal what the explain package says for every
+// cell. explain reads the API objects by itself, so agreement cross-checks
+// the ClusterNetworkPolicy compiler and the kernel. A few cells per
+// scenario are also pinned by hand, so that two readings that both ignored
+// ClusterNetworkPolicies could not agree vacuously.
+func TestExplainAgreesWithKernelCNP(t *testing.T) {
+	runExplainCNP(t, netlab.IPv4)
+}
+
+// TestExplainAgreesWithKernelCNPIPv6 does the same over IPv6.
+func TestExplainAgreesWithKernelCNPIPv6(t *testing.T) {
+	runExplainCNP(t, netlab.IPv6)
+}
+
+var (
+	ecnpPods  = []string{"x/a", "x/b", "y/a", "y/b"}
+	ecnpPorts = []netlab.Port{tcp80, tcp81, udp80, sctp80}
+)
+
+// ecnpCell pins explain's verdict on one cell of a scenario.
+type ecnpCell struct {
+	from, to string
+	port     netlab.Port
+	allowed  bool
+}
+
+type ecnpScenario struct {
+	name  string
+	cnps  []*cnpv1beta1.ClusterNetworkPolicy
+	nps   []*networkingv1.NetworkPolicy
+	cells []ecnpCell
+}
+
+// ecnpLab is the lab, the objects of one scenario and the engine that
+// programs the node.
+type ecnpLab struct {
+	t   *testing.T
+	lab *netlab.Lab
+	eng *engine.Engine
+}
+
+func runExplainCNP(t *testing.T, f netlab.Family) {
+	lab := netlab.New(t, netlab.Spec{
+		Nodes:    []netlab.NodeSpec{{Name: "n1", Pods: ecnpPods}},
+		External: []string{"ext"},
+		Ports:    ecnpPorts,
+	})
+	eng, err := engine.New(compose.Table(), engine.WithNetNS(lab.Node("n1").Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	l := &ecnpLab{t: t, lab: lab, eng: eng}
+	for _, sc := range ecnpScenarios(lab) {
+		t.Run(sc.name, func(t *testing.T) {
+			l.t = t
+			in := l.input(sc)
+			res := compose.Build(in)
+			if len(res.Problems) > 0 {
+				t.Fatalf("compile: %v", res.Problems)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if _, err := eng.Sync(ctx, res.Desired); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			// Probes of an earlier scenario must not pass as replies.
+			if err := lab.FlushConntrack(); err != nil {
+				t.Fatal(err)
+			}
+			cl, probs := explain.New(explain.Input{NodeName: in.NodeName, Namespaces: in.Namespaces, Nodes: in.Nodes, Pods: in.Pods,
+				NetworkPolicies: in.NetworkPolicies, ClusterNetworkPolicies: in.ClusterNetworkPolicies})
+			if len(probs) > 0 {
+				t.Fatalf("explain refused objects: %v", probs)
+			}
+			explained := lab.NewExpected(f, false, ecnpPorts...)
+			for _, p := range explained.Ports {
+				for _, from := range explained.From {
+					for _, to := range explained.To {
+						fl := l.flow(f, from, to, p)
+						r, err := cl.Explain(fl)
+						if err != nil {
+							t.Fatalf("explain %s -> %s %v: %v", from, to, p, err)
+						}
+						explained.Expect(from, to, r.Allowed, p)
+					}
+				}
+			}
+			for _, c := range sc.cells {
+				if got := explained.Allowed(c.from, c.to, c.port); got != c.allowed {
+					r, _ := cl.Explain(l.flow(f, c.from, c.to, c.port))
+					t.Errorf("explain %s -> %s %v: allowed=%v, the scenario pins %v\n%s", c.from, c.to, c.port, got, c.allowed, r)
+				}
+			}
+			got, err := lab.Reachability(ctx, f, ecnpPorts...)
+			if err != nil {
+				t.Fatalf("probe: %v", err)
+			}
+			if diff := netlab.Compare(explained, got); diff != "" {
+				t.Fatalf("explain (expected) and the kernel (actual) disagree:\n%s\ntable:\n%s", diff, l.listTable())
+			}
+		})
+	}
+}
+
+// input is the cluster of a scenario: namespaces x and y, the lab's pods
+// with the upstream named ports, node n1, and a node "ext-node" whose
+// addresses are the external host's (so that a nodes peer can be probed).
+func (l *ecnpLab) input(sc ecnpScenario) compose.Input {
+	in := compose.Input{NodeName: "n1", NetworkPolicies: sc.nps, ClusterNetworkPolicies: sc.cnps}
+	for _, ns := range []string{"x", "y"} {
+		in.Namespaces = append(in.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"ns": ns}}})
+	}
+	ext := l.lab.Endpoint("ext")
+	in.Nodes = []*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"role": "worker"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "ext-node", Labels: map[string]string{"role": "ext"}},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: ext.IPv4.String()}, {Type: corev1.NodeInternalIP, Address: ext.IPv6.String()}}}},
+	}
+	for _, name := range ecnpPods {
+		ep := l.lab.Endpoint(name)
+		ns, pn, _ := strings.Cut(name, "/")
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pn, Labels: map[string]string{"pod": pn}}}
+		p.Spec.NodeName = "n1"
+		ct := corev1.Container{Name: "cont", Image: "agnhost"}
+		for _, port := range []int32{80, 81} {
+			for _, proto := range []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP} {
+				ct.Ports = append(ct.Ports, corev1.ContainerPort{
+					Name: fmt.Sprintf("serve-%d-%s", port, strings.ToLower(string(proto))), ContainerPort: port, Protocol: proto})
+			}
+		}
+		p.Spec.Containers = []corev1.Container{ct}
+		p.Status.Phase = corev1.PodRunning
+		p.Status.PodIPs = []corev1.PodIP{{IP: ep.IPv4.String()}, {IP: ep.IPv6.String()}}
+		p.Status.PodIP = p.Status.PodIPs[0].IP
+		in.Pods = append(in.Pods, p)
+	}
+	return in
+}
+
+func (l *ecnpLab) flow(f netlab.Family, from, to string, p netlab.Port) explain.Flow {
+	endpoint := func(name string) string {
+		if strings.Contains(name, "/") {
+			return name
+		}
+		return l.lab.Endpoint(name).Addr(f).String()
+	}
+	return explain.Flow{From: endpoint(from), To: endpoint(to), Protocol: corev1.Protocol(strings.ToUpper(string(p.Proto))),
+		Port: int32(p.Num), Family: int(f)}
+}
+
+// listTable shows the kernel's table, with nft as the oracle, for a failure.
+func (l *ecnpLab) listTable() string {
+	out, err := exec.Command("nsenter", "--net="+l.lab.Node("n1").Path, "nft", "list", "table", "inet", "nftguard").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("(nft list failed: %v: %s)", err, out)
+	}
+	return string(out)
+}
+
+// Builders for ClusterNetworkPolicies.
+
+type ecnpRule struct {
+	name      string
+	action    cnpv1beta1.ClusterNetworkPolicyRuleAction
+	peers     []cnpv1beta1.ClusterNetworkPolicyEgressPeer
+	protocols []cnpv1beta1.ClusterNetworkPolicyProtocol
+}
+
+func ecnpR(name string, a cnpv1beta1.ClusterNetworkPolicyRuleAction, peers ...cnpv1beta1.ClusterNetworkPolicyEgressPeer) ecnpRule {
+	return ecnpRule{name: name, action: a, peers: peers}
+}
+
+func (r ecnpRule) on(ps ...cnpv1beta1.ClusterNetworkPolicyProtocol) ecnpRule {
+	r.protocols = ps
+	return r
+}
+
+func ecnpPolicy(name string, tier cnpv1beta1.Tier, prio int32, subj cnpv1beta1.ClusterNetworkPolicySubject, ingress, egress []ecnpRule) *cnpv1beta1.ClusterNetworkPolicy {
+	p := &cnpv1beta1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: cnpv1beta1.ClusterNetworkPolicySpec{Tier: tier, Priority: prio, Subject: subj}}
+	for _, r := range ingress {
+		in := cnpv1beta1.ClusterNetworkPolicyIngressRule{Name: r.name, Action: r.action, Protocols: r.protocols}
+		for _, pr := range r.peers {
+			in.From = append(in.From, cnpv1beta1.ClusterNetworkPolicyIngressPeer{Namespaces: pr.Namespaces, Pods: pr.Pods})
+		}
+		p.Spec.Ingress = append(p.Spec.Ingress, in)
+	}
+	for _, r := range egress {
+		p.Spec.Egress = append(p.Spec.Egress, cnpv1beta1.ClusterNetworkPolicyEgressRule{Name: r.name, Action: r.action, To: r.peers, Protocols: r.protocols})
+	}
+	return p
+}
+
+func ecnpNS(kv ...string) cnpv1beta1.ClusterNetworkPolicySubject {
+	return cnpv1beta1.ClusterNetworkPolicySubject{Namespaces: match(kv...)}
+}
+
+func ecnpPodSubject(ns, pod *metav1.LabelSelector) cnpv1beta1.ClusterNetworkPolicySubject {
+	return cnpv1beta1.ClusterNetworkPolicySubject{Pods: &cnpv1beta1.NamespacedPod{NamespaceSelector: *ns, PodSelector: *pod}}
+}
+
+func ecnpPeerNS(kv ...string) cnpv1beta1.ClusterNetworkPolicyEgressPeer {
+	return cnpv1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: match(kv...)}
+}
+
+func ecnpPeerPods(ns, pod *metav1.LabelSelector) cnpv1beta1.ClusterNetworkPolicyEgressPeer {
+	return cnpv1beta1.ClusterNetworkPolicyEgressPeer{Pods: &cnpv1beta1.NamespacedPod{NamespaceSelector: *ns, PodSelector: *pod}}
+}
+
+func ecnpTCP(n int32) cnpv1beta1.ClusterNetworkPolicyProtocol {
+	return cnpv1beta1.ClusterNetworkPolicyProtocol{TCP: &cnpv1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnpv1beta1.Port{Number: n}}}
+}
+
+func ecnpUDPRange(a, b int32) cnpv1beta1.ClusterNetworkPolicyProtocol {
+	return cnpv1beta1.ClusterNetworkPolicyProtocol{UDP: &cnpv1beta1.ClusterNetworkPolicyProtocolUDP{DestinationPort: &cnpv1beta1.Port{Range: &cnpv1beta1.PortRange{Start: a, End: b}}}}
+}
+
+const (
+	cnpAccept = cnpv1beta1.ClusterNetworkPolicyRuleActionAccept
+	cnpDeny   = cnpv1beta1.ClusterNetworkPolicyRuleActionDeny
+	cnpPass   = cnpv1beta1.ClusterNetworkPolicyRuleActionPass
+	cnpAdmin  = cnpv1beta1.AdminTier
+	cnpBase   = cnpv1beta1.BaselineTier
+)
+
+func ecnpScenarios(lab *netlab.Lab) []ecnpScenario {
+	ext := lab.Endpoint("ext")
+	extNets := cnpv1beta1.ClusterNetworkPolicyEgressPeer{Networks: []cnpv1beta1.CIDR{
+		cnpv1beta1.CIDR(ext.IPv4.String() + "/32"), cnpv1beta1.CIDR(ext.IPv6.String() + "/128")}}
+	everywhere := cnpv1beta1.ClusterNetworkPolicyEgressPeer{Networks: []cnpv1beta1.CIDR{"0.0.0.0/0", "::/0"}}
+	all := &metav1.LabelSelector{}
+	allowAllIngressX := np("x", "allow-all", spec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, Ingress: []networkingv1.NetworkPolicyIngressRule{{}}})
+	denyIngressXA := np("x", "deny-a", spec{PodSelector: *match("pod", "a"), PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}})
+	denyIngressX := np("x", "deny-all", spec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}})
+	return []ecnpScenario{
+		{name: "no-policies-at-all",
+			cells: []ecnpCell{{"x/a", "y/a", tcp80, true}, {"y/b", "ext", sctp80, true}}},
+		{name: "policies-selecting-no-probed-pod",
+			cnps:  []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("z-deny", cnpAdmin, 0, ecnpNS("ns", "z"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS())}, []ecnpRule{ecnpR("", cnpDeny, everywhere)})},
+			cells: []ecnpCell{{"x/a", "y/a", tcp80, true}}},
+		{name: "admin-deny-egress-to-a-network",
+			cnps:  []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("no-ext", cnpAdmin, 10, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("no-ext", cnpDeny, extNets)})},
+			cells: []ecnpCell{{"x/a", "ext", tcp80, false}, {"y/a", "ext", tcp80, true}, {"x/a", "y/a", udp80, true}}},
+		{name: "admin-deny-overrides-a-networkpolicy-allow",
+			cnps:  []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("no-y", cnpAdmin, 10, ecnpNS("ns", "x"), []ecnpRule{ecnpR("no-y", cnpDeny, ecnpPeerNS("ns", "y"))}, nil)},
+			nps:   []*networkingv1.NetworkPolicy{allowAllIngressX},
+			cells: []ecnpCell{{"y/a", "x/a", tcp80, false}, {"x/b", "x/a", tcp80, true}}},
+		{name: "admin-accept-overrides-a-networkpolicy-deny",
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("b-in", cnpAdmin, 10, ecnpPodSubject(match("ns", "x"), match("pod", "a")),
+				[]ecnpRule{ecnpR("from-b", cnpAccept, ecnpPeerPods(all, match("pod", "b")))}, nil)},
+			nps:   []*networkingv1.NetworkPolicy{denyIngressX},
+			cells: []ecnpCell{{"y/b", "x/a", udp80, true}, {"x/b", "x/a", sctp80, true}, {"y/a", "x/a", tcp80, false}, {"y/b", "x/b", tcp80, false}}},
+		{name: "pass-chains-through-the-tiers",
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
+				ecnpPolicy("pass-y", cnpAdmin, 5, ecnpNS("ns", "x"), []ecnpRule{ecnpR("pass-y", cnpPass, ecnpPeerNS("ns", "y"))}, nil),
+				ecnpPolicy("deny-rest", cnpAdmin, 6, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS())}, nil),
+				ecnpPolicy("base-81", cnpBase, 0, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS("ns", "y")).on(ecnpTCP(81))}, nil),
+			},
+			nps: []*networkingv1.NetworkPolicy{denyIngressXA},
+			cells: []ecnpCell{{"y/a", "x/a", tcp80, false}, {"y/a", "x/b", tcp80, true}, {"y/a", "x/b", tcp81, false},
+				{"x/a", "x/b", tcp80, false}}},
+		{name: "baseline-isolation-refined-by-a-networkpolicy",
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("isolate", cnpBase, 100, ecnpNS(), []ecnpRule{ecnpR("isolate", cnpDeny, ecnpPeerNS())}, nil)},
+			nps: []*networkingv1.NetworkPolicy{np("y", "from-x", spec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+				Ingress: ingress([]peer{nss("ns", "x")})})},
+			cells: []ecnpCell{{"x/a", "y/a", tcp80, true}, {"y/a", "y/b", tcp80, false}, {"y/a", "x/a", tcp80, false}}},
+		{name: "equal-priorities-by-name",
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
+				ecnpPolicy("b-deny", cnpAdmin, 5, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS())}, nil),
+				ecnpPolicy("a-accept", cnpAdmin, 5, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpAccept, ecnpPeerNS("ns", "y"))}, nil),
+			},
+			cells: []ecnpCell{{"y/a", "x/a", tcp80, true}, {"x/b", "x/a", tcp80, false}}},
+		{name: "ports-ranges-and-named-ports",
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("ports", cnpAdmin, 1, ecnpNS("ns", "y"), nil, []ecnpRule{
+				ecnpR("pods", cnpDeny, ecnpPeerNS()).on(ecnpTCP(81), ecnpUDPRange(70, 90), cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "serve-80-sctp"}),
+				ecnpR("ext", cnpDeny, extNets).on(ecnpTCP(81)),
+			})},
+			cells: []ecnpCell{{"y/a", "x/a", tcp80, true}, {"y/a", "x/a", tcp81, false}, {"y/a", "x/a", udp80, false}, {"y/a", "x/a", sctp80, false},
+				{"y/a", "ext", sctp80, true}, {"y/a", "ext", udp80, true}, {"y/a", "ext", tcp81, false}}},
+		{name: "nodes-peer",
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("no-ext-node", cnpAdmin, 1, ecnpNS("ns", "x"), nil, []ecnpRule{
+				ecnpR("", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext")})})},
+			cells: []ecnpCell{{"x/a", "ext", tcp80, false}, {"y/a", "ext", tcp80, true}, {"x/a", "y/a", tcp80, true}}},
+		{name: "fail-closed-peers",
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
+				ecnpPolicy("future-accept", cnpAdmin, 1, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("", cnpAccept, everywhere, cnpv1beta1.ClusterNetworkPolicyEgressPeer{})}),
+				ecnpPolicy("deny-y", cnpAdmin, 2, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS("ns", "y"))}),
+				ecnpPolicy("future-pass", cnpBase, 1, ecnpPodSubject(match("ns", "y"), match("pod", "b")), nil, []ecnpRule{ecnpR("", cnpPass, cnpv1beta1.ClusterNetworkPolicyEgressPeer{})}),
+			},
+			cells: []ecnpCell{{"x/a", "y/a", tcp80, false}, {"x/a", "ext", tcp80, true}, {"y/b", "x/a", tcp80, false}, {"y/b", "ext", udp80, false}, {"y/a", "x/a", tcp80, true}}},
+		{name: "domain-names-accept-fails-closed",
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("allowlist", cnpAdmin, 1, ecnpNS("ns", "y"), nil, []ecnpRule{
+				ecnpR("docs", cnpAccept, cnpv1beta1.ClusterNetworkPolicyEgressPeer{DomainNames: []cnpv1beta1.DomainName{"kubernetes.io"}}),
+				ecnpR("rest", cnpDeny, everywhere),
+			})},
+			cells: []ecnpCell{{"y/a", "ext", tcp80, false}, {"y/a", "x/a", tcp80, false}, {"x/a", "y/a", tcp80, true}}},
+	}
+}

@@ -1,0 +1,567 @@
+package explain
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
+)
+
+const (
+	accept = cnp.ClusterNetworkPolicyRuleActionAccept
+	deny   = cnp.ClusterNetworkPolicyRuleActionDeny
+	pass   = cnp.ClusterNetworkPolicyRuleActionPass
+	admin  = cnp.AdminTier
+	base   = cnp.BaselineTier
+)
+
+// Builders for ClusterNetworkPolicies; a rule is written for either
+// direction and split by the policy builders.
+type rule struct {
+	name      string
+	action    cnp.ClusterNetworkPolicyRuleAction
+	peers     []cnp.ClusterNetworkPolicyEgressPeer
+	protocols []cnp.ClusterNetworkPolicyProtocol
+}
+
+func r(name string, a cnp.ClusterNetworkPolicyRuleAction, peers ...cnp.ClusterNetworkPolicyEgressPeer) rule {
+	return rule{name: name, action: a, peers: peers}
+}
+
+func (x rule) on(ps ...cnp.ClusterNetworkPolicyProtocol) rule { x.protocols = ps; return x }
+
+func nsSubject(kv ...string) cnp.ClusterNetworkPolicySubject {
+	return cnp.ClusterNetworkPolicySubject{Namespaces: sel(kv...)}
+}
+
+func podSubject(ns, pod *metav1.LabelSelector) cnp.ClusterNetworkPolicySubject {
+	return cnp.ClusterNetworkPolicySubject{Pods: &cnp.NamespacedPod{NamespaceSelector: *ns, PodSelector: *pod}}
+}
+
+func cnpOf(name string, tier cnp.Tier, prio int32, subj cnp.ClusterNetworkPolicySubject, ingress, egress []rule) *cnp.ClusterNetworkPolicy {
+	p := &cnp.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: cnp.ClusterNetworkPolicySpec{Tier: tier, Priority: prio, Subject: subj}}
+	for _, x := range ingress {
+		in := cnp.ClusterNetworkPolicyIngressRule{Name: x.name, Action: x.action, Protocols: x.protocols}
+		for _, pr := range x.peers {
+			in.From = append(in.From, cnp.ClusterNetworkPolicyIngressPeer{Namespaces: pr.Namespaces, Pods: pr.Pods})
+		}
+		p.Spec.Ingress = append(p.Spec.Ingress, in)
+	}
+	for _, x := range egress {
+		p.Spec.Egress = append(p.Spec.Egress, cnp.ClusterNetworkPolicyEgressRule{Name: x.name, Action: x.action, To: x.peers, Protocols: x.protocols})
+	}
+	return p
+}
+
+func ingressCNP(name string, tier cnp.Tier, prio int32, subj cnp.ClusterNetworkPolicySubject, rules ...rule) *cnp.ClusterNetworkPolicy {
+	return cnpOf(name, tier, prio, subj, rules, nil)
+}
+
+func egressCNP(name string, tier cnp.Tier, prio int32, subj cnp.ClusterNetworkPolicySubject, rules ...rule) *cnp.ClusterNetworkPolicy {
+	return cnpOf(name, tier, prio, subj, nil, rules)
+}
+
+func peerNS(kv ...string) cnp.ClusterNetworkPolicyEgressPeer {
+	return cnp.ClusterNetworkPolicyEgressPeer{Namespaces: sel(kv...)}
+}
+
+func peerPods(ns, pod *metav1.LabelSelector) cnp.ClusterNetworkPolicyEgressPeer {
+	return cnp.ClusterNetworkPolicyEgressPeer{Pods: &cnp.NamespacedPod{NamespaceSelector: *ns, PodSelector: *pod}}
+}
+
+func peerNodes(kv ...string) cnp.ClusterNetworkPolicyEgressPeer {
+	return cnp.ClusterNetworkPolicyEgressPeer{Nodes: sel(kv...)}
+}
+
+func peerNets(cidrs ...cnp.CIDR) cnp.ClusterNetworkPolicyEgressPeer {
+	return cnp.ClusterNetworkPolicyEgressPeer{Networks: cidrs}
+}
+
+func peerDomains(names ...cnp.DomainName) cnp.ClusterNetworkPolicyEgressPeer {
+	return cnp.ClusterNetworkPolicyEgressPeer{DomainNames: names}
+}
+
+func tcpPort(n int32) cnp.ClusterNetworkPolicyProtocol {
+	return cnp.ClusterNetworkPolicyProtocol{TCP: &cnp.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnp.Port{Number: n}}}
+}
+
+func udpRange(a, b int32) cnp.ClusterNetworkPolicyProtocol {
+	return cnp.ClusterNetworkPolicyProtocol{UDP: &cnp.ClusterNetworkPolicyProtocolUDP{DestinationPort: &cnp.Port{Range: &cnp.PortRange{Start: a, End: b}}}}
+}
+
+func sctpPort(n int32) cnp.ClusterNetworkPolicyProtocol {
+	return cnp.ClusterNetworkPolicyProtocol{SCTP: &cnp.ClusterNetworkPolicyProtocolSCTP{DestinationPort: &cnp.Port{Number: n}}}
+}
+
+func named(name string) cnp.ClusterNetworkPolicyProtocol {
+	return cnp.ClusterNetworkPolicyProtocol{DestinationNamedPort: name}
+}
+
+var (
+	sctp      = corev1.ProtocolSCTP
+	allNS     = &metav1.LabelSelector{}
+	anyPeer   = peerNets("0.0.0.0/0", "::/0")
+	emptyPeer = cnp.ClusterNetworkPolicyEgressPeer{}
+	// NetworkPolicies of x that isolate all its pods: one allows
+	// everything, one nothing.
+	allowAllX = pol("x", "allow-all", networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		Ingress: []networkingv1.NetworkPolicyIngressRule{{}}, Egress: []networkingv1.NetworkPolicyEgressRule{{}}})
+	denyAllX = pol("x", "deny-all", networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}})
+)
+
+// cnpInput is testInput with node n2 labelled for nodes peers.
+func cnpInput() Input {
+	in := testInput()
+	in.Nodes[1].Labels = map[string]string{"role": "infra"}
+	return in
+}
+
+type cnpCase struct {
+	name     string
+	cnps     []*cnp.ClusterNetworkPolicy
+	nps      []*networkingv1.NetworkPolicy
+	nodeName string
+	flow     Flow
+	ingress  bool     // which side is checked; the other must allow
+	want     []string // substrings of the checked side's decision
+	not      []string // substrings it must not have
+	tier     string
+	allowed  bool
+}
+
+func (tt cnpCase) run(t *testing.T) {
+	t.Helper()
+	in := cnpInput()
+	in.ClusterNetworkPolicies = tt.cnps
+	in.NetworkPolicies = tt.nps
+	in.NodeName = tt.nodeName
+	c, probs := New(in)
+	if len(probs) > 0 {
+		t.Fatalf("problems: %v", probs)
+	}
+	res, err := c.Explain(tt.flow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, other := res.Egress, res.Ingress
+	if tt.ingress {
+		d, other = res.Ingress, res.Egress
+	}
+	text := d.String()
+	for _, w := range tt.want {
+		if !strings.Contains(text, w) {
+			t.Errorf("decision lacks %q:\n%s", w, res)
+		}
+	}
+	for _, w := range tt.not {
+		if strings.Contains(text, w) {
+			t.Errorf("decision has %q:\n%s", w, res)
+		}
+	}
+	if d.Allowed != tt.allowed || d.Tier != tt.tier {
+		t.Errorf("allowed, tier = %v, %q; want %v, %q\n%s", d.Allowed, d.Tier, tt.allowed, tt.tier, res)
+	}
+	if !other.Allowed {
+		t.Errorf("the other side denies:\n%s", res)
+	}
+	if res.Allowed != (res.Egress.Allowed && res.Ingress.Allowed) {
+		t.Errorf("overall verdict disagrees with the sides:\n%s", res)
+	}
+}
+
+// TestClusterNetworkPolicyMatrix runs every action in both tiers against
+// every peer kind of each direction, with a NetworkPolicy that would decide
+// the other way where the tier order matters.
+func TestClusterNetworkPolicyMatrix(t *testing.T) {
+	type peerKind struct {
+		name    string
+		ingress bool
+		peer    cnp.ClusterNetworkPolicyEgressPeer
+		flow    Flow
+		text    string // how the matched peer is shown
+		miss    Flow   // a flow the peer does not match
+	}
+	xa := nsSubject("ns", "x")
+	kinds := []peerKind{
+		{"ingress namespaces", true, peerNS("ns", "y"), Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 80}, "from[0] namespaces ns=y",
+			Flow{From: "x/b", To: "x/a", Protocol: tcp, Port: 80}},
+		{"ingress pods", true, peerPods(sel("ns", "y"), sel("pod", "a")), Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 80},
+			"from[0] pods namespaceSelector ns=y AND podSelector pod=a", Flow{From: "x/b", To: "x/a", Protocol: tcp, Port: 80}},
+		{"egress namespaces", false, peerNS("ns", "y"), Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80}, "to[0] namespaces ns=y",
+			Flow{From: "x/a", To: "x/b", Protocol: tcp, Port: 80}},
+		{"egress pods", false, peerPods(allNS, sel("pod", "a")), Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 53},
+			"to[0] pods namespaceSelector {} (all) AND podSelector pod=a", Flow{From: "x/a", To: "x/b", Protocol: udp, Port: 53}},
+		{"egress nodes", false, peerNodes("role", "infra"), Flow{From: "x/a", To: "192.168.0.2", Protocol: tcp, Port: 10250},
+			"to[0] nodes role=infra (node n2)", Flow{From: "x/a", To: "192.168.0.3", Protocol: tcp, Port: 10250}},
+		{"egress networks", false, peerNets("8.8.8.0/24"), Flow{From: "x/a", To: "8.8.8.8", Protocol: sctp, Port: 9},
+			"to[0] networks 8.8.8.0/24", Flow{From: "x/a", To: "8.8.4.4", Protocol: sctp, Port: 9}},
+	}
+	var cases []cnpCase
+	for _, k := range kinds {
+		dir := "egress"
+		if k.ingress {
+			dir = "ingress"
+		}
+		mk := func(name string, tier cnp.Tier, a cnp.ClusterNetworkPolicyRuleAction, prio int32) *cnp.ClusterNetworkPolicy {
+			if k.ingress {
+				return ingressCNP(name, tier, prio, xa, r("the-rule", a, k.peer))
+			}
+			return egressCNP(name, tier, prio, xa, r("the-rule", a, k.peer))
+		}
+		head := func(name, tier string, prio int) string {
+			return fmt.Sprintf("ClusterNetworkPolicy %s (%s, priority %d) rule %s[0] \"the-rule\" (peer %s, port any port)", name, tier, prio, dir, k.text)
+		}
+		cases = append(cases,
+			// Admin decides before NetworkPolicy, which would say the opposite.
+			cnpCase{name: k.name + "/Admin Accept over a NetworkPolicy deny", cnps: []*cnp.ClusterNetworkPolicy{mk("acc", admin, accept, 3)},
+				nps: []*networkingv1.NetworkPolicy{denyAllX}, flow: k.flow, ingress: k.ingress,
+				want: []string{"allowed by " + head("acc", "Admin", 3)}, tier: TierAdmin, allowed: true},
+			cnpCase{name: k.name + "/Admin Deny over a NetworkPolicy allow", cnps: []*cnp.ClusterNetworkPolicy{mk("den", admin, deny, 0)},
+				nps: []*networkingv1.NetworkPolicy{allowAllX}, flow: k.flow, ingress: k.ingress,
+				want: []string{"denied by " + head("den", "Admin", 0)}, tier: TierAdmin},
+			cnpCase{name: k.name + "/Admin Pass to a NetworkPolicy deny", cnps: []*cnp.ClusterNetworkPolicy{mk("pas", admin, pass, 999), mk("deny-later", admin, deny, 1000)},
+				nps: []*networkingv1.NetworkPolicy{denyAllX}, flow: k.flow, ingress: k.ingress,
+				want: []string{"passed by " + head("pas", "Admin", 999) + ", then denied: isolated by x/deny-all"}, not: []string{"deny-later", "note"},
+				tier: TierNetworkPolicy},
+			// Baseline decides only where no NetworkPolicy isolates.
+			cnpCase{name: k.name + "/Baseline Accept", cnps: []*cnp.ClusterNetworkPolicy{mk("acc", base, accept, 7)}, flow: k.flow, ingress: k.ingress,
+				want: []string{"allowed by " + head("acc", "Baseline", 7)}, tier: TierBaseline, allowed: true},
+			cnpCase{name: k.name + "/Baseline Deny", cnps: []*cnp.ClusterNetworkPolicy{mk("den", base, deny, 7)}, flow: k.flow, ingress: k.ingress,
+				want: []string{"denied by " + head("den", "Baseline", 7)}, tier: TierBaseline},
+			cnpCase{name: k.name + "/Baseline Pass to the default", cnps: []*cnp.ClusterNetworkPolicy{mk("pas", base, pass, 7), mk("pat", base, deny, 8)}, flow: k.flow, ingress: k.ingress,
+				want: []string{"passed by " + head("pas", "Baseline", 7) + ", then allowed: not isolated for " + dir}, not: []string{"denied by"}, allowed: true},
+			cnpCase{name: k.name + "/Baseline Deny under a NetworkPolicy allow", cnps: []*cnp.ClusterNetworkPolicy{mk("den", base, deny, 7)},
+				nps: []*networkingv1.NetworkPolicy{allowAllX}, flow: k.flow, ingress: k.ingress,
+				want: []string{"allowed by x/allow-all " + dir + "[0]"}, not: []string{"den"}, tier: TierNetworkPolicy, allowed: true},
+			cnpCase{name: k.name + "/Admin Deny does not match another peer", cnps: []*cnp.ClusterNetworkPolicy{mk("den", admin, deny, 7)}, flow: k.miss, ingress: k.ingress,
+				want:    []string{"allowed: not isolated for " + dir + ": no NetworkPolicy selects the pod, and no rule of the ClusterNetworkPolicies that select it (Admin: den) decided"},
+				allowed: true},
+		)
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, tt.run)
+	}
+}
+
+// TestClusterNetworkPolicyOrder checks the order of tiers, priorities,
+// names and rules, Pass chains and the equal-priority note.
+func TestClusterNetworkPolicyOrder(t *testing.T) {
+	xa := nsSubject("ns", "x")
+	toYA := Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80}
+	fromB := Flow{From: "x/b", To: "x/a", Protocol: tcp, Port: 80}
+	for _, tt := range []cnpCase{
+		{name: "Pass through all three tiers to the default allow",
+			cnps: []*cnp.ClusterNetworkPolicy{
+				egressCNP("b-pass", base, 0, xa, r("", pass, peerNS("ns", "y"))),
+				egressCNP("a-pass", admin, 500, xa, r("p", pass, anyPeer)),
+				egressCNP("a-deny", admin, 501, xa, r("", deny, anyPeer)),
+				egressCNP("b-deny", base, 1, xa, r("", deny, anyPeer)),
+			},
+			flow: toYA,
+			want: []string{`passed by ClusterNetworkPolicy a-pass (Admin, priority 500) rule egress[0] "p" (peer to[0] networks 0.0.0.0/0, port any port), ` +
+				`then passed by ClusterNetworkPolicy b-pass (Baseline, priority 0) rule egress[0] (peer to[0] namespaces ns=y, port any port), ` +
+				`then allowed: not isolated for egress: no NetworkPolicy selects the pod, and no rule of the ClusterNetworkPolicies that select it (Admin: a-pass, a-deny; Baseline: b-pass, b-deny) decided`},
+			allowed: true},
+		{name: "Admin Pass then NetworkPolicy allow: Baseline never consulted",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("a-pass", admin, 1, xa, r("", pass, anyPeer)), egressCNP("b-deny", base, 1, xa, r("", deny, anyPeer))},
+			nps:  []*networkingv1.NetworkPolicy{allowAllX}, flow: toYA,
+			want: []string{"passed by ClusterNetworkPolicy a-pass", "then allowed by NetworkPolicy x/allow-all egress[0]"}, not: []string{"b-deny"},
+			tier: TierNetworkPolicy, allowed: true},
+		{name: "lower priority value first, whatever the names",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("a-deny", admin, 6, xa, r("", deny, anyPeer)), egressCNP("z-accept", admin, 5, xa, r("", accept, anyPeer))},
+			flow: toYA, want: []string{"allowed by ClusterNetworkPolicy z-accept (Admin, priority 5)"}, not: []string{"note"}, tier: TierAdmin, allowed: true},
+		{name: "equal priorities by name, and explain says so",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("b-deny", admin, 10, xa, r("no", deny, anyPeer)), egressCNP("a-accept", admin, 10, xa, r("yes", accept, peerNS("ns", "y")))},
+			flow: toYA,
+			want: []string{`allowed by ClusterNetworkPolicy a-accept (Admin, priority 10) rule egress[0] "yes"`,
+				`note: priority 10 is shared with ClusterNetworkPolicy b-deny (Admin, priority 10) rule egress[0] "no" (peer to[0] networks 0.0.0.0/0, port any port), which would deny: ` +
+					`the API leaves the order of equal priorities open; nftguard orders them by name, so a-accept decides`},
+			tier: TierAdmin, allowed: true},
+		{name: "equal priorities without another match: no note",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("b-deny", admin, 10, xa, r("no", deny, peerNS("ns", "z"))), egressCNP("a-accept", admin, 10, xa, r("yes", accept, anyPeer))},
+			flow: toYA, want: []string{"allowed by ClusterNetworkPolicy a-accept"}, not: []string{"note"}, tier: TierAdmin, allowed: true},
+		{name: "rules in written order: the first match decides",
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("web", admin, 1, xa,
+				r("web", accept, peerNS()).on(tcpPort(81), tcpPort(80)),
+				r("rest", deny, peerNS()))},
+			flow: fromB, ingress: true, want: []string{`allowed by ClusterNetworkPolicy web (Admin, priority 1) rule ingress[0] "web" (peer from[0] namespaces {} (all), port protocols[1] TCP/80)`},
+			tier: TierAdmin, allowed: true},
+		{name: "rules in written order: a later rule when the first misses",
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("web", admin, 1, xa,
+				r("web", accept, peerNS()).on(tcpPort(81)),
+				r("rest", deny, peerNS()))},
+			flow: fromB, ingress: true, want: []string{`denied by ClusterNetworkPolicy web (Admin, priority 1) rule ingress[1] "rest"`}, tier: TierAdmin},
+		{name: "a policy without rules for the direction does not select",
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in-only", admin, 1, xa, r("", deny, peerNS()))},
+			flow: toYA, want: []string{"not isolated for egress: no policy selects the pod"}, allowed: true},
+	} {
+		t.Run(tt.name, tt.run)
+	}
+	// An Admin egress Accept does not open the destination's ingress.
+	in := cnpInput()
+	in.ClusterNetworkPolicies = []*cnp.ClusterNetworkPolicy{egressCNP("out", admin, 1, xa, r("", accept, anyPeer)), ingressCNP("in", admin, 2, nsSubject("ns", "y"), r("", deny, peerNS("ns", "x")))}
+	c, _ := New(in)
+	res, err := c.Explain(toYA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Allowed || !res.Egress.Allowed || res.Ingress.Allowed ||
+		!strings.Contains(res.String(), "egress  x/a: allowed by ClusterNetworkPolicy out (Admin, priority 1) rule egress[0]") ||
+		!strings.Contains(res.String(), "ingress y/a: denied by ClusterNetworkPolicy in (Admin, priority 2) rule ingress[0]") {
+		t.Errorf("egress Accept and ingress Deny:\n%s", res)
+	}
+}
+
+// TestClusterNetworkPolicyPeersAndPorts covers subjects, fail-closed peers,
+// named ports, protocol forms, IPv6 networks and nodes peers.
+func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
+	xa := nsSubject("ns", "x")
+	toYA := Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80}
+	for _, tt := range []cnpCase{
+		// Subjects.
+		{name: "pods subject selects only its pods",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("only-b", admin, 1, podSubject(allNS, sel("pod", "b")), r("", deny, anyPeer))},
+			flow: toYA, want: []string{"no policy selects the pod"}, allowed: true},
+		{name: "pods subject",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("only-a", admin, 1, podSubject(sel("ns", "x"), sel("pod", "a")), r("", deny, anyPeer))},
+			flow: toYA, want: []string{"denied by ClusterNetworkPolicy only-a"}, tier: TierAdmin},
+		{name: "namespaces subject by metadata name",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("x", admin, 1, nsSubject(corev1.LabelMetadataName, "x"), r("", deny, anyPeer))},
+			flow: toYA, want: []string{"denied by ClusterNetworkPolicy x"}, tier: TierAdmin},
+		{name: "not enforced for pods of other nodes",
+			cnps:     []*cnp.ClusterNetworkPolicy{ingressCNP("y", admin, 1, nsSubject("ns", "y"), r("", deny, peerNS()))},
+			nodeName: "n1", flow: toYA, ingress: true, want: []string{"not enforced on node n1"}, allowed: true},
+		// Fail-closed peers.
+		{name: "a Deny rule with a peer of no field denies all",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("new", admin, 1, xa, r("future", deny, peerNS("ns", "nowhere"), emptyPeer).on(tcpPort(1)))},
+			flow: toYA,
+			want: []string{`denied by ClusterNetworkPolicy new (Admin, priority 1) rule egress[0] "future" (to[1] sets no peer field nftguard knows (written for a newer API version?): fail closed, this Deny rule denies all traffic)`},
+			tier: TierAdmin},
+		{name: "a Pass rule with a peer of no field denies all",
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("new", base, 1, xa, r("", pass, emptyPeer))},
+			flow: Flow{From: "8.8.8.8", To: "x/a", Protocol: udp, Port: 53}, ingress: true,
+			want: []string{"denied by ClusterNetworkPolicy new (Baseline, priority 1) rule ingress[0] (from[0] sets no peer field", "this Pass rule denies all traffic"},
+			tier: TierBaseline},
+		{name: "an Accept rule with a peer of no field matches nothing",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("new", admin, 1, xa, r("future", accept, peerNS("ns", "y"), emptyPeer), r("rest", deny, anyPeer))},
+			flow: toYA,
+			want: []string{`denied by ClusterNetworkPolicy new (Admin, priority 1) rule egress[1] "rest"`,
+				`note: ClusterNetworkPolicy new (Admin, priority 1) rule egress[0] "future" is unsupported: to[1] sets no peer field nftguard knows (written for a newer API version?); fail closed: this Accept rule matches no traffic`},
+			tier: TierAdmin},
+		{name: "domainNames: the Accept rule matches nothing, the deny behind it decides",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("dns", admin, 1, xa, r("example", accept, peerDomains("example.com")), r("rest", deny, anyPeer))},
+			flow: Flow{From: "x/a", To: "93.184.216.34", Protocol: tcp, Port: 443},
+			want: []string{`denied by ClusterNetworkPolicy dns (Admin, priority 1) rule egress[1] "rest"`,
+				`rule egress[0] "example" is unsupported: to[0] domainNames is not supported by nftguard; fail closed: this Accept rule matches no traffic`},
+			tier: TierAdmin},
+		{name: "domainNames in a Deny rule denies all",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("dns", base, 1, xa, r("", deny, peerDomains("*.example.com")))},
+			flow: toYA, want: []string{"to[0] domainNames is not supported by nftguard: fail closed, this Deny rule denies all traffic"}, tier: TierBaseline},
+		// Protocols.
+		{name: "named port on the destination pod (ingress)",
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", accept, peerNS()).on(named("http")))},
+			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 8080}, ingress: true,
+			want: []string{`port protocols[0] destinationNamedPort "http" (TCP/8080 on x/a)`}, tier: TierAdmin, allowed: true},
+		{name: "named port brings its protocol",
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).on(named("dns")))},
+			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 53}, ingress: true, want: []string{"(Admin: named) decided"}, allowed: true},
+		{name: "named port on the destination pod (egress)",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, peerPods(allNS, allNS)).on(named("dns")))},
+			flow: Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 53},
+			want: []string{`port protocols[0] destinationNamedPort "dns" (UDP/53 on y/a)`}, tier: TierAdmin},
+		{name: "named port not on the pod",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, peerPods(allNS, allNS)).on(named("metrics")))},
+			flow: toYA, want: []string{"(Admin: named) decided"}, allowed: true},
+		{name: "UDP range",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("r", base, 1, xa, r("", deny, anyPeer).on(tcpPort(5000), udpRange(5000, 6000)))},
+			flow: Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 6000}, want: []string{"port protocols[1] UDP/5000-6000"}, tier: TierBaseline},
+		{name: "SCTP port: TCP on it does not match",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", base, 1, xa, r("", deny, anyPeer).on(sctpPort(80)))},
+			flow: toYA, want: []string{"(Baseline: s) decided"}, allowed: true},
+		{name: "SCTP port",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", base, 1, xa, r("", deny, anyPeer).on(sctpPort(80)))},
+			flow: Flow{From: "x/a", To: "y/a", Protocol: sctp, Port: 80}, want: []string{"port protocols[0] SCTP/80"}, tier: TierBaseline},
+		{name: "ICMPv6 meets only rules without protocols",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", admin, 1, xa, r("tcp", accept, anyPeer).on(tcpPort(80)), r("all", deny, anyPeer))},
+			flow: Flow{From: "x/a", To: "y/a", Protocol: ProtocolICMPv6, Port: 128}, want: []string{`rule egress[1] "all" (peer to[0] networks ::/0, port any port)`}, tier: TierAdmin},
+		// Networks, nodes, and what pods peers never select.
+		{name: "IPv6 networks",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("v6", admin, 1, xa, r("", deny, peerNets("10.0.0.0/8", "fd00::/64")))},
+			flow: Flow{From: "x/a", To: "x/b", Protocol: tcp, Port: 80, Family: 6}, want: []string{"peer to[0] networks fd00::/64"}, tier: TierAdmin},
+		{name: "IPv6 networks do not match the IPv4 flow",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("v6", admin, 1, xa, r("", deny, peerNets("fd00::/16")))},
+			flow: Flow{From: "x/a", To: "x/b", Protocol: tcp, Port: 80}, want: []string{"(Admin: v6) decided"}, allowed: true},
+		{name: "networks match pod addresses too",
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in", admin, 1, xa, r("", deny, peerNS("ns", "z")))},
+			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 80}, ingress: true, want: []string{"(Admin: in) decided"}, allowed: true},
+		{name: "nodes peer: every node",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, r("", deny, peerNodes()))},
+			flow: Flow{From: "x/a", To: "192.168.0.2", Protocol: tcp, Port: 22}, want: []string{"to[0] nodes {} (all) (node n2)"}, tier: TierAdmin},
+		{name: "nodes peer: the pod's own node is always allowed",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, r("", deny, peerNodes()))},
+			flow: Flow{From: "x/a", To: "192.168.0.1", Protocol: tcp, Port: 22}, want: []string{"own node"}, allowed: true},
+		{name: "nodes peer does not select pods",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, r("", deny, peerNodes()))},
+			flow: toYA, want: []string{"(Admin: nodes) decided"}, allowed: true},
+		{name: "namespaces peer does not select a hostNetwork pod",
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in", admin, 1, nsSubject("ns", "y"), r("", deny, peerNS()))},
+			flow: Flow{From: "y/host", To: "y/a", Protocol: tcp, Port: 80}, ingress: true, want: []string{"(Admin: in) decided"}, allowed: true},
+		{name: "networks peer does select a hostNetwork pod's address",
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in", admin, 1, nsSubject("ns", "y"), rule{action: deny, peers: []cnp.ClusterNetworkPolicyEgressPeer{peerNS()}}),
+				egressCNP("out", admin, 1, nsSubject("ns", "x"), r("", deny, peerNets("192.168.0.0/24")))},
+			flow: Flow{From: "x/a", To: "y/host", Protocol: tcp, Port: 80}, want: []string{"own node"}, allowed: true},
+		{name: "a hostNetwork pod is never a subject",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("y", admin, 1, nsSubject("ns", "y"), r("", deny, anyPeer))},
+			flow: Flow{From: "y/host", To: "x/a", Protocol: tcp, Port: 80}, want: []string{"hostNetwork pod: never isolated"}, allowed: true},
+	} {
+		t.Run(tt.name, tt.run)
+	}
+}
+
+func TestClusterNetworkPolicyWarnings(t *testing.T) {
+	in := cnpInput()
+	in.ClusterNetworkPolicies = []*cnp.ClusterNetworkPolicy{
+		egressCNP("dns", admin, 1, nsSubject(), r("", accept, peerNets("10.0.0.0/8")), r("", accept, peerDomains("example.com"))),
+		ingressCNP("new", base, 1, nsSubject(), r("", pass, emptyPeer)),
+	}
+	c, probs := New(in)
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	var got []string
+	for _, w := range c.Warnings() {
+		got = append(got, w.Error())
+	}
+	want := []string{
+		"ClusterNetworkPolicy dns: spec.egress[1]: to[0] domainNames is not supported by nftguard: fail closed: this Accept rule matches no traffic",
+		"ClusterNetworkPolicy new: spec.ingress[0]: from[0] sets no peer field nftguard knows (written for a newer API version?): fail closed: this Pass rule denies all traffic",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestClusterNetworkPolicyValidation checks that what the CRD refuses is
+// reported with its field, and that such a policy enforces nothing.
+func TestClusterNetworkPolicyValidation(t *testing.T) {
+	ok := func() *cnp.ClusterNetworkPolicy {
+		return egressCNP("p", admin, 1, nsSubject("ns", "x"), r("", deny, anyPeer))
+	}
+	long := strings.Repeat("n", 101)
+	for _, tt := range []struct {
+		name  string
+		edit  func(p *cnp.ClusterNetworkPolicy)
+		field string
+	}{
+		{"no name", func(p *cnp.ClusterNetworkPolicy) { p.Name = "" }, "metadata.name: required"},
+		{"hostile name", func(p *cnp.ClusterNetworkPolicy) { p.Name = "a\x1b[2J; }" }, `metadata.name: invalid name "a\x1b[2J; }"`},
+		{"tier", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Tier = "Developer" }, `spec.tier: unsupported value "Developer"`},
+		{"priority low", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Priority = -1 }, "spec.priority: -1 is not between 0 and 1000"},
+		{"priority high", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Priority = 1001 }, "spec.priority: 1001"},
+		{"no subject", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Subject = cnp.ClusterNetworkPolicySubject{} }, "spec.subject: must set exactly one"},
+		{"two subjects", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Subject.Pods = &cnp.NamespacedPod{} }, "spec.subject: must set exactly one of namespaces and pods, not both"},
+		{"bad selector", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Subject.Namespaces = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}
+		}, "spec.subject.namespaces:"},
+		{"26 rules", func(p *cnp.ClusterNetworkPolicy) {
+			for len(p.Spec.Egress) < 26 {
+				p.Spec.Egress = append(p.Spec.Egress, p.Spec.Egress[0])
+			}
+		}, "spec.egress: 26 rules: at most 25"},
+		{"long rule name", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].Name = long }, "spec.egress[0].name: 101 characters"},
+		{"action", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].Action = "Allow" }, `spec.egress[0].action: unsupported value "Allow"`},
+		{"no peers", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To = nil }, "spec.egress[0].to: 0 peers"},
+		{"no ingress peers", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{{Action: deny}}
+		}, "spec.ingress[0].from: 0 peers"},
+		{"two peer fields", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Nodes = allNS }, "spec.egress[0].to[0]: must set exactly one peer field, not [nodes networks]"},
+		{"ingress two peer fields", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{{Action: deny, From: []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: allNS, Pods: &cnp.NamespacedPod{}}}}}
+		}, "spec.ingress[0].from[0]: must set exactly one peer field"},
+		{"CIDR", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Networks = []cnp.CIDR{"10.0.0.0/33"} }, "spec.egress[0].to[0].networks[0]: invalid CIDR"},
+		{"CIDR host bits", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Networks = []cnp.CIDR{"10.0.0.1/8"} }, "has host bits set: want 10.0.0.0/8"},
+		{"CIDR duplicate", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Networks = []cnp.CIDR{"::/0", "::/0"} }, "networks[1]: duplicate value"},
+		{"domain name", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0] = peerDomains("exa mple.com") }, `domainNames[0]: invalid domain name "exa mple.com"`},
+		{"named port with networks", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{named("http")}
+		},
+			"spec.egress[0].protocols[0].destinationNamedPort: networks/nodes/domainNames peer cannot be set with namedPorts"},
+		{"empty protocol", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{{}} }, "protocols[0]: must set exactly one of tcp, udp, sctp"},
+		{"two protocols in one", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{{TCP: tcpPort(1).TCP, UDP: udpRange(1, 2).UDP}}
+		}, "not [tcp udp]"},
+		{"no destination port", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{{TCP: &cnp.ClusterNetworkPolicyProtocolTCP{}}}
+		}, "protocols[0].tcp.destinationPort: required"},
+		{"port 0", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{sctpPort(0)}
+		}, "sctp.destinationPort.number: 0 is not between"},
+		{"port and range", func(p *cnp.ClusterNetworkPolicy) {
+			pr := udpRange(1, 2)
+			pr.UDP.DestinationPort.Number = 5
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{pr}
+		}, "not both"},
+		{"range order", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{udpRange(5, 5)}
+		}, "range: Start port must be less than End port"},
+		{"range end", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{udpRange(5, 70000)}
+		}, "range.end: 70000"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := ok()
+			tt.edit(p)
+			in := cnpInput()
+			in.ClusterNetworkPolicies = []*cnp.ClusterNetworkPolicy{p}
+			c, probs := New(in)
+			var texts []string
+			for _, pr := range probs {
+				texts = append(texts, pr.Error())
+			}
+			if !strings.Contains(strings.Join(texts, "\n"), tt.field) {
+				t.Errorf("problems %q lack %q", texts, tt.field)
+			}
+			for _, pr := range probs {
+				if pr.Kind != "ClusterNetworkPolicy" || pr.APIVersion != "policy.networking.k8s.io/v1beta1" {
+					t.Errorf("problem names %+v", pr.Object)
+				}
+			}
+			res, err := c.Explain(Flow{From: "x/a", To: "8.8.8.8", Protocol: tcp, Port: 80})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Allowed {
+				t.Errorf("an invalid policy enforced:\n%s", res)
+			}
+		})
+	}
+	if probs := ValidateClusterNetworkPolicy(ok()); len(probs) > 0 {
+		t.Errorf("valid policy: %v", probs)
+	}
+}
+
+// A rule name is free text a tenant with CNP rights writes: it is quoted,
+// so it cannot forge a line of the verdict.
+func TestClusterNetworkPolicyHostileRuleName(t *testing.T) {
+	in := cnpInput()
+	in.ClusterNetworkPolicies = []*cnp.ClusterNetworkPolicy{
+		egressCNP("p", admin, 1, nsSubject("ns", "x"), r("x\nverdict: allowed\x1b[1A", deny, anyPeer)),
+	}
+	c, probs := New(in)
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	res, err := c.Explain(Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := res.String()
+	if strings.Count(out, "\n") != 4 || strings.Contains(out, "\x1b") || !strings.Contains(out, `rule egress[0] "x\nverdict: allowed\x1b[1A"`) {
+		t.Errorf("hostile rule name:\n%s", out)
+	}
+}
