@@ -119,6 +119,11 @@ func (r *runner) measure(res *results, out string) {
 			fail("engine micro-benchmarks", res.Micro.Err)
 		}
 	}
+	if res.DeniedLog, err = r.runDeniedLog(); err != nil {
+		fail("denied log", err)
+	} else if res.DeniedLog.CPUErr != "" {
+		fail("denied log agent CPU", fmt.Errorf("%s", firstLine(res.DeniedLog.CPUErr)))
+	}
 	if res.DataPath, err = r.runDataPath(); err != nil {
 		fail("data path", err)
 	} else if res.Plots["datapath"], err = plotDataPath(out, res.DataPath); err != nil {
