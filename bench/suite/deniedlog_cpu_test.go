@@ -264,7 +264,6 @@ func (a *deniedAgent) measure(lab *netlab.Lab, rate int, window time.Duration) (
 	if err != nil {
 		return res, err
 	}
-	start := time.Now()
 	sent, err := flood(lab, 3*rate, window)
 	if err != nil {
 		return res, err
@@ -274,13 +273,14 @@ func (a *deniedAgent) measure(lab *netlab.Lab, rate int, window time.Duration) (
 	if err != nil {
 		return res, err
 	}
-	el := time.Since(start).Seconds()
+	// Records come only while the flood runs, so rates are per flood
+	// window; the CPU spent on the last ones after it ended is theirs.
 	res.FloodPPS = float64(sent) / window.Seconds()
 	res.RecordsCounted = r1 - r0
-	res.RecordsPerSec = (r1 - r0) / el
-	res.RateLimited = (l1 - l0) * window.Seconds() / el
+	res.RecordsPerSec = (r1 - r0) / window.Seconds()
+	res.RateLimited = l1 - l0
 	res.DeniedPackets = d1 - d0
-	res.CPUFlood = (c1 - c0) / el
+	res.CPUFlood = (c1 - c0) / window.Seconds()
 	if res.RecordsCounted == 0 {
 		return res, errors.New("no records during the flood")
 	}
