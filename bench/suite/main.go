@@ -74,6 +74,7 @@ func run(ctx context.Context, name, out, root, only string) error {
 		return err
 	}
 	if only == "denied" {
+		res.Memory.Pending = "not part of this run (-only denied)"
 		r.measureDenied(res)
 	} else {
 		r.measure(res, out)
