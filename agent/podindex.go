@@ -37,8 +37,12 @@ func podAddrs(obj any) ([]string, error) {
 	if !ok || p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return nil, nil
 	}
+	ips := p.Status.PodIPs
+	if len(ips) == 0 && p.Status.PodIP != "" {
+		ips = []corev1.PodIP{{IP: p.Status.PodIP}} // an older writer of the status
+	}
 	var out []string
-	for _, ip := range p.Status.PodIPs {
+	for _, ip := range ips {
 		if a, err := netip.ParseAddr(ip.IP); err == nil {
 			out = append(out, a.Unmap().String())
 		}
