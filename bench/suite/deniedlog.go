@@ -40,6 +40,8 @@ type deniedCPU struct {
 	RateLimited    float64 // nftguard_denied_log_suppressed_total{reason="rate_limit"} growth
 	DeniedPackets  float64 // nftguard_denied_packets_total growth
 	RecordsCounted float64 // records the agent counted in the window
+	RSSIdleKB      int     // the agent's VmRSS before the flood
+	RSSFloodKB     int     // ... right after it
 }
 
 // perThousand is the agent's CPU, in percent of one core, per 1,000
@@ -188,11 +190,11 @@ func (d deniedResult) section(w io.Writer, prof profile) {
 		fmt.Fprintf(w, "**Not measured:**\n\n```\n%s\n```\n\n", d.CPUErr)
 		return
 	}
-	fmt.Fprintln(w, "| --log-rate | flood (datagrams/s) | records/s | rate-limited/s | agent CPU idle | agent CPU in flood | per 1,000 records/s |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| --log-rate | flood (datagrams/s) | records/s | rate-limited/s | agent CPU idle | agent CPU in flood | per 1,000 records/s | RSS before / after flood |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, c := range d.CPU {
-		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.0f | %.1f%% | %.1f%% | **%.1f%%** of a core |\n", c.LogRate, c.FloodPPS, c.RecordsPerSec,
-			c.RateLimited/c.Seconds, 100*c.CPUIdle, 100*c.CPUFlood, c.perThousand())
+		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.0f | %.1f%% | %.1f%% | **%.1f%%** of a core | %.1f / %.1f MB |\n", c.LogRate, c.FloodPPS, c.RecordsPerSec,
+			c.RateLimited/c.Seconds, 100*c.CPUIdle, 100*c.CPUFlood, c.perThousand(), mb(c.RSSIdleKB), mb(c.RSSFloodKB))
 	}
 	fmt.Fprintln(w)
 }

@@ -201,6 +201,21 @@ func (a *deniedAgent) cpuSeconds() (float64, error) {
 	return (ut + st) / 100, nil // USER_HZ is 100 on Linux
 }
 
+// rssKB is the agent's VmRSS (0 if unreadable).
+func (a *deniedAgent) rssKB() int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return kb
+		}
+	}
+	return 0
+}
+
 func (a *deniedAgent) metric(name string) (float64, error) {
 	resp, err := http.Get("http://" + a.addr + "/metrics")
 	if err != nil {
@@ -241,6 +256,7 @@ func (a *deniedAgent) measure(lab *netlab.Lab, rate int, window time.Duration) (
 		return res, err
 	}
 	res.CPUIdle = (c1 - c0) / window.Seconds()
+	res.RSSIdleKB = a.rssKB()
 
 	// A short flood first empties the limit's bucket, so the measured
 	// window sees the steady rate, not the burst.
@@ -281,6 +297,7 @@ func (a *deniedAgent) measure(lab *netlab.Lab, rate int, window time.Duration) (
 	res.RateLimited = l1 - l0
 	res.DeniedPackets = d1 - d0
 	res.CPUFlood = (c1 - c0) / window.Seconds()
+	res.RSSFloodKB = a.rssKB()
 	if res.RecordsCounted == 0 {
 		return res, errors.New("no records during the flood")
 	}
