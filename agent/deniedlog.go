@@ -11,9 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	netlisters "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/policy"
@@ -29,7 +31,8 @@ import (
 // keeps in memory.
 const deniedJournalSize = 1024
 
-// deniedLogMetrics are the counters of the denied-packet log.
+// deniedLogMetrics are the counters of the denied-packet log and, read
+// from the kernel at each scrape, of denied packets (deniedcounters.go).
 type deniedLogMetrics struct {
 	records    prometheus.Counter
 	suppressed *prometheus.CounterVec
@@ -41,7 +44,10 @@ const (
 	suppressedSocket = "socket_overrun" // lost by the kernel on a full socket (at least one each)
 )
 
-func newDeniedLogMetrics(reg prometheus.Registerer) (*deniedLogMetrics, error) {
+// newDeniedLogMetrics registers the metrics on reg. The kernel's drop
+// counters are read from src at each scrape (nil: not exported); errors
+// reading them go to onError.
+func newDeniedLogMetrics(reg prometheus.Registerer, src counterReader, onError func(error)) (*deniedLogMetrics, error) {
 	m := &deniedLogMetrics{
 		records: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nftguard_denied_log_records_total",
@@ -49,29 +55,32 @@ func newDeniedLogMetrics(reg prometheus.Registerer) (*deniedLogMetrics, error) {
 		}),
 		suppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nftguard_denied_log_suppressed_total",
-			Help: "Denied-packet records not kept, by reason (ring_overflow: pushed out of the in-memory journal; socket_overrun: lost on a full socket).",
+			Help: "Denied packets not logged or records not kept, by reason (rate_limit: over the kernel's log limit; ring_overflow: pushed out of the in-memory journal; socket_overrun: lost on a full socket).",
 		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.records, m.suppressed} {
+	cs := []prometheus.Collector{m.records, m.suppressed}
+	if src != nil {
+		// The collector exports the suppressed counters itself, after
+		// reading the kernel, so a scrape sees rate_limit up to date.
+		cs = []prometheus.Collector{m.records, newDeniedCounters(src, m.suppressed, onError)}
+	}
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register denied-log metrics: %w", err)
 		}
 	}
-	m.suppressed.WithLabelValues(suppressedRing)
-	m.suppressed.WithLabelValues(suppressedSocket)
+	for _, r := range []string{suppressedRateLimit, suppressedRing, suppressedSocket} {
+		m.suppressed.WithLabelValues(r)
+	}
 	return m, nil
 }
 
 // runDeniedLog reads the group of l in the namespace netns until ctx ends:
 // each record is resolved with res, logged on log at Info as "denied",
-// added to journal and counted. It fails at once if the group cannot be
-// bound (another reader has it: see flowlog.ErrGroupBusy).
+// added to journal and counted in m. It fails at once if the group cannot
+// be bound (another reader has it: see flowlog.ErrGroupBusy).
 func runDeniedLog(ctx context.Context, l policy.LogDenied, netns string, res flowlog.Resolver,
-	log *slog.Logger, reg prometheus.Registerer, journal *flowlog.Journal) error {
-	m, err := newDeniedLogMetrics(reg)
-	if err != nil {
-		return err
-	}
+	log *slog.Logger, m *deniedLogMetrics, journal *flowlog.Journal) error {
 	r, err := flowlog.Open(flowlog.Config{Group: l.Group, NetNS: netns})
 	if err != nil {
 		return fmt.Errorf("log denied packets: %w", err)
@@ -118,32 +127,18 @@ func deniedAttrs(r *flowlog.Record) []any {
 	return append(attrs, slog.String("decision", r.Decision))
 }
 
-// listerResolver resolves records from the agent's informer caches. A
-// lookup by address walks the cached pods: records are rate-limited in the
-// kernel (tens a second by default), so this costs bounded work.
+// listerResolver resolves records from the agent's informer caches: pods
+// by address through the pod informer's address index (podindex.go),
+// policies through the lister of the pod's namespace.
 type listerResolver struct {
 	pods     corelisters.PodLister
+	addrs    cache.Indexer // the pod informer's store, with podAddrIndex
 	policies netlisters.NetworkPolicyLister
 }
 
 // PodByAddr implements flowlog.Resolver.
 func (lr listerResolver) PodByAddr(a netip.Addr) string {
-	pods, err := lr.pods.List(labels.Everything())
-	if err != nil {
-		return ""
-	}
-	want := a.Unmap().String()
-	for _, p := range pods {
-		if p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		for _, ip := range p.Status.PodIPs {
-			if ip.IP == want {
-				return p.Namespace + "/" + p.Name
-			}
-		}
-	}
-	return ""
+	return podByAddr(lr.addrs, a)
 }
 
 // Isolating implements flowlog.Resolver.
@@ -167,10 +162,15 @@ func (lr listerResolver) Isolating(pod string, d flowlog.Direction) []string {
 	return out
 }
 
+// isolates reports whether np selects p and has direction d among its
+// policy types: what makes p isolated in d, as the compiler sees it. A
+// selector that does not parse selects nothing (the compiler skips the
+// policy).
 func isolates(np *networkingv1.NetworkPolicy, p *corev1.Pod, d flowlog.Direction) bool {
 	ing, egr := policy.PolicyTypes(np)
 	if (d == flowlog.Ingress && !ing) || (d == flowlog.Egress && !egr) {
 		return false
 	}
-	return flowlog.NewObjects([]*corev1.Pod{p}, []*networkingv1.NetworkPolicy{np}).Isolating(p.Namespace+"/"+p.Name, d) != nil
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	return err == nil && sel.Matches(labels.Set(p.Labels))
 }

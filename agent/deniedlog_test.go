@@ -58,7 +58,9 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 	}
 	pods := []*corev1.Pod{pod("x", "b", xb), pod("y", "a", ya)}
 	nps := []*networkingv1.NetworkPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "in-b"},
-		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b"}}}}}
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b"}}}},
+		// y does not opt in: its denied packets are counted, not logged.
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "deny"}}}
 	nss := []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{policy.AnnotationLogDenied: "true"}}}}
 	l := policy.LogDenied{Group: 1604, Rate: 100, Burst: 100}
 	out := policy.Compile(policy.Input{NodeName: "n1", Namespaces: nss, Pods: pods, Policies: nps, LogDenied: &l})
@@ -71,7 +73,7 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	podIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	podIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, podAddrIndex: podAddrs})
 	npIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, p := range pods {
 		podIdx.Add(p)
@@ -79,31 +81,39 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 	for _, np := range nps {
 		npIdx.Add(np)
 	}
-	res := listerResolver{pods: corelisters.NewPodLister(podIdx), policies: netlisters.NewNetworkPolicyLister(npIdx)}
+	res := listerResolver{pods: corelisters.NewPodLister(podIdx), addrs: podIdx, policies: netlisters.NewNetworkPolicyLister(npIdx)}
 
 	var logs lockedBuffer
 	reg := prometheus.NewRegistry()
+	dm, err := newDeniedLogMetrics(reg, eng, func(err error) { t.Errorf("reading counters: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
 	journal := flowlog.NewJournal(2)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- runDeniedLog(ctx, l, lab.Nodes[0].Path, res, slog.New(slog.NewJSONHandler(&logs, nil)), reg, journal)
+		done <- runDeniedLog(ctx, l, lab.Nodes[0].Path, res, slog.New(slog.NewJSONHandler(&logs, nil)), dm, journal)
 	}()
 	time.Sleep(300 * time.Millisecond) // let it bind the group
-	const sent = 3
-	for i := 0; i < sent; i++ {
-		if err := lab.Run("y/a", func() error {
-			c, err := net.Dial("udp", fmt.Sprintf("%s:81", xb.IPv4))
-			if err != nil {
+	send := func(from string, to *netlab.Endpoint, n int) {
+		for i := 0; i < n; i++ {
+			if err := lab.Run(from, func() error {
+				c, err := net.Dial("udp", fmt.Sprintf("%s:81", to.IPv4))
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				_, err = c.Write([]byte("x"))
 				return err
+			}); err != nil {
+				t.Fatal(err)
 			}
-			defer c.Close()
-			_, err = c.Write([]byte("x"))
-			return err
-		}); err != nil {
-			t.Fatal(err)
 		}
 	}
+	const sent, unlogged = 3, 2
+	send("y/a", xb, sent)
+	send("x/b", ya, unlogged)
 	deadline := time.Now().Add(5 * time.Second)
 	for strings.Count(logs.String(), "\n") < sent && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
@@ -128,14 +138,26 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 			t.Errorf("record %s", line)
 		}
 	}
+	// Every denied packet is counted by the kernel, logged or not: 3
+	// logged to x/b and 2 unlogged to y/a, each 29 bytes (IPv4 + UDP
+	// headers + one byte).
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP nftguard_denied_bytes_total Bytes of the packets counted in nftguard_denied_packets_total (layer 3 and up).
+# TYPE nftguard_denied_bytes_total counter
+nftguard_denied_bytes_total{direction="ingress",kind="NetworkPolicy",namespace="x"} 87
+nftguard_denied_bytes_total{direction="ingress",kind="NetworkPolicy",namespace="y"} 58
 # HELP nftguard_denied_log_records_total Denied packets logged by the kernel and read by the agent (rate-limited in the kernel per node and direction).
 # TYPE nftguard_denied_log_records_total counter
 nftguard_denied_log_records_total 3
-# HELP nftguard_denied_log_suppressed_total Denied-packet records not kept, by reason (ring_overflow: pushed out of the in-memory journal; socket_overrun: lost on a full socket).
+# HELP nftguard_denied_log_suppressed_total Denied packets not logged or records not kept, by reason (rate_limit: over the kernel's log limit; ring_overflow: pushed out of the in-memory journal; socket_overrun: lost on a full socket).
 # TYPE nftguard_denied_log_suppressed_total counter
+nftguard_denied_log_suppressed_total{reason="rate_limit"} 0
 nftguard_denied_log_suppressed_total{reason="ring_overflow"} 1
 nftguard_denied_log_suppressed_total{reason="socket_overrun"} 0
+# HELP nftguard_denied_packets_total Packets dropped because no policy rule allowed them, from the kernel's counters on each isolated pod chain's final drop, by the pod's namespace, direction and policy kind (with --log-denied).
+# TYPE nftguard_denied_packets_total counter
+nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="x"} 3
+nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="y"} 2
 `)); err != nil {
 		t.Error(err)
 	}

@@ -82,6 +82,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer src.stop()
+	if cfg.LogDenied != nil {
+		// Before the informers start: records are resolved through it.
+		if err := addPodAddrIndex(src.factory.Core().V1().Pods().Informer()); err != nil {
+			return err
+		}
+	}
 
 	events := newEventRecorder(client, cfg.NodeName, m, log, src.uidOf)
 	wg.Go(func() { events.run(ctx) })
@@ -99,12 +105,20 @@ func Run(ctx context.Context, cfg Config) error {
 
 	wg.Go(func() { monitorDrift(ctx, eng, m, log, deb) })
 	if cfg.LogDenied != nil {
-		res := listerResolver{pods: src.pods, policies: src.policies}
+		podInf := src.factory.Core().V1().Pods().Informer()
+		res := listerResolver{pods: src.pods, addrs: podInf.GetIndexer(), policies: src.policies}
+		dm, err := newDeniedLogMetrics(m.reg, eng, func(err error) {
+			m.errors.WithLabelValues(errorKindDeniedLog).Inc()
+			log.Warn("reading the denied-packet counters failed", "err", err)
+		})
+		if err != nil {
+			return err
+		}
 		wg.Go(func() {
 			// Reading the log is an aid, not enforcement: if it
 			// fails (another reader holds the group), the table is
 			// enforced all the same.
-			err := runDeniedLog(ctx, *cfg.LogDenied, cfg.NetNS, res, log, m.reg, flowlog.NewJournal(deniedJournalSize))
+			err := runDeniedLog(ctx, *cfg.LogDenied, cfg.NetNS, res, log, dm, flowlog.NewJournal(deniedJournalSize))
 			if err != nil && ctx.Err() == nil {
 				m.errors.WithLabelValues(errorKindDeniedLog).Inc()
 				log.Error("denied-packet log stopped; enforcement goes on", "group", cfg.LogDenied.Group, "err", err)

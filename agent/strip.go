@@ -7,6 +7,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/nftguard/nftguard/policy"
 )
 
 // strip is the informers' transform: it keeps only the fields the compilers
@@ -23,8 +25,14 @@ func strip(obj any) (any, error) {
 	case *corev1.Node:
 		return stripNode(o), nil
 	case *corev1.Namespace:
-		// The policy compiler reads namespace labels only.
-		o.ManagedFields, o.Annotations = nil, nil
+		// The policy compiler reads namespace labels, and one
+		// annotation: the opt-in to logging of denied packets.
+		o.ManagedFields = nil
+		if v, ok := o.Annotations[policy.AnnotationLogDenied]; ok {
+			o.Annotations = map[string]string{policy.AnnotationLogDenied: v}
+		} else {
+			o.Annotations = nil
+		}
 		o.Spec, o.Status = corev1.NamespaceSpec{}, corev1.NamespaceStatus{}
 		return o, nil
 	case *networkingv1.NetworkPolicy:

@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nftguard/nftguard/policy"
 )
 
 func TestStripPod(t *testing.T) {
@@ -52,5 +54,24 @@ func TestSameContent(t *testing.T) {
 	b.Labels = map[string]string{"k": "v"}
 	if sameContent(a, b) {
 		t.Error("a label change is not a change")
+	}
+}
+
+// A namespace keeps its labels and the log-denied opt-in, and no other
+// annotation: without it `--log-denied` would log no namespace.
+func TestStripNamespaceKeepsLogOptIn(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"team": "a"},
+		Annotations: map[string]string{policy.AnnotationLogDenied: "true", "big": "value"}}}
+	out, err := strip(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := out.(*corev1.Namespace)
+	if s.Labels["team"] != "a" || len(s.Annotations) != 1 || s.Annotations[policy.AnnotationLogDenied] != "true" {
+		t.Errorf("stripped namespace: labels %v, annotations %v", s.Labels, s.Annotations)
+	}
+	out, _ = strip(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "y", Annotations: map[string]string{"big": "value"}}})
+	if a := out.(*corev1.Namespace).Annotations; a != nil {
+		t.Errorf("annotations kept: %v", a)
 	}
 }

@@ -17,6 +17,7 @@
 //	batch.go       the operations encoded as one nfnetlink transaction
 //	commit.go      sends a batch and maps the kernel's answers back to operations
 //	monitor.go     nftables events -> drift (a resync)
+//	counters.go    Counters: the rules' counter values, read on demand, never diffed
 //	nlmsg.go       nf_tables constants; the codec, socket and requests are internal/nfnl
 //	render.go      Desired as an nft script; fake.go, the in-memory Interface
 //

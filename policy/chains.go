@@ -22,14 +22,15 @@ type direction struct {
 	verdict     string // what a matching rule does
 	isolated    string // the comment of the chain's last rule, which drops
 	logDrop     string // that rule when the pod is logged (logdenied.go)
+	countDrop   string // that rule when the node logs but the pod is not (logdenied.go)
 }
 
 var (
 	dirIngress = direction{chainPrefix: "ing", setTag: "in", field: "ingress", peer4: "ip saddr", peer6: "ip6 saddr", verdict: "accept",
-		isolated: "isolated for ingress: no rule allowed", logDrop: "counter goto " + ChainDeniedIngress}
+		isolated: CommentIsolatedIngress, logDrop: "counter goto " + ChainDeniedIngress, countDrop: "counter drop"}
 	// A packet egress allows still needs the destination's ingress.
 	dirEgress = direction{egress: true, chainPrefix: "egr", setTag: "eg", field: "egress", peer4: "ip daddr", peer6: "ip6 daddr", verdict: "goto " + ChainIngress,
-		isolated: "isolated for egress: no rule allowed", logDrop: "counter goto " + ChainDeniedEgress}
+		isolated: CommentIsolatedEgress, logDrop: "counter goto " + ChainDeniedEgress, countDrop: "counter drop"}
 )
 
 // ruleCount is how many rules of this direction np has.
@@ -60,22 +61,26 @@ func (c *compiler) podChain(p *selection.Pod, pols []*compiledPolicy, d *directi
 		}
 	}
 	k := chainKey{p: p, egress: d.egress}
-	logged := c.logged[p.Obj.Namespace]
-	if cm, ok := c.prev.chains[k]; ok && cm.logged == logged && slices.Equal(cm.pols, pols) && slices.Equal(cm.rules, rules) {
+	end := endPlain
+	if c.logged != nil {
+		end = endCounted
+		if c.logged[p.Obj.Namespace] {
+			end = endLogged
+		}
+	}
+	if cm, ok := c.prev.chains[k]; ok && cm.end == end && slices.Equal(cm.pols, pols) && slices.Equal(cm.rules, rules) {
 		c.next.chains[k] = cm
 		return cm.chain
 	}
-	ch := buildChain(p, rules, d, logged)
-	c.next.chains[k] = &chainMemo{pols: slices.Clone(pols), rules: rules, logged: logged, chain: ch}
+	ch := buildChain(p, rules, d, end)
+	c.next.chains[k] = &chainMemo{pols: slices.Clone(pols), rules: rules, end: end, chain: ch}
 	return ch
 }
 
 // buildChain makes a pod's chain for one direction from the compiled
 // rules of the policies that select it, in policy key and rule order.
-// A logged pod's chain ends in its direction's shared denied chain, which
-// logs (rate-limited) and drops, instead of dropping itself; its counter
-// is the pod's count of denied packets in this direction.
-func buildChain(p *selection.Pod, rules []*compiledRule, d *direction, logged bool) engine.Chain {
+// How the chain ends is end (see chainEnd).
+func buildChain(p *selection.Pod, rules []*compiledRule, d *direction, end chainEnd) engine.Chain {
 	ch := engine.Chain{Name: objName(d.chainPrefix, p.Obj.Namespace, p.Obj.Name), Comment: nftsafe.Comment(d.field + " of pod " + p.Key)}
 	ch.Rules = append(ch.Rules, engine.Rule{Rule: "ct state invalid drop"})
 	// A pod may always reach itself, also through the node (hairpin).
@@ -94,11 +99,14 @@ func buildChain(p *selection.Pod, rules []*compiledRule, d *direction, logged bo
 	for _, cr := range rules {
 		ch.Rules = appendRule(ch.Rules, d, cr, dst)
 	}
-	if logged {
-		ch.Rules = append(ch.Rules, engine.Rule{Rule: d.logDrop, Comment: d.isolated})
-		return ch
+	last := "drop"
+	switch end {
+	case endLogged:
+		last = d.logDrop
+	case endCounted:
+		last = d.countDrop
 	}
-	ch.Rules = append(ch.Rules, engine.Rule{Rule: "drop", Comment: d.isolated})
+	ch.Rules = append(ch.Rules, engine.Rule{Rule: last, Comment: d.isolated})
 	return ch
 }
 

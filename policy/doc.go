@@ -70,7 +70,9 @@
 //	incremental.go  Compiler and its memo: what one compile keeps for the
 //	                next
 //	logdenied.go    LogDenied: the rate-limited log of denied packets for
-//	                namespaces that opt in (shared np_denied_* chains)
+//	                namespaces that opt in (shared np_denied_* chains), the
+//	                drop counters of every isolated pod while the node
+//	                logs, and DeniedChain (chain name -> namespace)
 //	validate.go     Validate: the API server's rules for a NetworkPolicy
 //	ranges.go       ipBlock arithmetic
 //

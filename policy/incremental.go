@@ -71,10 +71,10 @@ type chainKey struct {
 
 // chainMemo is a pod chain with the policies and rules it was built from.
 type chainMemo struct {
-	pols   []*compiledPolicy
-	rules  []*compiledRule
-	logged bool // it ends in the shared denied chain
-	chain  engine.Chain
+	pols  []*compiledPolicy
+	rules []*compiledRule
+	end   chainEnd // how it ends: plain drop, counted drop, or the shared denied chain
+	chain engine.Chain
 }
 
 // policy validates a policy object once.

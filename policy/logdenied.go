@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -39,9 +40,24 @@ import (
 // source address for egress. A reader recovers the chain from the record's
 // addresses exactly as the kernel found it (see package flowlog).
 //
-// With LogDenied nil (the default) none of this exists and the table is
-// byte for byte what it was without the feature; the goldens under
-// testdata/ pin that.
+// Counters. With LogDenied set, every isolated pod's final drop counts:
+// pods of namespaces that do not opt in to records end in
+//
+//	counter drop
+//
+// so the agent can export packets and bytes denied per namespace and
+// direction for every pod of the node (read with engine.Counters, see
+// DeniedChain), and records only for the namespaces that asked for them.
+// Why the counters come with --log-denied and not always: a counter costs
+// a per-CPU add on the drop path only (allowed packets never reach the
+// final rule), so it is cheap, but principle 3 of the design makes the
+// table an operator reads and diffs part of the product: without the
+// switch it stays byte for byte what it was before the feature, and the
+// goldens under testdata/ (all but log-denied.nft) pin that. The counters
+// never make a sync rewrite a rule: the engine compares rules without
+// their counter values.
+//
+// With LogDenied nil (the default) none of this exists.
 
 // AnnotationLogDenied on a Namespace opts its pods in to logging of denied
 // packets, when the node logs at all (Input.LogDenied). Only the exact
@@ -55,7 +71,53 @@ const (
 	ChainDeniedEgress  = "np_denied_egress"
 	LogPrefixIngress   = "nftguard denied ingress"
 	LogPrefixEgress    = "nftguard denied egress"
+	// The comments of the shared chains' two rules: the first counts
+	// the packets logged, the second every packet (logged or over the
+	// limit), so their difference is what the limit kept from the log.
+	CommentDeniedLogged  = "logged"
+	CommentDeniedDropped = "denied"
 )
+
+// The comments of a pod chain's final rule, which drops what no rule
+// allowed: engine.Counters reports them, and the counters of the rules
+// that carry them are the pod's denied packets and bytes.
+const (
+	CommentIsolatedIngress = "isolated for ingress: no rule allowed"
+	CommentIsolatedEgress  = "isolated for egress: no rule allowed"
+)
+
+// chainEnd is how a pod chain ends, the one thing LogDenied changes in it.
+type chainEnd uint8
+
+const (
+	endPlain   chainEnd = iota // drop (the node does not log)
+	endCounted                 // counter drop (the node logs, the namespace did not opt in)
+	endLogged                  // counter goto the shared denied chain
+)
+
+// DeniedChain reports whether chain is a pod's ingress or egress chain of
+// this compiler (np_ing_NS_POD, np_egr_NS_POD; see names.go) and, if so,
+// which namespace's and direction's. The namespace is as nftsafe.NamePart
+// wrote it: the name itself for every namespace an API server accepts (a
+// DNS label, never shortened: it ends before byte 183), a bounded hashed
+// stand-in otherwise. So a label made from it has at most one value per
+// namespace.
+func DeniedChain(chain string) (namespace string, egress, ok bool) {
+	var rest string
+	switch {
+	case strings.HasPrefix(chain, "np_ing_"):
+		rest = chain[len("np_ing_"):]
+	case strings.HasPrefix(chain, "np_egr_"):
+		rest, egress = chain[len("np_egr_"):], true
+	default:
+		return "", false, false
+	}
+	ns, _, found := strings.Cut(rest, "_")
+	if !found || ns == "" {
+		return "", false, false
+	}
+	return ns, egress, true
+}
 
 // Defaults of LogDenied, as DefaultLogDenied returns them. The group is
 // not 0 or 100, the groups ulogd setups and kube-router use by default, so
@@ -116,16 +178,16 @@ func deniedChains(l LogDenied) []engine.Chain {
 			Name:    ChainDeniedEgress,
 			Comment: "NetworkPolicy: denied egress of logged pods, rate-limited log then drop",
 			Rules: []engine.Rule{
-				{Rule: l.logRule(LogPrefixEgress), Comment: "logged"},
-				{Rule: "counter drop", Comment: "denied"},
+				{Rule: l.logRule(LogPrefixEgress), Comment: CommentDeniedLogged},
+				{Rule: "counter drop", Comment: CommentDeniedDropped},
 			},
 		},
 		{
 			Name:    ChainDeniedIngress,
 			Comment: "NetworkPolicy: denied ingress of logged pods, rate-limited log then drop",
 			Rules: []engine.Rule{
-				{Rule: l.logRule(LogPrefixIngress), Comment: "logged"},
-				{Rule: "counter drop", Comment: "denied"},
+				{Rule: l.logRule(LogPrefixIngress), Comment: CommentDeniedLogged},
+				{Rule: "counter drop", Comment: CommentDeniedDropped},
 			},
 		},
 	}

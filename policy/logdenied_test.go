@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/golden"
+	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -52,9 +54,9 @@ func TestLogDeniedOnlyAnnotatedNamespaces(t *testing.T) {
 	for chainName, want := range map[string]string{
 		"np_ing_x_a": "counter goto " + ChainDeniedIngress,
 		"np_egr_x_a": "counter goto " + ChainDeniedEgress,
-		"np_ing_y_a": "drop", // "True" is not "true"
-		"np_egr_y_a": "drop",
-		"np_ing_z_a": "drop",
+		"np_ing_y_a": "counter drop", // "True" is not "true": counted, not logged
+		"np_egr_y_a": "counter drop",
+		"np_ing_z_a": "counter drop",
 	} {
 		if got := lastRule(chain(t, out, chainName)); got != want {
 			t.Errorf("%s ends in %q, want %q", chainName, got, want)
@@ -76,8 +78,9 @@ func TestLogDeniedOnlyAnnotatedNamespaces(t *testing.T) {
 }
 
 // With logging off the table is what it was without the feature, whatever
-// the annotations say; with logging on but no namespace opted in, only the
-// two shared chains are added.
+// the annotations say; with logging on but no namespace opted in, the two
+// shared chains are added and every pod chain's final drop counts, and
+// nothing else changes.
 func TestLogDeniedOffChangesNothing(t *testing.T) {
 	off := logInput(nil)
 	plain := logInput(nil)
@@ -101,7 +104,18 @@ func TestLogDeniedOffChangesNothing(t *testing.T) {
 	for _, c := range on.Chains {
 		if !hasChain(Compile(off), c.Name) {
 			extra = append(extra, c.Name)
-		} else if d := cmp.Diff(chain(t, Compile(off), c.Name), c); d != "" {
+			continue
+		}
+		want := chain(t, Compile(off), c.Name)
+		if _, _, isPod := DeniedChain(c.Name); isPod {
+			want.Rules = slices.Clone(want.Rules)
+			last := &want.Rules[len(want.Rules)-1]
+			if last.Rule != "drop" {
+				t.Fatalf("chain %s ends in %q with logging off", c.Name, last.Rule)
+			}
+			last.Rule = "counter drop"
+		}
+		if d := cmp.Diff(want, c); d != "" {
 			t.Errorf("chain %s differs with logging on and no namespace opted in:\n%s", c.Name, d)
 		}
 	}
@@ -131,6 +145,44 @@ func TestLogDeniedIncremental(t *testing.T) {
 	}
 	if got := lastRule(chain(t, Compile(in), "np_ing_z_a")); got != "counter goto "+ChainDeniedIngress {
 		t.Errorf("z after opting in ends in %q", got)
+	}
+}
+
+func TestDeniedChain(t *testing.T) {
+	for _, tc := range []struct {
+		chain, ns string
+		egress    bool
+		ok        bool
+	}{
+		{"np_ing_x_a", "x", false, true},
+		{"np_egr_kube-system_coredns-5d78c9869d-abcde", "kube-system", true, true},
+		{"np_ing_my.ns_p_q", "my.ns", false, true},
+		{"np_ing_" + nftsafe.NamePart("Bad NS") + "_p", nftsafe.NamePart("Bad NS"), false, true},
+		{ChainDeniedIngress, "", false, false},
+		{ChainIngress, "", false, false},
+		{"np_forward", "", false, false},
+		{"np_ing_x", "", false, false},
+		{"np_ing__a", "", false, false},
+		{"eg_ing_x_a", "", false, false},
+	} {
+		ns, egress, ok := DeniedChain(tc.chain)
+		if ns != tc.ns || egress != tc.egress || ok != tc.ok {
+			t.Errorf("DeniedChain(%q) = %q, %v, %v; want %q, %v, %v", tc.chain, ns, egress, ok, tc.ns, tc.egress, tc.ok)
+		}
+	}
+	// Every pod chain the compiler makes parses back to its namespace.
+	l := DefaultLogDenied()
+	for _, c := range compileChecked(t, logInput(&l)).Chains {
+		if strings.HasPrefix(c.Name, "np_ing_") || strings.HasPrefix(c.Name, "np_egr_") {
+			ns, egress, ok := DeniedChain(c.Name)
+			if !ok || !strings.Contains(c.Comment, " of pod "+ns+"/") || egress != strings.HasPrefix(c.Comment, "egress") {
+				t.Errorf("chain %s (%q): DeniedChain = %q, %v, %v", c.Name, c.Comment, ns, egress, ok)
+			}
+			last := c.Rules[len(c.Rules)-1]
+			if want := map[bool]string{false: CommentIsolatedIngress, true: CommentIsolatedEgress}[egress]; last.Comment != want || !strings.HasPrefix(last.Rule, "counter ") {
+				t.Errorf("chain %s ends in %q comment %q", c.Name, last.Rule, last.Comment)
+			}
+		}
 	}
 }
 

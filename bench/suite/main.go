@@ -30,19 +30,23 @@ func main() {
 	name := flag.String("profile", def, "full, quick or smoke (default from $BENCH_PROFILE, else full)")
 	out := flag.String("out", "../results", "directory for REPORT.md and the plots")
 	root := flag.String("root", "../..", "repository root")
+	only := flag.String("only", "", "run one scenario only: denied (the denied-traffic log); default all")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *name, *out, *root); err != nil {
+	if err := run(ctx, *name, *out, *root, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, name, out, root string) error {
+func run(ctx context.Context, name, out, root, only string) error {
 	prof, err := profiles(name)
 	if err != nil {
 		return err
+	}
+	if only != "" && only != "denied" {
+		return fmt.Errorf("-only: unknown scenario %q (denied)", only)
 	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (network namespaces, nftables)")
@@ -69,7 +73,12 @@ func run(ctx context.Context, name, out, root string) error {
 	if err := r.buildBinary(); err != nil {
 		return err
 	}
-	r.measure(res, out)
+	if only == "denied" {
+		res.Memory.Pending = "not part of this run (-only denied)"
+		r.measureDenied(res)
+	} else {
+		r.measure(res, out)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
 	}
@@ -119,10 +128,23 @@ func (r *runner) measure(res *results, out string) {
 			fail("engine micro-benchmarks", res.Micro.Err)
 		}
 	}
+	r.measureDenied(res)
 	if res.DataPath, err = r.runDataPath(); err != nil {
 		fail("data path", err)
 	} else if res.Plots["datapath"], err = plotDataPath(out, res.DataPath); err != nil {
 		fail("data path plot", err)
+	}
+}
+
+// measureDenied runs scenario 6 (deniedlog.go).
+func (r *runner) measureDenied(res *results) {
+	var err error
+	if res.DeniedLog, err = r.runDeniedLog(); err != nil {
+		r.logf("denied log failed: %v", err)
+		res.Failures = append(res.Failures, fmt.Sprintf("denied log: %v", err))
+	} else if res.DeniedLog.CPUErr != "" {
+		r.logf("denied log agent CPU failed: %s", res.DeniedLog.CPUErr)
+		res.Failures = append(res.Failures, "denied log agent CPU: "+firstLine(res.DeniedLog.CPUErr))
 	}
 }
 

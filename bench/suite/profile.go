@@ -18,6 +18,12 @@ type profile struct {
 	MicroBench string        // scenario 5: -bench pattern ("" skips)
 	MicroTime  string        // scenario 5: -benchtime ("" = go test's default)
 	Churn      int           // scenario 4: pod changes after the first sync (0 skips)
+	// Scenario 6, the denied-traffic log: allowed traffic with logging
+	// on vs off at DeniedPolicies (0 skips the scenario), and the agent's
+	// CPU at each log rate of DeniedRates, DeniedFor per window.
+	DeniedPolicies int
+	DeniedRates    []int
+	DeniedFor      time.Duration
 }
 
 var (
@@ -32,14 +38,17 @@ func profiles(name string) (profile, error) {
 	switch name {
 	case "full":
 		return profile{Name: name, Reps: 3, Scale: []size{s1k, s10k, s50k}, Change: []size{s1k, s10k, s50k},
-			DataPath: []int{0, 100, 1000, 10000}, LoadFor: 4 * time.Second, DPReps: 5, MicroBench: ".", Churn: 3600}, nil
+			DataPath: []int{0, 100, 1000, 10000}, LoadFor: 4 * time.Second, DPReps: 5, MicroBench: ".", Churn: 3600,
+			DeniedPolicies: 1000, DeniedRates: []int{1000, 5000}, DeniedFor: 10 * time.Second}, nil
 	case "quick":
 		return profile{Name: name, Reps: 3, Scale: []size{s1k, s10k}, Change: []size{s1k, s10k},
-			DataPath: []int{0, 100, 1000}, LoadFor: 2 * time.Second, MicroBench: "Compile50k|OneChange", MicroTime: "1x", Churn: 1200}, nil
+			DataPath: []int{0, 100, 1000}, LoadFor: 2 * time.Second, MicroBench: "Compile50k|OneChange", MicroTime: "1x", Churn: 1200,
+			DeniedPolicies: 1000, DeniedRates: []int{1000}, DeniedFor: 5 * time.Second}, nil
 	case "smoke":
 		tiny := size{Pods: 500, Policies: 50}
 		return profile{Name: name, Reps: 1, Scale: []size{tiny}, Change: []size{tiny},
-			DataPath: []int{0, 20}, LoadFor: 500 * time.Millisecond}, nil
+			DataPath: []int{0, 20}, LoadFor: 500 * time.Millisecond,
+			DeniedPolicies: 20}, nil // the agent-CPU part (an API server, a build) would double the smoke run
 	}
 	return profile{}, fmt.Errorf("unknown profile %q (full, quick or smoke)", name)
 }

@@ -9,16 +9,17 @@ import (
 
 // results is everything one run measured.
 type results struct {
-	Profile  profile
-	Machine  machine
-	Duration time.Duration
-	Scale    []scaleResult
-	Change   []changeResult
-	DataPath []dpResult
-	Memory   memoryResult
-	Micro    microResult
-	Plots    map[string]string // scenario → PNG file name
-	Failures []string          // scenarios that failed, with why
+	Profile   profile
+	Machine   machine
+	Duration  time.Duration
+	Scale     []scaleResult
+	Change    []changeResult
+	DataPath  []dpResult
+	Memory    memoryResult
+	DeniedLog deniedResult
+	Micro     microResult
+	Plots     map[string]string // scenario → PNG file name
+	Failures  []string          // scenarios that failed, with why
 }
 
 // summary writes the short table `make bench` prints and REPORT.md opens
@@ -45,6 +46,11 @@ func (res *results) summary(w io.Writer) {
 				d.Config, d.TCPConn.median(), d.UDPRR.median(), none.TCPConn.median(), none.UDPRR.median(),
 				pairedRatio(d.TCPConn, none.TCPConn), pairedRatio(d.UDPRR, none.UDPRR))
 		}
+	}
+	if d := res.DeniedLog; len(d.On.TCPConn) > 0 {
+		tcp, udp := d.ratios()
+		fmt.Fprintf(w, "| denied-traffic log on, %s policies | %.0f TCP conn/s, %.0f UDP req/s | logging off: %.0f, %.0f | %.2f×, %.2f× |\n",
+			human(d.Policies), d.On.TCPConn.median(), d.On.UDPRR.median(), d.Off.TCPConn.median(), d.Off.UDPRR.median(), tcp, udp)
 	}
 	fmt.Fprintln(w)
 	for _, g := range res.goals() {
@@ -138,6 +144,7 @@ func (res *results) goals() []string {
 		out = append(out, "Data path with 1k policies ≥ 0.9× no firewall: not measured in this run (profile has no 1k-policy point).")
 	}
 	out = append(out, res.Memory.goal())
+	out = append(out, res.DeniedLog.goal())
 	return out
 }
 
@@ -167,6 +174,7 @@ func (res *results) markdown(w io.Writer) {
 	res.dataPathSection(w)
 	res.Memory.section(w)
 	res.microSection(w)
+	res.DeniedLog.section(w, res.Profile)
 }
 
 func (res *results) image(w io.Writer, key, alt string) {

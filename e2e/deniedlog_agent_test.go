@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nftguard/nftguard/internal/netlab"
+)
+
+// TestAgentLogDenied runs `nftguard run --log-denied` on three lab nodes
+// against the real API server. Namespace x opts in with the annotation and
+// isolates its pods for ingress; then single SYNs that the policy denies,
+// from a pod on the same node and from one on another node, each appear
+// exactly once as a `"msg":"denied"` JSON record in the output of the
+// agent of the destination's node, naming pods, port, direction and
+// policy, and the agent's metrics count them: records, and packets and
+// bytes denied in namespace x, read from the kernel's counters.
+func TestAgentLogDenied(t *testing.T) {
+	a := newAgentLabWith(t, agentLabOptions{args: []string{"--min-sync-interval", "50ms", "--max-sync-interval", "500ms",
+		"--log-denied", "--log-group", "1610", "--log-rate", "1000", "--log-burst", "1000"}})
+	ctx := context.Background()
+	ns, err := a.admin.CoreV1().Namespaces().Get(ctx, "x", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Annotations = map[string]string{"nftguard.io/log-denied": "true"}
+	if _, err := a.admin.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a.createPolicy(ctx, &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "deny-ingress"},
+		Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
+	})
+	want := a.expect(ctx)
+	a.converge(t, "deny-ingress", "y/a", "x/a", agentPorts[0], false, want, 0)
+	// The table logs x's pods once the annotation is compiled too: wait
+	// for n1's shared chain before counting.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(nftList(t, a.lab.Node("n1").NetNS), "goto np_denied_ingress") {
+		if time.Now().After(deadline) {
+			t.Fatalf("n1's table does not log x/a:\n%s", nftList(t, a.lab.Node("n1").NetNS))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // records of the convergence probes arrive
+
+	n1 := a.agents["n1"]
+	before := n1.metrics(t)
+	n2Before := metricValue(a.agents["n2"].metrics(t), `nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="x"}`)
+	logBefore, err := os.ReadFile(n1.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xa := a.lab.Endpoint("x/a")
+	sends := []struct {
+		from string
+		port int
+		n    int
+	}{{"y/a", 81, 4}, {"y/b", 80, 3}} // y/a is on n1 with x/a, y/b on n2
+	total := 0
+	for _, s := range sends {
+		for range s.n {
+			if syn(t, a.lab, s.from, netip.AddrPortFrom(xa.IPv4, uint16(s.port))) {
+				t.Fatalf("%s reached x/a:%d, which deny-ingress denies", s.from, s.port)
+			}
+			total++
+		}
+	}
+
+	// The records, from n1's output after the mark.
+	var recs []map[string]any
+	var after string
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		all, err := os.ReadFile(n1.logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = recs[:0]
+		for _, line := range strings.Split(string(all[len(logBefore):]), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "denied" {
+				recs = append(recs, m)
+			}
+		}
+		after = n1.metrics(t)
+		grew := metricValue(after, "nftguard_denied_log_records_total") - metricValue(before, "nftguard_denied_log_records_total")
+		if (len(recs) >= total && grew >= float64(total)) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("first record: %v", recs[0])
+	if len(recs) != total {
+		t.Errorf("%d denied records in n1's output for %d denied SYNs", len(recs), total)
+	}
+	got := map[string]int{}
+	for _, r := range recs {
+		if r["direction"] != "ingress" || r["dstPod"] != "x/a" || r["policies"] != "x/deny-ingress" || r["protocol"] != "tcp" ||
+			r["node"] != "n1" || r["decision"] != "pod x/a isolated for ingress by policy deny-ingress; no rule allowed" {
+			t.Errorf("record %v", r)
+		}
+		got[fmt.Sprintf("%v:%v", r["srcPod"], r["dstPort"])]++
+	}
+	for _, s := range sends {
+		if k := fmt.Sprintf("%s:%d", s.from, s.port); got[k] != s.n {
+			t.Errorf("%d records of %s, want %d (all: %v)", got[k], k, s.n, got)
+		}
+	}
+
+	series := `{direction="ingress",kind="NetworkPolicy",namespace="x"}`
+	delta := func(name string) float64 { return metricValue(after, name) - metricValue(before, name) }
+	if d := delta("nftguard_denied_log_records_total"); d != float64(total) {
+		t.Errorf("nftguard_denied_log_records_total grew by %v, want %d", d, total)
+	}
+	if d := delta("nftguard_denied_packets_total" + series); d != float64(total) {
+		t.Errorf("denied packets of x grew by %v, want %d", d, total)
+	}
+	// A SYN of this kernel's TCP over IPv4 is 60 bytes (20 IP + 40 TCP
+	// with options).
+	if d := delta("nftguard_denied_bytes_total" + series); d != float64(60*total) {
+		t.Errorf("denied bytes of x grew by %v, want %d", d, 60*total)
+	}
+	if v := metricValue(after, `nftguard_denied_log_suppressed_total{reason="rate_limit"}`); v != 0 {
+		t.Errorf("rate-limited: %v, want 0 at rate 1000", v)
+	}
+	var shown []string
+	for _, line := range strings.Split(after, "\n") {
+		if strings.HasPrefix(line, "nftguard_denied_") {
+			shown = append(shown, line)
+		}
+	}
+	t.Logf("n1's metrics after %d denied SYNs:\n%s", total, strings.Join(shown, "\n"))
+	// n2's agent saw y/b's SYNs leave (y/b is not isolated): it counts
+	// none of them, although its x/b is isolated too.
+	if d := metricValue(a.agents["n2"].metrics(t), "nftguard_denied_packets_total"+series) - n2Before; d != 0 {
+		t.Errorf("n2's denied packets of x grew by %v, want 0", d)
+	}
+}
+
+// syn sends one TCP SYN from a lab pod: the dial gives up before the first
+// retransmission. It reports whether the connection was made.
+func syn(t *testing.T, lab *netlab.Lab, from string, to netip.AddrPort) bool {
+	t.Helper()
+	ok := false
+	if err := lab.Run(from, func() error {
+		c, err := net.DialTimeout("tcp", to.String(), 400*time.Millisecond)
+		if err == nil {
+			ok = true
+			c.Close()
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
