@@ -131,7 +131,7 @@ func preflight(ctx context.Context, t *testing.T, cs kubernetes.Interface, lab *
 	// Dropped by hand in probe-1's node, in a table of the test's own.
 	node := lab.Node(p1.Spec.NodeName)
 	ns := &testns.NS{Name: node.NetNS, Path: node.Path}
-	ns.MustExec(t, fmt.Sprintf("table inet ngpreflight { chain blockfwd { type filter hook forward priority 0; ip daddr %s drop; } }\n", ip1), "nft", "-f", "-")
+	ns.MustExec(t, fmt.Sprintf("table inet ngpreflight {\n\tchain blockfwd {\n\t\ttype filter hook forward priority 0; ip daddr %s drop\n\t}\n}\n", ip1), "nft", "-f", "-")
 	probe("probe-0", "tcp", ip1, 80, "TIMEOUT\n")
 	probe("probe-0", "udp", ip1, 53, "TIMEOUT: ")
 	probe("probe-0", "sctp", ip1, 9003, "TIMEOUT\n")

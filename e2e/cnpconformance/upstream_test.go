@@ -231,7 +231,10 @@ type suiteResult struct {
 	Passed, Failed, Skipped []string // test names, subtests included
 	PackageFailed           bool     // the test binary itself failed
 	Output                  map[string]*strings.Builder
-	// Probe failures by kind, from the upstream log lines.
+	// Failed tests by the kind of probe failure that ended them (from
+	// the upstream log lines): an allowed connection blocked, a denied one
+	// let through, a denied one answered with something other than
+	// TIMEOUT, an exec that failed.
 	AllowBlocked, DenyLetThrough, DenyWrongStatus, ExecFailed int
 }
 
@@ -248,6 +251,7 @@ func (r *suiteResult) OK() bool {
 // error, a crash before the first event) fail the package.
 func parseTestJSON(r io.Reader) (*suiteResult, error) {
 	res := &suiteResult{Output: map[string]*strings.Builder{}}
+	lastKind := map[string]string{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 4<<20)
 	for sc.Scan() {
@@ -275,15 +279,8 @@ func parseTestJSON(r io.Reader) (*suiteResult, error) {
 				res.Output[ev.Test] = b
 			}
 			b.WriteString(ev.Output)
-			switch {
-			case strings.Contains(ev.Output, "Expected connection to succeed"):
-				res.AllowBlocked++
-			case strings.Contains(ev.Output, "Expected connection to fail") && strings.Contains(ev.Output, "successfully connected"):
-				res.DenyLetThrough++
-			case strings.Contains(ev.Output, "Expected connection to be dropped"):
-				res.DenyWrongStatus++
-			case strings.Contains(ev.Output, "FAILED to execute command"):
-				res.ExecFailed++
+			if kind := probeFailureKind(ev.Output); kind != "" {
+				lastKind[ev.Test] = kind
 			}
 		case "pass", "fail", "skip":
 			if ev.Test == "" {
@@ -297,6 +294,18 @@ func parseTestJSON(r io.Reader) (*suiteResult, error) {
 				res.Passed = append(res.Passed, ev.Test)
 			case "fail":
 				res.Failed = append(res.Failed, ev.Test)
+				// A failed probe ends its subtest: the last probe
+				// failure logged there is why it failed.
+				switch lastKind[ev.Test] {
+				case "allow":
+					res.AllowBlocked++
+				case "deny":
+					res.DenyLetThrough++
+				case "status":
+					res.DenyWrongStatus++
+				case "exec":
+					res.ExecFailed++
+				}
 			case "skip":
 				res.Skipped = append(res.Skipped, ev.Test)
 			}
@@ -306,6 +315,21 @@ func parseTestJSON(r io.Reader) (*suiteResult, error) {
 		return res, fmt.Errorf("read test output: %w", err)
 	}
 	return res, nil
+}
+
+// probeFailureKind classifies one upstream log line of a failed probe.
+func probeFailureKind(line string) string {
+	switch {
+	case strings.Contains(line, "Expected connection to succeed"):
+		return "allow"
+	case strings.Contains(line, "Expected connection to fail") && strings.Contains(line, "successfully connected"):
+		return "deny"
+	case strings.Contains(line, "Expected connection to be dropped"):
+		return "status"
+	case strings.Contains(line, "FAILED to execute command"):
+		return "exec"
+	}
+	return ""
 }
 
 // Summary is the one-line result the outer test logs.
@@ -319,7 +343,7 @@ func (r *suiteResult) Summary(wall time.Duration) string {
 		}
 		return n
 	}
-	return fmt.Sprintf("upstream conformance: %d passed, %d failed, %d skipped (conformance tests: %d passed, %d failed, %d skipped; subtests included in the first counts) in %v; probe failures: %d allow blocked, %d deny let through, %d deny with the wrong status, %d exec errors",
+	return fmt.Sprintf("upstream conformance: %d passed, %d failed, %d skipped (conformance tests: %d passed, %d failed, %d skipped; subtests included in the first counts) in %v; tests failed by an allowed probe blocked: %d, a denied probe let through: %d, a denied probe not TIMEOUT: %d, an exec error: %d",
 		len(r.Passed), len(r.Failed), len(r.Skipped), top(r.Passed), top(r.Failed), top(r.Skipped),
 		wall.Round(time.Second), r.AllowBlocked, r.DenyLetThrough, r.DenyWrongStatus, r.ExecFailed)
 }
