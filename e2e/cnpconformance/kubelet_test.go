@@ -229,8 +229,10 @@ func (k *kubelet) createPod(ctx context.Context, s *appsv1.StatefulSet, i int) {
 		},
 		Spec: spec,
 	}
-	if _, err := k.cs.CoreV1().Pods(s.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		k.fail("create pod %s/%s: %v", s.Namespace, name, err)
+	if _, err := k.cs.CoreV1().Pods(s.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		if !apierrors.IsAlreadyExists(err) { // else: created already, the informer lags
+			k.fail("create pod %s/%s: %v", s.Namespace, name, err)
+		}
 		return
 	}
 	k.log.Printf("statefulset %s/%s: created pod %s on %s", s.Namespace, s.Name, name, spec.NodeName)
