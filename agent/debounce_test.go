@@ -73,10 +73,14 @@ func TestDebouncerBurst(t *testing.T) {
 		syncs, tail := burst(t, d, 1000, tc.gap, tc.cost)
 		t.Logf("1000 triggers %v apart over %v, sync cost %v: %d syncs, last sync ended %v after the last trigger",
 			tc.gap, time.Since(start).Round(time.Millisecond), tc.cost, syncs, tail.Round(time.Millisecond))
-		if syncs > 10 {
-			t.Errorf("%d syncs for a 1000-event burst, want at most 10", syncs)
+		// 7-10 on an idle machine; a loaded scheduler stretches gaps past
+		// the quiet time and adds a few. Without coalescing it is 1000.
+		if syncs > 20 {
+			t.Errorf("%d syncs for a 1000-event burst, want at most 20", syncs)
 		}
-		if tail > DefaultMaxSyncInterval+100*time.Millisecond {
+		// The slack is for a loaded CI machine's scheduler; without the
+		// max interval the tail would be the whole burst (seconds).
+		if tail > DefaultMaxSyncInterval+time.Second {
 			t.Errorf("last trigger waited %v, want at most about max (%v)", tail, DefaultMaxSyncInterval)
 		}
 	}
@@ -99,7 +103,9 @@ func TestDebouncerMaxDelay(t *testing.T) {
 		if r := d.wait(ctx); !r.has(reasonChange) {
 			t.Fatalf("reasons %b", r)
 		}
-		if got := time.Since(start); got > 400*time.Millisecond {
+		// Without max the steady stream would hold the sync forever; the
+		// slack over max is for a loaded machine's scheduler.
+		if got := time.Since(start); got > 200*time.Millisecond+time.Second {
 			t.Fatalf("sync %d after %v under a steady stream, want at most about max (200ms)", i, got)
 		}
 		d.synced()
