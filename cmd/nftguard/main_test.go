@@ -61,7 +61,7 @@ func TestCLI(t *testing.T) {
 		{name: "render --help", args: []string{"render", "--help"}, code: 0, out: []string{"usage: nftguard render"}},
 		{name: "cleanup -h lists only its flag", args: []string{"cleanup", "-h"}, code: 0, out: []string{"-netns"},
 			notOut: []string{"node-name", "cluster-cidr", "-f "}},
-		{name: "help run", args: []string{"help", "run"}, code: 0, out: []string{"usage: nftguard run", "-kubeconfig"}},
+		{name: "help run", args: []string{"help", "run"}, code: 0, out: []string{"usage: nftguard run", "-kubeconfig", "-crd-check-interval", "ClusterNetworkPolicies"}},
 		{name: "unknown flag", args: []string{"apply", "--bogus"}, code: 2, errOut: []string{"nftguard apply: flag provided but not defined: -bogus", "usage: nftguard apply"}},
 		{name: "positional argument", args: []string{"render", "-f", "-", "extra"}, code: 2, errOut: []string{`unexpected argument "extra"`, "usage: nftguard render"}},
 		{name: "-f missing", args: []string{"render"}, code: 2, errOut: []string{"-f PATH is required"}},
