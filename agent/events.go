@@ -109,8 +109,9 @@ func (r *eventRecorder) report(problems, warnings, quarantined []problem.Problem
 func (r *eventRecorder) event(ref problem.Object, uid types.UID, reason, msg string) *corev1.Event {
 	now := metav1.Now()
 	// Events are namespaced; those about cluster-scoped objects (a
-	// ClusterNetworkPolicy, a Node) go to "default", as client-go's
-	// recorder and kubectl describe expect.
+	// ClusterNetworkPolicy, a Node) go to "default", where client-go's
+	// recorder puts them too (the ClusterRole's events/create is
+	// cluster-wide).
 	ns := ref.Namespace
 	if ns == "" {
 		ns = metav1.NamespaceDefault
