@@ -48,6 +48,10 @@ type Config struct {
 	// net; the sync is still incremental. Zero means the default,
 	// negative disables it.
 	ResyncPeriod time.Duration
+	// CNPCheckInterval is how often discovery is asked whether
+	// ClusterNetworkPolicies are served (see cnp.go). Zero means
+	// DefaultCNPCheckInterval.
+	CNPCheckInterval time.Duration
 
 	// MetricsAddr is where /metrics, /healthz and /readyz are served;
 	// "" or "0" disables the server.
@@ -88,6 +92,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ResyncPeriod == 0 {
 		c.ResyncPeriod = DefaultResyncPeriod
+	}
+	if c.CNPCheckInterval == 0 {
+		c.CNPCheckInterval = DefaultCNPCheckInterval
+	}
+	if c.CNPCheckInterval < 0 {
+		return c, errors.New("CRD check interval must not be negative")
 	}
 	if c.MinSyncInterval < 0 || c.MaxSyncInterval < 0 {
 		return c, errors.New("sync intervals must not be negative")

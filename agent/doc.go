@@ -7,9 +7,11 @@
 // bursts are coalesced; see debouncer) reads the informer caches, compiles
 // and calls engine.Sync. When the kernel refuses a batch, the loop finds the
 // refused objects with check-only batches and holds them back (see
-// quarantine.go). The engine's netlink monitor reports foreign changes to the
-// table (drift), which the same loop repairs. Because the loop is the only
-// writer, syncs never overlap and every metric describes one sync.
+// quarantine.go). ClusterNetworkPolicies are watched only while their CRD
+// is served, which the agent follows without a restart (see cnp.go). The
+// engine's netlink monitor reports foreign changes to the table (drift),
+// which the same loop repairs. Because the loop is the only writer, syncs
+// never overlap and every metric describes one sync.
 //
 // The table is never removed by the agent: on shutdown it stays in force, so
 // a restart or upgrade never opens the node (`nftguard cleanup` removes it).

@@ -108,11 +108,19 @@ func (r *eventRecorder) report(problems, warnings, quarantined []problem.Problem
 
 func (r *eventRecorder) event(ref problem.Object, uid types.UID, reason, msg string) *corev1.Event {
 	now := metav1.Now()
+	// Events are namespaced; those about cluster-scoped objects (a
+	// ClusterNetworkPolicy, a Node) go to "default", where client-go's
+	// recorder puts them too (the ClusterRole's events/create is
+	// cluster-wide).
+	ns := ref.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
 	return &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
 			// Unique per report; the dedupe above keeps the count low.
 			Name:      fmt.Sprintf("%s.%x", ref.Name, time.Now().UnixNano()),
-			Namespace: ref.Namespace,
+			Namespace: ns,
 		},
 		InvolvedObject: corev1.ObjectReference{Kind: ref.Kind, APIVersion: ref.APIVersion,
 			Namespace: ref.Namespace, Name: ref.Name, UID: uid},

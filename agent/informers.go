@@ -23,6 +23,8 @@ type sources struct {
 	policies networkinglisters.NetworkPolicyLister
 	services corelisters.ServiceLister
 	nodes    corelisters.NodeLister
+	// cnp follows the ClusterNetworkPolicy CRD; nil lists none.
+	cnp *cnpSource
 }
 
 // newSources sets up the informers; onChange is called (from informer
@@ -104,6 +106,9 @@ func (s *sources) input(cfg *Config) (compose.Input, error) {
 	}
 	if in.Nodes, err = s.nodes.List(all); err != nil {
 		return in, fmt.Errorf("list nodes: %w", err)
+	}
+	if s.cnp != nil {
+		in.ClusterNetworkPolicies = s.cnp.list()
 	}
 	return in, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
@@ -19,9 +20,12 @@ import (
 // what they can, but the kernel has the last word; what it refuses is found
 // here and held back ("quarantined"), and everything else is synced:
 //
-//   - Suspects are the NetworkPolicies and Services that are new or changed
-//     since the last successful sync: the kernel accepted all the others
-//     together. They are what tenants write freely. Pods, Namespaces and
+//   - Suspects are the NetworkPolicies, ClusterNetworkPolicies and Services
+//     that are new or changed since the last successful sync: the kernel
+//     accepted all the others together. NetworkPolicies and Services are
+//     what tenants write freely; ClusterNetworkPolicies are written by
+//     administrators, but the kernel may refuse them all the same, and one
+//     must not stop the sync of everything else. Pods, Namespaces and
 //     Nodes reach the table only through structure the compilers generate,
 //     and holding a pod back would take away its isolation, so they are
 //     never suspects: a refusal the suspects do not explain stays a failed
@@ -48,6 +52,8 @@ func policyKey(np *networkingv1.NetworkPolicy) objKey {
 
 func serviceKey(s *corev1.Service) objKey { return objKey{"Service", s.Namespace, s.Name} }
 
+func cnpKey(p *cnpv1beta1.ClusterNetworkPolicy) objKey { return objKey{cnpKind, "", p.Name} }
+
 // heldObject is one quarantined object.
 type heldObject struct {
 	obj    any    // the version the kernel refused
@@ -61,6 +67,7 @@ type quarantine struct {
 	// The NetworkPolicies and Services of the last successful sync, as
 	// synced (a held object's accepted version, not its refused one).
 	policies map[objKey]*networkingv1.NetworkPolicy
+	cnps     map[objKey]*cnpv1beta1.ClusterNetworkPolicy
 	services map[objKey]*corev1.Service
 	held     map[objKey]heldObject
 }
@@ -87,6 +94,9 @@ func (q *quarantine) apply(in compose.Input) compose.Input {
 	for _, np := range in.NetworkPolicies {
 		release(policyKey(np), np)
 	}
+	for _, p := range in.ClusterNetworkPolicies {
+		release(cnpKey(p), p)
+	}
 	for _, s := range in.Services {
 		release(serviceKey(s), s)
 	}
@@ -111,6 +121,15 @@ func (q *quarantine) revert(in compose.Input, back func(objKey) bool) compose.In
 			out.NetworkPolicies = append(out.NetworkPolicies, old)
 		}
 	}
+	out.ClusterNetworkPolicies = make([]*cnpv1beta1.ClusterNetworkPolicy, 0, len(in.ClusterNetworkPolicies))
+	for _, p := range in.ClusterNetworkPolicies {
+		k := cnpKey(p)
+		if !back(k) {
+			out.ClusterNetworkPolicies = append(out.ClusterNetworkPolicies, p)
+		} else if old, ok := q.cnps[k]; ok {
+			out.ClusterNetworkPolicies = append(out.ClusterNetworkPolicies, old)
+		}
+	}
 	out.Services = make([]*corev1.Service, 0, len(in.Services))
 	for _, s := range in.Services {
 		k := serviceKey(s)
@@ -132,6 +151,11 @@ func (q *quarantine) suspects(in compose.Input) []objKey {
 			out = append(out, k)
 		}
 	}
+	for _, p := range in.ClusterNetworkPolicies {
+		if k := cnpKey(p); q.cnps[k] != p {
+			out = append(out, k)
+		}
+	}
 	for _, s := range in.Services {
 		if k := serviceKey(s); q.services[k] != s {
 			out = append(out, k)
@@ -147,6 +171,10 @@ func (q *quarantine) accepted(in compose.Input) {
 	for _, np := range in.NetworkPolicies {
 		q.policies[policyKey(np)] = np
 	}
+	q.cnps = make(map[objKey]*cnpv1beta1.ClusterNetworkPolicy, len(in.ClusterNetworkPolicies))
+	for _, p := range in.ClusterNetworkPolicies {
+		q.cnps[cnpKey(p)] = p
+	}
 	q.services = make(map[objKey]*corev1.Service, len(in.Services))
 	for _, s := range in.Services {
 		q.services[serviceKey(s)] = s
@@ -158,8 +186,11 @@ func (q *quarantine) problems() []problem.Problem {
 	out := make([]problem.Problem, 0, len(q.held))
 	for k, h := range q.held {
 		api := problem.CoreV1
-		if k.kind == "NetworkPolicy" {
+		switch k.kind {
+		case "NetworkPolicy":
 			api = problem.NetworkingV1
+		case cnpKind:
+			api = cnpv1beta1.GroupVersion.String()
 		}
 		what := "left out of the table (it was never enforced)"
 		if h.kept {
@@ -220,7 +251,7 @@ func (s *syncer) isolate(ctx context.Context, in compose.Input, syncErr error) (
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w (the kernel also refuses the table without the %d new or changed NetworkPolicies and Services: %v)", syncErr, len(sus), err)
+		return nil, fmt.Errorf("%w (the kernel also refuses the table without the %d new or changed NetworkPolicies, ClusterNetworkPolicies and Services: %v)", syncErr, len(sus), err)
 	}
 	// Group testing by halves: a group is added to what is included; if
 	// the kernel refuses, it is split. A group known to be refused (its
@@ -277,6 +308,8 @@ func (s *syncer) isolate(ctx context.Context, in compose.Input, syncErr error) (
 		switch k.kind {
 		case "NetworkPolicy":
 			obj, kept = findPolicy(in, k), s.q.policies[k] != nil
+		case cnpKind:
+			obj, kept = findCNP(in, k), s.q.cnps[k] != nil
 		case "Service":
 			obj, kept = findService(in, k), s.q.services[k] != nil
 		}
@@ -292,6 +325,15 @@ func findPolicy(in compose.Input, k objKey) *networkingv1.NetworkPolicy {
 	for _, np := range in.NetworkPolicies {
 		if policyKey(np) == k {
 			return np
+		}
+	}
+	return nil
+}
+
+func findCNP(in compose.Input, k objKey) *cnpv1beta1.ClusterNetworkPolicy {
+	for _, p := range in.ClusterNetworkPolicies {
+		if cnpKey(p) == k {
+			return p
 		}
 	}
 	return nil

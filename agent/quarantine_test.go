@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
@@ -61,6 +62,11 @@ func injectBad(in compose.Input, res *compose.Result) {
 	for _, np := range in.NetworkPolicies {
 		if v := np.Labels["bad"]; v != "" {
 			d.Chains = append(d.Chains, engine.Chain{Name: "refuse-" + np.Name + "-" + v, Rules: []engine.Rule{{Rule: "jump no-such-chain"}}})
+		}
+	}
+	for _, p := range in.ClusterNetworkPolicies {
+		if v := p.Labels["bad"]; v != "" {
+			d.Chains = append(d.Chains, engine.Chain{Name: "refuse-cnp-" + p.Name + "-" + v, Rules: []engine.Rule{{Rule: "jump no-such-chain"}}})
 		}
 	}
 	for _, ns := range in.Namespaces {
@@ -367,4 +373,84 @@ func sortedLines(s string) string {
 	lines := strings.Split(s, "\n")
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+func testCNP(name, bad string) *cnpv1beta1.ClusterNetworkPolicy {
+	p := &cnpv1beta1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
+		Spec: cnpv1beta1.ClusterNetworkPolicySpec{Tier: cnpv1beta1.AdminTier, Priority: 1,
+			Subject: cnpv1beta1.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}}}}
+	if bad != "" {
+		p.Labels["bad"] = bad
+	}
+	return p
+}
+
+func cnpNames(ps []*cnpv1beta1.ClusterNetworkPolicy) string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Name+"="+p.Labels["bad"])
+	}
+	return strings.Join(out, ",")
+}
+
+// TestQuarantineClusterNetworkPolicies: ClusterNetworkPolicies are suspects
+// like NetworkPolicies: a refused update keeps the accepted version, a
+// refused new one is left out, the rest (a new NetworkPolicy beside them)
+// is synced, and the Event is about the ClusterNetworkPolicy
+// (cluster-scoped, v1beta1).
+func TestQuarantineClusterNetworkPolicies(t *testing.T) {
+	s, eng := newTestSyncer(t)
+	admin := testCNP("admin", "")
+	in := testInput()
+	in.ClusterNetworkPolicies = []*cnpv1beta1.ClusterNetworkPolicy{admin}
+	if _, err := syncOnce(t, s, in); err != nil {
+		t.Fatal(err)
+	}
+
+	admin2, added, np := testCNP("admin", "v2"), testCNP("added", "x"), testPolicy("np", "", true)
+	in = testInput(np)
+	in.ClusterNetworkPolicies = []*cnpv1beta1.ClusterNetworkPolicy{admin2, added}
+	synced, err := syncOnce(t, s, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cnpNames(synced.ClusterNetworkPolicies); got != "admin=" {
+		t.Fatalf("synced ClusterNetworkPolicies %s, want admin's accepted version only", got)
+	}
+	if got := names(synced.NetworkPolicies); got != "np=" {
+		t.Fatalf("synced NetworkPolicies %s, want np", got)
+	}
+	if err := refusal(eng.last); err != nil {
+		t.Fatalf("synced a refused table: %v", err)
+	}
+	if h := s.q.held[objKey{cnpKind, "", "admin"}]; !h.kept || h.obj != admin2 {
+		t.Fatalf("admin held %+v, want the refused version, kept", h)
+	}
+	if h, ok := s.q.held[objKey{cnpKind, "", "added"}]; !ok || h.kept {
+		t.Fatalf("added held %v %+v, want held and not kept", ok, h)
+	}
+	probs := s.q.problems()
+	if len(probs) != 2 {
+		t.Fatalf("problems %v", probs)
+	}
+	for _, p := range probs {
+		if p.Object.APIVersion != "policy.networking.k8s.io/v1beta1" || p.Object.Kind != "ClusterNetworkPolicy" || p.Object.Namespace != "" {
+			t.Errorf("problem names %+v, want a cluster-scoped policy.networking.k8s.io/v1beta1 ClusterNetworkPolicy", p.Object)
+		}
+	}
+	if !strings.Contains(probs[0].Error(), "ClusterNetworkPolicy added: the kernel refuses") || !strings.Contains(probs[1].Error(), "last accepted version stays enforced") {
+		t.Errorf("problems %v", probs)
+	}
+
+	// Deleted: released; the other, fixed: taken.
+	fixed := testCNP("added", "")
+	in = testInput(np)
+	in.ClusterNetworkPolicies = []*cnpv1beta1.ClusterNetworkPolicy{fixed}
+	synced, err = syncOnce(t, s, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.q.held) != 0 || len(synced.ClusterNetworkPolicies) != 1 || synced.ClusterNetworkPolicies[0] != fixed {
+		t.Fatalf("held %v, synced %s", s.q.held, cnpNames(synced.ClusterNetworkPolicies))
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	cnpclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned"
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
@@ -52,6 +53,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
+	// The module's generated clientset: typed objects, and nothing new to
+	// depend on (it is client-go's own code generator's output).
+	cnpClient, err := cnpclient.NewForConfig(&rest)
+	if err != nil {
+		return fmt.Errorf("ClusterNetworkPolicy client: %w", err)
+	}
 
 	m := newMetrics()
 	h := &health{}
@@ -70,14 +77,15 @@ func Run(ctx context.Context, cfg Config) error {
 
 	deb := newDebouncer(cfg.MinSyncInterval, cfg.MaxSyncInterval)
 	var arrived arrivals
-	src, err := newSources(client, m, func(kind string, initial bool) {
+	onChange := func(kind string, initial bool) {
 		// The initial list is measured by the time to the first sync,
 		// not as changes.
 		if !initial {
 			arrived.add(kind, time.Now())
 		}
 		deb.trigger(reasonChange)
-	})
+	}
+	src, err := newSources(client, m, onChange)
 	if err != nil {
 		return err
 	}
@@ -88,6 +96,8 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	src.cnp = newCNPSource(cnpClient, client.Discovery(), cfg.CNPCheckInterval, m, log, onChange)
+	defer src.cnp.shutdown()
 
 	events := newEventRecorder(client, cfg.NodeName, m, log, src.uidOf)
 	wg.Go(func() { events.run(ctx) })
@@ -101,7 +111,14 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Info("stopped before the caches synced; table left in place")
 		return nil
 	}
-	log.Info("informer caches synced", "after", time.Since(start).Round(time.Millisecond))
+	// ClusterNetworkPolicies too, when served: a first sync without them
+	// would drop what the previous run enforced.
+	if !src.cnp.waitReady(ctx) {
+		log.Info("stopped before the caches synced; table left in place")
+		return nil
+	}
+	log.Info("informer caches synced", "after", time.Since(start).Round(time.Millisecond), "cluster_network_policy_version", src.cnp.watching())
+	wg.Go(func() { src.cnp.run(ctx) })
 
 	wg.Go(func() { monitorDrift(ctx, eng, m, log, deb) })
 	if cfg.LogDenied != nil {
@@ -232,6 +249,12 @@ func (s *sources) uidOf(ref problem.Object) types.UID {
 	case "Pod":
 		if o, err := s.pods.Pods(ref.Namespace).Get(ref.Name); err == nil {
 			return o.UID
+		}
+	case cnpKind:
+		if s.cnp != nil {
+			if o := s.cnp.get(ref.Name); o != nil {
+				return o.UID
+			}
 		}
 	}
 	return ""

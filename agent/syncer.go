@@ -103,7 +103,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	}
 	s.log.Log(ctx, level, "synced",
 		"mode", mode, "reasons", why.String(), "operations", st.Operations, "messages", st.Messages,
-		"bytes", st.Bytes, "attempts", st.Attempts, "pods", len(in.Pods), "policies", len(in.NetworkPolicies),
+		"bytes", st.Bytes, "attempts", st.Attempts, "pods", len(in.Pods), "policies", len(in.NetworkPolicies), "cluster_policies", len(in.ClusterNetworkPolicies),
 		"invalid", len(problem.Objects(res.Problems)), "quarantined", len(s.q.held),
 		"compile", compiled.Sub(start).Round(time.Microsecond), "sync", st.Duration.Round(time.Microsecond))
 	return nil
@@ -128,7 +128,7 @@ func (s *syncer) fail(kind string) {
 // countProblems sets the invalid-objects gauge: objects, not problems (one
 // policy may have several bad fields).
 func (s *syncer) countProblems(problems []problem.Problem) {
-	byKind := map[string]int{"NetworkPolicy": 0, "Service": 0, "Pod": 0}
+	byKind := map[string]int{"NetworkPolicy": 0, cnpKind: 0, "Service": 0, "Pod": 0}
 	for _, o := range problem.Objects(problems) {
 		kind := o.Kind
 		if _, known := byKind[kind]; !known {

@@ -14,8 +14,8 @@ import (
 // e2e tests' only), makes the compiled table of an object with this label
 // carry a chain the kernel refuses: a jump to a chain that does not exist.
 // The compilers and the engine's compile accept it, so only the kernel's
-// refusal and the agent's search can deal with it. On a NetworkPolicy or a
-// Service it proves the quarantine; on a Namespace (never a suspect) it
+// refusal and the agent's search can deal with it. On a NetworkPolicy, a
+// ClusterNetworkPolicy or a Service it proves the quarantine; on a Namespace (never a suspect) it
 // makes every sync fail, for /readyz. No flag reaches it, and production
 // builds do not contain it.
 const TestRefuseLabel = "test.nftguard.io/kernel-refuse"
@@ -26,6 +26,11 @@ func testInjector() func(compose.Input, *compose.Result) {
 		for _, np := range in.NetworkPolicies {
 			if np.Labels[TestRefuseLabel] != "" {
 				marked = append(marked, "NetworkPolicy/"+np.Namespace+"/"+np.Name)
+			}
+		}
+		for _, p := range in.ClusterNetworkPolicies {
+			if p.Labels[TestRefuseLabel] != "" {
+				marked = append(marked, "ClusterNetworkPolicy/"+p.Name)
 			}
 		}
 		for _, s := range in.Services {

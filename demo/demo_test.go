@@ -26,9 +26,12 @@ func TestDemo(t *testing.T) {
 	if err := run(context.Background(), &out, bin, "../examples"); err != nil {
 		t.Fatalf("demo failed: %v\noutput:\n%s", err, out.String())
 	}
-	for _, want := range []string{"before: no policy", "matches the expectation", "table inet nftguard {", "np_ing_backend_api", "removed"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("demo output lacks %q:\n%s", want, out.String())
+	want := []string{"before: no policy", "matches the expectation", "table inet nftguard {", "np_ing_backend_api", "removed",
+		"after: ClusterNetworkPolicies around the NetworkPolicies"}
+	want = append(want, "the Admin Deny overrides the NetworkPolicy allow")
+	for _, w := range want {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("demo output lacks %q:\n%s", w, out.String())
 		}
 	}
 }

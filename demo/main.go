@@ -2,8 +2,11 @@
 // it builds a small routed lab of network namespaces (pods in namespaces
 // frontend, backend and db), prints who can reach whom, applies the policies
 // in examples/ with `nftguard apply`, prints the matrix again and the table
-// nftguard programmed, then removes everything. It exits non-zero when the
-// enforced matrix is not the one examples/README.md describes.
+// nftguard programmed, then adds the ClusterNetworkPolicies of
+// examples/cluster/ (an Admin Deny that overrides a NetworkPolicy allow, and
+// Baseline isolation) and prints the matrix once more, then removes
+// everything. It exits non-zero when an enforced matrix is not the one
+// examples/README.md describes.
 package main
 
 import (
@@ -108,12 +111,82 @@ func run(ctx context.Context, out io.Writer, bin, examples string) error {
 	}
 	fmt.Fprintf(out, "\n== the table nftguard programmed (nftguard render)\n%s\n", table)
 
+	if err := clusterPolicies(ctx, out, bin, lab, dir, examples, got); err != nil {
+		return err
+	}
+
 	stdout, err = nftguard(bin, "cleanup", "--netns", node)
 	fmt.Fprintf(out, "== nftguard cleanup --netns %s\n%s", node, indent(stdout))
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "== removing the lab")
+	return nil
+}
+
+// clusterPolicies is the demo's second act: the administrator's
+// ClusterNetworkPolicies of examples/cluster/ are added to the same input
+// and applied (one incremental transaction). before is the matrix with the
+// NetworkPolicies alone.
+func clusterPolicies(ctx context.Context, out io.Writer, bin string, lab *netlab.Lab, dir, examples string, before *netlab.Matrix) error {
+	src := filepath.Join(examples, "cluster")
+	if err := copyYAML(src, filepath.Join(dir, "cluster")); err != nil {
+		return err
+	}
+	node := lab.Node("node1").Path
+	fmt.Fprintf(out, "== nftguard apply -f %s (the same, plus %s: Admin Deny web -> backend, Baseline isolation) --netns %s --node-name node1\n", dir, src, node)
+	stdout, err := nftguard(bin, "apply", "-f", dir, "--netns", node, "--node-name", "node1")
+	fmt.Fprint(out, indent(stdout))
+	if err != nil {
+		return err
+	}
+	got, err := lab.Reachability(ctx, netlab.IPv4)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n== after: ClusterNetworkPolicies around the NetworkPolicies\n%s\n", got)
+	if netlab.Compare(expectedCluster(lab), got) == "" {
+		fmt.Fprintln(out, "   matches the expectation in examples/README.md: the Admin Deny overrides the NetworkPolicy allow frontend/web -> backend/api:8080,")
+		fmt.Fprintln(out, "   and Baseline isolation closes frontend, which no NetworkPolicy selects")
+		return nil
+	}
+	return fmt.Errorf("enforced matrix with ClusterNetworkPolicies differs from examples/README.md:\n%s", netlab.Compare(expectedCluster(lab), got))
+}
+
+// expectedCluster is the matrix with examples/cluster/ added, as
+// examples/README.md describes it.
+func expectedCluster(lab *netlab.Lab) *netlab.Matrix {
+	m := expected(lab)
+	// Admin tier, before NetworkPolicy: web may not reach the backend.
+	m.Expect("frontend/web", "backend/api", false)
+	// Baseline tier, after NetworkPolicy: frontend's pods, which no
+	// NetworkPolicy selects, accept nothing from other pods.
+	m.ExpectTo("frontend/web", false)
+	m.ExpectTo("frontend/debug", false)
+	for _, p := range lab.Pods {
+		m.Expect(p.Name, p.Name, true)
+	}
+	return m
+}
+
+// copyYAML copies the *.yaml files of a folder into another.
+func copyYAML(from, to string) error {
+	files, err := filepath.Glob(filepath.Join(from, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no ClusterNetworkPolicy examples in %s", from)
+	}
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return err
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(to, filepath.Base(f)), b, 0o644); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

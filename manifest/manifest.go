@@ -12,6 +12,11 @@
 // refuse (an invalid name, namespace, label or annotation key) is a Problem:
 // it is left out and the rest is returned, as the compilers do with objects
 // they cannot compile.
+//
+// Every kind is read in one apiVersion, except ClusterNetworkPolicy
+// (policy.networking.k8s.io), which the API server serves as v1beta1 and
+// v1alpha2 with one schema: both are read, and v1alpha2 is converted to
+// v1beta1 (see cnp.go).
 package manifest
 
 import (
@@ -35,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
+	cnpv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 	"sigs.k8s.io/yaml"
 
@@ -62,12 +68,13 @@ type Objects struct {
 
 // Len is the number of objects.
 func (o *Objects) Len() int {
-	return len(o.Namespaces) + len(o.Nodes) + len(o.Pods) + len(o.NetworkPolicies) + len(o.Services) + len(o.EndpointSlices)
+	return len(o.Namespaces) + len(o.Nodes) + len(o.Pods) + len(o.NetworkPolicies) + len(o.ClusterNetworkPolicies) + len(o.Services) + len(o.EndpointSlices)
 }
 
 // Source says where the object was read ("FILE:DOCUMENT"), or "" when it was
-// not read from a manifest. The apiVersion is ignored: each kind is read in
-// one version only.
+// not read from a manifest. The apiVersion is ignored: an object is the same
+// object in every version it is read in (ClusterNetworkPolicy v1alpha2 and
+// v1beta1).
 func (o *Objects) Source(obj problem.Object) string {
 	return o.sources[sourceKey(obj.Kind, obj.Namespace, obj.Name)]
 }
@@ -163,10 +170,34 @@ type kind struct {
 	// name validates metadata.name as the API server does for this kind.
 	name apivalidation.ValidateNameFunc
 	// decode decodes a document strictly and returns the object's metadata.
-	decode func(data []byte) (any, *metav1.ObjectMeta, []error)
+	decode decodeFunc
+	// also are further apiVersions the kind is read in, each with its
+	// decoder, which returns the object converted to apiVersion.
+	also map[string]decodeFunc
 }
 
-func decodeAs[T any](meta func(*T) *metav1.ObjectMeta) func([]byte) (any, *metav1.ObjectMeta, []error) {
+type decodeFunc func(data []byte) (any, *metav1.ObjectMeta, []error)
+
+// decoder returns the decoder of apiVersion, or nil when the kind is not
+// read in that version.
+func (k kind) decoder(apiVersion string) decodeFunc {
+	if apiVersion == k.apiVersion {
+		return k.decode
+	}
+	return k.also[apiVersion]
+}
+
+// versions lists the apiVersions the kind is read in, for messages.
+func (k kind) versions() string {
+	vs := []string{k.apiVersion}
+	for v := range k.also {
+		vs = append(vs, v)
+	}
+	sort.Strings(vs[1:])
+	return strings.Join(vs, " or ")
+}
+
+func decodeAs[T any](meta func(*T) *metav1.ObjectMeta) decodeFunc {
 	return func(data []byte) (any, *metav1.ObjectMeta, []error) {
 		o := new(T)
 		// UnmarshalStrict is what the API machinery's strict serializer
@@ -188,18 +219,30 @@ func decodeAs[T any](meta func(*T) *metav1.ObjectMeta) func([]byte) (any, *metav
 // DNS-1123 labels, the others DNS-1123 subdomains).
 var kinds = map[string]kind{
 	"Namespace": {problem.CoreV1, false, apivalidation.ValidateNamespaceName,
-		decodeAs(func(o *corev1.Namespace) *metav1.ObjectMeta { return &o.ObjectMeta })},
+		decodeAs(func(o *corev1.Namespace) *metav1.ObjectMeta { return &o.ObjectMeta }), nil},
 	"Node": {problem.CoreV1, false, apivalidation.NameIsDNSSubdomain,
-		decodeAs(func(o *corev1.Node) *metav1.ObjectMeta { return &o.ObjectMeta })},
+		decodeAs(func(o *corev1.Node) *metav1.ObjectMeta { return &o.ObjectMeta }), nil},
 	"Pod": {problem.CoreV1, true, apivalidation.NameIsDNSSubdomain,
-		decodeAs(func(o *corev1.Pod) *metav1.ObjectMeta { return &o.ObjectMeta })},
+		decodeAs(func(o *corev1.Pod) *metav1.ObjectMeta { return &o.ObjectMeta }), nil},
 	"Service": {problem.CoreV1, true, apivalidation.NameIsDNS1035Label,
-		decodeAs(func(o *corev1.Service) *metav1.ObjectMeta { return &o.ObjectMeta })},
+		decodeAs(func(o *corev1.Service) *metav1.ObjectMeta { return &o.ObjectMeta }), nil},
 	"NetworkPolicy": {problem.NetworkingV1, true, apivalidation.NameIsDNSSubdomain,
-		decodeAs(func(o *networkingv1.NetworkPolicy) *metav1.ObjectMeta { return &o.ObjectMeta })},
+		decodeAs(func(o *networkingv1.NetworkPolicy) *metav1.ObjectMeta { return &o.ObjectMeta }), nil},
 	"EndpointSlice": {problem.DiscoveryV1, true, apivalidation.NameIsDNSSubdomain,
-		decodeAs(func(o *discoveryv1.EndpointSlice) *metav1.ObjectMeta { return &o.ObjectMeta })},
+		decodeAs(func(o *discoveryv1.EndpointSlice) *metav1.ObjectMeta { return &o.ObjectMeta }), nil},
+	// A custom resource: the API server validates its name as a DNS-1123
+	// subdomain, and it is cluster-scoped.
+	"ClusterNetworkPolicy": {CNPV1beta1, false, apivalidation.NameIsDNSSubdomain,
+		decodeAs(func(o *cnpv1beta1.ClusterNetworkPolicy) *metav1.ObjectMeta { return &o.ObjectMeta }),
+		map[string]decodeFunc{CNPV1alpha2: decodeCNPv1alpha2}},
 }
+
+// The served versions of ClusterNetworkPolicy (sigs.k8s.io/network-policy-api
+// v0.3.0): v1beta1 is the storage version, v1alpha2 has the same schema.
+var (
+	CNPV1beta1  = cnpv1beta1.GroupVersion.String()
+	CNPV1alpha2 = cnpv1alpha2.GroupVersion.String()
+)
 
 // reader accumulates what Load reads. Objects are kept in one list in input
 // order so a repeated object can replace the earlier one in place.
@@ -232,6 +275,8 @@ func (r *reader) objects() *Objects {
 			objs.Services = append(objs.Services, o)
 		case *networkingv1.NetworkPolicy:
 			objs.NetworkPolicies = append(objs.NetworkPolicies, o)
+		case *cnpv1beta1.ClusterNetworkPolicy:
+			objs.ClusterNetworkPolicies = append(objs.ClusterNetworkPolicies, o)
 		case *discoveryv1.EndpointSlice:
 			objs.EndpointSlices = append(objs.EndpointSlices, o)
 		}
@@ -319,15 +364,16 @@ func (r *reader) document(src string, data []byte) {
 		return // a kind nftguard does not read
 	}
 	id := problem.Object{APIVersion: tm.APIVersion, Kind: tm.Kind}
-	if tm.APIVersion != k.apiVersion {
+	decode := k.decoder(tm.APIVersion)
+	if decode == nil {
 		if !kubernetesGroup(tm.APIVersion) {
 			return // another API group's kind of the same name
 		}
 		r.bad(problem.Problem{Source: src, Object: id, Field: "apiVersion", Value: tm.APIVersion,
-			Reason: fmt.Sprintf("nftguard reads %s only as %s", tm.Kind, k.apiVersion)})
+			Reason: fmt.Sprintf("nftguard reads %s only as %s", tm.Kind, k.versions())})
 		return
 	}
-	obj, meta, errs := k.decode(data)
+	obj, meta, errs := decode(data)
 	if len(errs) > 0 {
 		for _, err := range errs {
 			p := problem.Problem{Source: src, Object: id, Reason: oneLine(err.Error())}
@@ -376,8 +422,16 @@ func (r *reader) list(src string, tm metav1.TypeMeta, data []byte) bool {
 		if tm.APIVersion != "v1" {
 			return false
 		}
-	} else if k, ok := kinds[itemKind]; !ok || k.apiVersion != tm.APIVersion {
+	} else if k, ok := kinds[itemKind]; !ok {
 		return false
+	} else if k.decoder(tm.APIVersion) == nil {
+		if !kubernetesGroup(tm.APIVersion) {
+			return false // another API group's list of the same name
+		}
+		// The items would be refused one by one; so is their list.
+		r.bad(problem.Problem{Source: src, Object: problem.Object{APIVersion: tm.APIVersion, Kind: tm.Kind}, Field: "apiVersion", Value: tm.APIVersion,
+			Reason: fmt.Sprintf("nftguard reads %s only as %s", itemKind, k.versions())})
+		return true
 	}
 	var l struct {
 		metav1.TypeMeta `json:",inline"`

@@ -3,10 +3,15 @@ package manifest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	cnpv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/problem"
 )
@@ -15,17 +20,29 @@ const (
 	ns     = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n"
 	pod    = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: cart\n  namespace: shop\nspec:\n  nodeName: w1\n"
 	policy = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: deny\n  namespace: shop\nspec:\n  podSelector: {}\n"
+	// cnp is an Admin-tier ClusterNetworkPolicy in v1beta1; cnpAlpha the
+	// same object in v1alpha2.
+	cnp = "apiVersion: policy.networking.k8s.io/v1beta1\nkind: ClusterNetworkPolicy\nmetadata:\n  name: deny-metadata\nspec:\n" +
+		"  tier: Admin\n  priority: 10\n  subject:\n    namespaces: {}\n  egress:\n  - name: no-imds\n    action: Deny\n" +
+		"    to:\n    - networks: [169.254.169.254/32, \"fd00:ec2::254/128\"]\n    protocols:\n    - tcp: {destinationPort: {number: 80}}\n" +
+		"    - udp: {destinationPort: {range: {start: 1000, end: 2000}}}\n  ingress:\n  - action: Pass\n    from:\n    - pods:\n" +
+		"        namespaceSelector: {matchLabels: {team: ops}}\n        podSelector: {}\n"
+	cnpAlpha = "apiVersion: policy.networking.k8s.io/v1alpha2\n" + "kind: ClusterNetworkPolicy\nmetadata:\n  name: deny-metadata\nspec:\n" +
+		"  tier: Admin\n  priority: 10\n  subject:\n    namespaces: {}\n  egress:\n  - name: no-imds\n    action: Deny\n" +
+		"    to:\n    - networks: [169.254.169.254/32, \"fd00:ec2::254/128\"]\n    protocols:\n    - tcp: {destinationPort: {number: 80}}\n" +
+		"    - udp: {destinationPort: {range: {start: 1000, end: 2000}}}\n  ingress:\n  - action: Pass\n    from:\n    - pods:\n" +
+		"        namespaceSelector: {matchLabels: {team: ops}}\n        podSelector: {}\n"
 )
 
 // counts is a compact view of what Load returned: one letter per object
-// (N namespace, O node, P pod, X network policy, S service, E endpoint
-// slice), in the order of the Objects fields.
+// (N namespace, O node, P pod, X network policy, C cluster network policy,
+// S service, E endpoint slice), in the order of the Objects fields.
 func counts(o *Objects) string {
 	var b strings.Builder
 	for _, c := range []struct {
 		n int
 		s string
-	}{{len(o.Namespaces), "N"}, {len(o.Nodes), "O"}, {len(o.Pods), "P"}, {len(o.NetworkPolicies), "X"}, {len(o.Services), "S"}, {len(o.EndpointSlices), "E"}} {
+	}{{len(o.Namespaces), "N"}, {len(o.Nodes), "O"}, {len(o.Pods), "P"}, {len(o.NetworkPolicies), "X"}, {len(o.ClusterNetworkPolicies), "C"}, {len(o.Services), "S"}, {len(o.EndpointSlices), "E"}} {
 		b.WriteString(strings.Repeat(c.s, c.n))
 	}
 	return b.String()
@@ -56,6 +73,46 @@ func TestLoad(t *testing.T) {
 		{name: "kinds nftguard does not read", files: map[string]string{"a.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {whatever: 1}\n---\n" +
 			"apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata: {name: s}\nspec: {template: {}}\n---\n" + ns}, want: "N"},
 		{name: "empty file", files: map[string]string{"a.yaml": ""}, want: "-"},
+
+		// ClusterNetworkPolicy: both served versions, cluster-scoped.
+		{name: "ClusterNetworkPolicy v1beta1", files: map[string]string{"a.yaml": ns + "---\n" + cnp}, want: "NC"},
+		{name: "ClusterNetworkPolicy v1alpha2", files: map[string]string{"a.yaml": cnpAlpha}, want: "C"},
+		{name: "ClusterNetworkPolicy in JSON and in a typed list of either version", files: map[string]string{
+			"a.json": `{"apiVersion":"policy.networking.k8s.io/v1alpha2","kind":"ClusterNetworkPolicy","metadata":{"name":"j"},"spec":{"tier":"Baseline","priority":0,"subject":{"namespaces":{}}}}`,
+			"l.yaml": "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicyList\nmetadata: {}\nitems:\n- " + strings.ReplaceAll(strings.TrimSuffix(cnpAlpha, "\n"), "\n", "\n  ") + "\n",
+			"m.yaml": "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(strings.TrimSuffix(strings.Replace(cnp, "deny-metadata", "other", 1), "\n"), "\n", "\n  ") + "\n",
+		}, want: "CCC"},
+		{name: "ClusterNetworkPolicy in both versions is one object", files: map[string]string{"a.yaml": cnpAlpha + "---\n" + cnp},
+			want: "C", warn: []string{"a.yaml:2: ClusterNetworkPolicy deny-metadata: given again: replaces the one read at a.yaml:1"}},
+		{name: "ClusterNetworkPolicy of another group is not read", files: map[string]string{"a.yaml": strings.Replace(cnp, "policy.networking.k8s.io/v1beta1", "policy.example.com/v1", 1)},
+			want: "-"},
+		{name: "ClusterNetworkPolicy namespace is dropped (cluster-scoped)", files: map[string]string{"a.yaml": strings.Replace(cnp, "  name: deny-metadata\n", "  name: deny-metadata\n  namespace: shop\n", 1) + "---\n" + cnpAlpha},
+			want: "C", warn: []string{"ClusterNetworkPolicy deny-metadata: given again"}},
+		{name: "ClusterNetworkPolicy v1alpha1 is not read", files: map[string]string{"a.yaml": ns + "---\n" + strings.Replace(cnp, "v1beta1", "v1alpha1", 1)},
+			unreadable: []string{`a.yaml:2: ClusterNetworkPolicy: apiVersion="policy.networking.k8s.io/v1alpha1": nftguard reads ClusterNetworkPolicy only as policy.networking.k8s.io/v1beta1 or policy.networking.k8s.io/v1alpha2`}},
+		{name: "ClusterNetworkPolicy v1 is not read", files: map[string]string{"a.yaml": strings.Replace(cnp, "v1beta1", "v1", 1)},
+			unreadable: []string{`nftguard reads ClusterNetworkPolicy only as`}},
+		{name: "ClusterNetworkPolicyList v1alpha1 is not read either", files: map[string]string{"a.yaml": "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: ClusterNetworkPolicyList\nitems:\n- " + strings.ReplaceAll(strings.TrimSuffix(strings.Replace(cnp, "v1beta1", "v1alpha1", 1), "\n"), "\n", "\n  ") + "\n"},
+			unreadable: []string{`a.yaml:1: ClusterNetworkPolicyList: apiVersion="policy.networking.k8s.io/v1alpha1": nftguard reads ClusterNetworkPolicy only as`}},
+		{name: "NetworkPolicyList of an old version is refused like its items", files: map[string]string{"a.yaml": "apiVersion: extensions/v1beta1\nkind: NetworkPolicyList\nitems: []\n"},
+			unreadable: []string{`nftguard reads NetworkPolicy only as networking.k8s.io/v1`}},
+		{name: "a List of another group's kind of the same name is not read", files: map[string]string{"a.yaml": "apiVersion: serving.knative.dev/v1\nkind: ServiceList\nitems: [{}]\n---\n" + ns},
+			want: "N"},
+		{name: "ClusterNetworkPolicy unknown field, v1beta1", files: map[string]string{"a.yaml": strings.Replace(cnp, "  tier: Admin\n", "  tier: Admin\n  teir: Admin\n", 1)},
+			unreadable: []string{`a.yaml:1: ClusterNetworkPolicy: spec.teir: unknown field`}},
+		{name: "ClusterNetworkPolicy unknown field, v1alpha2", files: map[string]string{"a.yaml": strings.Replace(cnpAlpha, "action: Deny", "action: Deny\n    ports: [80]", 1)},
+			unreadable: []string{`a.yaml:1: ClusterNetworkPolicy: spec.egress[0].ports: unknown field`}},
+		{name: "ClusterNetworkPolicy field names are case-sensitive", files: map[string]string{"a.yaml": strings.Replace(cnpAlpha, "priority:", "Priority:", 1)},
+			unreadable: []string{`spec.Priority: unknown field`}},
+		{name: "ClusterNetworkPolicy wrong type", files: map[string]string{"a.yaml": strings.Replace(cnp, "priority: 10", "priority: high", 1)},
+			unreadable: []string{`a.yaml:1: ClusterNetworkPolicy: `}},
+		{name: "ClusterNetworkPolicy duplicate field", files: map[string]string{"a.yaml": strings.Replace(cnpAlpha, "  priority: 10\n", "  priority: 10\n  priority: 20\n", 1)},
+			unreadable: []string{`a.yaml:1: spec.priority: duplicate field`}},
+		{name: "ClusterNetworkPolicy hostile name", files: map[string]string{"a.yaml": ns + "---\n" + strings.Replace(cnp, "name: deny-metadata", `name: "x\"; }; flush ruleset; #\nskipped: y"`, 1)},
+			want: "N", skipped: []string{`a.yaml:2: ClusterNetworkPolicy "x\"; }; flush ruleset; #\nskipped: y": metadata.name: a lowercase RFC 1123 subdomain`}},
+		{name: "ClusterNetworkPolicy names are DNS subdomains, not labels", files: map[string]string{"a.yaml": strings.Replace(cnpAlpha, "deny-metadata", "admin.deny-metadata", 1) + "---\n" +
+			strings.Replace(cnp, "deny-metadata", "Deny", 1) + "---\n" + strings.Replace(cnp, "deny-metadata", strings.Repeat("a", 254), 1)},
+			want: "C", skipped: []string{`ClusterNetworkPolicy "Deny": metadata.name: a lowercase RFC 1123 subdomain`, "must be no more than 253 characters"}},
 
 		// Unreadable input: nothing is returned.
 		{name: "YAML syntax error in the middle", files: map[string]string{"a.yaml": ns + "---\nkind: Pod\n  bad: [\n---\n" + policy + "---\nkind: [\n"},
@@ -211,7 +268,8 @@ func TestLoadUnreadablePath(t *testing.T) {
 // `go test ./manifest -fuzz FuzzLoad` explores beyond the seeds.
 func FuzzLoad(f *testing.F) {
 	for _, s := range []string{"", ns, docs3, "kind: [\n", "\x00\xff", `{"apiVersion":"v1","kind":"List","items":[` + `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}}]}`,
-		strings.Replace(policy, "name: deny", "name: 'a\"\\n b'", 1)} {
+		strings.Replace(policy, "name: deny", "name: 'a\"\\n b'", 1), cnp, cnpAlpha, strings.Replace(cnp, "v1beta1", "v1alpha1", 1),
+		`{"apiVersion":"policy.networking.k8s.io/v1alpha2","kind":"ClusterNetworkPolicyList","items":[{"apiVersion":"policy.networking.k8s.io/v1alpha2","kind":"ClusterNetworkPolicy","metadata":{"name":"x"},"spec":{"tier":"Admin","priority":1,"subject":{"namespaces":{}},"ingress":[{"action":"Deny","from":[{}]}]}}]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -235,3 +293,79 @@ func FuzzLoad(f *testing.F) {
 }
 
 const docs3 = ns + "---\n" + pod + "---\n" + policy
+
+// TestCNPVersionsConvert: a v1alpha2 document reads as the same v1beta1
+// object as its v1beta1 twin, every field kept.
+func TestCNPVersionsConvert(t *testing.T) {
+	read := func(doc string) *Objects {
+		t.Helper()
+		objs, skipped, err := Load(strings.NewReader(doc), "-")
+		if err != nil || len(skipped) > 0 || len(objs.ClusterNetworkPolicies) != 1 {
+			t.Fatalf("Load: %v %v %v", err, skipped, objs)
+		}
+		return objs
+	}
+	beta, alpha := read(cnp).ClusterNetworkPolicies[0], read(cnpAlpha).ClusterNetworkPolicies[0]
+	if alpha.APIVersion != CNPV1beta1 || alpha.Kind != "ClusterNetworkPolicy" {
+		t.Errorf("converted TypeMeta = %v, want %s ClusterNetworkPolicy", alpha.TypeMeta, CNPV1beta1)
+	}
+	if !reflect.DeepEqual(alpha, beta) {
+		t.Errorf("v1alpha2 read as\n%+v\nwant\n%+v", alpha, beta)
+	}
+	// The fields the fixture sets really arrived (not a pair of empty
+	// objects that compare equal).
+	eg := alpha.Spec.Egress
+	if alpha.Spec.Tier != "Admin" || alpha.Spec.Priority != 10 || len(eg) != 1 || eg[0].Name != "no-imds" || len(eg[0].To) != 1 ||
+		len(eg[0].To[0].Networks) != 2 || eg[0].Protocols[1].UDP.DestinationPort.Range.End != 2000 ||
+		alpha.Spec.Ingress[0].From[0].Pods.NamespaceSelector.MatchLabels["team"] != "ops" || alpha.Spec.Subject.Namespaces == nil {
+		t.Errorf("fields lost in conversion: %+v", alpha.Spec)
+	}
+	if src := read(cnpAlpha).Source(problem.Object{Kind: "ClusterNetworkPolicy", Name: "deny-metadata"}); src != "-:1" {
+		t.Errorf("Source = %q, want -:1", src)
+	}
+}
+
+// TestCNPSchemasIdentical guards the JSON conversion of cnp.go: it holds
+// only while v1alpha2 and v1beta1 have the same fields (JSON names, types,
+// nesting). A module upgrade that changes either fails here.
+func TestCNPSchemasIdentical(t *testing.T) {
+	a := jsonShape(reflect.TypeOf(cnpv1alpha2.ClusterNetworkPolicy{}), map[reflect.Type]bool{})
+	b := jsonShape(reflect.TypeOf(cnpv1beta1.ClusterNetworkPolicy{}), map[reflect.Type]bool{})
+	if a != b {
+		t.Fatalf("ClusterNetworkPolicy v1alpha2 and v1beta1 differ; cnp.go needs a real conversion:\nv1alpha2: %s\nv1beta1:  %s", a, b)
+	}
+	if !strings.Contains(a, "destinationNamedPort") || !strings.Contains(a, "domainNames") {
+		t.Fatalf("shape misses known fields: %s", a)
+	}
+}
+
+// jsonShape describes a type as JSON sees it: field names and kinds,
+// recursively, without Go type names (they differ between the versions).
+func jsonShape(t reflect.Type, seen map[reflect.Type]bool) string {
+	switch t.Kind() {
+	case reflect.Pointer:
+		return "*" + jsonShape(t.Elem(), seen)
+	case reflect.Slice:
+		return "[]" + jsonShape(t.Elem(), seen)
+	case reflect.Map:
+		return "map[" + jsonShape(t.Key(), seen) + "]" + jsonShape(t.Elem(), seen)
+	case reflect.Struct:
+		if !strings.HasPrefix(t.PkgPath(), "sigs.k8s.io/network-policy-api/") {
+			return t.String() // shared types (metav1), same in both
+		}
+		if seen[t] {
+			return "<" + t.Name() + ">"
+		}
+		seen[t] = true
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range t.NumField() {
+			f := t.Field(i)
+			fmt.Fprintf(&b, "%s:%s,", f.Tag.Get("json"), jsonShape(f.Type, seen))
+		}
+		b.WriteString("}")
+		delete(seen, t)
+		return b.String()
+	}
+	return t.Kind().String()
+}

@@ -58,7 +58,7 @@ func build(stdin io.Reader, in input, c common, stderr io.Writer) (compose.Resul
 			if len(problems) > 0 {
 				what = "no valid objects"
 			}
-			return compose.Result{}, 0, usagef("%s in %s (nftguard reads Namespaces, Nodes, Pods, NetworkPolicies, Services and EndpointSlices); --allow-empty to program an empty table", what, paths(in.files))
+			return compose.Result{}, 0, usagef("%s in %s (nftguard reads Namespaces, Nodes, Pods, NetworkPolicies, ClusterNetworkPolicies, Services and EndpointSlices); --allow-empty to program an empty table", what, paths(in.files))
 		}
 	} else if err := checkNode(c, objs); err != nil {
 		return compose.Result{}, 0, err
@@ -70,9 +70,11 @@ func build(stdin io.Reader, in input, c common, stderr io.Writer) (compose.Resul
 		Nodes:           objs.Nodes,
 		Pods:            objs.Pods,
 		NetworkPolicies: objs.NetworkPolicies,
-		Services:        objs.Services,
-		ClusterCIDRs:    c.clusterCIDRs,
-		ServiceCIDRs:    c.serviceCIDRs,
+		// Both served versions, already converted to v1beta1.
+		ClusterNetworkPolicies: objs.ClusterNetworkPolicies,
+		Services:               objs.Services,
+		ClusterCIDRs:           c.clusterCIDRs,
+		ServiceCIDRs:           c.serviceCIDRs,
 	})
 	// The compilers do not know files; say where each object came from.
 	for i := range res.Problems {

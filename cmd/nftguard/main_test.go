@@ -22,7 +22,13 @@ const (
 	// skipped object.
 	tBadCIDRs = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: bad, namespace: shop}\n" +
 		"spec: {podSelector: {}, ingress: [{from: [{ipBlock: {cidr: 10.0.0.0/33}}, {ipBlock: {cidr: nope}}]}]}\n"
-	tNode   = "apiVersion: v1\nkind: Node\nmetadata: {name: w2}\n"
+	tNode = "apiVersion: v1\nkind: Node\nmetadata: {name: w2}\n"
+	// tCNP is an Admin ClusterNetworkPolicy (v1beta1); tCNPAlpha the
+	// Baseline one in v1alpha2.
+	tCNP = "apiVersion: policy.networking.k8s.io/v1beta1\nkind: ClusterNetworkPolicy\nmetadata: {name: admin-deny}\n" +
+		"spec: {tier: Admin, priority: 5, subject: {namespaces: {}}, ingress: [{name: no-ops, action: Deny, from: [{namespaces: {matchLabels: {team: ops}}}]}]}\n"
+	tCNPAlpha = "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\nmetadata: {name: baseline-isolate}\n" +
+		"spec: {tier: Baseline, priority: 0, subject: {namespaces: {}}, ingress: [{action: Deny, from: [{namespaces: {}}]}]}\n"
 	noNetNS = "/nonexistent/nftguard-test-netns"
 )
 
@@ -55,7 +61,7 @@ func TestCLI(t *testing.T) {
 		{name: "render --help", args: []string{"render", "--help"}, code: 0, out: []string{"usage: nftguard render"}},
 		{name: "cleanup -h lists only its flag", args: []string{"cleanup", "-h"}, code: 0, out: []string{"-netns"},
 			notOut: []string{"node-name", "cluster-cidr", "-f "}},
-		{name: "help run", args: []string{"help", "run"}, code: 0, out: []string{"usage: nftguard run", "-kubeconfig"}},
+		{name: "help run", args: []string{"help", "run"}, code: 0, out: []string{"usage: nftguard run", "-kubeconfig", "-crd-check-interval", "ClusterNetworkPolicies"}},
 		{name: "unknown flag", args: []string{"apply", "--bogus"}, code: 2, errOut: []string{"nftguard apply: flag provided but not defined: -bogus", "usage: nftguard apply"}},
 		{name: "positional argument", args: []string{"render", "-f", "-", "extra"}, code: 2, errOut: []string{`unexpected argument "extra"`, "usage: nftguard render"}},
 		{name: "-f missing", args: []string{"render"}, code: 2, errOut: []string{"-f PATH is required"}},
@@ -112,6 +118,30 @@ func TestCLI(t *testing.T) {
 				"nftguard render: 1 invalid object(s) skipped"}},
 		{name: "repeated object warns and the later one is used", args: []string{"render", "-f", "-", "--node-name", "w1"}, stdin: docs(tNS, tPod, tBadCIDRs, tNP, strings.Replace(tBadCIDRs, "10.0.0.0/33", "10.0.0.0/8", 1)),
 			code: 1, out: []string{"table inet nftguard"}, errOut: []string{"warning: -:5: NetworkPolicy shop/bad: given again: replaces the one read at -:3", "skipped: -:5: NetworkPolicy shop/bad: spec.ingress[0].from[1].ipBlock.cidr", "1 invalid object(s) skipped"}},
+		// ClusterNetworkPolicy: both versions, read as strictly as the
+		// other kinds.
+		{name: "ClusterNetworkPolicy both versions", args: []string{"render", "-f", "-", "--node-name", "w1"}, stdin: docs(tNS, tPod, tCNP, tCNPAlpha),
+			code: 0, out: []string{"table inet nftguard"}},
+		{name: "ClusterNetworkPolicies and pods only", args: []string{"render", "-f", "-", "--node-name", "w1"}, stdin: docs(tCNP, tPod),
+			code: 0, out: []string{"table inet nftguard"}},
+		{name: "ClusterNetworkPolicies only: the node check still refuses", args: []string{"render", "-f", "-", "--node-name", "w1"}, stdin: docs(tCNP, tCNPAlpha),
+			code: 2, errOut: []string{`node "w1" (--node-name) has no pods and no Node object`}},
+		{name: "ClusterNetworkPolicy unknown field", args: []string{"apply", "-f", "-", "--node-name", "w1", "--netns", noNetNS},
+			stdin: docs(tNS, tPod, strings.Replace(tCNPAlpha, "tier:", "teir: x, tier:", 1)),
+			code:  2, errOut: []string{"error: -:3: ClusterNetworkPolicy: spec.teir: unknown field", "nothing changed"}},
+		{name: "ClusterNetworkPolicy unknown rule field", args: []string{"render", "-f", "-", "--node-name", "w1"},
+			stdin: docs(tNS, tPod, strings.Replace(tCNP, "action: Deny", "action: Deny, ports: [80]", 1)),
+			code:  2, errOut: []string{"error: -:3: ClusterNetworkPolicy: spec.ingress[0].ports: unknown field"}},
+		{name: "ClusterNetworkPolicy wrong apiVersion", args: []string{"apply", "-f", "-", "--node-name", "w1", "--netns", noNetNS},
+			stdin: docs(tNS, tPod, strings.Replace(tCNP, "v1beta1", "v1alpha1", 1)),
+			code:  2, errOut: []string{"nftguard reads ClusterNetworkPolicy only as policy.networking.k8s.io/v1beta1 or policy.networking.k8s.io/v1alpha2", "nothing changed"}},
+		{name: "ClusterNetworkPolicy invalid name is skipped, the rest rendered", args: []string{"render", "-f", "-", "--node-name", "w1"},
+			stdin: docs(tNS, tPod, strings.Replace(tCNP, "admin-deny", `"Admin\nskipped: forged"`, 1), tNP),
+			code:  1, out: []string{"table inet nftguard", "10.77.1.10"},
+			errOut: []string{`skipped: -:3: ClusterNetworkPolicy "Admin\nskipped: forged": metadata.name: a lowercase RFC 1123 subdomain`, "1 invalid object(s) skipped"}},
+		{name: "ClusterNetworkPolicy in both versions warns", args: []string{"render", "-f", "-", "--node-name", "w1"},
+			stdin: docs(tPod, tCNP, strings.Replace(tCNPAlpha, "baseline-isolate", "admin-deny", 1)),
+			code:  0, errOut: []string{"warning: -:3: ClusterNetworkPolicy admin-deny: given again: replaces the one read at -:2"}, out: []string{"table inet nftguard"}},
 		{name: "all objects invalid", args: []string{"render", "-f", "-", "--node-name", "w1"}, stdin: strings.Replace(tNS, "shop", "Shop", 1),
 			code: 2, errOut: []string{"skipped: -:1: Namespace", "no valid objects in standard input"}},
 	} {

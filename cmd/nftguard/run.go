@@ -26,6 +26,7 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	minSync := fs.Duration("min-sync-interval", agent.DefaultMinSyncInterval, "quiet time: a change arriving at least this long after the previous sync (after a burst, an eighth of the coalescing window if longer) is synced at once; changes arriving sooner are coalesced into the next sync, in a window that starts at this value, doubles while a burst fills it and halves when changes pause")
 	maxSync := fs.Duration("max-sync-interval", agent.DefaultMaxSyncInterval, "largest coalescing window: the longest any change waits for its sync, even during a steady stream of changes (a 1,000-event burst costs about 6 syncs plus one per second it lasts)")
 	resync := fs.Duration("resync-period", agent.DefaultResyncPeriod, "periodic recompile and incremental sync without changes (negative disables)")
+	crdCheck := fs.Duration("crd-check-interval", agent.DefaultCNPCheckInterval, "how often discovery is asked whether ClusterNetworkPolicies (policy.networking.k8s.io) are served: the delay before a CRD installed while the agent runs is watched")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -49,17 +50,18 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		return err
 	}
 	return agent.Run(ctx, agent.Config{
-		REST:            cfg,
-		NodeName:        c.nodeName,
-		NetNS:           c.netns,
-		ClusterCIDRs:    c.clusterCIDRs,
-		ServiceCIDRs:    c.serviceCIDRs,
-		MinSyncInterval: *minSync,
-		MaxSyncInterval: *maxSync,
-		ResyncPeriod:    *resync,
-		MetricsAddr:     *metricsAddr,
-		Logger:          log,
-		LogDenied:       logDenied,
+		REST:             cfg,
+		NodeName:         c.nodeName,
+		NetNS:            c.netns,
+		ClusterCIDRs:     c.clusterCIDRs,
+		ServiceCIDRs:     c.serviceCIDRs,
+		MinSyncInterval:  *minSync,
+		MaxSyncInterval:  *maxSync,
+		ResyncPeriod:     *resync,
+		CNPCheckInterval: *crdCheck,
+		MetricsAddr:      *metricsAddr,
+		Logger:           log,
+		LogDenied:        logDenied,
 	})
 }
 
