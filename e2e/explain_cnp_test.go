@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand"
 	"os/exec"
 	"strings"
 	"testing"
@@ -61,7 +62,10 @@ type ecnpScenario struct {
 	// problems are substrings of the compiler's problems, one each; a
 	// scenario without them must have none.
 	problems []string
-	edit     func(*compose.Input) // changes the cluster of input
+	// random: the problems are whatever the compiler reports, at least
+	// one, and the matrix must deny somewhere (no cell is pinned).
+	random bool
+	edit   func(*compose.Input) // changes the cluster of input
 }
 
 // ecnpLab is the lab, the objects of one scenario and the engine that
@@ -93,7 +97,10 @@ func runExplainCNP(t *testing.T, f netlab.Family) {
 			}
 			res := compose.Build(in)
 			compiled := problemTexts(res.Problems)
-			if len(compiled) != len(sc.problems) {
+			if sc.random && len(compiled) == 0 {
+				t.Fatal("a random scenario without problems: it tests nothing invalid")
+			}
+			if !sc.random && len(compiled) != len(sc.problems) {
 				t.Fatalf("compile problems %q, want %d: %q", compiled, len(sc.problems), sc.problems)
 			}
 			for i, want := range sc.problems {
@@ -131,6 +138,19 @@ func runExplainCNP(t *testing.T, f netlab.Family) {
 						explained.Expect(from, to, r.Allowed, p)
 					}
 				}
+			}
+			denied := 0
+			for _, p := range explained.Ports {
+				for _, from := range explained.From {
+					for _, to := range explained.To {
+						if from != to && !explained.Allowed(from, to, p) {
+							denied++
+						}
+					}
+				}
+			}
+			if sc.random && denied == 0 {
+				t.Fatal("a random scenario that denies nothing")
 			}
 			for _, c := range sc.cells {
 				if got := explained.Allowed(c.from, c.to, c.port); got != c.allowed {
@@ -290,7 +310,7 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 	allowAllIngressX := np("x", "allow-all", spec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, Ingress: []networkingv1.NetworkPolicyIngressRule{{}}})
 	denyIngressXA := np("x", "deny-a", spec{PodSelector: *match("pod", "a"), PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}})
 	denyIngressX := np("x", "deny-all", spec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}})
-	return []ecnpScenario{
+	scs := []ecnpScenario{
 		{name: "no-policies-at-all",
 			cells: []ecnpCell{{"x/a", "y/a", tcp80, true}, {"y/b", "ext", sctp80, true}}},
 		{name: "policies-selecting-no-probed-pod",
@@ -428,6 +448,88 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			problems: []string{`ClusterNetworkPolicy allow: spec.ingress[1].action: unsupported value "Allow"`},
 			cells:    []ecnpCell{{"x/a", "y/a", tcp80, true}, {"x/a", "y/a", tcp81, false}, {"ext", "y/b", udp80, false}, {"y/a", "x/a", tcp80, true}}},
 	}
+	for seed := int64(1); seed <= ecnpRandomScenarios; seed++ {
+		scs = append(scs, ecnpRandom(seed, extNets, everywhere))
+	}
+	return scs
+}
+
+// ecnpRandomScenarios is how many random scenarios run (a second each).
+const ecnpRandomScenarios = 8
+
+// ecnpRandom is a scenario of random policies, some of them or some of
+// their rules invalid, over the lab's pods, the external host and its
+// nodes: the kernel and explain must agree on every cell.
+func ecnpRandom(seed int64, extNets, everywhere cnpv1beta1.ClusterNetworkPolicyEgressPeer) ecnpScenario {
+	r := rand.New(rand.NewSource(seed))
+	pick := func(s ...string) string { return s[r.Intn(len(s))] }
+	all := &metav1.LabelSelector{}
+	nsSel := func() *metav1.LabelSelector {
+		if r.Intn(3) == 0 {
+			return all
+		}
+		return match("ns", pick("x", "y"))
+	}
+	peer := func(egress bool) cnpv1beta1.ClusterNetworkPolicyEgressPeer {
+		n := 4
+		if egress {
+			n = 8
+		}
+		switch r.Intn(n) {
+		case 0:
+			return ecnpPeerNS("ns", pick("x", "y"))
+		case 1:
+			return cnpv1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: nsSel()}
+		case 2:
+			return ecnpPeerPods(nsSel(), match("pod", pick("a", "b")))
+		case 3:
+			return ecnpPeerPods(all, badSelector) // invalid
+		case 4:
+			return extNets
+		case 5:
+			return everywhere
+		case 6:
+			return cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext")}
+		}
+		return cnpv1beta1.ClusterNetworkPolicyEgressPeer{} // unknown kind
+	}
+	protocols := func() []cnpv1beta1.ClusterNetworkPolicyProtocol {
+		switch r.Intn(9) {
+		case 0:
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{ecnpTCP(80)}
+		case 1:
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{ecnpTCP(81), ecnpUDPRange(70, 90)}
+		case 2:
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{{DestinationNamedPort: pick("serve-80-udp", "serve-81-tcp", "serve-80-sctp")}}
+		case 3:
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{ecnpTCP(80), {}} // invalid entry
+		case 4:
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{} // invalid list
+		}
+		return nil
+	}
+	actions := []cnpv1beta1.ClusterNetworkPolicyRuleAction{cnpAccept, cnpDeny, cnpPass, cnpDeny, cnpAccept, "Allow"}
+	rules := func(egress bool) []ecnpRule {
+		var out []ecnpRule
+		for i, n := 0, r.Intn(3); i < n; i++ {
+			x := ecnpR(pick("", "r"), actions[r.Intn(len(actions))], peer(egress))
+			if r.Intn(3) == 0 {
+				x.peers = append(x.peers, peer(egress))
+			}
+			out = append(out, x.on(protocols()...))
+		}
+		return out
+	}
+	sc := ecnpScenario{name: fmt.Sprintf("random-%d", seed), random: true}
+	for i, n := 0, 2+r.Intn(3); i < n; i++ {
+		tier := cnpv1beta1.Tier(pick("Admin", "Baseline", "Admin", "Baseline", "Other"))
+		subj := ecnpNS("ns", pick("x", "y"))
+		if r.Intn(3) == 0 {
+			subj = ecnpPodSubject(nsSel(), match("pod", pick("a", "b")))
+		}
+		sc.cnps = append(sc.cnps, ecnpPolicy(pick("p", "q", "r", "s"), tier, int32(r.Intn(3)), subj, rules(false), rules(true)))
+	}
+	return sc
 }
 
 // badSelector is a label selector no API server accepts.
