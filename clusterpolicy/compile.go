@@ -123,8 +123,7 @@ func (c *compiler) compile() Output {
 			continue
 		}
 		if byName[cnp.Name] {
-			out.Problems = append(out.Problems, problem.Problem{Object: objectOf(cnp),
-				Reason: "another ClusterNetworkPolicy of the same name comes first"})
+			out.Problems = append(out.Problems, duplicateName(cnp))
 			continue
 		}
 		byName[cnp.Name] = true

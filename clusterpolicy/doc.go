@@ -109,6 +109,8 @@
 //	rules.go        one rule → peer and port matches and their sets; a pod
 //	                chain from compiled rules
 //	validate.go     the CRD's schema and CEL rules, and fail-closed marking
+//	check.go        Check, CheckAll: that classification, exported so that
+//	                explain follows exactly what the kernel enforces
 //	names.go        every generated name
 //	incremental.go  Compiler and its memo
 //

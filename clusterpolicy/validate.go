@@ -32,11 +32,13 @@ func objectOf(cnp *v1beta1.ClusterNetworkPolicy) problem.Object {
 }
 
 // validPolicy is a policy object validated: cp is nil when the object is
-// left out. Problems and warnings are reported either way.
+// left out. Problems and warnings are reported either way; ingress and
+// egress (set only when cp is) say why each rule fails closed.
 type validPolicy struct {
-	cp       *compiledPolicy
-	problems []problem.Problem
-	warnings []problem.Problem
+	cp              *compiledPolicy
+	problems        []problem.Problem
+	warnings        []problem.Problem
+	ingress, egress []RuleCheck
 }
 
 // compiledPolicy is a policy that is enforced: its placement (tier,
@@ -57,10 +59,10 @@ type compiledPolicy struct {
 // Validate reports what Compile reports for one object: problems (the
 // object is left out, or the named rule fails closed) and warnings (a
 // valid rule that fails closed because nftguard cannot enforce it as
-// written). For readers of manifests and explain.
+// written). Check says which rules fail closed as well.
 func Validate(cnp *v1beta1.ClusterNetworkPolicy) (problems, warnings []problem.Problem) {
-	vp := validate(cnp, selection.NewSelectors())
-	return vp.problems, vp.warnings
+	v := Check(cnp)
+	return v.Problems, v.Warnings
 }
 
 // validate checks what the CRD schema and its CEL rules enforce, because
@@ -117,18 +119,18 @@ func validate(cnp *v1beta1.ClusterNetworkPolicy, sc *selection.Selectors) *valid
 	}
 	rv := ruleValidator{vp: vp, obj: obj, sc: sc}
 	cp.failIng = make([]bool, len(s.Ingress))
+	vp.ingress = make([]RuleCheck, len(s.Ingress))
 	for i := range s.Ingress {
-		r := &s.Ingress[i]
-		peers := make([]v1beta1.ClusterNetworkPolicyEgressPeer, len(r.From))
-		for j, p := range r.From {
-			peers[j] = v1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: p.Namespaces, Pods: p.Pods}
-		}
-		cp.failIng[i] = rv.rule(fmt.Sprintf("spec.ingress[%d]", i), "from", r.Name, r.Action, peers, r.Protocols)
+		name, action, peers, protos := ruleOf(cnp, false, i)
+		vp.ingress[i] = rv.rule(fmt.Sprintf("spec.ingress[%d]", i), "from", name, action, peers, protos)
+		cp.failIng[i] = vp.ingress[i].FailClosed
 	}
 	cp.failEgr = make([]bool, len(s.Egress))
+	vp.egress = make([]RuleCheck, len(s.Egress))
 	for i := range s.Egress {
 		r := &s.Egress[i]
-		cp.failEgr[i] = rv.rule(fmt.Sprintf("spec.egress[%d]", i), "to", r.Name, r.Action, r.To, r.Protocols)
+		vp.egress[i] = rv.rule(fmt.Sprintf("spec.egress[%d]", i), "to", r.Name, r.Action, r.To, r.Protocols)
+		cp.failEgr[i] = vp.egress[i].FailClosed
 		for _, p := range r.To {
 			if p.Nodes != nil {
 				cp.hasNodes = true
@@ -147,23 +149,22 @@ type ruleValidator struct {
 }
 
 // rule validates one rule (ingress peers come as egress peers without the
-// egress-only fields) and tells whether it fails closed.
-func (rv *ruleValidator) rule(field, peersField, name string, action v1beta1.ClusterNetworkPolicyRuleAction, peers []v1beta1.ClusterNetworkPolicyEgressPeer, protos []v1beta1.ClusterNetworkPolicyProtocol) bool {
-	fail := false
+// egress-only fields) and tells whether it fails closed, and why.
+func (rv *ruleValidator) rule(field, peersField, name string, action v1beta1.ClusterNetworkPolicyRuleAction, peers []v1beta1.ClusterNetworkPolicyEgressPeer, protos []v1beta1.ClusterNetworkPolicyProtocol) RuleCheck {
+	var rc RuleCheck
 	failText := "the rule matches nothing (fail closed)"
 	if action != v1beta1.ClusterNetworkPolicyRuleActionAccept {
 		failText = "the rule drops all traffic of its direction (fail closed)"
 	}
-	bad := func(f, format string, args ...any) {
-		fail = true
-		rv.vp.problems = append(rv.vp.problems, problem.Problem{Object: rv.obj, Field: f,
-			Reason: fmt.Sprintf(format, args...) + ": " + failText})
+	report := func(to *[]problem.Problem, f, format string, args []any) {
+		cause := fmt.Sprintf(format, args...)
+		if !rc.FailClosed {
+			rc = RuleCheck{FailClosed: true, Field: f, Cause: cause}
+		}
+		*to = append(*to, problem.Problem{Object: rv.obj, Field: f, Reason: cause + ": " + failText})
 	}
-	warn := func(f, format string, args ...any) {
-		fail = true
-		rv.vp.warnings = append(rv.vp.warnings, problem.Problem{Object: rv.obj, Field: f,
-			Reason: fmt.Sprintf(format, args...) + ": " + failText})
-	}
+	bad := func(f, format string, args ...any) { report(&rv.vp.problems, f, format, args) }
+	warn := func(f, format string, args ...any) { report(&rv.vp.warnings, f, format, args) }
 	switch action {
 	case v1beta1.ClusterNetworkPolicyRuleActionAccept, v1beta1.ClusterNetworkPolicyRuleActionDeny, v1beta1.ClusterNetworkPolicyRuleActionPass:
 	default:
@@ -267,7 +268,7 @@ func (rv *ruleValidator) rule(field, peersField, name string, action v1beta1.Clu
 			bad(pf, "exactly one of tcp, udp, sctp and destinationNamedPort must be set")
 		}
 	}
-	return fail
+	return rc
 }
 
 // port checks a destinationPort: required, and exactly one of a number

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand"
 	"os/exec"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/explain"
 	"github.com/nftguard/nftguard/internal/netlab"
+	"github.com/nftguard/nftguard/problem"
 )
 
 // TestExplainAgreesWithKernelCNP checks explain against the kernel with
@@ -27,7 +29,10 @@ import (
 // cell. explain reads the API objects by itself, so agreement cross-checks
 // the ClusterNetworkPolicy compiler and the kernel. A few cells per
 // scenario are also pinned by hand, so that two readings that both ignored
-// ClusterNetworkPolicies could not agree vacuously.
+// ClusterNetworkPolicies could not agree vacuously. Scenarios with invalid
+// policies check that explain reports the compiler's problems and
+// warnings and says what the kernel does with them: a left-out policy
+// enforces nothing, an invalid rule fails closed where it stands.
 func TestExplainAgreesWithKernelCNP(t *testing.T) {
 	runExplainCNP(t, netlab.IPv4)
 }
@@ -54,6 +59,13 @@ type ecnpScenario struct {
 	cnps  []*cnpv1beta1.ClusterNetworkPolicy
 	nps   []*networkingv1.NetworkPolicy
 	cells []ecnpCell
+	// problems are substrings of the compiler's problems, one each; a
+	// scenario without them must have none.
+	problems []string
+	// random: the problems are whatever the compiler reports, at least
+	// one, and the matrix must deny somewhere (no cell is pinned).
+	random bool
+	edit   func(*compose.Input) // changes the cluster of input
 }
 
 // ecnpLab is the lab, the objects of one scenario and the engine that
@@ -76,13 +88,25 @@ func runExplainCNP(t *testing.T, f netlab.Family) {
 	}
 	t.Cleanup(func() { eng.Close() })
 	l := &ecnpLab{t: t, lab: lab, eng: eng}
-	for _, sc := range ecnpScenarios(lab) {
+	for _, sc := range ecnpScenarios(l) {
 		t.Run(sc.name, func(t *testing.T) {
 			l.t = t
 			in := l.input(sc)
+			if sc.edit != nil {
+				sc.edit(&in)
+			}
 			res := compose.Build(in)
-			if len(res.Problems) > 0 {
-				t.Fatalf("compile: %v", res.Problems)
+			compiled := problemTexts(res.Problems)
+			if sc.random && len(compiled) == 0 {
+				t.Fatal("a random scenario without problems: it tests nothing invalid")
+			}
+			if !sc.random && len(compiled) != len(sc.problems) {
+				t.Fatalf("compile problems %q, want %d: %q", compiled, len(sc.problems), sc.problems)
+			}
+			for i, want := range sc.problems {
+				if !strings.Contains(compiled[i], want) {
+					t.Errorf("compile problem %q, want %q", compiled[i], want)
+				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
@@ -95,8 +119,12 @@ func runExplainCNP(t *testing.T, f netlab.Family) {
 			}
 			cl, probs := explain.New(explain.Input{NodeName: in.NodeName, Namespaces: in.Namespaces, Nodes: in.Nodes, Pods: in.Pods,
 				NetworkPolicies: in.NetworkPolicies, ClusterNetworkPolicies: in.ClusterNetworkPolicies})
-			if len(probs) > 0 {
-				t.Fatalf("explain refused objects: %v", probs)
+			// Explain classifies the objects as the compiler does.
+			if e := problemTexts(probs); strings.Join(e, "\n") != strings.Join(compiled, "\n") {
+				t.Fatalf("explain's problems differ from the compiler's:\nexplain:  %q\ncompiler: %q", e, compiled)
+			}
+			if e, c := problemTexts(cl.Warnings()), problemTexts(res.Warnings); strings.Join(e, "\n") != strings.Join(c, "\n") {
+				t.Fatalf("explain's warnings differ from the compiler's:\nexplain:  %q\ncompiler: %q", e, c)
 			}
 			explained := lab.NewExpected(f, false, ecnpPorts...)
 			for _, p := range explained.Ports {
@@ -110,6 +138,19 @@ func runExplainCNP(t *testing.T, f netlab.Family) {
 						explained.Expect(from, to, r.Allowed, p)
 					}
 				}
+			}
+			denied := 0
+			for _, p := range explained.Ports {
+				for _, from := range explained.From {
+					for _, to := range explained.To {
+						if from != to && !explained.Allowed(from, to, p) {
+							denied++
+						}
+					}
+				}
+			}
+			if sc.random && denied == 0 {
+				t.Fatal("a random scenario that denies nothing")
 			}
 			for _, c := range sc.cells {
 				if got := explained.Allowed(c.from, c.to, c.port); got != c.allowed {
@@ -162,6 +203,15 @@ func (l *ecnpLab) input(sc ecnpScenario) compose.Input {
 		in.Pods = append(in.Pods, p)
 	}
 	return in
+}
+
+// problemTexts are the problems as printed.
+func problemTexts(ps []problem.Problem) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Error())
+	}
+	return out
 }
 
 func (l *ecnpLab) flow(f netlab.Family, from, to string, p netlab.Port) explain.Flow {
@@ -250,7 +300,8 @@ const (
 	cnpBase   = cnpv1beta1.BaselineTier
 )
 
-func ecnpScenarios(lab *netlab.Lab) []ecnpScenario {
+func ecnpScenarios(l *ecnpLab) []ecnpScenario {
+	lab := l.lab
 	ext := lab.Endpoint("ext")
 	extNets := cnpv1beta1.ClusterNetworkPolicyEgressPeer{Networks: []cnpv1beta1.CIDR{
 		cnpv1beta1.CIDR(ext.IPv4.String() + "/32"), cnpv1beta1.CIDR(ext.IPv6.String() + "/128")}}
@@ -259,7 +310,7 @@ func ecnpScenarios(lab *netlab.Lab) []ecnpScenario {
 	allowAllIngressX := np("x", "allow-all", spec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, Ingress: []networkingv1.NetworkPolicyIngressRule{{}}})
 	denyIngressXA := np("x", "deny-a", spec{PodSelector: *match("pod", "a"), PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}})
 	denyIngressX := np("x", "deny-all", spec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}})
-	return []ecnpScenario{
+	scs := []ecnpScenario{
 		{name: "no-policies-at-all",
 			cells: []ecnpCell{{"x/a", "y/a", tcp80, true}, {"y/b", "ext", sctp80, true}}},
 		{name: "policies-selecting-no-probed-pod",
@@ -321,5 +372,165 @@ func ecnpScenarios(lab *netlab.Lab) []ecnpScenario {
 				ecnpR("rest", cnpDeny, everywhere),
 			})},
 			cells: []ecnpCell{{"y/a", "ext", tcp80, false}, {"y/a", "x/a", tcp80, false}, {"x/a", "y/a", tcp80, true}}},
+		// Invalid policies: the compiler's classification, which the
+		// kernel enforces and explain must follow.
+		{name: "invalid-rule-peer-selector-fails-the-rule-closed",
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
+				ecnpPolicy("guard-x", cnpAdmin, 1, ecnpNS("ns", "x"),
+					[]ecnpRule{ecnpR("from-b", cnpAccept, ecnpPeerPods(all, match("pod", "b"))), ecnpR("bad", cnpDeny, ecnpPeerPods(all, badSelector))},
+					nil),
+				ecnpPolicy("guard-y", cnpAdmin, 2, ecnpNS("ns", "y"), nil,
+					[]ecnpRule{ecnpR("bad", cnpAccept, ecnpPeerNS("ns", "x"), cnpv1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: badSelector}), ecnpR("no-x", cnpDeny, ecnpPeerNS("ns", "x"))}),
+			},
+			problems: []string{"ClusterNetworkPolicy guard-x: spec.ingress[1].from[0].pods.podSelector", "ClusterNetworkPolicy guard-y: spec.egress[0].to[1].namespaces"},
+			cells: []ecnpCell{{"x/b", "x/a", tcp80, true}, {"y/b", "x/a", udp80, false}, {"x/a", "x/b", udp80, false}, {"ext", "x/b", sctp80, false},
+				{"y/a", "ext", tcp80, true}, {"y/b", "y/a", tcp80, true}, {"y/a", "x/b", tcp80, false}}},
+		{name: "empty-protocol-entry-and-list-fail-the-rule-closed",
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
+				ecnpPolicy("y-out", cnpBase, 1, ecnpNS("ns", "y"), nil,
+					[]ecnpRule{ecnpR("", cnpPass, ecnpPeerNS("ns", "x")).on(ecnpTCP(81), cnpv1beta1.ClusterNetworkPolicyProtocol{})}),
+				ecnpPolicy("x-out", cnpAdmin, 1, ecnpNS("ns", "x"), nil,
+					// An empty list (not nil: every protocol) is invalid.
+					[]ecnpRule{ecnpR("none", cnpAccept, extNets).on([]cnpv1beta1.ClusterNetworkPolicyProtocol{}...), ecnpR("no-ext", cnpDeny, extNets).on(ecnpTCP(80))}),
+			},
+			problems: []string{"ClusterNetworkPolicy y-out: spec.egress[0].protocols[1]: exactly one of", "ClusterNetworkPolicy x-out: spec.egress[0].protocols: 0 protocols"},
+			cells: []ecnpCell{{"y/a", "x/a", tcp80, false}, {"y/b", "ext", udp80, false}, {"y/a", "y/b", sctp80, false}, {"x/a", "y/a", tcp80, true},
+				{"x/a", "ext", tcp80, false}, {"x/a", "ext", udp80, true}}},
+		{name: "named-port-declared-for-two-protocols",
+			edit: func(in *compose.Input) {
+				for i, p := range in.Pods {
+					p = p.DeepCopy()
+					p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, corev1.ContainerPort{Name: "dual", ContainerPort: 81, Protocol: corev1.ProtocolTCP})
+					p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "second", Image: "agnhost",
+						Ports: []corev1.ContainerPort{{Name: "dual", ContainerPort: 80, Protocol: corev1.ProtocolUDP}}})
+					in.Pods[i] = p
+				}
+			},
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
+				ecnpPolicy("dual-in", cnpAdmin, 1, ecnpPodSubject(match("ns", "x"), match("pod", "a")),
+					[]ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS()).on(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}, nil),
+				ecnpPolicy("dual-out", cnpAdmin, 1, ecnpPodSubject(match("ns", "y"), match("pod", "b")), nil,
+					[]ecnpRule{ecnpR("", cnpDeny, ecnpPeerPods(all, all)).on(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}),
+			},
+			cells: []ecnpCell{{"y/a", "x/a", udp80, false}, {"y/a", "x/a", tcp81, false}, {"y/a", "x/a", tcp80, true}, {"y/a", "x/b", udp80, true},
+				{"y/b", "x/b", udp80, false}, {"y/b", "x/b", tcp81, false}, {"y/b", "x/b", sctp80, true}, {"y/b", "ext", udp80, true}}},
+		{name: "nodes-peer-ignores-hostname-addresses",
+			edit: func(in *compose.Input) {
+				ext := l.lab.Endpoint("ext")
+				for i, n := range in.Nodes {
+					if n.Name == "ext-node" {
+						n = n.DeepCopy()
+						n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: ext.IPv4.String()}, {Type: corev1.NodeHostName, Address: ext.IPv6.String()}}
+						in.Nodes[i] = n
+					}
+				}
+				in.Nodes = append(in.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ext-node-2", Labels: map[string]string{"role": "ext2"}},
+					Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+						{Type: corev1.NodeExternalIP, Address: ext.IPv4.String()}, {Type: corev1.NodeExternalIP, Address: ext.IPv6.String()}}}})
+			},
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("nodes", cnpAdmin, 1, ecnpNS("ns", "x"), nil, []ecnpRule{
+				ecnpR("by-hostname", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext")}),
+				ecnpR("by-external-ip", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext2")}).on(ecnpTCP(81)),
+			})},
+			cells: []ecnpCell{{"x/a", "ext", tcp80, true}, {"x/a", "ext", tcp81, false}, {"x/b", "ext", udp80, true}, {"y/a", "ext", tcp81, true}}},
+		{name: "left-out-policies-and-namesakes",
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
+				ecnpPolicy("bad-priority", cnpAdmin, 1001, ecnpNS(), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS())}, nil),
+				ecnpPolicy("dup", cnpAdmin, 5, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("ext-ok", cnpAccept, extNets)}),
+				ecnpPolicy("dup", cnpAdmin, 0, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("nothing", cnpDeny, everywhere, ecnpPeerNS())}),
+				ecnpPolicy("x-rest", cnpAdmin, 6, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS("ns", "y"))}),
+			},
+			problems: []string{"ClusterNetworkPolicy bad-priority: spec.priority", "ClusterNetworkPolicy dup: another ClusterNetworkPolicy of the same name comes first"},
+			cells:    []ecnpCell{{"y/a", "x/a", tcp80, true}, {"x/a", "ext", tcp80, true}, {"x/a", "x/b", udp80, true}, {"x/a", "y/a", tcp80, false}}},
+		{name: "unknown-action-fails-closed",
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("allow", cnpAdmin, 1, ecnpNS("ns", "y"),
+				[]ecnpRule{ecnpR("from-x", cnpAccept, ecnpPeerNS("ns", "x")).on(ecnpTCP(80)), ecnpR("", "Allow", ecnpPeerNS("ns", "x"))}, nil)},
+			problems: []string{`ClusterNetworkPolicy allow: spec.ingress[1].action: unsupported value "Allow"`},
+			cells:    []ecnpCell{{"x/a", "y/a", tcp80, true}, {"x/a", "y/a", tcp81, false}, {"ext", "y/b", udp80, false}, {"y/a", "x/a", tcp80, true}}},
 	}
+	for seed := int64(1); seed <= ecnpRandomScenarios; seed++ {
+		scs = append(scs, ecnpRandom(seed, extNets, everywhere))
+	}
+	return scs
 }
+
+// ecnpRandomScenarios is how many random scenarios run (a second each).
+const ecnpRandomScenarios = 8
+
+// ecnpRandom is a scenario of random policies, some of them or some of
+// their rules invalid, over the lab's pods, the external host and its
+// nodes: the kernel and explain must agree on every cell.
+func ecnpRandom(seed int64, extNets, everywhere cnpv1beta1.ClusterNetworkPolicyEgressPeer) ecnpScenario {
+	r := rand.New(rand.NewSource(seed))
+	pick := func(s ...string) string { return s[r.Intn(len(s))] }
+	all := &metav1.LabelSelector{}
+	nsSel := func() *metav1.LabelSelector {
+		if r.Intn(3) == 0 {
+			return all
+		}
+		return match("ns", pick("x", "y"))
+	}
+	peer := func(egress bool) cnpv1beta1.ClusterNetworkPolicyEgressPeer {
+		n := 4
+		if egress {
+			n = 8
+		}
+		switch r.Intn(n) {
+		case 0:
+			return ecnpPeerNS("ns", pick("x", "y"))
+		case 1:
+			return cnpv1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: nsSel()}
+		case 2:
+			return ecnpPeerPods(nsSel(), match("pod", pick("a", "b")))
+		case 3:
+			return ecnpPeerPods(all, badSelector) // invalid
+		case 4:
+			return extNets
+		case 5:
+			return everywhere
+		case 6:
+			return cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext")}
+		}
+		return cnpv1beta1.ClusterNetworkPolicyEgressPeer{} // unknown kind
+	}
+	protocols := func() []cnpv1beta1.ClusterNetworkPolicyProtocol {
+		switch r.Intn(9) {
+		case 0:
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{ecnpTCP(80)}
+		case 1:
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{ecnpTCP(81), ecnpUDPRange(70, 90)}
+		case 2:
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{{DestinationNamedPort: pick("serve-80-udp", "serve-81-tcp", "serve-80-sctp")}}
+		case 3:
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{ecnpTCP(80), {}} // invalid entry
+		case 4:
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{} // invalid list
+		}
+		return nil
+	}
+	actions := []cnpv1beta1.ClusterNetworkPolicyRuleAction{cnpAccept, cnpDeny, cnpPass, cnpDeny, cnpAccept, "Allow"}
+	rules := func(egress bool) []ecnpRule {
+		var out []ecnpRule
+		for i, n := 0, r.Intn(3); i < n; i++ {
+			x := ecnpR(pick("", "r"), actions[r.Intn(len(actions))], peer(egress))
+			if r.Intn(3) == 0 {
+				x.peers = append(x.peers, peer(egress))
+			}
+			out = append(out, x.on(protocols()...))
+		}
+		return out
+	}
+	sc := ecnpScenario{name: fmt.Sprintf("random-%d", seed), random: true}
+	for i, n := 0, 2+r.Intn(3); i < n; i++ {
+		tier := cnpv1beta1.Tier(pick("Admin", "Baseline", "Admin", "Baseline", "Other"))
+		subj := ecnpNS("ns", pick("x", "y"))
+		if r.Intn(3) == 0 {
+			subj = ecnpPodSubject(nsSel(), match("pod", pick("a", "b")))
+		}
+		sc.cnps = append(sc.cnps, ecnpPolicy(pick("p", "q", "r", "s"), tier, int32(r.Intn(3)), subj, rules(false), rules(true)))
+	}
+	return sc
+}
+
+// badSelector is a label selector no API server accepts.
+var badSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "pod", Operator: "Near"}}}

@@ -66,7 +66,9 @@ type policy struct {
 
 // New indexes the input. Invalid objects are returned as problems and left
 // out (the API server would have refused them, so they never take part in a
-// verdict); everything else takes part in verdicts.
+// verdict); everything else takes part in verdicts. A ClusterNetworkPolicy
+// problem may instead name a rule that fails closed, as the compiler
+// reports it: the policy then takes part with that rule failing closed.
 func New(in Input) (*Cluster, []problem.Problem) {
 	c := &Cluster{
 		nodeName: in.NodeName,
@@ -154,7 +156,7 @@ func New(in Input) (*Cluster, []problem.Problem) {
 // Warnings name valid objects that do not take effect as written: rules of
 // ClusterNetworkPolicies with a peer nftguard cannot match (domainNames, or
 // a peer kind of a newer API version), which fail closed as the API
-// prescribes.
+// prescribes. They are the compiler's warnings, word for word.
 func (c *Cluster) Warnings() []problem.Problem {
 	return append([]problem.Problem(nil), c.warnings...)
 }

@@ -132,6 +132,10 @@ type cnpCase struct {
 	not      []string // substrings it must not have
 	tier     string
 	allowed  bool
+	// problem, when set, is a substring of the problems New must
+	// report (rules that fail closed); else it must report none.
+	problem string
+	edit    func(*Input) // changes the cluster before New
 }
 
 func (tt cnpCase) run(t *testing.T) {
@@ -140,9 +144,15 @@ func (tt cnpCase) run(t *testing.T) {
 	in.ClusterNetworkPolicies = tt.cnps
 	in.NetworkPolicies = tt.nps
 	in.NodeName = tt.nodeName
+	if tt.edit != nil {
+		tt.edit(&in)
+	}
 	c, probs := New(in)
-	if len(probs) > 0 {
+	if tt.problem == "" && len(probs) > 0 {
 		t.Fatalf("problems: %v", probs)
+	}
+	if tt.problem != "" && !strings.Contains(fmt.Sprint(probs), tt.problem) {
+		t.Fatalf("problems %v lack %q", probs, tt.problem)
 	}
 	res, err := c.Explain(tt.flow)
 	if err != nil {
@@ -340,28 +350,28 @@ func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 		{name: "a Deny rule with a peer of no field denies all",
 			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("new", admin, 1, xa, r("future", deny, peerNS("ns", "nowhere"), emptyPeer).on(tcpPort(1)))},
 			flow: toYA,
-			want: []string{`denied by ClusterNetworkPolicy new (Admin, priority 1) rule egress[0] "future" (to[1] sets no peer field nftguard knows (written for a newer API version?): fail closed, this Deny rule denies all traffic)`},
+			want: []string{`denied by ClusterNetworkPolicy new (Admin, priority 1) rule egress[0] "future" (to[1]: no known peer field is set (a newer API version?): fail closed, this Deny rule denies all traffic)`},
 			tier: TierAdmin},
 		{name: "a Pass rule with a peer of no field denies all",
 			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("new", base, 1, xa, r("", pass, emptyPeer))},
 			flow: Flow{From: "8.8.8.8", To: "x/a", Protocol: udp, Port: 53}, ingress: true,
-			want: []string{"denied by ClusterNetworkPolicy new (Baseline, priority 1) rule ingress[0] (from[0] sets no peer field", "this Pass rule denies all traffic"},
+			want: []string{"denied by ClusterNetworkPolicy new (Baseline, priority 1) rule ingress[0] (from[0]: no known peer field is set", "this Pass rule denies all traffic"},
 			tier: TierBaseline},
 		{name: "an Accept rule with a peer of no field matches nothing",
 			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("new", admin, 1, xa, r("future", accept, peerNS("ns", "y"), emptyPeer), r("rest", deny, anyPeer))},
 			flow: toYA,
 			want: []string{`denied by ClusterNetworkPolicy new (Admin, priority 1) rule egress[1] "rest"`,
-				`note: ClusterNetworkPolicy new (Admin, priority 1) rule egress[0] "future" is unsupported: to[1] sets no peer field nftguard knows (written for a newer API version?); fail closed: this Accept rule matches no traffic`},
+				`note: ClusterNetworkPolicy new (Admin, priority 1) rule egress[0] "future" fails closed: to[1]: no known peer field is set (a newer API version?); this Accept rule matches no traffic`},
 			tier: TierAdmin},
 		{name: "domainNames: the Accept rule matches nothing, the deny behind it decides",
 			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("dns", admin, 1, xa, r("example", accept, peerDomains("example.com")), r("rest", deny, anyPeer))},
 			flow: Flow{From: "x/a", To: "93.184.216.34", Protocol: tcp, Port: 443},
 			want: []string{`denied by ClusterNetworkPolicy dns (Admin, priority 1) rule egress[1] "rest"`,
-				`rule egress[0] "example" is unsupported: to[0] domainNames is not supported by nftguard; fail closed: this Accept rule matches no traffic`},
+				`rule egress[0] "example" fails closed: to[0].domainNames: domainNames peers are not supported by nftguard; this Accept rule matches no traffic`},
 			tier: TierAdmin},
 		{name: "domainNames in a Deny rule denies all",
 			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("dns", base, 1, xa, r("", deny, peerDomains("*.example.com")))},
-			flow: toYA, want: []string{"to[0] domainNames is not supported by nftguard: fail closed, this Deny rule denies all traffic"}, tier: TierBaseline},
+			flow: toYA, want: []string{"to[0].domainNames: domainNames peers are not supported by nftguard: fail closed, this Deny rule denies all traffic"}, tier: TierBaseline},
 		// Protocols.
 		{name: "named port on the destination pod (ingress)",
 			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", accept, peerNS()).on(named("http")))},
@@ -377,6 +387,58 @@ func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 		{name: "named port not on the pod",
 			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, peerPods(allNS, allNS)).on(named("metrics")))},
 			flow: toYA, want: []string{"(Admin: named) decided"}, allowed: true},
+		// A name declared for two protocols (in two containers) matches
+		// each protocol on its own port, as the compiler programs it; not
+		// only the first port of that name.
+		{name: "named port declared for two protocols: the second one",
+			edit: addNamedPort("x", "a", "http", corev1.ProtocolUDP, 8053),
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).on(named("http")))},
+			flow: Flow{From: "y/a", To: "x/a", Protocol: udp, Port: 8053}, ingress: true,
+			want: []string{`port protocols[0] destinationNamedPort "http" (UDP/8053 on x/a)`}, tier: TierAdmin},
+		{name: "named port declared for two protocols: the first one",
+			edit: addNamedPort("x", "a", "http", corev1.ProtocolUDP, 8053),
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).on(named("http")))},
+			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 8080}, ingress: true,
+			want: []string{`port protocols[0] destinationNamedPort "http" (TCP/8080 on x/a)`}, tier: TierAdmin},
+		{name: "named port declared for two protocols: not crossed",
+			edit: addNamedPort("x", "a", "http", corev1.ProtocolUDP, 8053),
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).on(named("http")))},
+			flow: Flow{From: "y/a", To: "x/a", Protocol: udp, Port: 8080}, ingress: true, want: []string{"(Admin: named) decided"}, allowed: true},
+		{name: "named port declared for two protocols (egress)",
+			edit: addNamedPort("y", "a", "dns", corev1.ProtocolTCP, 5353),
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, peerPods(allNS, allNS)).on(named("dns")))},
+			flow: Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 5353},
+			want: []string{`port protocols[0] destinationNamedPort "dns" (TCP/5353 on y/a)`}, tier: TierAdmin},
+		// Invalid rules fail closed where they stand; the policy stays.
+		{name: "an invalid Accept rule matches nothing, the rule behind it decides",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, r("bad", accept, peerNets("10.0.0.0/33")), r("rest", deny, anyPeer))},
+			flow: toYA, problem: "spec.egress[0].to[0].networks[0]: invalid CIDR",
+			want: []string{`denied by ClusterNetworkPolicy p (Admin, priority 1) rule egress[1] "rest"`,
+				`note: ClusterNetworkPolicy p (Admin, priority 1) rule egress[0] "bad" fails closed: to[0].networks[0]: invalid CIDR "10.0.0.0/33"; this Accept rule matches no traffic`},
+			tier: TierAdmin},
+		{name: "an invalid selector in a rule peer fails that rule closed",
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("p", base, 1, xa,
+				r("ok", accept, peerNS("ns", "x")),
+				r("bad", deny, peerPods(allNS, &metav1.LabelSelector{MatchLabels: map[string]string{"a b": "c"}})))},
+			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 80}, ingress: true, problem: "spec.ingress[1].from[0].pods.podSelector",
+			want: []string{`denied by ClusterNetworkPolicy p (Baseline, priority 1) rule ingress[1] "bad" (from[0].pods.podSelector: `, "fail closed, this Deny rule denies all traffic"},
+			tier: TierBaseline},
+		{name: "a rule before the invalid one still decides first",
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("p", base, 1, xa,
+				r("ok", accept, peerNS("ns", "x")),
+				r("bad", deny, peerPods(allNS, &metav1.LabelSelector{MatchLabels: map[string]string{"a b": "c"}})))},
+			flow: Flow{From: "x/b", To: "x/a", Protocol: tcp, Port: 80}, ingress: true, problem: "spec.ingress[1].from[0].pods.podSelector",
+			want: []string{`allowed by ClusterNetworkPolicy p (Baseline, priority 1) rule ingress[0] "ok"`}, tier: TierBaseline, allowed: true},
+		{name: "an empty protocol entry fails the Pass rule closed: it denies every protocol",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, r("", pass, peerNS("ns", "z")).on(tcpPort(80), cnp.ClusterNetworkPolicyProtocol{}))},
+			flow: Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 53}, problem: "spec.egress[0].protocols[1]",
+			want: []string{"(protocols[1]: exactly one of tcp, udp, sctp and destinationNamedPort must be set: fail closed, this Pass rule denies all traffic)"}, tier: TierAdmin},
+		{name: "an empty protocols list fails the Accept rule closed",
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, rule{name: "none", action: accept, peers: []cnp.ClusterNetworkPolicyEgressPeer{anyPeer}, protocols: []cnp.ClusterNetworkPolicyProtocol{}},
+				r("rest", deny, anyPeer))},
+			flow: toYA, problem: "spec.egress[0].protocols: 0 protocols",
+			want: []string{`rule egress[0] "none" fails closed: protocols: 0 protocols: 1 to 25 are required; this Accept rule matches no traffic`, `denied by ClusterNetworkPolicy p (Admin, priority 1) rule egress[1] "rest"`},
+			tier: TierAdmin},
 		{name: "UDP range",
 			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("r", base, 1, xa, r("", deny, anyPeer).on(tcpPort(5000), udpRange(5000, 6000)))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 6000}, want: []string{"port protocols[1] UDP/5000-6000"}, tier: TierBaseline},
@@ -402,6 +464,20 @@ func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 		{name: "nodes peer: every node",
 			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, r("", deny, peerNodes()))},
 			flow: Flow{From: "x/a", To: "192.168.0.2", Protocol: tcp, Port: 22}, want: []string{"to[0] nodes {} (all) (node n2)"}, tier: TierAdmin},
+		// A nodes peer matches a Node's InternalIP and ExternalIP
+		// addresses only, as the compiler programs it.
+		{name: "nodes peer: an ExternalIP address",
+			edit: nodeAddresses("n2", corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "203.0.113.9"}),
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, r("", deny, peerNodes("role", "infra")))},
+			flow: Flow{From: "x/a", To: "203.0.113.9", Protocol: tcp, Port: 22}, want: []string{"to[0] nodes role=infra (node n2)"}, tier: TierAdmin},
+		{name: "nodes peer: not a Hostname address",
+			edit: nodeAddresses("n2", corev1.NodeAddress{Type: corev1.NodeHostName, Address: "192.168.0.5"}),
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, r("", deny, peerNodes("role", "infra")))},
+			flow: Flow{From: "x/a", To: "192.168.0.5", Protocol: tcp, Port: 22}, want: []string{"(Admin: nodes) decided"}, allowed: true},
+		{name: "nodes peer: not an InternalDNS address",
+			edit: nodeAddresses("n2", corev1.NodeAddress{Type: corev1.NodeInternalDNS, Address: "fd00:9::1"}),
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, r("", deny, peerNodes()))},
+			flow: Flow{From: "x/a", To: "fd00:9::1", Protocol: tcp, Port: 22}, want: []string{"(Admin: nodes) decided"}, allowed: true},
 		{name: "nodes peer: the pod's own node is always allowed",
 			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, r("", deny, peerNodes()))},
 			flow: Flow{From: "x/a", To: "192.168.0.1", Protocol: tcp, Port: 22}, want: []string{"own node"}, allowed: true},
@@ -423,6 +499,33 @@ func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 	}
 }
 
+// addNamedPort gives a pod a second container declaring a port.
+func addNamedPort(ns, name, port string, proto corev1.Protocol, num int32) func(*Input) {
+	return func(in *Input) {
+		for i, p := range in.Pods {
+			if p.Namespace == ns && p.Name == name {
+				p = p.DeepCopy()
+				p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "second",
+					Ports: []corev1.ContainerPort{{Name: port, ContainerPort: num, Protocol: proto}}})
+				in.Pods[i] = p
+			}
+		}
+	}
+}
+
+// nodeAddresses adds addresses to a node.
+func nodeAddresses(node string, addrs ...corev1.NodeAddress) func(*Input) {
+	return func(in *Input) {
+		for i, n := range in.Nodes {
+			if n.Name == node {
+				n = n.DeepCopy()
+				n.Status.Addresses = append(n.Status.Addresses, addrs...)
+				in.Nodes[i] = n
+			}
+		}
+	}
+}
+
 func TestClusterNetworkPolicyWarnings(t *testing.T) {
 	in := cnpInput()
 	in.ClusterNetworkPolicies = []*cnp.ClusterNetworkPolicy{
@@ -438,80 +541,106 @@ func TestClusterNetworkPolicyWarnings(t *testing.T) {
 		got = append(got, w.Error())
 	}
 	want := []string{
-		"ClusterNetworkPolicy dns: spec.egress[1]: to[0] domainNames is not supported by nftguard: fail closed: this Accept rule matches no traffic",
-		"ClusterNetworkPolicy new: spec.ingress[0]: from[0] sets no peer field nftguard knows (written for a newer API version?): fail closed: this Pass rule denies all traffic",
+		"ClusterNetworkPolicy dns: spec.egress[1].to[0].domainNames: domainNames peers are not supported by nftguard: the rule matches nothing (fail closed)",
+		"ClusterNetworkPolicy new: spec.ingress[0].from[0]: no known peer field is set (a newer API version?): the rule drops all traffic of its direction (fail closed)",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
-// TestClusterNetworkPolicyValidation checks that what the CRD refuses is
-// reported with its field, and that such a policy enforces nothing.
+// TestClusterNetworkPolicyValidation checks that explain classifies invalid
+// policies as the compiler does (clusterpolicy.CheckAll), because the
+// kernel enforces the compiler's classification: an invalid placement
+// leaves the policy out, an invalid rule fails closed where it stands (a
+// Deny rule then denies all traffic of its direction), and what the API
+// server would refuse but the compiler enforces as written is enforced.
 func TestClusterNetworkPolicyValidation(t *testing.T) {
 	ok := func() *cnp.ClusterNetworkPolicy {
 		return egressCNP("p", admin, 1, nsSubject("ns", "x"), r("", deny, anyPeer))
 	}
+	badSel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}
 	long := strings.Repeat("n", 101)
+	const (
+		leftOut    = iota // the policy enforces nothing
+		failClosed        // the Deny rule denies all traffic of its direction
+		asWritten         // enforced as written, no problem
+	)
+	egressFlow := Flow{From: "x/a", To: "8.8.8.8", Protocol: tcp, Port: 80}
+	ingressFlow := Flow{From: "y/a", To: "x/a", Protocol: udp, Port: 53}
 	for _, tt := range []struct {
-		name  string
-		edit  func(p *cnp.ClusterNetworkPolicy)
-		field string
+		name   string
+		edit   func(p *cnp.ClusterNetworkPolicy)
+		field  string // a substring of the problems and warnings
+		effect int
+		why    string // a substring of the fail-closed cause in the decision
 	}{
-		{"no name", func(p *cnp.ClusterNetworkPolicy) { p.Name = "" }, "metadata.name: required"},
-		{"hostile name", func(p *cnp.ClusterNetworkPolicy) { p.Name = "a\x1b[2J; }" }, `metadata.name: invalid name "a\x1b[2J; }"`},
-		{"tier", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Tier = "Developer" }, `spec.tier: unsupported value "Developer"`},
-		{"priority low", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Priority = -1 }, "spec.priority: -1 is not between 0 and 1000"},
-		{"priority high", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Priority = 1001 }, "spec.priority: 1001"},
-		{"no subject", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Subject = cnp.ClusterNetworkPolicySubject{} }, "spec.subject: must set exactly one"},
-		{"two subjects", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Subject.Pods = &cnp.NamespacedPod{} }, "spec.subject: must set exactly one of namespaces and pods, not both"},
-		{"bad selector", func(p *cnp.ClusterNetworkPolicy) {
-			p.Spec.Subject.Namespaces = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}
-		}, "spec.subject.namespaces:"},
+		{"no name", func(p *cnp.ClusterNetworkPolicy) { p.Name = "" }, "metadata.name: required", leftOut, ""},
+		{"tier", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Tier = "Developer" }, `spec.tier: unsupported value "Developer"`, leftOut, ""},
+		{"priority low", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Priority = -1 }, "spec.priority: -1 is out of range 0-1000", leftOut, ""},
+		{"priority high", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Priority = 1001 }, "spec.priority: 1001", leftOut, ""},
+		{"no subject", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Subject = cnp.ClusterNetworkPolicySubject{} }, "spec.subject: exactly one", leftOut, ""},
+		{"two subjects", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Subject.Pods = &cnp.NamespacedPod{} }, "spec.subject: exactly one of namespaces and pods", leftOut, ""},
+		{"bad subject selector", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Subject.Namespaces = badSel }, "spec.subject.namespaces:", leftOut, ""},
 		{"26 rules", func(p *cnp.ClusterNetworkPolicy) {
 			for len(p.Spec.Egress) < 26 {
 				p.Spec.Egress = append(p.Spec.Egress, p.Spec.Egress[0])
 			}
-		}, "spec.egress: 26 rules: at most 25"},
-		{"long rule name", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].Name = long }, "spec.egress[0].name: 101 characters"},
-		{"action", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].Action = "Allow" }, `spec.egress[0].action: unsupported value "Allow"`},
-		{"no peers", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To = nil }, "spec.egress[0].to: 0 peers"},
+		}, "spec.egress: 26 rules: at most 25", leftOut, ""},
+		// Rules fail closed; the policy stays.
+		{"long rule name", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].Name = long }, "spec.egress[0].name: 101 bytes", failClosed, "name: 101 bytes"},
+		{"action", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].Action = "Allow" }, `spec.egress[0].action: unsupported value "Allow"`, failClosed, `action: unsupported value "Allow"`},
+		{"no peers", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To = nil }, "spec.egress[0].to: 0 peers", failClosed, "to: 0 peers"},
 		{"no ingress peers", func(p *cnp.ClusterNetworkPolicy) {
 			p.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{{Action: deny}}
-		}, "spec.ingress[0].from: 0 peers"},
-		{"two peer fields", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Nodes = allNS }, "spec.egress[0].to[0]: must set exactly one peer field, not [nodes networks]"},
+		}, "spec.ingress[0].from: 0 peers", failClosed, "from: 0 peers"},
+		{"two peer fields", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Nodes = allNS }, "spec.egress[0].to[0]: exactly one peer field", failClosed, "to[0]: exactly one peer field"},
 		{"ingress two peer fields", func(p *cnp.ClusterNetworkPolicy) {
 			p.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{{Action: deny, From: []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: allNS, Pods: &cnp.NamespacedPod{}}}}}
-		}, "spec.ingress[0].from[0]: must set exactly one peer field"},
-		{"CIDR", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Networks = []cnp.CIDR{"10.0.0.0/33"} }, "spec.egress[0].to[0].networks[0]: invalid CIDR"},
-		{"CIDR host bits", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Networks = []cnp.CIDR{"10.0.0.1/8"} }, "has host bits set: want 10.0.0.0/8"},
-		{"CIDR duplicate", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Networks = []cnp.CIDR{"::/0", "::/0"} }, "networks[1]: duplicate value"},
-		{"domain name", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0] = peerDomains("exa mple.com") }, `domainNames[0]: invalid domain name "exa mple.com"`},
+		}, "spec.ingress[0].from[0]: exactly one peer field", failClosed, "from[0]: exactly one"},
+		{"invalid peer selector", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0] = peerPods(allNS, badSel) }, "spec.egress[0].to[0].pods.podSelector", failClosed, "to[0].pods.podSelector"},
+		{"invalid ingress peer selector", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{{Action: deny, From: []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: badSel}}}}
+		}, "spec.ingress[0].from[0].namespaces", failClosed, "from[0].namespaces"},
+		{"CIDR", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Networks = []cnp.CIDR{"10.0.0.0/33"} }, "spec.egress[0].to[0].networks[0]: invalid CIDR", failClosed, "to[0].networks[0]"},
+		{"CIDR host bits", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Networks = []cnp.CIDR{"10.0.0.1/8"} }, "has host bits set (want 10.0.0.0/8)", failClosed, "host bits"},
+		{"domain name", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0] = peerDomains("exa mple.com") }, "spec.egress[0].to[0].domainNames: domainNames peers are not supported", failClosed, "to[0].domainNames"},
 		{"named port with networks", func(p *cnp.ClusterNetworkPolicy) {
 			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{named("http")}
-		},
-			"spec.egress[0].protocols[0].destinationNamedPort: networks/nodes/domainNames peer cannot be set with namedPorts"},
-		{"empty protocol", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{{}} }, "protocols[0]: must set exactly one of tcp, udp, sctp"},
+		}, "spec.egress[0].protocols[0].destinationNamedPort: networks/nodes/domainNames peer cannot be set with namedPorts", failClosed, "protocols[0].destinationNamedPort"},
+		{"empty protocols", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{} }, "spec.egress[0].protocols: 0 protocols", failClosed, "protocols: 0 protocols"},
+		{"empty protocol", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{udpRange(1, 2), {}}
+		}, "spec.egress[0].protocols[1]: exactly one of tcp, udp, sctp", failClosed, "protocols[1]: exactly one"},
 		{"two protocols in one", func(p *cnp.ClusterNetworkPolicy) {
 			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{{TCP: tcpPort(1).TCP, UDP: udpRange(1, 2).UDP}}
-		}, "not [tcp udp]"},
+		}, "spec.egress[0].protocols[0]: exactly one of tcp", failClosed, "protocols[0]"},
 		{"no destination port", func(p *cnp.ClusterNetworkPolicy) {
 			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{{TCP: &cnp.ClusterNetworkPolicyProtocolTCP{}}}
-		}, "protocols[0].tcp.destinationPort: required"},
+		}, "protocols[0].tcp.destinationPort: required", failClosed, "protocols[0].tcp.destinationPort: required"},
 		{"port 0", func(p *cnp.ClusterNetworkPolicy) {
 			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{sctpPort(0)}
-		}, "sctp.destinationPort.number: 0 is not between"},
+		}, "sctp.destinationPort: exactly one of number and range", failClosed, "sctp.destinationPort"}, // 0 is unset
+		{"port 70000", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{sctpPort(70000)}
+		}, "sctp.destinationPort.number: 70000 is not a port", failClosed, "sctp.destinationPort.number"},
 		{"port and range", func(p *cnp.ClusterNetworkPolicy) {
 			pr := udpRange(1, 2)
 			pr.UDP.DestinationPort.Number = 5
 			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{pr}
-		}, "not both"},
+		}, "exactly one of number and range", failClosed, "udp.destinationPort"},
 		{"range order", func(p *cnp.ClusterNetworkPolicy) {
 			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{udpRange(5, 5)}
-		}, "range: Start port must be less than End port"},
+		}, "range: start port must be less than end port", failClosed, "range"},
 		{"range end", func(p *cnp.ClusterNetworkPolicy) {
 			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{udpRange(5, 70000)}
-		}, "range.end: 70000"},
+		}, "range: ports must be 1-65535", failClosed, "range"},
+		// The API server would refuse these; the compiler enforces them
+		// as written, so the kernel does, so explain does.
+		{"duplicate CIDR", func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress[0].To[0].Networks = []cnp.CIDR{"::/0", "::/0", "0.0.0.0/0"}
+		}, "", asWritten, ""},
+		{"name the API server refuses", func(p *cnp.ClusterNetworkPolicy) { p.Name = "Not_DNS" }, "", asWritten, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := ok()
@@ -519,29 +648,101 @@ func TestClusterNetworkPolicyValidation(t *testing.T) {
 			in := cnpInput()
 			in.ClusterNetworkPolicies = []*cnp.ClusterNetworkPolicy{p}
 			c, probs := New(in)
+			all := append(probs, c.Warnings()...)
 			var texts []string
-			for _, pr := range probs {
+			for _, pr := range all {
 				texts = append(texts, pr.Error())
-			}
-			if !strings.Contains(strings.Join(texts, "\n"), tt.field) {
-				t.Errorf("problems %q lack %q", texts, tt.field)
-			}
-			for _, pr := range probs {
-				if pr.Kind != "ClusterNetworkPolicy" || pr.APIVersion != "policy.networking.k8s.io/v1beta1" {
+				if pr.Kind != "ClusterNetworkPolicy" || pr.APIVersion != "policy.networking.k8s.io/v1beta1" || pr.Name != p.Name {
 					t.Errorf("problem names %+v", pr.Object)
 				}
 			}
-			res, err := c.Explain(Flow{From: "x/a", To: "8.8.8.8", Protocol: tcp, Port: 80})
+			if tt.field == "" && len(texts) > 0 || !strings.Contains(strings.Join(texts, "\n"), tt.field) {
+				t.Errorf("problems and warnings %q, want one with %q", texts, tt.field)
+			}
+			flow := egressFlow
+			if len(p.Spec.Ingress) > 0 {
+				flow = ingressFlow
+			}
+			res, err := c.Explain(flow)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !res.Allowed {
-				t.Errorf("an invalid policy enforced:\n%s", res)
+			d := res.Egress
+			if flow == ingressFlow {
+				d = res.Ingress
+			}
+			switch tt.effect {
+			case leftOut:
+				if !res.Allowed || strings.Contains(res.String(), "ClusterNetworkPolicy p ") {
+					t.Errorf("a left-out policy enforced:\n%s", res)
+				}
+			case failClosed:
+				if d.Allowed || d.ClusterRule == nil || !strings.Contains(d.ClusterRule.FailClosed, tt.why) ||
+					!strings.Contains(d.String(), "fail closed, this "+string(p.Spec.Egress[0].Action)+" rule denies all traffic") {
+					t.Errorf("want the rule to fail closed for %q:\n%s", tt.why, res)
+				}
+			case asWritten:
+				if d.Allowed || d.ClusterRule == nil || d.ClusterRule.FailClosed != "" || d.ClusterRule.Peer == "" {
+					t.Errorf("want the rule enforced as written:\n%s", res)
+				}
 			}
 		})
 	}
-	if probs := ValidateClusterNetworkPolicy(ok()); len(probs) > 0 {
-		t.Errorf("valid policy: %v", probs)
+}
+
+// TestClusterNetworkPolicyDuplicateNames: of two policies of one name
+// (possible only in manifests) the first in input order counts, as in the
+// compiler, whatever their priorities.
+func TestClusterNetworkPolicyDuplicateNames(t *testing.T) {
+	xa := nsSubject("ns", "x")
+	for _, tt := range []struct {
+		name    string
+		cnps    []*cnp.ClusterNetworkPolicy
+		allowed bool
+	}{
+		{"Accept first", []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 5, xa, r("", accept, anyPeer)), egressCNP("p", admin, 1, xa, r("", deny, anyPeer))}, true},
+		{"Deny first", []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 5, xa, r("", deny, anyPeer)), egressCNP("p", admin, 1, xa, r("", accept, anyPeer))}, false},
+		// A left-out policy does not take the name.
+		{"left-out first", []*cnp.ClusterNetworkPolicy{egressCNP("p", "Other", 1, xa, r("", accept, anyPeer)), egressCNP("p", admin, 5, xa, r("", deny, anyPeer))}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := cnpInput()
+			in.ClusterNetworkPolicies = tt.cnps
+			c, probs := New(in)
+			if len(probs) != 1 || probs[0].Name != "p" {
+				t.Errorf("problems %v, want one about p", probs)
+			}
+			res, err := c.Explain(Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Egress.Allowed != tt.allowed || res.Egress.ClusterRule == nil {
+				t.Errorf("egress allowed %v, want %v by the first policy:\n%s", res.Egress.Allowed, tt.allowed, res)
+			}
+		})
+	}
+}
+
+// A policy name the API server would refuse is still enforced (the
+// compiler enforces it), and printed quoted so that it cannot forge a line
+// of the verdict or reach a terminal's escape sequences.
+func TestClusterNetworkPolicyHostileName(t *testing.T) {
+	in := cnpInput()
+	in.ClusterNetworkPolicies = []*cnp.ClusterNetworkPolicy{
+		egressCNP("a\x1b[2J\nverdict: allowed", admin, 1, nsSubject("ns", "x"), r("", deny, anyPeer)),
+	}
+	c, probs := New(in)
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	res, err := c.Explain(Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := res.String()
+	if res.Allowed || strings.Count(out, "\n") != 4 || strings.Contains(out, "\x1b") ||
+		!strings.Contains(out, `denied by ClusterNetworkPolicy "a\x1b[2J\nverdict: allowed" (Admin, priority 1)`) {
+		t.Errorf("hostile policy name:\n%s", out)
 	}
 }
 

@@ -24,9 +24,11 @@ type ClusterRuleRef struct {
 	Action string
 	Peer   string // e.g. `to[0] networks 169.254.169.254/32`
 	Port   string // e.g. "protocols[0] TCP/80", or "any port"
-	// FailClosed says which peer nftguard cannot match, when the rule
-	// decided by the API's fail-closed rule: a Deny or Pass rule with such
-	// a peer denies all traffic (whatever its peers and protocols say).
+	// FailClosed, when the rule decided by failing closed, is why the
+	// compiler cannot enforce it as written (its field relative to the
+	// rule, and the reason): an invalid rule, or a peer nftguard cannot
+	// match. A Deny or Pass rule that fails closed denies all traffic of
+	// its direction, whatever its peers and protocols say.
 	FailClosed string
 }
 
@@ -40,7 +42,7 @@ func (r ClusterRuleRef) String() string {
 
 // head names the policy and the rule.
 func (r ClusterRuleRef) head() string {
-	s := fmt.Sprintf("ClusterNetworkPolicy %s (%s, priority %d) rule %s[%d]", r.Policy, r.Tier, r.Priority, r.Direction, r.Index)
+	s := fmt.Sprintf("ClusterNetworkPolicy %s (%s, priority %d) rule %s[%d]", displayName(r.Policy), r.Tier, r.Priority, r.Direction, r.Index)
 	if r.Name != "" {
 		// Rule names are free text of up to 100 characters: quoted, so
 		// no control character reaches a terminal as is.
@@ -78,7 +80,7 @@ func (c *Cluster) evalTier(tier string, ingress bool, self, peer Endpoint, f Flo
 		if len(rules) == 0 || !cp.selects(c, self.pod) {
 			continue
 		}
-		res.selecting = append(res.selecting, cp.name)
+		res.selecting = append(res.selecting, cp.shown)
 		if decided != nil {
 			// Only an equal priority could have decided instead, had
 			// the tie been broken the other way.
@@ -86,7 +88,7 @@ func (c *Cluster) evalTier(tier string, ingress bool, self, peer Endpoint, f Flo
 				if other, action, _ := c.firstMatch(cp, ingress, rules, self, peer, f); other != nil {
 					res.notes = append(res.notes, fmt.Sprintf(
 						"priority %d is shared with %s, which would %s: the API leaves the order of equal priorities open; nftguard orders them by name, so %s decides",
-						cp.priority, other, strings.ToLower(string(action)), decided.name))
+						cp.priority, other, strings.ToLower(string(action)), decided.shown))
 				}
 			}
 			continue
@@ -102,7 +104,9 @@ func (c *Cluster) evalTier(tier string, ingress bool, self, peer Endpoint, f Flo
 
 // firstMatch returns the policy's first rule that matches the flow and its
 // effective action, with notes on Accept rules skipped because they fail
-// closed.
+// closed. A rule that fails closed is the compiler's: an Accept one
+// matches nothing, any other matches everything and denies (the kernel
+// drops), also for an action that is not Deny.
 func (c *Cluster) firstMatch(cp *clusterPolicy, ingress bool, rules []cnpRule, self, peer Endpoint, f Flow) (*ClusterRuleRef, cnpv1beta1.ClusterNetworkPolicyRuleAction, []string) {
 	dir, field, dst := "egress", "to", peer
 	if ingress {
@@ -111,12 +115,12 @@ func (c *Cluster) firstMatch(cp *clusterPolicy, ingress bool, rules []cnpRule, s
 	var notes []string
 	for i, r := range rules {
 		ref := &ClusterRuleRef{Policy: cp.name, Tier: cp.tier, Priority: cp.priority, Direction: dir, Index: i, Name: r.name, Action: string(r.action)}
-		if r.unmatchable != "" {
+		if r.failClosed != "" {
 			if r.action == cnpv1beta1.ClusterNetworkPolicyRuleActionAccept {
-				notes = append(notes, fmt.Sprintf("%s is unsupported: %s; %s", ref.head(), r.unmatchable, failClosedEffect(r.action)))
+				notes = append(notes, fmt.Sprintf("%s fails closed: %s; this Accept rule matches no traffic", ref.head(), r.failClosed))
 				continue
 			}
-			ref.FailClosed = r.unmatchable
+			ref.FailClosed = r.failClosed
 			return ref, cnpv1beta1.ClusterNetworkPolicyRuleActionDeny, notes
 		}
 		peerText, ok := c.matchClusterPeers(r.peers, field, peer)
@@ -195,9 +199,10 @@ func matchProtocols(ps []cnpv1beta1.ClusterNetworkPolicyProtocol, dst Endpoint, 
 			if dst.pod == nil || dst.HostNetwork {
 				continue // a name means nothing on an address that is no pod
 			}
-			// The container port of that name brings its protocol.
-			if n, pr, ok := containerPort(dst.pod.obj, p.DestinationNamedPort); ok && pr == f.Protocol && n == f.Port {
-				return fmt.Sprintf("%s destinationNamedPort %q (%s/%d on %s)", name, p.DestinationNamedPort, pr, n, dst.Pod), true
+			// A name may be declared for several protocols: it
+			// matches on the port it has for the flow's protocol.
+			if n, ok := containerPort(dst.pod.obj, p.DestinationNamedPort, f.Protocol); ok && n == f.Port {
+				return fmt.Sprintf("%s destinationNamedPort %q (%s/%d on %s)", name, p.DestinationNamedPort, f.Protocol, n, dst.Pod), true
 			}
 			continue
 		}
@@ -217,22 +222,24 @@ func matchProtocols(ps []cnpv1beta1.ClusterNetworkPolicyProtocol, dst Endpoint, 
 	return "", false
 }
 
-// containerPort finds the first container port of that name (init
-// containers first; a valid pod has one per name) and its protocol.
-func containerPort(p *corev1.Pod, name string) (int32, corev1.Protocol, bool) {
+// containerPort finds the first container port of that name and protocol
+// (TCP when unset), init containers first. The API server checks port
+// names per container, so two containers of a pod may declare one name
+// for different protocols (TCP 53 and UDP 53 as "dns"): the compiler then
+// matches each protocol on its own port, and so does explain.
+func containerPort(p *corev1.Pod, name string, proto corev1.Protocol) (int32, bool) {
 	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for _, ct := range list {
 			for _, cp := range ct.Ports {
-				if cp.Name != name {
-					continue
+				got := cp.Protocol
+				if got == "" {
+					got = corev1.ProtocolTCP
 				}
-				proto := cp.Protocol
-				if proto == "" {
-					proto = corev1.ProtocolTCP
+				if cp.Name == name && got == proto {
+					return cp.ContainerPort, true
 				}
-				return cp.ContainerPort, proto, true
 			}
 		}
 	}
-	return 0, "", false
+	return 0, false
 }

@@ -9,13 +9,17 @@
 // deliberately shares none of the compilers' semantics: not the selection
 // of pods and namespaces (package selection), not the defaulting of
 // policyTypes (which it writes again), not the matching of peers and ports.
-// It does share one thing on purpose: policy.Validate, the API server's
-// rules for which objects exist at all. Both must skip the same invalid
-// policies, or a cross-check would report the difference in input as a
-// difference in meaning. For ClusterNetworkPolicy those rules are the
-// CRD's schema and CEL rules (ValidateClusterNetworkPolicy, written from the
-// API's documented validation, as the compiler's must be). Like the
-// compilers it is pure: objects in, a verdict out.
+// It does share one thing on purpose: which objects count. For
+// NetworkPolicy that is policy.Validate, the API server's rules for which
+// objects exist at all. For ClusterNetworkPolicy it is the compiler's
+// classification, clusterpolicy.CheckAll: a policy whose placement (name,
+// tier, priority, subject, number of rules) is invalid, or whose name an
+// earlier policy has, is left out; an invalid rule fails closed where it
+// stands and the policy stays; everything else is enforced as written. The
+// kernel enforces that classification, so explain must say the same; a
+// second reading of the CRD's rules would report a difference in input as
+// a difference in meaning. Like the compilers it is pure: objects in, a
+// verdict out.
 //
 // The semantics, per direction, in tiers (a later tier is reached only
 // when no earlier one decided):
@@ -27,14 +31,16 @@
 //     policy, rules in written order; the first rule whose peer and
 //     protocol match decides: Accept allows, Deny denies, Pass skips the
 //     rest of the tier. Peers: namespaces, pods (never hostNetwork pods),
-//     nodes (the addresses in node.status.addresses), networks (any
+//     nodes (their InternalIP and ExternalIP addresses), networks (any
 //     address, pods included); protocols: a TCP, UDP or SCTP port or range,
-//     or a named port resolved on the destination pod with the container
-//     port's protocol; none means every protocol and port. A rule with a
-//     peer nftguard cannot match (no field set, as a newer API version may
-//     write, or domainNames, which nftguard does not support) fails closed
-//     as the API prescribes: an Accept rule matches nothing, a Deny or Pass
-//     rule denies all traffic.
+//     or a named port resolved on the destination pod for the flow's
+//     protocol (a name two containers declare for different protocols
+//     matches each on its own port); none means every protocol and port. A
+//     rule that fails closed (invalid, or with a peer nftguard cannot
+//     match: no field set, as a newer API version may write, or
+//     domainNames, which nftguard does not support) follows the API's
+//     fail-closed rule: an Accept rule matches nothing, any other rule
+//     (Deny, Pass, an unknown action) denies all traffic.
 //   - NetworkPolicy tier: decides for a pod that a NetworkPolicy isolates
 //     in the direction (below).
 //   - Baseline tier: as the Admin tier, with the Baseline policies.

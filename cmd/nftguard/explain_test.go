@@ -98,7 +98,7 @@ spec:
 	out, errOut = explain("y/a", "x/a", "tcp/80")
 	for _, want := range []string{
 		`egress  y/a: denied by ClusterNetworkPolicy egress-allowlist (Baseline, priority 100) rule egress[1] "rest" (peer to[0] networks 0.0.0.0/0, port any port)`,
-		`note: ClusterNetworkPolicy egress-allowlist (Baseline, priority 100) rule egress[0] "docs" is unsupported: to[0] domainNames is not supported by nftguard`,
+		`note: ClusterNetworkPolicy egress-allowlist (Baseline, priority 100) rule egress[0] "docs" fails closed: to[0].domainNames: domainNames peers are not supported by nftguard; this Accept rule matches no traffic`,
 		`ingress x/a: denied by ClusterNetworkPolicy isolate-x (Admin, priority 10) rule ingress[1] "not-from-y" (peer from[0] namespaces ns=y, port protocols[0] TCP/80)`,
 		"verdict: denied",
 	} {
@@ -106,7 +106,7 @@ spec:
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
-	for _, want := range []string{"warning: ClusterNetworkPolicy egress-allowlist: spec.egress[0]: to[0] domainNames is not supported by nftguard: fail closed: this Accept rule matches no traffic"} {
+	for _, want := range []string{"warning: ClusterNetworkPolicy egress-allowlist: spec.egress[0].to[0].domainNames: domainNames peers are not supported by nftguard: the rule matches nothing (fail closed)"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}
