@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -113,6 +114,16 @@ func startWatcher(ctx context.Context, t *testing.T, cfg *rest.Config) *watcher 
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			t.Fatalf("watcher: %v never synced", typ)
+		}
+	}
+	// Handlers are called after the caches fill: wait until the
+	// initial list has been handed out, or it would count as churn.
+	for last := int64(-1); w.events.Load() != last; {
+		last = w.events.Load()
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(time.Second):
 		}
 	}
 	return w
