@@ -32,7 +32,7 @@ func BenchmarkCompile10k(b *testing.B) {
 				Name: "c", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
 		}
-		in.Pods = append(in.Pods, stripPod(p))
+		in.Pods = append(in.Pods, stripPod(p, nil))
 	}
 	named := intstr.FromString("http")
 	for i := 0; i < 1000; i++ {

@@ -41,7 +41,7 @@ func drop(chain string, handle, packets uint64) engine.RuleCounter {
 	return engine.RuleCounter{Chain: chain, Handle: handle, Comment: c, Counters: []engine.Count{{Packets: packets, Bytes: 100 * packets}}}
 }
 
-func shared(chain string, handle, logged, dropped uint64) []engine.RuleCounter {
+func sharedCounters(chain string, handle, logged, dropped uint64) []engine.RuleCounter {
 	return []engine.RuleCounter{
 		{Chain: chain, Handle: handle, Comment: policy.CommentDeniedLogged, Counters: []engine.Count{{Packets: logged}}},
 		{Chain: chain, Handle: handle + 1, Comment: policy.CommentDeniedDropped, Counters: []engine.Count{{Packets: dropped}}},
@@ -58,13 +58,13 @@ func TestDeniedCountersTotals(t *testing.T) {
 	other := engine.RuleCounter{Chain: "np_ing_x_a", Handle: 1, Comment: "pod to itself", Counters: []engine.Count{{Packets: 1000}}}
 	f := &fakeCounters{reads: [][]engine.RuleCounter{
 		append([]engine.RuleCounter{drop("np_ing_x_a", 5, 3), drop("np_ing_x_b", 7, 4), drop("np_egr_y_a", 9, 1), other,
-			{Chain: "np_forward", Handle: 2, Counters: []engine.Count{{Packets: 50}}}}, shared(policy.ChainDeniedIngress, 20, 2, 7)...),
+			{Chain: "np_forward", Handle: 2, Counters: []engine.Count{{Packets: 50}}}}, sharedCounters(policy.ChainDeniedIngress, 20, 2, 7)...),
 		// x/b's chain end was replaced (handle 8, from zero); y has no
 		// isolated pod any more; one read sees a dropped packet whose log
 		// count is not in yet (8 dropped, 2 logged: 6 over, not 5).
-		append([]engine.RuleCounter{drop("np_ing_x_a", 5, 10), drop("np_ing_x_b", 8, 2), other}, shared(policy.ChainDeniedIngress, 20, 2, 8)...),
+		append([]engine.RuleCounter{drop("np_ing_x_a", 5, 10), drop("np_ing_x_b", 8, 2), other}, sharedCounters(policy.ChainDeniedIngress, 20, 2, 8)...),
 		// and the next read sees it logged: still 6, not 7 or 5.
-		append([]engine.RuleCounter{drop("np_ing_x_a", 5, 10), drop("np_ing_x_b", 8, 2)}, shared(policy.ChainDeniedIngress, 20, 3, 9)...),
+		append([]engine.RuleCounter{drop("np_ing_x_a", 5, 10), drop("np_ing_x_b", 8, 2)}, sharedCounters(policy.ChainDeniedIngress, 20, 3, 9)...),
 	}}
 	var errs []error
 	d := newDeniedCounters(f, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "s"}, []string{"reason"}), func(err error) { errs = append(errs, err) })

@@ -35,7 +35,7 @@ func newSources(client kubernetes.Interface, m *metrics, onChange func(kind stri
 	// No informer resync: the agent's own periodic resync recompiles from
 	// the caches, and replaying every object through handlers would only
 	// mark the state dirty again.
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(strip))
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(newStripper().strip))
 	s := &sources{factory: f}
 	add := func(resource, kind string, inf cache.SharedIndexInformer) error {
 		count := m.informerEvents.WithLabelValues(resource)

@@ -1,12 +1,16 @@
 package agent
 
 import (
+	"reflect"
+	"runtime"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/selection"
 )
 
 func TestStripPod(t *testing.T) {
@@ -43,8 +47,8 @@ func TestStripPod(t *testing.T) {
 }
 
 func TestSameContent(t *testing.T) {
-	a := stripPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "1"}})
-	b := stripPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "2"}})
+	a := stripPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "1"}}, nil)
+	b := stripPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "2"}}, nil)
 	if !sameContent(a, b) {
 		t.Error("objects differing only in resource version are not the same")
 	}
@@ -57,21 +61,93 @@ func TestSameContent(t *testing.T) {
 	}
 }
 
-// A namespace keeps its labels and the log-denied opt-in, and no other
-// annotation: without it `--log-denied` would log no namespace.
+func TestStripperSharesLabelSets(t *testing.T) {
+	s := newStripper()
+	pod := func(name string, l map[string]string) *corev1.Pod {
+		o, err := s.strip(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "x", Labels: l}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.(*corev1.Pod)
+	}
+	a := pod("a", map[string]string{"app": "web", "hash": "1"})
+	b := pod("b", map[string]string{"hash": "1", "app": "web"})
+	// Encodings that would collide if strings were not length-prefixed.
+	c := pod("c", map[string]string{"app": "web1", "hash": ""})
+	d := pod("d", map[string]string{"app:3:web": "1"})
+	e := pod("e", nil)
+	if reflect.ValueOf(a.Labels).UnsafePointer() != reflect.ValueOf(b.Labels).UnsafePointer() {
+		t.Error("equal label sets are not shared")
+	}
+	if !reflect.DeepEqual(a.Labels, map[string]string{"app": "web", "hash": "1"}) ||
+		!reflect.DeepEqual(c.Labels, map[string]string{"app": "web1", "hash": ""}) ||
+		!reflect.DeepEqual(d.Labels, map[string]string{"app:3:web": "1"}) || e.Labels != nil {
+		t.Errorf("labels changed: %v %v %v %v", a.Labels, c.Labels, d.Labels, e.Labels)
+	}
+	if n := s.liveShared(); n != 3 {
+		t.Errorf("%d shared sets, want 3", n)
+	}
+	// Equal named ports are shared too, in their order.
+	ports := func(ps ...corev1.ContainerPort) *corev1.Pod {
+		o, _ := s.strip(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i", Ports: ps}}}})
+		return o.(*corev1.Pod)
+	}
+	http, metrics := corev1.ContainerPort{Name: "http", ContainerPort: 80}, corev1.ContainerPort{Name: "metrics", ContainerPort: 90}
+	p1, p2, p3 := ports(http, metrics), ports(http, metrics), ports(metrics, http)
+	if &p1.Spec.Containers[0] != &p2.Spec.Containers[0] || &p1.Spec.Containers[0] == &p3.Spec.Containers[0] {
+		t.Error("equal port lists are not shared, or lists in another order are")
+	}
+	if !reflect.DeepEqual(p3.Spec.Containers, []corev1.Container{{Ports: []corev1.ContainerPort{metrics, http}}}) {
+		t.Errorf("ports = %+v", p3.Spec.Containers)
+	}
+	if n := s.liveShared(); n != 5 {
+		t.Errorf("%d shared values, want 5", n)
+	}
+	runtime.KeepAlive([]*corev1.Pod{p1, p2, p3})
+	p1, p2, p3 = nil, nil, nil
+	// Dropped pods release their sets: churn must not grow the table.
+	runtime.KeepAlive([]*corev1.Pod{a, b, c, d, e})
+	a, b, c, d, e = nil, nil, nil, nil, nil
+	for i := 0; i < 50 && s.liveShared() > 0; i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := s.liveShared(); n != 0 {
+		t.Errorf("%d sets still held after their pods were freed", n)
+	}
+}
+
+func TestStripNamedPorts(t *testing.T) {
+	p := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "init", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 1}}}},
+		Containers: []corev1.Container{
+			{Name: "a", Ports: []corev1.ContainerPort{{ContainerPort: 7}, {Name: "http", ContainerPort: 2}, {Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP}}},
+			{Name: "b", Ports: []corev1.ContainerPort{{Name: "dns", ContainerPort: 54, Protocol: corev1.ProtocolTCP}}},
+		}}}
+	s := stripPod(p, nil)
+	udp := corev1.ProtocolUDP
+	for _, c := range []struct {
+		name  string
+		proto *corev1.Protocol
+		want  int32
+	}{{"http", nil, 1}, {"dns", &udp, 53}, {"dns", nil, 54}} {
+		got, ok := selection.NamedPort(s, c.name, c.proto)
+		want, _ := selection.NamedPort(p, c.name, c.proto)
+		if !ok || got != c.want || got != want {
+			t.Errorf("NamedPort(%s) = %d, %v; want %d as on the whole pod (%d)", c.name, got, ok, c.want, want)
+		}
+	}
+	if len(s.Spec.Containers) != 1 || len(s.Spec.Containers[0].Ports) != 4 || s.Spec.InitContainers != nil {
+		t.Errorf("containers = %+v, want one with the four named ports", s.Spec.Containers)
+	}
+}
+
 func TestStripNamespaceKeepsLogOptIn(t *testing.T) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"team": "a"},
-		Annotations: map[string]string{policy.AnnotationLogDenied: "true", "big": "value"}}}
-	out, err := strip(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := out.(*corev1.Namespace)
-	if s.Labels["team"] != "a" || len(s.Annotations) != 1 || s.Annotations[policy.AnnotationLogDenied] != "true" {
-		t.Errorf("stripped namespace: labels %v, annotations %v", s.Labels, s.Annotations)
-	}
-	out, _ = strip(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "y", Annotations: map[string]string{"big": "value"}}})
-	if a := out.(*corev1.Namespace).Annotations; a != nil {
-		t.Errorf("annotations kept: %v", a)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"a": "b"},
+		Annotations: map[string]string{policy.AnnotationLogDenied: "true", "other": "big"}}}
+	o, _ := strip(ns)
+	got := o.(*corev1.Namespace)
+	if !reflect.DeepEqual(got.Annotations, map[string]string{policy.AnnotationLogDenied: "true"}) || got.Labels["a"] != "b" {
+		t.Errorf("namespace = %+v, want labels and only the log-denied annotation", got.ObjectMeta)
 	}
 }

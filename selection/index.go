@@ -24,6 +24,7 @@ type memo struct {
 	node       string
 	pods       map[*corev1.Pod]*podEntry    // shared by successive memos, see indexPods
 	entries    []*podEntry                  // the entries the compile saw, each once
+	spare      []*podEntry                  // the entries of the compile before: room for the next
 	buckets    map[string]*nsBucket         // shared too: namespace of each pod entry
 	gen        uint64                       // the compile that wrote this memo
 	namespaces map[string]*corev1.Namespace // the object whose labels count, by name

@@ -49,6 +49,10 @@ type nsBucket struct {
 	name string
 	pods []*Pod
 	gen  uint64 // the compile pods belongs to
+	// spare is the list of the compile before pods' compile: no memo
+	// holds it any more (dupOrder keeps only the previous compile's), so
+	// the next compile writes into it instead of allocating.
+	spare []*Pod
 }
 
 func (x *Index) indexPods(objs []*corev1.Pod) {
@@ -66,7 +70,14 @@ func (x *Index) indexPods(objs []*corev1.Pod) {
 	var fresh []podEntry // room for the pods seen for the first time
 	seen := 0
 	var used []*nsBucket
-	entries := make([]*podEntry, 0, len(objs))
+	// Two lists of entries take turns: the previous compile's is read
+	// below, the one before it is free. A new list per event would cost
+	// a pointer per pod in the cluster, and the garbage collector's
+	// scans of the whole heap that such garbage brings.
+	entries := x.prev.spare[:0]
+	if cap(entries) < len(objs) {
+		entries = make([]*podEntry, 0, len(objs)+len(objs)/8)
+	}
 	for _, o := range objs {
 		e := pods[o]
 		if e == nil {
@@ -110,9 +121,9 @@ func (x *Index) indexPods(objs []*corev1.Pod) {
 		}
 		b := e.bucket
 		if b.gen != gen {
-			// The lists are new every time: the memo keeps the
-			// previous ones where order counts.
-			b.gen, b.pods = gen, make([]*Pod, 0, len(b.pods))
+			// The memo keeps the previous list where order counts
+			// (dupOrder): this compile writes into the one before.
+			b.gen, b.pods, b.spare = gen, b.spare[:0], b.pods
 			used = append(used, b)
 		}
 		b.pods = append(b.pods, p)
@@ -142,7 +153,13 @@ func (x *Index) indexPods(objs []*corev1.Pod) {
 			}
 		}
 	}
-	x.next.entries = entries
+	// Pointers left beyond the lists' ends would keep freed entries'
+	// objects alive.
+	clear(entries[len(entries):cap(entries)])
+	for _, b := range used {
+		clear(b.pods[len(b.pods):cap(b.pods)])
+	}
+	x.next.entries, x.next.spare = entries, x.prev.entries
 	// Where pods share a name, the first selected counts, so there the
 	// order of the same pods matters too.
 	for ns, ps := range x.podsByNS {

@@ -27,7 +27,7 @@ func main() {
 	if def == "" {
 		def = "full"
 	}
-	name := flag.String("profile", def, "full, quick or smoke (default from $BENCH_PROFILE, else full)")
+	name := flag.String("profile", def, "full, quick, smoke or envelope (default from $BENCH_PROFILE, else full)")
 	out := flag.String("out", "../results", "directory for REPORT.md and the plots")
 	root := flag.String("root", "../..", "repository root")
 	only := flag.String("only", "", "run one scenario only: denied (the denied-traffic log); default all")
@@ -105,6 +105,12 @@ func (r *runner) measure(res *results, out string) {
 		res.Failures = append(res.Failures, fmt.Sprintf("%s: %v", what, err))
 	}
 	var err error
+	if r.prof.MemoryOnly {
+		if res.Memory, err = r.runMemory(); err != nil {
+			fail("memory", err)
+		}
+		return
+	}
 	if res.Scale, err = r.runScale(); err != nil {
 		fail("scale", err)
 	} else if res.Plots["scale"], err = plotScale(out, res.Scale); err != nil {

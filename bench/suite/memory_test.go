@@ -38,9 +38,23 @@ func TestAgentMemory(t *testing.T) {
 	if outPath == "" || churn <= 0 {
 		t.Fatal("run through bench/suite: NFTGUARD_BENCH_MEMORY_OUT and NFTGUARD_BENCH_CHURN must be set")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	sz, nodes := s10k, clusterNodes
+	if v := os.Getenv("NFTGUARD_BENCH_MEMORY_PODS"); v != "" {
+		sz.Pods, _ = strconv.Atoi(v)
+		sz.Policies, _ = strconv.Atoi(os.Getenv("NFTGUARD_BENCH_MEMORY_POLICIES"))
+		nodes, _ = strconv.Atoi(os.Getenv("NFTGUARD_BENCH_MEMORY_NODES"))
+		if sz.Pods <= 0 || sz.Policies <= 0 || nodes <= 0 {
+			t.Fatal("NFTGUARD_BENCH_MEMORY_PODS, _POLICIES and _NODES must all be positive numbers")
+		}
+	}
+	deadline := 15 * time.Minute
+	if d, ok := t.Deadline(); ok {
+		deadline = time.Until(d) - time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	c := newCluster(s10k)
+	c := newCluster(sz)
+	nodeNames := spreadOverNodes(c, nodes)
 	rules, elems := expectedSize(c)
 
 	srv := kubetest.Start(t, kubetest.Options{})
@@ -50,11 +64,12 @@ func TestAgentMemory(t *testing.T) {
 	cfg.QPS, cfg.Burst = 2000, 4000
 	admin := kubernetes.NewForConfigOrDie(cfg)
 	start := time.Now()
-	if err := createCluster(ctx, admin, c); err != nil {
+	if err := createCluster(ctx, t, admin, c, nodeNames); err != nil {
 		t.Fatal(err)
 	}
-	res := memoryMeasured{Pods: len(c.Pods), Policies: len(c.Policies), Rules: rules, Elements: elems, CreateSeconds: time.Since(start).Seconds()}
-	t.Logf("created %d pods, %d policies in %v", len(c.Pods), len(c.Policies), time.Since(start))
+	res := memoryMeasured{Pods: len(c.Pods), Policies: len(c.Policies), Nodes: len(nodeNames), LocalPods: localPods(c),
+		Rules: rules, Elements: elems, CreateSeconds: time.Since(start).Seconds()}
+	t.Logf("created %d pods, %d policies, %d nodes in %v (%d local pods)", len(c.Pods), len(c.Policies), len(nodeNames), time.Since(start), res.LocalPods)
 
 	// The suite's tag (prefix + pid) lets a later run remove this
 	// namespace should the test binary be killed before its cleanup.
@@ -65,14 +80,39 @@ func TestAgentMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	res.FirstSyncSeconds = time.Since(start).Seconds()
+	res.CachesSyncedSeconds = ag.cachesSynced()
+	if m, err := ag.metrics(); err == nil {
+		// Every sync until the table was complete counts (the first
+		// may have run before the last objects arrived).
+		res.CompileSeconds = m["nftguard_compile_duration_seconds_sum"]
+		for k, v := range m {
+			if strings.HasPrefix(k, "nftguard_sync_duration_seconds_sum") {
+				res.KernelSeconds += v
+			}
+		}
+	}
+	t.Logf("first sync after %.1f s: caches synced %.1f s, compile %.3f s, kernel %.3f s", res.FirstSyncSeconds, res.CachesSyncedSeconds, res.CompileSeconds, res.KernelSeconds)
 	time.Sleep(2 * time.Second) // let the post-sync garbage settle as it would in a quiet cluster
 	res.RSSAfterSyncKB, res.HWMAfterSyncKB = ag.rss(t)
 
+	// A second informer set like the agent's, in this process, counts
+	// what one agent receives: the initial lists now, the watch events
+	// during the churn.
+	w := startWatcher(ctx, t, srv.Config(kubetest.Admin))
+	res.APILoad.ContentType = w.contentType()
+	res.APILoad.ListBytes, res.APILoad.ListObjects = w.bytes.Load(), w.events.Load()
+	w.bytes.Store(0)
+	w.events.Store(0)
+
 	start = time.Now()
-	if err := churnPods(ctx, admin, c, churn); err != nil {
+	writes, err := churnPods(ctx, admin, c, churn)
+	if err != nil {
 		t.Fatal(err)
 	}
 	res.Churn, res.ChurnSeconds = churn, time.Since(start).Seconds()
+	time.Sleep(2 * time.Second) // the last watch events arrive
+	res.APILoad.fill(w, writes, res.ChurnSeconds)
+	t.Logf("API load: %+v", res.APILoad)
 	// The churn ends in the starting state, so the table's size alone
 	// cannot tell that the agent caught up: wait for its syncs to stop.
 	if err := ag.waitQuiet(ctx, rules, elems); err != nil {
@@ -96,19 +136,36 @@ func expectedSize(c *cluster) (rules, elems int) {
 
 // createCluster writes the objects as users and kubelets would: the pod,
 // then its status with the address.
-func createCluster(ctx context.Context, cs *kubernetes.Clientset, c *cluster) error {
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: localNode}}
-	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create node: %w", err)
+func createCluster(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, c *cluster, nodes []string) error {
+	err := parallel(len(nodes), func(i int) error {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodes[i], Labels: map[string]string{"kubernetes.io/hostname": nodes[i]}},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("172.16.%d.%d", i>>8, i&255)}}}}
+		if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create node: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for _, ns := range c.Namespaces {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create namespace %s: %w", ns.Name, err)
 		}
 	}
-	err := parallel(len(c.Pods), func(i int) error { return createPod(ctx, cs, c.Pods[i]) })
-	if err != nil {
-		return err
+	// Pods in batches, logging the creation rate: at 150k pods the rate
+	// measured on the first 10k tells whether the rest can finish.
+	start := time.Now()
+	const batch = 10000
+	for from := 0; from < len(c.Pods); from += batch {
+		to := min(from+batch, len(c.Pods))
+		if err := parallel(to-from, func(i int) error { return createPod(ctx, cs, c.Pods[from+i]) }); err != nil {
+			return err
+		}
+		el := time.Since(start)
+		rate := float64(to) / el.Seconds()
+		t.Logf("created %d/%d pods in %v (%.0f pods/s, load %s); the rest at this rate: %v",
+			to, len(c.Pods), el.Round(time.Second), rate, loadAvg(), (time.Duration(float64(len(c.Pods)-to)/rate) * time.Second).Round(time.Second))
 	}
 	return parallel(len(c.Policies), func(i int) error {
 		np := c.Policies[i]
@@ -166,37 +223,67 @@ func parallel(n int, fn func(i int) error) error {
 // churnPods makes n changes and ends where it began: every tenth pod is
 // deleted and recreated, the others get a label flipped and flipped back
 // (two events each), so the final table equals the first.
-func churnPods(ctx context.Context, cs *kubernetes.Clientset, c *cluster, n int) error {
+func churnPods(ctx context.Context, cs *kubernetes.Clientset, c *cluster, n int) (writes int, err error) {
 	for i := 0; i < n; i += 2 {
 		p := c.Pods[(i*7919)%len(c.Pods)]
 		pods := cs.CoreV1().Pods(p.Namespace)
 		if i%20 == 0 {
 			if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
-				return fmt.Errorf("churn: delete pod %s: %w", p.Name, err)
+				return writes, fmt.Errorf("churn: delete pod %s: %w", p.Name, err)
 			}
 			if err := createPod(ctx, cs, p.DeepCopy()); err != nil {
-				return fmt.Errorf("churn: %w", err)
+				return writes, fmt.Errorf("churn: %w", err)
 			}
+			writes += 3 // delete, create, status
 			continue
 		}
 		for _, app := range []string{"churned", p.Labels["app"]} {
 			cur, err := pods.Get(ctx, p.Name, metav1.GetOptions{})
 			if err != nil {
-				return fmt.Errorf("churn: %w", err)
+				return writes, fmt.Errorf("churn: %w", err)
 			}
 			cur.Labels["app"] = app
 			if _, err := pods.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-				return fmt.Errorf("churn: relabel pod %s: %w", p.Name, err)
+				return writes, fmt.Errorf("churn: relabel pod %s: %w", p.Name, err)
 			}
+			writes++
 		}
 	}
-	return nil
+	return writes, nil
 }
 
 // agent is a running `nftguard run`.
 type agent struct {
 	cmd  *exec.Cmd
 	addr string
+	log  string
+}
+
+// cachesSynced reads from the agent's log how long its informers took to
+// list and decode everything (0 if the line is missing).
+func (a *agent) cachesSynced() float64 {
+	b, _ := os.ReadFile(a.log)
+	for line := range strings.Lines(string(b)) {
+		var rec struct {
+			Msg   string          `json:"msg"`
+			After json.RawMessage `json:"after"`
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "informer caches synced" {
+			continue
+		}
+		// slog writes a Duration as nanoseconds in JSON.
+		var ns int64
+		if json.Unmarshal(rec.After, &ns) == nil {
+			return time.Duration(ns).Seconds()
+		}
+		var text string
+		if json.Unmarshal(rec.After, &text) == nil {
+			if d, err := time.ParseDuration(text); err == nil {
+				return d.Seconds()
+			}
+		}
+	}
+	return 0
 }
 
 func startAgent(t *testing.T, srv *kubetest.Server, netns string) *agent {
@@ -222,8 +309,9 @@ func startAgent(t *testing.T, srv *kubetest.Server, netns string) *agent {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ag.log = filepath.Join(dir, "agent.log")
 	ag.cmd = exec.Command(bin, "run", "--kubeconfig", kc, "--node-name", localNode, "--netns", netns,
-		"--metrics-addr", ag.addr, "--log-format", "json", "--log-level", "warn")
+		"--metrics-addr", ag.addr, "--log-format", "json", "--log-level", "info")
 	ag.cmd.Stdout, ag.cmd.Stderr = logf, logf
 	ag.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := ag.cmd.Start(); err != nil {

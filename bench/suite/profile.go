@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"time"
 )
 
@@ -24,6 +26,11 @@ type profile struct {
 	DeniedPolicies int
 	DeniedRates    []int
 	DeniedFor      time.Duration
+	// Scenario 4's cluster: 10k pods / 1k policies on 100 nodes unless
+	// set; MemoryOnly runs scenario 4 alone (the envelope).
+	MemorySize  size
+	MemoryNodes int
+	MemoryOnly  bool
 }
 
 var (
@@ -33,7 +40,11 @@ var (
 )
 
 // profiles returns the named profile: full for `make bench`, quick for
-// regular use (< 5 min), smoke to keep the program working in CI (< 60 s).
+// regular use (< 5 min), smoke to keep the program working in CI (< 60 s),
+// envelope on demand only (issue 17: scenario 4 at 150k pods over 5,000
+// Nodes, 30 on the agent's node, 10k policies; an hour or more, most of it
+// creating the objects; $BENCH_ENVELOPE_PODS picks a smaller point of the
+// same shape, with a policy per 15 pods).
 func profiles(name string) (profile, error) {
 	switch name {
 	case "full":
@@ -44,13 +55,24 @@ func profiles(name string) (profile, error) {
 		return profile{Name: name, Reps: 3, Scale: []size{s1k, s10k}, Change: []size{s1k, s10k},
 			DataPath: []int{0, 100, 1000}, LoadFor: 2 * time.Second, MicroBench: "Compile50k|OneChange", MicroTime: "1x", Churn: 1200,
 			DeniedPolicies: 1000, DeniedRates: []int{1000}, DeniedFor: 5 * time.Second}, nil
+	case "envelope":
+		pods := 150000
+		if v := os.Getenv("BENCH_ENVELOPE_PODS"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1500 {
+				return profile{}, fmt.Errorf("BENCH_ENVELOPE_PODS=%q: want a number of pods ≥ 1500", v)
+			}
+			pods = n
+		}
+		return profile{Name: name, Reps: 1, Churn: 3600, MemorySize: size{Pods: pods, Policies: pods / 15},
+			MemoryNodes: pods / 30, MemoryOnly: true}, nil
 	case "smoke":
 		tiny := size{Pods: 500, Policies: 50}
 		return profile{Name: name, Reps: 1, Scale: []size{tiny}, Change: []size{tiny},
 			DataPath: []int{0, 20}, LoadFor: 500 * time.Millisecond,
 			DeniedPolicies: 20}, nil // the agent-CPU part (an API server, a build) would double the smoke run
 	}
-	return profile{}, fmt.Errorf("unknown profile %q (full, quick or smoke)", name)
+	return profile{}, fmt.Errorf("unknown profile %q (full, quick, smoke or envelope)", name)
 }
 
 // dpReps is how many labs scenario 3 measures in.
