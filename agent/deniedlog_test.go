@@ -156,8 +156,7 @@ nftguard_denied_log_records_total 3
 nftguard_denied_log_suppressed_total{reason="rate_limit"} 0
 nftguard_denied_log_suppressed_total{reason="ring_overflow"} 1
 nftguard_denied_log_suppressed_total{reason="socket_overrun"} 0
-# HELP nftguard_denied_packets_total Packets dropped because no policy rule allowed them, from the kernel's counters on each isolated pod chain's final drop, by the pod's namespace, direction and policy kind (with --log-denied).
-# TYPE nftguard_denied_packets_total counter
+`+deniedHelp+`# TYPE nftguard_denied_packets_total counter
 nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="x"} 3
 nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="y"} 2
 `)); err != nil {
