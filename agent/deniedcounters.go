@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nftguard/nftguard/clusterpolicy"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/policy"
 )
@@ -25,7 +26,11 @@ import (
 // the thousand, and a series per pod would grow the scrape without bound;
 // namespaces are few and an operator's question ("who is being denied?")
 // starts there, the records and `nftguard flows` name the pod. kind is
-// "NetworkPolicy" today; ClusterNetworkPolicy Deny rules will add theirs.
+// "NetworkPolicy" for the isolated pod chains' final drops and
+// "ClusterNetworkPolicy" for the Deny rules (and fail-closed rules) of the
+// Admin and Baseline tier chains, which count with --log-denied too
+// (clusterpolicy/layout.go). A packet is dropped by one rule only, so the
+// two kinds never count one packet twice.
 //
 // Why reading at scrape time: the values are exact when scraped (no poll
 // interval behind), and a node that is not scraped pays nothing.
@@ -37,9 +42,12 @@ import (
 // counted since is added. What a rule counted between the last scrape and
 // its deletion is not seen: the price of not reading on every change.
 
-// kindNetworkPolicy is the kind label of the counters of NetworkPolicy pod
-// chains.
-const kindNetworkPolicy = "NetworkPolicy"
+// The kind label: of the counters of NetworkPolicy pod chains, and of the
+// ClusterNetworkPolicy tier chains.
+const (
+	kindNetworkPolicy        = "NetworkPolicy"
+	kindClusterNetworkPolicy = "ClusterNetworkPolicy"
+)
 
 // suppressedRateLimit is the reason of denied packets the kernel's limit
 // kept from being logged.
@@ -56,7 +64,7 @@ type ruleID struct {
 	handle uint64
 }
 
-type seriesKey struct{ namespace, direction string }
+type seriesKey struct{ namespace, direction, kind string }
 
 // deniedCounters is a prometheus.Collector that reads the kernel's drop
 // counters on every collect.
@@ -81,7 +89,7 @@ func newDeniedCounters(src counterReader, suppressed *prometheus.CounterVec, onE
 		last: map[ruleID]engine.Count{}, lastShared: map[[2]ruleID]uint64{}, series: map[seriesKey]bool{}, suppressed: suppressed,
 		packets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nftguard_denied_packets_total",
-			Help: "Packets dropped because no policy rule allowed them, from the kernel's counters on each isolated pod chain's final drop, by the pod's namespace, direction and policy kind (with --log-denied).",
+			Help: "Packets dropped by policy, from the kernel's counters on each isolated pod chain's final drop (kind NetworkPolicy) and on each ClusterNetworkPolicy Deny rule (kind ClusterNetworkPolicy), by the pod's namespace, direction and policy kind (with --log-denied).",
 		}, labels),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nftguard_denied_bytes_total",
@@ -123,8 +131,32 @@ func countedChain(c string) bool {
 	if c == policy.ChainDeniedIngress || c == policy.ChainDeniedEgress {
 		return true
 	}
-	_, _, ok := policy.DeniedChain(c)
+	if _, _, ok := policy.DeniedChain(c); ok {
+		return true
+	}
+	_, _, _, ok := clusterpolicy.DeniedChain(c)
 	return ok
+}
+
+// deniedSeries returns the series a rule's counter adds to, if it counts
+// denied packets: an isolated pod chain's final drop, or any counted rule
+// of a tier chain (with --log-denied only its drops carry counters).
+func deniedSeries(rc *engine.RuleCounter) (seriesKey, bool) {
+	k := seriesKey{direction: "ingress", kind: kindNetworkPolicy}
+	var egress, ok bool
+	if k.namespace, egress, ok = policy.DeniedChain(rc.Chain); ok {
+		if rc.Comment != policy.CommentIsolatedIngress && rc.Comment != policy.CommentIsolatedEgress {
+			return k, false
+		}
+	} else if k.namespace, _, egress, ok = clusterpolicy.DeniedChain(rc.Chain); ok {
+		k.kind = kindClusterNetworkPolicy
+	} else {
+		return k, false
+	}
+	if egress {
+		k.direction = "egress"
+	}
+	return k, true
 }
 
 // update adds what each rule counted since the last read. d.mu is held.
@@ -153,19 +185,15 @@ func (d *deniedCounters) update(rcs []engine.RuleCounter) {
 			}
 			continue
 		}
-		ns, egress, _ := policy.DeniedChain(rc.Chain)
-		if rc.Comment != policy.CommentIsolatedIngress && rc.Comment != policy.CommentIsolatedEgress {
+		k, ok := deniedSeries(&rc)
+		if !ok {
 			continue
 		}
 		prev := d.last[id] // zero for a rule not seen before: all of it is new
-		k := seriesKey{ns, "ingress"}
-		if egress {
-			k.direction = "egress"
-		}
 		live[k] = true
 		d.series[k] = true
-		d.packets.WithLabelValues(k.namespace, k.direction, kindNetworkPolicy).Add(float64(sub(now.Packets, prev.Packets)))
-		d.bytes.WithLabelValues(k.namespace, k.direction, kindNetworkPolicy).Add(float64(sub(now.Bytes, prev.Bytes)))
+		d.packets.WithLabelValues(k.namespace, k.direction, k.kind).Add(float64(sub(now.Packets, prev.Packets)))
+		d.bytes.WithLabelValues(k.namespace, k.direction, k.kind).Add(float64(sub(now.Bytes, prev.Bytes)))
 	}
 	// Every packet a shared chain dropped and did not log was over the
 	// limit. The two rules are read one after the other while packets
@@ -183,8 +211,8 @@ func (d *deniedCounters) update(rcs []engine.RuleCounter) {
 	// series: the label sets stay bounded by the namespaces present.
 	for k := range d.series {
 		if !live[k] {
-			d.packets.DeleteLabelValues(k.namespace, k.direction, kindNetworkPolicy)
-			d.bytes.DeleteLabelValues(k.namespace, k.direction, kindNetworkPolicy)
+			d.packets.DeleteLabelValues(k.namespace, k.direction, k.kind)
+			d.bytes.DeleteLabelValues(k.namespace, k.direction, k.kind)
 			delete(d.series, k)
 		}
 	}

@@ -55,16 +55,24 @@ func sharedCounters(chain string, handle, logged, dropped uint64) []engine.RuleC
 // packets are the shared chains' dropped minus logged, never counted
 // twice when one read sees them out of step.
 func TestDeniedCountersTotals(t *testing.T) {
+	cnp := func(chain string, handle, packets uint64) engine.RuleCounter {
+		return engine.RuleCounter{Chain: chain, Handle: handle, Comment: "cnp deny-z ingress[0] Deny z", Counters: []engine.Count{{Packets: packets, Bytes: 100 * packets}}}
+	}
 	other := engine.RuleCounter{Chain: "np_ing_x_a", Handle: 1, Comment: "pod to itself", Counters: []engine.Count{{Packets: 1000}}}
 	f := &fakeCounters{reads: [][]engine.RuleCounter{
 		append([]engine.RuleCounter{drop("np_ing_x_a", 5, 3), drop("np_ing_x_b", 7, 4), drop("np_egr_y_a", 9, 1), other,
+			// ClusterNetworkPolicy Deny rules: two of x's Admin
+			// ingress chain add up, y's Baseline egress its own.
+			cnp("cnp_ai_x_a", 30, 2), cnp("cnp_ai_x_a", 31, 1), cnp("cnp_be_y_a", 32, 4),
 			{Chain: "np_forward", Handle: 2, Counters: []engine.Count{{Packets: 50}}}}, sharedCounters(policy.ChainDeniedIngress, 20, 2, 7)...),
 		// x/b's chain end was replaced (handle 8, from zero); y has no
 		// isolated pod any more; one read sees a dropped packet whose log
 		// count is not in yet (8 dropped, 2 logged: 6 over, not 5).
-		append([]engine.RuleCounter{drop("np_ing_x_a", 5, 10), drop("np_ing_x_b", 8, 2), other}, sharedCounters(policy.ChainDeniedIngress, 20, 2, 8)...),
+		append([]engine.RuleCounter{drop("np_ing_x_a", 5, 10), drop("np_ing_x_b", 8, 2), other, cnp("cnp_ai_x_a", 30, 5), cnp("cnp_ai_x_a", 31, 1)},
+			sharedCounters(policy.ChainDeniedIngress, 20, 2, 8)...),
 		// and the next read sees it logged: still 6, not 7 or 5.
-		append([]engine.RuleCounter{drop("np_ing_x_a", 5, 10), drop("np_ing_x_b", 8, 2)}, sharedCounters(policy.ChainDeniedIngress, 20, 3, 9)...),
+		append([]engine.RuleCounter{drop("np_ing_x_a", 5, 10), drop("np_ing_x_b", 8, 2), cnp("cnp_ai_x_a", 30, 5), cnp("cnp_ai_x_a", 31, 1)},
+			sharedCounters(policy.ChainDeniedIngress, 20, 3, 9)...),
 	}}
 	var errs []error
 	d := newDeniedCounters(f, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "s"}, []string{"reason"}), func(err error) { errs = append(errs, err) })
@@ -77,26 +85,24 @@ func TestDeniedCountersTotals(t *testing.T) {
 			t.Errorf("%s: %v", step, err)
 		}
 	}
-	expect("first read", `
-# HELP nftguard_denied_packets_total Packets dropped because no policy rule allowed them, from the kernel's counters on each isolated pod chain's final drop, by the pod's namespace, direction and policy kind (with --log-denied).
-# TYPE nftguard_denied_packets_total counter
+	expect("first read", deniedHelp+`# TYPE nftguard_denied_packets_total counter
+nftguard_denied_packets_total{direction="egress",kind="ClusterNetworkPolicy",namespace="y"} 4
 nftguard_denied_packets_total{direction="egress",kind="NetworkPolicy",namespace="y"} 1
+nftguard_denied_packets_total{direction="ingress",kind="ClusterNetworkPolicy",namespace="x"} 3
 nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="x"} 7
 # HELP s 
 # TYPE s counter
 s{reason="rate_limit"} 5
 `)
-	expect("second read", `
-# HELP nftguard_denied_packets_total Packets dropped because no policy rule allowed them, from the kernel's counters on each isolated pod chain's final drop, by the pod's namespace, direction and policy kind (with --log-denied).
-# TYPE nftguard_denied_packets_total counter
+	expect("second read", deniedHelp+`# TYPE nftguard_denied_packets_total counter
+nftguard_denied_packets_total{direction="ingress",kind="ClusterNetworkPolicy",namespace="x"} 6
 nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="x"} 16
 # HELP s 
 # TYPE s counter
 s{reason="rate_limit"} 6
 `)
-	expect("third read", `
-# HELP nftguard_denied_packets_total Packets dropped because no policy rule allowed them, from the kernel's counters on each isolated pod chain's final drop, by the pod's namespace, direction and policy kind (with --log-denied).
-# TYPE nftguard_denied_packets_total counter
+	expect("third read", deniedHelp+`# TYPE nftguard_denied_packets_total counter
+nftguard_denied_packets_total{direction="ingress",kind="ClusterNetworkPolicy",namespace="x"} 6
 nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="x"} 16
 # HELP s 
 # TYPE s counter
@@ -107,9 +113,8 @@ s{reason="rate_limit"} 6
 	}
 	// A failed read reports the error and keeps the totals.
 	f.err = errors.New("netlink gone")
-	expect("failed read", `
-# HELP nftguard_denied_packets_total Packets dropped because no policy rule allowed them, from the kernel's counters on each isolated pod chain's final drop, by the pod's namespace, direction and policy kind (with --log-denied).
-# TYPE nftguard_denied_packets_total counter
+	expect("failed read", deniedHelp+`# TYPE nftguard_denied_packets_total counter
+nftguard_denied_packets_total{direction="ingress",kind="ClusterNetworkPolicy",namespace="x"} 6
 nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="x"} 16
 # HELP s 
 # TYPE s counter
@@ -119,3 +124,5 @@ s{reason="rate_limit"} 6
 		t.Errorf("errors reported: %v", errs)
 	}
 }
+
+const deniedHelp = "# HELP nftguard_denied_packets_total Packets dropped by policy, from the kernel's counters on each isolated pod chain's final drop (kind NetworkPolicy) and on each ClusterNetworkPolicy Deny rule (kind ClusterNetworkPolicy), by the pod's namespace, direction and policy kind (with --log-denied).\n"

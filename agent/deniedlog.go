@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +19,8 @@ import (
 	netlisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/explain"
 	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/policy"
 )
@@ -124,16 +128,74 @@ func deniedAttrs(r *flowlog.Record) []any {
 	if len(r.Policies) > 0 {
 		attrs = append(attrs, slog.String("policies", strings.Join(r.Policies, ",")))
 	}
+	if c := r.ClusterRule; c != nil {
+		attrs = append(attrs, slog.Group("clusterNetworkPolicy", slog.String("name", c.Policy), slog.String("tier", c.Tier),
+			slog.Int("priority", int(c.Priority)), slog.String("rule", c.Direction+"["+strconv.Itoa(c.Index)+"]"), slog.String("ruleName", c.Name)))
+	}
 	return append(attrs, slog.String("decision", r.Decision))
 }
 
 // listerResolver resolves records from the agent's informer caches: pods
 // by address through the pod informer's address index (podindex.go),
-// policies through the lister of the pod's namespace.
+// policies through the lister of the pod's namespace, and
+// ClusterNetworkPolicy Deny rules by evaluating the flow on the input of
+// the last sync (clusterDecider).
 type listerResolver struct {
 	pods     corelisters.PodLister
 	addrs    cache.Indexer // the pod informer's store, with podAddrIndex
 	policies netlisters.NetworkPolicyLister
+	cluster  *clusterDecider // nil: NetworkPolicy decisions only
+}
+
+// ClusterDeny implements flowlog.ClusterDenier.
+func (lr listerResolver) ClusterDeny(r *flowlog.Record) *flowlog.ClusterRule {
+	if lr.cluster == nil {
+		return nil
+	}
+	return flowlog.ClusterDeny(lr.cluster.get(), r)
+}
+
+// clusterDecider keeps the explain.Cluster that names the
+// ClusterNetworkPolicy rule of a record (see flowlog.ClusterDeny). It is
+// built from the input of the last successful sync, the input the table
+// in force was compiled from, so a record is judged by the rules that
+// dropped it; and it is built once per sync generation, lazily, when the
+// first record after a sync needs it: a sync costs a pointer store, a
+// record an evaluation over indexed objects, and a node with no
+// ClusterNetworkPolicy nothing at all.
+type clusterDecider struct {
+	mu         sync.Mutex
+	in         *compose.Input // of the last sync; nil before the first
+	gen, built uint64
+	c          *explain.Cluster
+}
+
+// synced records the input of a sync that succeeded (the syncer calls it).
+func (d *clusterDecider) synced(in compose.Input) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.in = &in
+	d.gen++
+}
+
+// get returns the cluster of the last sync, nil when it had no
+// ClusterNetworkPolicy.
+func (d *clusterDecider) get() *explain.Cluster {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.in == nil || len(d.in.ClusterNetworkPolicies) == 0 {
+		return nil
+	}
+	if d.built != d.gen || d.c == nil {
+		// Problems were reported by the sync; the invalid objects
+		// are left out here as the compiler left them out.
+		d.c, _ = explain.New(explain.Input{
+			NodeName: d.in.NodeName, Namespaces: d.in.Namespaces, Nodes: d.in.Nodes, Pods: d.in.Pods,
+			NetworkPolicies: d.in.NetworkPolicies, ClusterNetworkPolicies: d.in.ClusterNetworkPolicies,
+		})
+		d.built = d.gen
+	}
+	return d.c
 }
 
 // PodByAddr implements flowlog.Resolver.

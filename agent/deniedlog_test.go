@@ -20,7 +20,9 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	netlisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/internal/netlab"
@@ -154,8 +156,7 @@ nftguard_denied_log_records_total 3
 nftguard_denied_log_suppressed_total{reason="rate_limit"} 0
 nftguard_denied_log_suppressed_total{reason="ring_overflow"} 1
 nftguard_denied_log_suppressed_total{reason="socket_overrun"} 0
-# HELP nftguard_denied_packets_total Packets dropped because no policy rule allowed them, from the kernel's counters on each isolated pod chain's final drop, by the pod's namespace, direction and policy kind (with --log-denied).
-# TYPE nftguard_denied_packets_total counter
+`+deniedHelp+`# TYPE nftguard_denied_packets_total counter
 nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="x"} 3
 nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="y"} 2
 `)); err != nil {
@@ -163,5 +164,30 @@ nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace
 	}
 	if got := len(journal.Recent()); got != 2 {
 		t.Errorf("journal holds %d records, want 2", got)
+	}
+}
+
+// The decider judges records by the input of the last sync: nothing before
+// the first sync or without ClusterNetworkPolicies, one explain.Cluster per
+// sync generation however many records ask, a new one after a sync.
+func TestClusterDeciderPerSync(t *testing.T) {
+	var d clusterDecider
+	if d.get() != nil {
+		t.Fatal("a cluster before the first sync")
+	}
+	d.synced(compose.Input{NodeName: "n1"})
+	if d.get() != nil {
+		t.Fatal("a cluster without ClusterNetworkPolicies")
+	}
+	in := compose.Input{NodeName: "n1", ClusterNetworkPolicies: []*cnpv1beta1.ClusterNetworkPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec: cnpv1beta1.ClusterNetworkPolicySpec{Tier: cnpv1beta1.AdminTier, Subject: cnpv1beta1.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}}}}}}
+	d.synced(in)
+	first := d.get()
+	if first == nil || d.get() != first {
+		t.Fatalf("built %p then %p, want one cluster per sync", first, d.get())
+	}
+	d.synced(in)
+	if second := d.get(); second == nil || second == first {
+		t.Fatalf("after a sync: %p, want a new cluster", second)
 	}
 }

@@ -121,9 +121,11 @@ func Run(ctx context.Context, cfg Config) error {
 	wg.Go(func() { src.cnp.run(ctx) })
 
 	wg.Go(func() { monitorDrift(ctx, eng, m, log, deb) })
+	var decider *clusterDecider // names ClusterNetworkPolicy decisions of records
 	if cfg.LogDenied != nil {
+		decider = &clusterDecider{}
 		podInf := src.factory.Core().V1().Pods().Informer()
-		res := listerResolver{pods: src.pods, addrs: podInf.GetIndexer(), policies: src.policies}
+		res := listerResolver{pods: src.pods, addrs: podInf.GetIndexer(), policies: src.policies, cluster: decider}
 		dm, err := newDeniedLogMetrics(m.reg, eng, func(err error) {
 			m.errors.WithLabelValues(errorKindDeniedLog).Inc()
 			log.Warn("reading the denied-packet counters failed", "err", err)
@@ -150,6 +152,9 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 
 	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, health: h, inject: testInjector()}
+	if decider != nil {
+		s.synced = decider.synced
+	}
 	// The first sync replaces any table left by an earlier run in one
 	// transaction (the engine does a full replace on its first sync).
 	deb.trigger(reasonStart)

@@ -37,6 +37,9 @@ type syncer struct {
 	// until the first successful cleaning (the previous run may have left
 	// stale translations).
 	cleared map[netip.Addr]egress.Binding
+	// synced, when set, is given the input of every successful sync
+	// (the denied-packet log judges records by it: deniedlog.go).
+	synced func(compose.Input)
 }
 
 // compile builds the desired table with b.
@@ -82,6 +85,9 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 		return err // the engine's errors name the table and the object
 	}
 	s.q.accepted(in)
+	if s.synced != nil {
+		s.synced(in)
+	}
 	mode := "incremental"
 	if st.Full {
 		mode = "full"

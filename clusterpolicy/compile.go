@@ -22,6 +22,12 @@ type Input struct {
 	// ExternalIP addresses).
 	Nodes    []*corev1.Node
 	Policies []*v1beta1.ClusterNetworkPolicy
+	// LogDenied, when set, makes Deny rules count and, for pods of
+	// namespaces that opt in (policy.AnnotationLogDenied), end in the
+	// shared rate-limited log chains of package policy instead of a
+	// plain drop (see layout.go). Pass policy.Input's LogDenied: only
+	// whether it is set matters here, the chains are policy's.
+	LogDenied *policy.LogDenied
 }
 
 // Output is the ClusterNetworkPolicy part of the desired table: the chains
@@ -53,6 +59,7 @@ func Compile(in Input) Output {
 type compiler struct {
 	in       Input
 	sel      *selection.Index
+	logged   map[string]bool // namespaces whose pods log denied packets; nil: the node does not log
 	prev     *memo
 	next     *memo
 	nodesSet bool // Input.Nodes are the previous compile's
@@ -86,6 +93,7 @@ func (m *Compiler) Compile(in Input) Output {
 		addrs: map[string]*peerAddrs{},
 	}
 	c.next.nodes = in.Nodes
+	c.logged = loggedNamespaces(&in)
 	c.nodesSet = m.prev.nodes != nil && sameNodes(m.prev.nodes, in.Nodes)
 	defer func() { m.prev = c.next }()
 	return c.compile()

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/internal/golden"
+	"github.com/nftguard/nftguard/policy"
 )
 
 // The golden files under testdata/ are the whole policy tables (the
@@ -73,6 +74,36 @@ func goldenScenarios() map[string]Input {
 				s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{ingress(deny, "", z)}
 			}),
 		),
+		// Logging of denied packets on: namespace y opts in (its Deny
+		// rules go to the shared log chains), x does not (counted
+		// drops); rules that fail closed drop the same way.
+		"log-denied": func() Input {
+			in := cluster(
+				cnp("protect-y", v1beta1.AdminTier, 10, func(s *v1beta1.ClusterNetworkPolicySpec) {
+					s.Subject = v1beta1.ClusterNetworkPolicySubject{Namespaces: sel("ns", "y")}
+					s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
+						ingress(accept, "monitoring", []v1beta1.ClusterNetworkPolicyIngressPeer{fromPods(sel("ns", "z"), sel("pod", "a"))}, tcpPort(9090)),
+						ingress(deny, "everyone-else", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(&metav1.LabelSelector{})}),
+					}
+					s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{
+						egress(deny, "metadata", []v1beta1.ClusterNetworkPolicyEgressPeer{toNets("169.254.169.254/32", "fd00:ec2::254/128")}),
+						egress(pass, "unknown-peer", []v1beta1.ClusterNetworkPolicyEgressPeer{{}}),
+					}
+				}),
+				cnp("isolate-namespaces", v1beta1.BaselineTier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {
+					s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
+						ingress(deny, "other-namespaces", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(sel("ns", "z"))}),
+					}
+					s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{
+						egress(deny, "z", []v1beta1.ClusterNetworkPolicyEgressPeer{toNS(sel("ns", "z"))}, tcpPort(80)),
+					}
+				}),
+			)
+			l := policy.DefaultLogDenied()
+			in.LogDenied = &l
+			in.Namespaces[1].Annotations = map[string]string{policy.AnnotationLogDenied: "true"}
+			return in
+		}(),
 		"hostile-and-long-names": func() Input {
 			long := strings.Repeat("n", 253)
 			in := cluster(cnp(long, v1beta1.AdminTier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {

@@ -153,7 +153,7 @@ func namedPort(n string) v1beta1.ClusterNetworkPolicyProtocol {
 // table is the whole policy table with out's tiers: the NetworkPolicy
 // part (of nps) around the ClusterNetworkPolicy part.
 func table(in Input, out Output, nps ...*networkingv1.NetworkPolicy) *engine.Desired {
-	pol := policy.Compile(policy.Input{NodeName: in.NodeName, Namespaces: in.Namespaces, Pods: in.Pods, Policies: nps, Tiers: out.Tiers})
+	pol := policy.Compile(policy.Input{NodeName: in.NodeName, Namespaces: in.Namespaces, Pods: in.Pods, Policies: nps, Tiers: out.Tiers, LogDenied: in.LogDenied})
 	return &engine.Desired{Chains: append(pol.Chains, out.Chains...), Sets: append(pol.Sets, out.Sets...)}
 }
 
@@ -231,8 +231,14 @@ func renderGolden(t *testing.T, in Input, out Output) string {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "# node %s\n", in.NodeName)
+	if in.LogDenied != nil {
+		fmt.Fprintf(&b, "# log denied %s\n", jsonText(t, in.LogDenied))
+	}
 	for _, n := range in.Namespaces {
 		fmt.Fprintf(&b, "# namespace %s %s\n", n.Name, jsonText(t, n.Labels))
+		if len(n.Annotations) > 0 {
+			fmt.Fprintf(&b, "#   annotations %s\n", jsonText(t, n.Annotations))
+		}
 	}
 	for _, p := range in.Pods {
 		fmt.Fprintf(&b, "# pod %s/%s %s node=%q podIPs=%s containers=%s\n", p.Namespace, p.Name, jsonText(t, p.Labels),

@@ -81,6 +81,7 @@ type chainKey struct {
 // chainMemo is a pod chain with the rules it was built from.
 type chainMemo struct {
 	rules []*compiledRule
+	end   chainEnd
 	chain engine.Chain
 }
 
@@ -162,7 +163,8 @@ func (c *compiler) stillValid(rm *ruleMemo) bool {
 }
 
 // podChain returns a local pod's chain of one slot, the previous
-// compile's when the pod and the rules are the same.
+// compile's when the pod, the rules and how the chain drops (logging, the
+// namespace's opt-in) are the same.
 func (c *compiler) podChain(p *selection.Pod, si int, pols []*compiledPolicy) engine.Chain {
 	s := &slots[si]
 	var rules []*compiledRule
@@ -176,11 +178,12 @@ func (c *compiler) podChain(p *selection.Pod, si int, pols []*compiledPolicy) en
 		}
 	}
 	k := chainKey{p: p, slot: si}
-	if cm, ok := c.prev.chains[k]; ok && slices.Equal(cm.rules, rules) {
+	end := c.endOf(p.Obj)
+	if cm, ok := c.prev.chains[k]; ok && cm.end == end && slices.Equal(cm.rules, rules) {
 		c.next.chains[k] = cm
 		return cm.chain
 	}
-	ch := buildChain(p, s, rules)
-	c.next.chains[k] = &chainMemo{rules: rules, chain: ch}
+	ch := buildChain(p, s, rules, end)
+	c.next.chains[k] = &chainMemo{rules: rules, end: end, chain: ch}
 	return ch
 }

@@ -4,12 +4,15 @@ import (
 	"flag"
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
+
+	"github.com/nftguard/nftguard/policy"
 )
 
 var incrSeeds = flag.Int("incr.seeds", 800, "random change sequences TestCompilerEqualsCompileOnRandomChanges replays")
@@ -23,7 +26,12 @@ func randomCluster(r *rand.Rand) Input {
 	for _, n := range []string{"x", "y", "z"} {
 		if r.Intn(4) > 0 {
 			in.Namespaces = append(in.Namespaces, ns(n, "tier", pick("a", "b", "c")))
+			optIn(r, in.Namespaces[len(in.Namespaces)-1])
 		}
+	}
+	if r.Intn(2) == 0 {
+		l := policy.DefaultLogDenied()
+		in.LogDenied = &l
 	}
 	for i, n := 0, r.Intn(12); i < n; i++ {
 		namespace, name := pick("x", "y", "z"), pick("a", "b", "c", "d", "e")
@@ -136,7 +144,7 @@ func TestCompilerEqualsCompileOnRandomChanges(t *testing.T) {
 	if testing.Short() {
 		n = 100
 	}
-	var chains, sets, problems, warnings int
+	var chains, sets, problems, warnings, logged int
 	for seed := int64(0); seed < int64(n); seed++ {
 		r := rand.New(rand.NewSource(seed))
 		var m Compiler
@@ -144,6 +152,13 @@ func TestCompilerEqualsCompileOnRandomChanges(t *testing.T) {
 		for step := 0; step < 10; step++ {
 			got, want := m.Compile(in), Compile(in)
 			chains, sets, problems, warnings = chains+len(got.Chains), sets+len(got.Sets), problems+len(got.Problems), warnings+len(got.Warnings)
+			for _, ch := range got.Chains {
+				for _, rl := range ch.Rules {
+					if strings.Contains(rl.Rule, "goto "+policy.ChainDeniedIngress) || strings.Contains(rl.Rule, "goto "+policy.ChainDeniedEgress) {
+						logged++
+					}
+				}
+			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Fatalf("seed %d step %d: Compiler differs from Compile (-Compile +Compiler):\n%s", seed, step, diff)
 			}
@@ -154,9 +169,22 @@ func TestCompilerEqualsCompileOnRandomChanges(t *testing.T) {
 		}
 	}
 	// The sequences must exercise the compiler, not compare empty tables.
-	t.Logf("%d chains, %d sets, %d problems, %d warnings compared", chains, sets, problems, warnings)
-	if chains < 10*n || sets < 10*n || problems == 0 || warnings == 0 {
+	t.Logf("%d chains, %d sets, %d problems, %d warnings, %d logged drops compared", chains, sets, problems, warnings, logged)
+	if chains < 10*n || sets < 10*n || problems == 0 || warnings == 0 || logged == 0 {
 		t.Errorf("random clusters too thin: %d chains, %d sets, %d problems, %d warnings over %d seeds", chains, sets, problems, warnings, n)
+	}
+}
+
+// optIn sets or clears a namespace's opt-in to denied-packet logs, or
+// gives it a value that does not opt in.
+func optIn(r *rand.Rand, n *corev1.Namespace) {
+	switch r.Intn(3) {
+	case 0:
+		n.Annotations = map[string]string{policy.AnnotationLogDenied: "true"}
+	case 1:
+		n.Annotations = map[string]string{policy.AnnotationLogDenied: "yes"}
+	default:
+		n.Annotations = nil
 	}
 }
 
@@ -164,13 +192,21 @@ func TestCompilerEqualsCompileOnRandomChanges(t *testing.T) {
 // objects, some changed copies, some new, some gone. in is not modified.
 func mutate(r *rand.Rand, in Input) Input {
 	other := randomCluster(r)
-	out := Input{NodeName: in.NodeName}
+	out := Input{NodeName: in.NodeName, LogDenied: in.LogDenied}
 	if r.Intn(25) == 0 {
 		out.NodeName = "n2"
 	}
+	if r.Intn(10) == 0 {
+		// Logging turned on or off (a restart with another flag).
+		out.LogDenied = other.LogDenied
+	}
 	out.Namespaces = mix(r, in.Namespaces, other.Namespaces, func(n *corev1.Namespace) *corev1.Namespace {
 		c := n.DeepCopy()
-		c.Labels = labelsMap("tier", []string{"a", "b", "c"}[r.Intn(3)])
+		if r.Intn(2) == 0 {
+			optIn(r, c)
+		} else {
+			c.Labels = labelsMap("tier", []string{"a", "b", "c"}[r.Intn(3)])
+		}
 		return c
 	})
 	out.Pods = mix(r, in.Pods, other.Pods, func(p *corev1.Pod) *corev1.Pod {

@@ -366,8 +366,9 @@ func (c *compiler) addrSet(name, typ string, interval bool, elems []string, comm
 
 // buildChain makes a local pod's chain of one slot from the rules of the
 // policies selecting it, in evaluation order. A packet no rule decides
-// falls off the end and returns to the fixed chain: the next tier.
-func buildChain(p *selection.Pod, s *slot, rules []*compiledRule) engine.Chain {
+// falls off the end and returns to the fixed chain: the next tier. How
+// its rules drop is end (see chainEnd).
+func buildChain(p *selection.Pod, s *slot, rules []*compiledRule, end chainEnd) engine.Chain {
 	ch := engine.Chain{Name: podChainName(s.chainPrefix, p.Obj.Namespace, p.Obj.Name),
 		Comment: nftsafe.Comment(s.tier + " tier " + s.field + " of pod " + p.Key)}
 	// A pod may always reach itself, also through the node (hairpin).
@@ -378,10 +379,10 @@ func buildChain(p *selection.Pod, s *slot, rules []*compiledRule) engine.Chain {
 		ch.Rules = append(ch.Rules, engine.Rule{Rule: s.peer6 + " " + a + " accept", Comment: "pod to itself"})
 	}
 	for _, cr := range rules {
-		v := s.verdict(cr.action)
+		v := s.verdict(cr.action, end)
 		if cr.fail {
 			if cr.action != v1beta1.ClusterNetworkPolicyRuleActionAccept {
-				ch.Rules = append(ch.Rules, engine.Rule{Rule: "drop", Comment: cr.comment})
+				ch.Rules = append(ch.Rules, engine.Rule{Rule: s.drop(end), Comment: cr.comment})
 			}
 			continue
 		}

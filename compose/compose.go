@@ -78,6 +78,7 @@ func (b *Builder) Build(in Input) Result {
 		Pods:       in.Pods,
 		Nodes:      in.Nodes,
 		Policies:   in.ClusterNetworkPolicies,
+		LogDenied:  in.LogDenied,
 	})
 	pol := b.policy.Compile(policy.Input{
 		NodeName:   in.NodeName,

@@ -23,6 +23,8 @@
 //	reader.go   Open (bind the group inside a network namespace, copy
 //	            mode packet, a queue threshold of 1) and Run
 //	resolve.go  Resolver, Objects and Resolve: pods and the decision
+//	cluster.go  ClusterDenier, ClusterDeny: the ClusterNetworkPolicy rule
+//	            that denied a record, by evaluating its flow with explain
 //	journal.go  Journal: the bounded ring of recent records and its counts
 //
 // One reader per group. nfnetlink_log hands a group's records to the one

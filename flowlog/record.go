@@ -71,7 +71,11 @@ type Record struct {
 	DstPod   string   `json:"dstPod,omitempty"`
 	Pod      string   `json:"pod,omitempty"`
 	Policies []string `json:"policies,omitempty"`
-	Decision string   `json:"decision,omitempty"`
+	// ClusterRule is the ClusterNetworkPolicy rule that denied the
+	// packet, when the Resolver knows one (see ClusterDenier); Policies
+	// is then empty.
+	ClusterRule *ClusterRule `json:"clusterRule,omitempty"`
+	Decision    string       `json:"decision,omitempty"`
 }
 
 // ProtocolName is the protocol as nft and Kubernetes spell it, or its

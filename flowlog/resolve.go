@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/nftguard/nftguard/explain"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -46,6 +47,9 @@ func Resolve(r *Record, res Resolver) {
 		r.Decision = fmt.Sprintf("pod at %s isolated for %s; no rule allowed (pod not known to this reader)", addr, r.Direction)
 		return
 	}
+	if clusterDecision(r, res) {
+		return
+	}
 	r.Policies = res.Isolating(r.Pod, r.Direction)
 	names := make([]string, len(r.Policies))
 	for i, p := range r.Policies {
@@ -60,6 +64,7 @@ func Resolve(r *Record, res Resolver) {
 
 // Objects is a Resolver over a fixed set of objects (manifests, a test).
 type Objects struct {
+	cluster  *explain.Cluster // see WithCluster
 	byAddr   map[netip.Addr]string
 	labels   map[string]labels.Set
 	policies []objPolicy
@@ -105,6 +110,17 @@ func NewObjects(pods []*corev1.Pod, policies []*networkingv1.NetworkPolicy) *Obj
 	}
 	return o
 }
+
+// WithCluster makes o a ClusterDenier that evaluates records on c (built
+// from the same objects, with their ClusterNetworkPolicies and the node's
+// name), and returns o.
+func (o *Objects) WithCluster(c *explain.Cluster) *Objects {
+	o.cluster = c
+	return o
+}
+
+// ClusterDeny implements ClusterDenier: nil without WithCluster.
+func (o *Objects) ClusterDeny(r *Record) *ClusterRule { return ClusterDeny(o.cluster, r) }
 
 // PodByAddr implements Resolver.
 func (o *Objects) PodByAddr(a netip.Addr) string { return o.byAddr[a.Unmap()] }

@@ -12,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nftguard/nftguard/explain"
 	"github.com/nftguard/nftguard/flowlog"
+	"github.com/nftguard/nftguard/manifest"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -110,13 +112,26 @@ func flowObjects(ctx context.Context, stdin io.Reader, files []string, kubeconfi
 		if err != nil {
 			return nil, err
 		}
-		return flowlog.NewObjects(objs.Pods, objs.NetworkPolicies), nil
+		return flowResolver(objs), nil
 	}
 	objs, err := liveObjects(ctx, kubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	return flowlog.NewObjects(objs.Pods, objs.NetworkPolicies), nil
+	return flowResolver(objs), nil
+}
+
+// flowResolver names pods and NetworkPolicies from objs and, when there
+// are ClusterNetworkPolicies, the rule of one that denied a flow (judged
+// by explain, see flowlog.ClusterDeny).
+func flowResolver(objs *manifest.Objects) *flowlog.Objects {
+	o := flowlog.NewObjects(objs.Pods, objs.NetworkPolicies)
+	if len(objs.ClusterNetworkPolicies) > 0 {
+		cl, _ := explain.New(explain.Input{Namespaces: objs.Namespaces, Nodes: objs.Nodes, Pods: objs.Pods,
+			NetworkPolicies: objs.NetworkPolicies, ClusterNetworkPolicies: objs.ClusterNetworkPolicies})
+		o.WithCluster(cl)
+	}
+	return o
 }
 
 // flowMatches applies --namespace and --pod to either end of the flow.
