@@ -41,8 +41,9 @@
 // A pod chain holds the rules of every policy of its tier whose subject
 // selects the pod, in evaluation order, after "pod to itself" accepts (a
 // pod cannot block itself, also through a hairpin). A rule's verdict is
-// Accept: accept (ingress) or goto np_ingress (egress); Deny: drop; Pass:
-// return. A packet no rule matches falls off the chain and returns, like
+// Accept: accept (ingress) or goto np_ingress (egress); Deny: drop (with
+// --log-denied: counter drop, or counter goto np_denied_ingress/egress for
+// namespaces that opt in, see layout.go); Pass: return. A packet no rule matches falls off the chain and returns, like
 // Pass, to the fixed chain, which goes on with the next tier. Because
 // NetworkPolicy pod chains never return (they end in drop, or accept /
 // goto np_ingress), the Baseline lookup is reached only for pods no
