@@ -109,7 +109,7 @@ func genCNP(i int, tier cnpv1beta1.Tier, nns int) *cnpv1beta1.ClusterNetworkPoli
 	s := &p.Spec
 	switch i % 4 {
 	case 0: // a team's namespaces
-		s.Subject.Namespaces = team(i)
+		s.Subject.Namespaces = team(i / 4)
 	case 1: // one namespace by name
 		s.Subject.Namespaces = byName(i)
 	case 2: // an app in a team's namespaces
@@ -140,10 +140,10 @@ func genCNP(i int, tier cnpv1beta1.Tier, nns int) *cnpv1beta1.ClusterNetworkPoli
 		// Leave the decision about the team's own traffic to the next
 		// tier: namespace owners decide.
 		s.Ingress = append(s.Ingress, cnpv1beta1.ClusterNetworkPolicyIngressRule{
-			Name: "team-decides", Action: pass, From: []cnpv1beta1.ClusterNetworkPolicyIngressPeer{{Namespaces: team(i)}},
+			Name: "team-decides", Action: pass, From: []cnpv1beta1.ClusterNetworkPolicyIngressPeer{{Namespaces: team(i / 4)}},
 		})
 		s.Egress = append(s.Egress, cnpv1beta1.ClusterNetworkPolicyEgressRule{
-			Name: "team-decides", Action: pass, To: []cnpv1beta1.ClusterNetworkPolicyEgressPeer{{Namespaces: team(i)}},
+			Name: "team-decides", Action: pass, To: []cnpv1beta1.ClusterNetworkPolicyEgressPeer{{Namespaces: team(i / 4)}},
 		})
 	}
 	if tier == cnpv1beta1.BaselineTier && i%5 == 0 {
@@ -321,12 +321,15 @@ func (r *runner) cnpEngineChanges(ns *testns.NS, base cnpCluster, afters []cnpCl
 
 // cnpDataPathCluster is dataPathCluster(policies) with the scenario's CNPs
 // and one more Admin CNP whose subject is the lab's server and which
-// passes the client on to the NetworkPolicy tier; the dp namespace is in
-// team9, so the team CNPs of team9 select both lab pods as well.
+// passes the client on to the NetworkPolicy tier. The dp namespace joins
+// team0, so the team0 CNPs of both tiers (admin-0000, baseline-0000, and
+// every 40th after them) select both lab pods as well and pass their
+// traffic on: each new flow walks Admin and Baseline pod chains.
 func cnpDataPathCluster(spec cnpSpec) cnpCluster {
 	c := dataPathCluster(spec.Size.Policies)
 	dp := c.Namespaces[len(c.Namespaces)-1]
 	dp.Labels["kubernetes.io/metadata.name"] = "dp"
+	dp.Labels["team"] = "team0"
 	cnps := clusterNetworkPolicies(spec.Admin, spec.Baseline, len(c.Namespaces)-1)
 	cnps = append(cnps, &cnpv1beta1.ClusterNetworkPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "policy.networking.k8s.io/v1beta1", Kind: "ClusterNetworkPolicy"},
@@ -425,7 +428,7 @@ func (c cnpResult) section(w io.Writer, prof profile) {
 			ch.NftF.ms(), times(ratio(ch.NftF, ch.Engine)), times(ratio(ch.NftF, ch.Sync)))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "Data path: section 3's lab and load at %s NetworkPolicies, with the CNPs above plus one Admin CNP (priority 999) whose subject is `dp/server` and which passes `dp/client` on to the NetworkPolicy tier; the `dp` namespace is in team9, so team9's CNPs select both lab pods and every new flow walks their Admin and Baseline rules. The three configurations run in one lab per repetition in rotating order, %d repetitions; ratios are medians of the paired per-repetition ratios.\n\n",
+	fmt.Fprintf(w, "Data path: section 3's lab and load at %s NetworkPolicies, with the CNPs above plus one Admin CNP (priority 999) whose subject is `dp/server` and which passes `dp/client` on to the NetworkPolicy tier; the `dp` namespace is in team0, so team0's CNPs (Admin and Baseline) select both lab pods, pass their team's traffic on, and every new flow walks Admin and Baseline pod chains on both sides. The three configurations run in one lab per repetition in rotating order, %d repetitions; ratios are medians of the paired per-repetition ratios.\n\n",
 		human(c.Spec.Size.Policies), prof.dpReps())
 	fmt.Fprintln(w, "| configuration | TCP conn/s | vs no firewall | UDP req/s | vs no firewall |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
