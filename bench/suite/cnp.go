@@ -114,8 +114,10 @@ func genCNP(i int, tier cnpv1beta1.Tier, nns int) *cnpv1beta1.ClusterNetworkPoli
 		s.Subject.Namespaces = byName(i)
 	case 2: // an app in a team's namespaces
 		s.Subject.Pods = &cnpv1beta1.NamespacedPod{NamespaceSelector: *team(i + 3), PodSelector: app(i)}
-	case 3: // guarded pods anywhere (no pod carries the label at first)
-		s.Subject.Pods = &cnpv1beta1.NamespacedPod{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{guardLabel: fmt.Sprintf("g%d", i%5)}}}
+	case 3: // guarded pods anywhere (no pod carries the label at first);
+		// the value is the policy's own name, so the label change of the
+		// scenario moves a pod into exactly one subject.
+		s.Subject.Pods = &cnpv1beta1.NamespacedPod{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{guardLabel: p.Name}}}
 	}
 	s.Ingress = []cnpv1beta1.ClusterNetworkPolicyIngressRule{
 		{Name: "monitoring", Action: accept, From: []cnpv1beta1.ClusterNetworkPolicyIngressPeer{{
@@ -194,8 +196,8 @@ func cnpChanges(base cnpCluster) ([]string, []cnpCluster, error) {
 	}}
 	withCNP.CNPs = append(slices.Clip(base.CNPs), added)
 
-	// The guard CNPs (generator case 3) select guard=g0..g4; find one
-	// that exists in this tier mix.
+	// The guard CNPs (generator case 3) each select guard=<own name>;
+	// the first one (admin-0003) gets the pod.
 	guard := ""
 	for _, p := range base.CNPs {
 		if s := p.Spec.Subject.Pods; s != nil {
@@ -415,7 +417,7 @@ func (c cnpResult) section(w io.Writer, prof profile) {
 	}
 	fmt.Fprintf(w, "The section-2 cluster (%v) plus %d Admin and %d Baseline ClusterNetworkPolicies (v1beta1). Subjects: a team's namespaces, one namespace by name, an app in a team's namespaces, or pods with a `%s` label no pod carries at first; peers: namespaces, namespace+pod selectors, IPv4 and IPv6 networks; actions Accept, Deny and Pass (a third of the policies pass their team's own traffic to the next tier; a fifth of the Baseline ones isolate namespaces); priorities spread over 0–1000, every tenth equal to the one before; ports as numbers, a range and a named port. Base table: %d rules (%d without the CNPs). Load average: %s.\n\n",
 		c.Spec.Size, c.Spec.Admin, c.Spec.Baseline, guardLabel, c.TableRules, c.RulesNoCNP, strings.Join(c.LoadAvg, " → "))
-	fmt.Fprintf(w, "Change latency, each change from the same base table, %d repetitions: *CNP added* is an Admin CNP (priority 500) whose subject is the app of a pod on %s in that pod's namespace; *pod label into a CNP subject* adds the `%s` label to a local pod so that an existing CNP selects it. **engine** and **nft -f** as in section 2 (one compose.Builder + engine that have just handled the base; nft -f rewrites the whole rendered table in one transaction).\n\n",
+	fmt.Fprintf(w, "Change latency, each change from the same base table, %d repetitions: *CNP added* is an Admin CNP (priority 500) whose subject is the app of a pod on %s in that pod's namespace; *pod label into a CNP subject* adds the `%s` label to a local pod so that exactly one existing CNP (admin-0003) selects it; that CNP selected no local pod before, so its peer sets (a namespace's pods, a team's pods, networks) enter the table with it. **engine** and **nft -f** as in section 2 (one compose.Builder + engine that have just handled the base; nft -f rewrites the whole rendered table in one transaction).\n\n",
 		prof.Reps, localNode, guardLabel)
 	fmt.Fprintln(w, "| change | engine | of which Sync | msgs / ops | nft -f | nft -f / engine | nft -f / Sync |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
