@@ -30,7 +30,7 @@ func main() {
 	name := flag.String("profile", def, "full, quick, smoke or envelope (default from $BENCH_PROFILE, else full)")
 	out := flag.String("out", "../results", "directory for REPORT.md and the plots")
 	root := flag.String("root", "../..", "repository root")
-	only := flag.String("only", "", "run one scenario only: denied (the denied-traffic log); default all")
+	only := flag.String("only", "", "run one scenario only: denied (the denied-traffic log) or cnp (ClusterNetworkPolicies); default all")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -45,8 +45,8 @@ func run(ctx context.Context, name, out, root, only string) error {
 	if err != nil {
 		return err
 	}
-	if only != "" && only != "denied" {
-		return fmt.Errorf("-only: unknown scenario %q (denied)", only)
+	if only != "" && only != "denied" && only != "cnp" {
+		return fmt.Errorf("-only: unknown scenario %q (denied or cnp)", only)
 	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (network namespaces, nftables)")
@@ -73,10 +73,14 @@ func run(ctx context.Context, name, out, root, only string) error {
 	if err := r.buildBinary(); err != nil {
 		return err
 	}
-	if only == "denied" {
+	switch only {
+	case "denied":
 		res.Memory.Pending = "not part of this run (-only denied)"
 		r.measureDenied(res)
-	} else {
+	case "cnp":
+		res.Memory.Pending = "not part of this run (-only cnp)"
+		r.measureCNP(res)
+	default:
 		r.measure(res, out)
 	}
 	if err := ctx.Err(); err != nil {
@@ -135,6 +139,7 @@ func (r *runner) measure(res *results, out string) {
 		}
 	}
 	r.measureDenied(res)
+	r.measureCNP(res)
 	if res.DataPath, err = r.runDataPath(); err != nil {
 		fail("data path", err)
 	} else if res.Plots["datapath"], err = plotDataPath(out, res.DataPath); err != nil {
@@ -151,6 +156,15 @@ func (r *runner) measureDenied(res *results) {
 	} else if res.DeniedLog.CPUErr != "" {
 		r.logf("denied log agent CPU failed: %s", res.DeniedLog.CPUErr)
 		res.Failures = append(res.Failures, "denied log agent CPU: "+firstLine(res.DeniedLog.CPUErr))
+	}
+}
+
+// measureCNP runs scenario 7 (cnp.go).
+func (r *runner) measureCNP(res *results) {
+	var err error
+	if res.CNP, err = r.runCNP(); err != nil {
+		r.logf("cluster network policies failed: %v", err)
+		res.Failures = append(res.Failures, fmt.Sprintf("cluster network policies: %v", err))
 	}
 }
 

@@ -17,6 +17,7 @@ type results struct {
 	DataPath  []dpResult
 	Memory    memoryResult
 	DeniedLog deniedResult
+	CNP       cnpResult
 	Micro     microResult
 	Plots     map[string]string // scenario → PNG file name
 	Failures  []string          // scenarios that failed, with why
@@ -52,6 +53,7 @@ func (res *results) summary(w io.Writer) {
 		fmt.Fprintf(w, "| denied-traffic log on, %s policies | %.0f TCP conn/s, %.0f UDP req/s | logging off: %.0f, %.0f | %.2f×, %.2f× |\n",
 			human(d.Policies), d.On.TCPConn.median(), d.On.UDPRR.median(), d.Off.TCPConn.median(), d.Off.UDPRR.median(), tcp, udp)
 	}
+	res.CNP.summaryRows(w)
 	fmt.Fprintln(w)
 	for _, g := range res.goals() {
 		fmt.Fprintln(w, "- "+g)
@@ -145,6 +147,7 @@ func (res *results) goals() []string {
 	}
 	out = append(out, res.Memory.goal())
 	out = append(out, res.DeniedLog.goal())
+	out = append(out, res.CNP.goal())
 	return out
 }
 
@@ -175,6 +178,7 @@ func (res *results) markdown(w io.Writer) {
 	res.Memory.section(w)
 	res.microSection(w)
 	res.DeniedLog.section(w, res.Profile)
+	res.CNP.section(w, res.Profile)
 }
 
 func (res *results) image(w io.Writer, key, alt string) {
