@@ -201,7 +201,7 @@ func matchProtocols(ps []cnpv1beta1.ClusterNetworkPolicyProtocol, dst Endpoint, 
 			}
 			// A name may be declared for several protocols: it
 			// matches on the port it has for the flow's protocol.
-			if n, ok := containerPort(dst.pod.obj, p.DestinationNamedPort, f.Protocol); ok && n == f.Port {
+			if n, ok := namedPort(dst.pod.obj, p.DestinationNamedPort, f.Protocol); ok && n == f.Port {
 				return fmt.Sprintf("%s destinationNamedPort %q (%s/%d on %s)", name, p.DestinationNamedPort, f.Protocol, n, dst.Pod), true
 			}
 			continue
@@ -220,26 +220,4 @@ func matchProtocols(ps []cnpv1beta1.ClusterNetworkPolicyProtocol, dst Endpoint, 
 		}
 	}
 	return "", false
-}
-
-// containerPort finds the first container port of that name and protocol
-// (TCP when unset), init containers first. The API server checks port
-// names per container, so two containers of a pod may declare one name
-// for different protocols (TCP 53 and UDP 53 as "dns"): the compiler then
-// matches each protocol on its own port, and so does explain.
-func containerPort(p *corev1.Pod, name string, proto corev1.Protocol) (int32, bool) {
-	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for _, ct := range list {
-			for _, cp := range ct.Ports {
-				got := cp.Protocol
-				if got == "" {
-					got = corev1.ProtocolTCP
-				}
-				if cp.Name == name && got == proto {
-					return cp.ContainerPort, true
-				}
-			}
-		}
-	}
-	return 0, false
 }

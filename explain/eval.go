@@ -364,7 +364,11 @@ func matchPorts(ports []networkingv1.NetworkPolicyPort, dst Endpoint, f Flow) (s
 	return "", false
 }
 
-// namedPort finds a container port by name and protocol.
+// namedPort finds the first container port of that name and protocol
+// (TCP when unset), init containers first. The API server checks port
+// names per container, so two containers of a pod may declare one name
+// for different protocols (TCP 53 and UDP 53 as "dns"): the compilers then
+// match each protocol on its own port, and so does explain.
 func namedPort(p *corev1.Pod, name string, proto corev1.Protocol) (int32, bool) {
 	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for _, ct := range list {
