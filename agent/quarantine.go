@@ -112,31 +112,22 @@ func (q *quarantine) apply(in compose.Input) compose.Input {
 // accepted versions, or left out when there is none.
 func (q *quarantine) revert(in compose.Input, back func(objKey) bool) compose.Input {
 	out := in
-	out.NetworkPolicies = make([]*networkingv1.NetworkPolicy, 0, len(in.NetworkPolicies))
-	for _, np := range in.NetworkPolicies {
-		k := policyKey(np)
+	out.NetworkPolicies = revertList(in.NetworkPolicies, policyKey, q.policies, back)
+	out.ClusterNetworkPolicies = revertList(in.ClusterNetworkPolicies, cnpKey, q.cnps, back)
+	out.Services = revertList(in.Services, serviceKey, q.services, back)
+	return out
+}
+
+// revertList is revert for one kind: objs with those back(k) names
+// replaced by their accepted versions, or left out when there is none.
+func revertList[T any](objs []T, key func(T) objKey, accepted map[objKey]T, back func(objKey) bool) []T {
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		k := key(o)
 		if !back(k) {
-			out.NetworkPolicies = append(out.NetworkPolicies, np)
-		} else if old, ok := q.policies[k]; ok {
-			out.NetworkPolicies = append(out.NetworkPolicies, old)
-		}
-	}
-	out.ClusterNetworkPolicies = make([]*cnpv1beta1.ClusterNetworkPolicy, 0, len(in.ClusterNetworkPolicies))
-	for _, p := range in.ClusterNetworkPolicies {
-		k := cnpKey(p)
-		if !back(k) {
-			out.ClusterNetworkPolicies = append(out.ClusterNetworkPolicies, p)
-		} else if old, ok := q.cnps[k]; ok {
-			out.ClusterNetworkPolicies = append(out.ClusterNetworkPolicies, old)
-		}
-	}
-	out.Services = make([]*corev1.Service, 0, len(in.Services))
-	for _, s := range in.Services {
-		k := serviceKey(s)
-		if !back(k) {
-			out.Services = append(out.Services, s)
-		} else if old, ok := q.services[k]; ok {
-			out.Services = append(out.Services, old)
+			out = append(out, o)
+		} else if old, ok := accepted[k]; ok {
+			out = append(out, old)
 		}
 	}
 	return out
