@@ -182,20 +182,28 @@ func (d *clusterDecider) synced(in compose.Input) {
 // ClusterNetworkPolicy.
 func (d *clusterDecider) get() *explain.Cluster {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.in == nil || len(d.in.ClusterNetworkPolicies) == 0 {
+	in, gen, built, c := d.in, d.gen, d.built, d.c
+	d.mu.Unlock()
+	if in == nil || len(in.ClusterNetworkPolicies) == 0 {
 		return nil
 	}
-	if d.built != d.gen || d.c == nil {
-		// Problems were reported by the sync; the invalid objects
-		// are left out here as the compiler left them out.
-		d.c, _ = explain.New(explain.Input{
-			NodeName: d.in.NodeName, Namespaces: d.in.Namespaces, Nodes: d.in.Nodes, Pods: d.in.Pods,
-			NetworkPolicies: d.in.NetworkPolicies, ClusterNetworkPolicies: d.in.ClusterNetworkPolicies,
-		})
-		d.built = d.gen
+	if built == gen && c != nil {
+		return c
 	}
-	return d.c
+	// Built outside the lock: synced runs in the sync loop and must not
+	// wait for an evaluation index over every pod. Problems were
+	// reported by the sync; the invalid objects are left out here as the
+	// compiler left them out.
+	c, _ = explain.New(explain.Input{
+		NodeName: in.NodeName, Namespaces: in.Namespaces, Nodes: in.Nodes, Pods: in.Pods,
+		NetworkPolicies: in.NetworkPolicies, ClusterNetworkPolicies: in.ClusterNetworkPolicies,
+	})
+	d.mu.Lock()
+	if d.gen == gen {
+		d.c, d.built = c, gen
+	}
+	d.mu.Unlock()
+	return c
 }
 
 // PodByAddr implements flowlog.Resolver.
