@@ -107,7 +107,12 @@ func RemoveCNPCRD(ctx context.Context, cfg *rest.Config) error {
 		return fmt.Errorf("delete CRD %s: %w", CNPCRDName, err)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := crds.Get(ctx, CNPCRDName, metav1.GetOptions{})
+		if _, err := crds.Get(ctx, CNPCRDName, metav1.GetOptions{}); err == nil {
+			return false, nil
+		}
+		// The CRD object goes before the API server stops serving the
+		// resource: wait for that too.
+		_, err := dyn.Resource(cnpResource).List(ctx, metav1.ListOptions{Limit: 1})
 		return err != nil, nil
 	})
 	if err != nil {
