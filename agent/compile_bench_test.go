@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/podset"
 )
 
 // BenchmarkCompile10k measures what every agent sync costs before the
@@ -23,6 +24,7 @@ func BenchmarkCompile10k(b *testing.B) {
 		in.Namespaces = append(in.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
 			Labels: map[string]string{"ns": name, "tier": fmt.Sprintf("t%d", i%5)}}})
 	}
+	var podList []*podset.Pod
 	for i := 0; i < 10000; i++ {
 		ip := fmt.Sprintf("10.%d.%d.%d", 128+i/65536, i/256%256, i%256)
 		p := &corev1.Pod{
@@ -32,8 +34,9 @@ func BenchmarkCompile10k(b *testing.B) {
 				Name: "c", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
 		}
-		in.Pods = append(in.Pods, stripPod(p, nil))
+		podList = append(podList, stripPod(p, nil))
 	}
+	in.Pods = podset.NewSet(podList)
 	named := intstr.FromString("http")
 	for i := 0; i < 1000; i++ {
 		in.NetworkPolicies = append(in.NetworkPolicies, &networkingv1.NetworkPolicy{

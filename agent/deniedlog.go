@@ -11,17 +11,16 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	netlisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/explain"
 	"github.com/nftguard/nftguard/flowlog"
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -141,7 +140,7 @@ func deniedAttrs(r *flowlog.Record) []any {
 // ClusterNetworkPolicy Deny rules by evaluating the flow on the input of
 // the last sync (clusterDecider).
 type listerResolver struct {
-	pods     corelisters.PodLister
+	pods     func(namespace, name string) *podset.Pod
 	addrs    cache.Indexer // the pod informer's store, with podAddrIndex
 	policies netlisters.NetworkPolicyLister
 	cluster  *clusterDecider // nil: NetworkPolicy decisions only
@@ -195,7 +194,7 @@ func (d *clusterDecider) get() *explain.Cluster {
 	// reported by the sync; the invalid objects are left out here as the
 	// compiler left them out.
 	c, _ = explain.New(explain.Input{
-		NodeName: in.NodeName, Namespaces: in.Namespaces, Nodes: in.Nodes, Pods: in.Pods,
+		NodeName: in.NodeName, Namespaces: in.Namespaces, Nodes: in.Nodes, Pods: in.Pods.All(),
 		NetworkPolicies: in.NetworkPolicies, ClusterNetworkPolicies: in.ClusterNetworkPolicies,
 	})
 	d.mu.Lock()
@@ -214,8 +213,8 @@ func (lr listerResolver) PodByAddr(a netip.Addr) string {
 // Isolating implements flowlog.Resolver.
 func (lr listerResolver) Isolating(pod string, d flowlog.Direction) []string {
 	ns, name, _ := strings.Cut(pod, "/")
-	p, err := lr.pods.Pods(ns).Get(name)
-	if err != nil {
+	p := lr.pods(ns, name)
+	if p == nil {
 		return nil
 	}
 	nps, err := lr.policies.NetworkPolicies(ns).List(labels.Everything())
@@ -236,7 +235,7 @@ func (lr listerResolver) Isolating(pod string, d flowlog.Direction) []string {
 // policy types: what makes p isolated in d, as the compiler sees it. A
 // selector that does not parse selects nothing (the compiler skips the
 // policy).
-func isolates(np *networkingv1.NetworkPolicy, p *corev1.Pod, d flowlog.Direction) bool {
+func isolates(np *networkingv1.NetworkPolicy, p *podset.Pod, d flowlog.Direction) bool {
 	ing, egr := policy.PolicyTypes(np)
 	if (d == flowlog.Ingress && !ing) || (d == flowlog.Egress && !egr) {
 		return false

@@ -11,13 +11,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	netlisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/flowlog"
+	"github.com/nftguard/nftguard/podset"
 )
 
 // BenchmarkDeniedRecord is the agent's work per record after the kernel
@@ -36,13 +36,13 @@ func BenchmarkDeniedRecord(b *testing.B) {
 		p.Spec.NodeName = "n1"
 		p.Status.Phase = corev1.PodRunning
 		p.Status.PodIPs = []corev1.PodIP{{IP: fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)}}
-		podIdx.Add(p)
+		podIdx.Add(podset.FromAPI(p))
 	}
 	for i := range 1000 {
 		npIdx.Add(&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns%d", i%100), Name: fmt.Sprintf("np%d", i)},
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app%d", i%10)}}}})
 	}
-	res := listerResolver{pods: corelisters.NewPodLister(podIdx), addrs: podIdx, policies: netlisters.NewNetworkPolicyLister(npIdx)}
+	res := listerResolver{pods: (&sources{pods: podIdx}).pod, addrs: podIdx, policies: netlisters.NewNetworkPolicyLister(npIdx)}
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	rec := flowlog.Record{Direction: flowlog.Ingress, Protocol: 6, Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"),
 		SrcPort: 40000, DstPort: 80}
@@ -64,9 +64,7 @@ func BenchmarkDeniedRecord(b *testing.B) {
 	})
 	b.Run("ClusterNetworkPolicy", func(b *testing.B) {
 		in := compose.Input{NodeName: "n1"}
-		for _, o := range podIdx.List() {
-			in.Pods = append(in.Pods, o.(*corev1.Pod))
-		}
+		in.Pods = podset.NewSet(sortedPods(podIdx.List()))
 		for _, o := range npIdx.List() {
 			in.NetworkPolicies = append(in.NetworkPolicies, o.(*networkingv1.NetworkPolicy))
 		}

@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	netlisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
@@ -26,6 +25,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/internal/netlab"
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -65,7 +65,7 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "deny"}}}
 	nss := []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{policy.AnnotationLogDenied: "true"}}}}
 	l := policy.LogDenied{Group: 1604, Rate: 100, Burst: 100}
-	out := policy.Compile(policy.Input{NodeName: "n1", Namespaces: nss, Pods: pods, Policies: nps, LogDenied: &l})
+	out := policy.Compile(policy.Input{NodeName: "n1", Namespaces: nss, Pods: podset.NewSet(podset.FromAPIList(pods)), Policies: nps, LogDenied: &l})
 	eng, err := engine.New(engine.Table{Family: "inet", Name: "nftguard"}, engine.WithNetNS(lab.Nodes[0].Path))
 	if err != nil {
 		t.Fatal(err)
@@ -78,12 +78,12 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 	podIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, podAddrIndex: podAddrs})
 	npIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, p := range pods {
-		podIdx.Add(p)
+		podIdx.Add(podset.FromAPI(p))
 	}
 	for _, np := range nps {
 		npIdx.Add(np)
 	}
-	res := listerResolver{pods: corelisters.NewPodLister(podIdx), addrs: podIdx, policies: netlisters.NewNetworkPolicyLister(npIdx)}
+	res := listerResolver{pods: (&sources{pods: podIdx}).pod, addrs: podIdx, policies: netlisters.NewNetworkPolicyLister(npIdx)}
 
 	var logs lockedBuffer
 	reg := prometheus.NewRegistry()

@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -12,19 +15,29 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/podset"
 )
 
 // sources are the informer caches the table is compiled from.
 type sources struct {
-	factory  informers.SharedInformerFactory
-	synced   []cache.InformerSynced
-	pods     corelisters.PodLister
+	factory informers.SharedInformerFactory
+	synced  []cache.InformerSynced
+	// pods holds podset records (the transform makes them), not API
+	// objects: client-go's typed pod lister cannot read it.
+	pods     cache.Indexer
 	ns       corelisters.NamespaceLister
 	policies networkinglisters.NetworkPolicyLister
 	services corelisters.ServiceLister
 	nodes    corelisters.NodeLister
 	// cnp follows the ClusterNetworkPolicy CRD; nil lists none.
 	cnp *cnpSource
+
+	// The pods of the last input, and the namespaces whose pods changed
+	// since: an input costs the namespaces an event touched, not the
+	// cluster (see podset).
+	podMu   sync.Mutex
+	podSet  *podset.Set
+	dirtyNS map[string]bool
 }
 
 // newSources sets up the informers; onChange is called (from informer
@@ -36,18 +49,20 @@ func newSources(client kubernetes.Interface, m *metrics, onChange func(kind stri
 	// the caches, and replaying every object through handlers would only
 	// mark the state dirty again.
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(newStripper().strip))
-	s := &sources{factory: f}
-	add := func(resource, kind string, inf cache.SharedIndexInformer) error {
+	s := &sources{factory: f, dirtyNS: map[string]bool{}}
+	add := func(resource, kind string, inf cache.SharedIndexInformer, touched func(obj any)) error {
 		count := m.informerEvents.WithLabelValues(resource)
 		changed := func(initial bool) { count.Inc(); onChange(kind, initial) }
 		_, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc: func(_ any, initial bool) { changed(initial) },
+			AddFunc: func(obj any, initial bool) { touched(obj); changed(initial) },
 			UpdateFunc: func(old, new any) {
 				if !sameContent(old, new) {
+					touched(old)
+					touched(new)
 					changed(false)
 				}
 			},
-			DeleteFunc: func(any) { changed(false) },
+			DeleteFunc: func(obj any) { touched(obj); changed(false) },
 		})
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", resource, err)
@@ -60,20 +75,38 @@ func newSources(client kubernetes.Interface, m *metrics, onChange func(kind stri
 	pol := f.Networking().V1().NetworkPolicies()
 	svc := f.Core().V1().Services()
 	nodes := f.Core().V1().Nodes()
+	nothing := func(any) {}
 	for _, r := range []struct {
 		name, kind string
 		inf        cache.SharedIndexInformer
+		touched    func(any)
 	}{
-		{"pods", "Pod", pods.Informer()}, {"namespaces", "Namespace", ns.Informer()},
-		{"networkpolicies", "NetworkPolicy", pol.Informer()}, {"services", "Service", svc.Informer()},
-		{"nodes", "Node", nodes.Informer()},
+		{"pods", "Pod", pods.Informer(), s.podTouched}, {"namespaces", "Namespace", ns.Informer(), nothing},
+		{"networkpolicies", "NetworkPolicy", pol.Informer(), nothing}, {"services", "Service", svc.Informer(), nothing},
+		{"nodes", "Node", nodes.Informer(), nothing},
 	} {
-		if err := add(r.name, r.kind, r.inf); err != nil {
+		if err := add(r.name, r.kind, r.inf, r.touched); err != nil {
 			return nil, err
 		}
 	}
-	s.pods, s.ns, s.policies, s.services, s.nodes = pods.Lister(), ns.Lister(), pol.Lister(), svc.Lister(), nodes.Lister()
+	s.pods, s.ns, s.policies, s.services, s.nodes = pods.Informer().GetIndexer(), ns.Lister(), pol.Lister(), svc.Lister(), nodes.Lister()
 	return s, nil
+}
+
+// podTouched notes the namespace of a pod that changed. The informer has
+// already stored the change when it calls a handler, so the next input
+// reads it.
+func (s *sources) podTouched(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	p, ok := obj.(*podset.Pod)
+	if !ok {
+		return
+	}
+	s.podMu.Lock()
+	s.dirtyNS[p.Namespace] = true
+	s.podMu.Unlock()
 }
 
 // start runs the informers until ctx is done and waits for their first
@@ -92,9 +125,7 @@ func (s *sources) input(cfg *Config) (compose.Input, error) {
 	in := compose.Input{NodeName: cfg.NodeName, ClusterCIDRs: cfg.ClusterCIDRs, ServiceCIDRs: cfg.ServiceCIDRs, LogDenied: cfg.LogDenied}
 	var err error
 	all := labels.Everything()
-	if in.Pods, err = s.pods.List(all); err != nil {
-		return in, fmt.Errorf("list pods: %w", err)
-	}
+	in.Pods = s.podInput()
 	if in.Namespaces, err = s.ns.List(all); err != nil {
 		return in, fmt.Errorf("list namespaces: %w", err)
 	}
@@ -111,4 +142,59 @@ func (s *sources) input(cfg *Config) (compose.Input, error) {
 		in.ClusterNetworkPolicies = s.cnp.list()
 	}
 	return in, nil
+}
+
+// podInput is the pod cache as a Set: the last one with the namespaces
+// that changed since read again. The first reads every pod.
+func (s *sources) podInput() *podset.Set {
+	s.podMu.Lock()
+	defer s.podMu.Unlock()
+	dirty := s.dirtyNS
+	s.dirtyNS = map[string]bool{}
+	if s.podSet == nil {
+		s.podSet = podset.NewSet(sortedPods(s.pods.List()))
+		return s.podSet
+	}
+	if len(dirty) == 0 {
+		return s.podSet
+	}
+	byNS := make(map[string][]*podset.Pod, len(dirty))
+	for ns := range dirty {
+		objs, err := s.pods.ByIndex(cache.NamespaceIndex, ns)
+		if err != nil {
+			// The namespace index is the informer's own; without it
+			// the whole cache is read.
+			s.podSet = podset.NewSet(sortedPods(s.pods.List()))
+			return s.podSet
+		}
+		byNS[ns] = sortedPods(objs)
+	}
+	s.podSet = s.podSet.Replace(byNS)
+	return s.podSet
+}
+
+// sortedPods are the records among objs by namespace and name: the cache
+// hands them out in map order, and the compilers' output must not depend
+// on it.
+func sortedPods(objs []any) []*podset.Pod {
+	out := make([]*podset.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*podset.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *podset.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// pod is the cached record of a pod, or nil.
+func (s *sources) pod(namespace, name string) *podset.Pod {
+	o, ok, err := s.pods.GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil
+	}
+	p, _ := o.(*podset.Pod)
+	return p
 }

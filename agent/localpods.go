@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"k8s.io/apimachinery/pkg/labels"
+	"github.com/nftguard/nftguard/podset"
 )
 
 // localPodsTick is how often the agent counts the pods of its node.
@@ -14,13 +14,9 @@ const localPodsTick = 10 * time.Second
 // localPods returns a counter of the pods scheduled to node in the cache.
 func (s *sources) localPods(node string) func() (int, bool) {
 	return func() (int, bool) {
-		pods, err := s.pods.List(labels.Everything())
-		if err != nil {
-			return 0, false
-		}
 		n := 0
-		for _, p := range pods {
-			if p.Spec.NodeName == node {
+		for _, o := range s.pods.List() {
+			if p, ok := o.(*podset.Pod); ok && p.NodeName == node {
 				n++
 			}
 		}

@@ -5,8 +5,9 @@ import (
 	"net/netip"
 	"sort"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/nftguard/nftguard/podset"
 )
 
 // The address → pod index that resolves denied-packet records. It is an
@@ -33,17 +34,13 @@ func addPodAddrIndex(inf cache.SharedIndexInformer) error {
 // flow have none: host-network pods share the node's address, and
 // finished pods have given theirs back (a new pod may already have it).
 func podAddrs(obj any) ([]string, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok || p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	p, ok := obj.(*podset.Pod)
+	if !ok || p.HostNetwork || p.Finished {
 		return nil, nil
 	}
-	ips := p.Status.PodIPs
-	if len(ips) == 0 && p.Status.PodIP != "" {
-		ips = []corev1.PodIP{{IP: p.Status.PodIP}} // an older writer of the status
-	}
 	var out []string
-	for _, ip := range ips {
-		if a, err := netip.ParseAddr(ip.IP); err == nil {
+	for _, ip := range p.IPs {
+		if a, err := netip.ParseAddr(ip); err == nil {
 			out = append(out, a.Unmap().String())
 		}
 	}
@@ -61,7 +58,7 @@ func podByAddr(idx cache.Indexer, addr netip.Addr) string {
 	}
 	keys := make([]string, 0, len(objs))
 	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok {
+		if p, ok := o.(*podset.Pod); ok {
 			keys = append(keys, p.Namespace+"/"+p.Name)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/nftguard/nftguard/podset"
 )
 
 // The address index follows adds, updates and deletes of the store it
@@ -14,13 +16,14 @@ import (
 // is not theirs.
 func TestPodAddrIndex(t *testing.T) {
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podAddrIndex: podAddrs})
-	pod := func(ns, name string, phase corev1.PodPhase, host bool, ips ...string) *corev1.Pod {
+	// The pod cache holds records, as the transform makes them.
+	pod := func(ns, name string, phase corev1.PodPhase, host bool, ips ...string) *podset.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		p.Status.Phase, p.Spec.HostNetwork = phase, host
 		for _, ip := range ips {
 			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
 		}
-		return p
+		return stripPod(p, nil)
 	}
 	must := func(err error) {
 		t.Helper()

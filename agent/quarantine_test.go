@@ -21,6 +21,7 @@ import (
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/testns"
+	"github.com/nftguard/nftguard/podset"
 )
 
 // refusingEngine is an engine.Fake whose kernel refuses any table with a
@@ -104,11 +105,11 @@ func testInput(nps ...*networkingv1.NetworkPolicy) compose.Input {
 		NodeName:        "n1",
 		Namespaces:      []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{}}}},
 		NetworkPolicies: nps,
-		Pods: []*corev1.Pod{{
+		Pods: podset.NewSet(podset.FromAPIList([]*corev1.Pod{{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "pod", UID: "u1"},
 			Spec:       corev1.PodSpec{NodeName: "n1"},
 			Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}}},
-		}},
+		}})),
 	}
 }
 
@@ -303,15 +304,16 @@ func TestQuarantineRealKernel(t *testing.T) {
 	defer eng.Close()
 	s := &syncer{eng: eng, m: newMetrics(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), inject: injectBad}
 	in := testInput()
-	in.Pods = nil
+	var podList []*corev1.Pod
 	for i := 0; i < 100; i++ {
-		in.Pods = append(in.Pods, &corev1.Pod{
+		podList = append(podList, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: fmt.Sprintf("pod%03d", i), UID: types.UID(fmt.Sprint(i)),
 				Labels: map[string]string{"app": fmt.Sprintf("app%d", i%10)}},
 			Spec:   corev1.PodSpec{NodeName: "n1"},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: fmt.Sprintf("10.0.0.%d", i+1), PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.0.0.%d", i+1)}}},
 		})
 	}
+	in.Pods = podset.NewSet(podset.FromAPIList(podList))
 	if _, err := syncOnce(t, s, in); err != nil {
 		t.Fatal(err)
 	}

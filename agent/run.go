@@ -125,7 +125,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.LogDenied != nil {
 		decider = &clusterDecider{}
 		podInf := src.factory.Core().V1().Pods().Informer()
-		res := listerResolver{pods: src.pods, addrs: podInf.GetIndexer(), policies: src.policies, cluster: decider}
+		res := listerResolver{pods: src.pod, addrs: podInf.GetIndexer(), policies: src.policies, cluster: decider}
 		dm, err := newDeniedLogMetrics(m.reg, eng, func(err error) {
 			m.errors.WithLabelValues(errorKindDeniedLog).Inc()
 			log.Warn("reading the denied-packet counters failed", "err", err)
@@ -252,8 +252,8 @@ func (s *sources) uidOf(ref problem.Object) types.UID {
 			return o.UID
 		}
 	case "Pod":
-		if o, err := s.pods.Pods(ref.Namespace).Get(ref.Name); err == nil {
-			return o.UID
+		if p := s.pod(ref.Namespace, ref.Name); p != nil {
+			return p.UID
 		}
 	case cnpKind:
 		if s.cnp != nil {

@@ -13,17 +13,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 )
 
 // strip is the informers' transform without label sharing (see stripper):
 // it keeps only the fields the compilers read (policy, egress and
-// compose), so the caches of a large cluster stay small. Pods and Nodes
-// dominate memory and are rebuilt from scratch; the other kinds lose their
-// managed fields (often larger than the object).
+// compose), so the caches of a large cluster stay small. Pods dominate
+// memory: the pod cache holds podset records, not API objects (see
+// package podset). Nodes are rebuilt from scratch; the other kinds lose
+// their managed fields (often larger than the object).
 //
-// UID and ResourceVersion stay on every object: Events name the UID, and
-// the reflector relies on resource versions.
+// UIDs stay (Events name them) and so do the resource versions of API
+// objects.
 func strip(obj any) (any, error) { return stripWith(obj, nil) }
 
 func stripWith(obj any, s *stripper) (any, error) {
@@ -73,7 +75,7 @@ func keepAnnotation(a map[string]string, key string) map[string]string {
 type stripper struct {
 	mu     sync.Mutex
 	labels map[string]*shared[map[string]string] // by canonical encoding
-	ports  map[string]*shared[[]corev1.Container]
+	ports  map[string]*shared[[]podset.Port]
 	buf    []byte
 	keys   []string
 }
@@ -88,19 +90,19 @@ type shared[T any] struct {
 // podShares are the shared values one pod holds.
 type podShares struct {
 	labels *shared[map[string]string]
-	ports  *shared[[]corev1.Container]
+	ports  *shared[[]podset.Port]
 }
 
 func newStripper() *stripper {
-	return &stripper{labels: map[string]*shared[map[string]string]{}, ports: map[string]*shared[[]corev1.Container]{}}
+	return &stripper{labels: map[string]*shared[map[string]string]{}, ports: map[string]*shared[[]podset.Port]{}}
 }
 
 // strip is the transform, for informers.WithTransform.
 func (s *stripper) strip(obj any) (any, error) { return stripWith(obj, s) }
 
-// share gives the stripped pod out the shared copies of its labels and
-// named ports (from the API object p).
-func (s *stripper) share(out, p *corev1.Pod) {
+// share gives the record out the shared copies of its labels and named
+// ports (from the API object p).
+func (s *stripper) share(out *podset.Pod, p *corev1.Pod) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ps podShares
@@ -118,15 +120,15 @@ func (s *stripper) share(out, p *corev1.Pod) {
 		ps.labels.refs++
 		out.Labels = ps.labels.v
 	}
-	if cs := namedPorts(p.Spec.InitContainers, p.Spec.Containers); cs != nil {
-		k := s.encodePorts(cs[0].Ports)
+	if ports := namedPorts(p); ports != nil {
+		k := s.encodePorts(ports)
 		ps.ports = s.ports[string(k)]
 		if ps.ports == nil {
-			ps.ports = &shared[[]corev1.Container]{v: cs, key: string(k)}
+			ps.ports = &shared[[]podset.Port]{v: ports, key: string(k)}
 			s.ports[ps.ports.key] = ps.ports
 		}
 		ps.ports.refs++
-		out.Spec.Containers = ps.ports.v
+		out.Ports = ps.ports.v
 	}
 	if ps.labels != nil || ps.ports != nil {
 		runtime.AddCleanup(out, s.release, ps)
@@ -175,12 +177,12 @@ func (s *stripper) encodeLabels(m map[string]string) []byte {
 
 // encodePorts writes a named port list unambiguously, in order (the order
 // decides which of two equal names counts).
-func (s *stripper) encodePorts(ports []corev1.ContainerPort) []byte {
+func (s *stripper) encodePorts(ports []podset.Port) []byte {
 	b := s.buf[:0]
 	for _, p := range ports {
 		b = appendString(b, p.Name)
 		b = appendString(b, string(p.Protocol))
-		b = strconv.AppendInt(b, int64(p.ContainerPort), 10)
+		b = strconv.AppendInt(b, int64(p.Number), 10)
 		b = append(b, ';')
 	}
 	s.buf = b
@@ -206,49 +208,44 @@ func keptMeta(m *metav1.ObjectMeta, labels bool) metav1.ObjectMeta {
 	return out
 }
 
-// stripPod keeps what policy and egress read: identity and labels, the node,
-// host networking, the phase, the addresses, and the named container ports
-// (named ports in policies resolve against them; a port without a name is
-// never looked up). With s, labels and ports are shared with equal pods.
-func stripPod(p *corev1.Pod, s *stripper) *corev1.Pod {
-	out := &corev1.Pod{ObjectMeta: keptMeta(&p.ObjectMeta, s == nil)}
+// stripPod reduces a pod to its record (podset.FromAPI), with its strings
+// interned and, with s, its labels and named ports shared with equal pods.
+// Only named ports are kept: a port without a name is never looked up.
+func stripPod(p *corev1.Pod, s *stripper) *podset.Pod {
+	out := &podset.Pod{
+		Namespace:   intern(p.Namespace),
+		Name:        p.Name,
+		UID:         p.UID,
+		NodeName:    intern(p.Spec.NodeName),
+		HostNetwork: p.Spec.HostNetwork,
+		Finished:    p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
+	}
+	switch {
+	case len(p.Status.PodIPs) > 0:
+		out.IPs = make([]string, len(p.Status.PodIPs))
+		for i, ip := range p.Status.PodIPs {
+			out.IPs[i] = ip.IP
+		}
+	case p.Status.PodIP != "":
+		out.IPs = []string{p.Status.PodIP}
+	}
 	if s != nil {
 		s.share(out, p)
 	} else {
-		out.Spec.Containers = namedPorts(p.Spec.InitContainers, p.Spec.Containers)
-	}
-	out.Spec.NodeName = intern(p.Spec.NodeName)
-	out.Spec.HostNetwork = p.Spec.HostNetwork
-	out.Status.Phase = corev1.PodPhase(intern(string(p.Status.Phase)))
-	out.Status.PodIP = p.Status.PodIP
-	out.Status.PodIPs = p.Status.PodIPs
-	if len(out.Status.PodIPs) == 1 && out.Status.PodIPs[0].IP == out.Status.PodIP {
-		out.Status.PodIP = out.Status.PodIPs[0].IP // one string for both
+		out.Labels, out.Ports = p.Labels, namedPorts(p)
 	}
 	return out
 }
 
-// namedPorts gathers the named ports of all containers, init containers
-// first, into one container: a Container is 400 bytes, and a named port
-// resolves to the first match in that order (selection.NamedPort), which
-// the gathered list keeps.
-func namedPorts(lists ...[]corev1.Container) []corev1.Container {
-	var ports []corev1.ContainerPort
-	for _, cs := range lists {
-		for _, c := range cs {
-			for _, port := range c.Ports {
-				if port.Name == "" {
-					continue
-				}
-				ports = append(ports, corev1.ContainerPort{Name: intern(port.Name), ContainerPort: port.ContainerPort,
-					Protocol: corev1.Protocol(intern(string(port.Protocol)))})
-			}
-		}
+// namedPorts is podset.NamedPorts with the strings interned and the list
+// clipped (it is kept, shared, for the pod's life).
+func namedPorts(p *corev1.Pod) []podset.Port {
+	ports := podset.NamedPorts(p)
+	for i := range ports {
+		ports[i].Name = intern(ports[i].Name)
+		ports[i].Protocol = corev1.Protocol(intern(string(ports[i].Protocol)))
 	}
-	if ports == nil {
-		return nil
-	}
-	return []corev1.Container{{Ports: slices.Clip(ports)}}
+	return slices.Clip(ports)
 }
 
 // stripNode keeps the node's addresses (egress never translates traffic to
@@ -263,6 +260,10 @@ func stripNode(n *corev1.Node) *corev1.Node {
 // version: after stripping, most pod and node status updates (conditions,
 // heartbeats) are such no-ops and must not cost a sync.
 func sameContent(a, b any) bool {
+	if ap, ok := a.(*podset.Pod); ok {
+		bp, ok := b.(*podset.Pod)
+		return ok && ap.Same(bp)
+	}
 	ao, ok1 := a.(apiruntime.Object)
 	bo, ok2 := b.(apiruntime.Object)
 	if !ok1 || !ok2 {

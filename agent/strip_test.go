@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"github.com/google/go-cmp/cmp"
 	"reflect"
 	"runtime"
 	"testing"
@@ -9,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
-	"github.com/nftguard/nftguard/selection"
 )
 
 func TestStripPod(t *testing.T) {
@@ -31,44 +32,44 @@ func TestStripPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := got.(*corev1.Pod)
-	if s.Name != "a" || s.Namespace != "x" || s.UID != "u1" || s.ResourceVersion != "7" || s.Labels["pod"] != "a" {
-		t.Errorf("identity or labels lost: %+v", s.ObjectMeta)
-	}
-	if s.Annotations != nil || s.ManagedFields != nil || s.Status.Conditions != nil {
-		t.Errorf("unneeded fields kept: %+v", s)
-	}
-	if s.Spec.NodeName != "n1" || s.Status.Phase != corev1.PodRunning || len(s.Status.PodIPs) != 1 || s.Status.PodIP != "10.0.0.2" {
-		t.Errorf("fields the compilers read lost: %+v", s)
-	}
-	if len(s.Spec.Containers) != 1 || s.Spec.Containers[0].Ports[0].Name != "http" || s.Spec.Containers[0].Image != "" {
-		t.Errorf("containers = %+v, want only the named port", s.Spec.Containers)
+	want := &podset.Pod{Namespace: "x", Name: "a", UID: "u1", Labels: map[string]string{"pod": "a"}, NodeName: "n1",
+		IPs: []string{"10.0.0.2"}, Ports: []podset.Port{{Name: "http", Protocol: corev1.ProtocolTCP, Number: 80}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("record (-want +got):\n%s", diff)
 	}
 }
 
 func TestSameContent(t *testing.T) {
 	a := stripPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "1"}}, nil)
-	b := stripPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "2"}}, nil)
+	b := stripPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "2"},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady}}}}, nil)
 	if !sameContent(a, b) {
-		t.Error("objects differing only in resource version are not the same")
-	}
-	if a.ResourceVersion != "1" {
-		t.Error("sameContent changed its argument")
+		t.Error("pods differing only in resource version and conditions are not the same")
 	}
 	b.Labels = map[string]string{"k": "v"}
 	if sameContent(a, b) {
 		t.Error("a label change is not a change")
 	}
+	c := stripPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}, nil)
+	if sameContent(a, c) {
+		t.Error("a finished pod is the same as a running one")
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x", ResourceVersion: "1"}}
+	ns2 := ns.DeepCopy()
+	ns2.ResourceVersion = "2"
+	if !sameContent(ns, ns2) || ns.ResourceVersion != "1" {
+		t.Error("namespaces differing only in resource version are not the same, or sameContent changed its argument")
+	}
 }
 
 func TestStripperSharesLabelSets(t *testing.T) {
 	s := newStripper()
-	pod := func(name string, l map[string]string) *corev1.Pod {
+	pod := func(name string, l map[string]string) *podset.Pod {
 		o, err := s.strip(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "x", Labels: l}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return o.(*corev1.Pod)
+		return o.(*podset.Pod)
 	}
 	a := pod("a", map[string]string{"app": "web", "hash": "1"})
 	b := pod("b", map[string]string{"hash": "1", "app": "web"})
@@ -88,25 +89,25 @@ func TestStripperSharesLabelSets(t *testing.T) {
 		t.Errorf("%d shared sets, want 3", n)
 	}
 	// Equal named ports are shared too, in their order.
-	ports := func(ps ...corev1.ContainerPort) *corev1.Pod {
+	ports := func(ps ...corev1.ContainerPort) *podset.Pod {
 		o, _ := s.strip(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i", Ports: ps}}}})
-		return o.(*corev1.Pod)
+		return o.(*podset.Pod)
 	}
 	http, metrics := corev1.ContainerPort{Name: "http", ContainerPort: 80}, corev1.ContainerPort{Name: "metrics", ContainerPort: 90}
 	p1, p2, p3 := ports(http, metrics), ports(http, metrics), ports(metrics, http)
-	if &p1.Spec.Containers[0] != &p2.Spec.Containers[0] || &p1.Spec.Containers[0] == &p3.Spec.Containers[0] {
+	if &p1.Ports[0] != &p2.Ports[0] || &p1.Ports[0] == &p3.Ports[0] {
 		t.Error("equal port lists are not shared, or lists in another order are")
 	}
-	if !reflect.DeepEqual(p3.Spec.Containers, []corev1.Container{{Ports: []corev1.ContainerPort{metrics, http}}}) {
-		t.Errorf("ports = %+v", p3.Spec.Containers)
+	if !reflect.DeepEqual(p3.Ports, []podset.Port{{Name: "metrics", Protocol: corev1.ProtocolTCP, Number: 90}, {Name: "http", Protocol: corev1.ProtocolTCP, Number: 80}}) {
+		t.Errorf("ports = %+v", p3.Ports)
 	}
 	if n := s.liveShared(); n != 5 {
 		t.Errorf("%d shared values, want 5", n)
 	}
-	runtime.KeepAlive([]*corev1.Pod{p1, p2, p3})
+	runtime.KeepAlive([]*podset.Pod{p1, p2, p3})
 	p1, p2, p3 = nil, nil, nil
 	// Dropped pods release their sets: churn must not grow the table.
-	runtime.KeepAlive([]*corev1.Pod{a, b, c, d, e})
+	runtime.KeepAlive([]*podset.Pod{a, b, c, d, e})
 	a, b, c, d, e = nil, nil, nil, nil, nil
 	for i := 0; i < 50 && s.liveShared() > 0; i++ {
 		runtime.GC()
@@ -131,14 +132,13 @@ func TestStripNamedPorts(t *testing.T) {
 		proto *corev1.Protocol
 		want  int32
 	}{{"http", nil, 1}, {"dns", &udp, 53}, {"dns", nil, 54}} {
-		got, ok := selection.NamedPort(s, c.name, c.proto)
-		want, _ := selection.NamedPort(p, c.name, c.proto)
-		if !ok || got != c.want || got != want {
-			t.Errorf("NamedPort(%s) = %d, %v; want %d as on the whole pod (%d)", c.name, got, ok, c.want, want)
+		got, ok := s.NamedPort(c.name, c.proto)
+		if !ok || got != c.want {
+			t.Errorf("NamedPort(%s) = %d, %v; want %d", c.name, got, ok, c.want)
 		}
 	}
-	if len(s.Spec.Containers) != 1 || len(s.Spec.Containers[0].Ports) != 4 || s.Spec.InitContainers != nil {
-		t.Errorf("containers = %+v, want one with the four named ports", s.Spec.Containers)
+	if len(s.Ports) != 4 {
+		t.Errorf("ports = %+v, want the four named ones", s.Ports)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
+
+	"github.com/nftguard/nftguard/internal/podtest"
 )
 
 // bigCNPCluster is the benchmark suite's shape: 10k pods in 100
@@ -18,11 +20,13 @@ func bigCNPCluster() Input {
 	for n := 0; n < 100; n++ {
 		in.Namespaces = append(in.Namespaces, ns(fmt.Sprintf("ns%03d", n), "team", fmt.Sprintf("t%d", n%10)))
 	}
+	var podList []*corev1.Pod
 	for i := 0; i < 10000; i++ {
 		p := mkpod(fmt.Sprintf("ns%03d", i%100), fmt.Sprintf("p%05d", i), fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255),
 			onNode(fmt.Sprintf("node-%03d", i%100)), withLabels("app", fmt.Sprintf("app%d", i%20)), port("web", 8080, corev1.ProtocolTCP))
-		in.Pods = append(in.Pods, p)
+		podList = append(podList, p)
 	}
+	in.Pods = podtest.Set(podList)
 	for i := 0; i < 200; i++ {
 		tier := v1beta1.AdminTier
 		if i >= 100 {
@@ -52,10 +56,11 @@ func bigCNP(i int, tier v1beta1.Tier) *v1beta1.ClusterNetworkPolicy {
 // policies' subjects.
 func labelChange(in Input) Input {
 	out := in
-	out.Pods = append([]*corev1.Pod(nil), in.Pods...)
-	c := out.Pods[100].DeepCopy() // p00100, on node-000
-	c.Labels["app"] = "app10"     // out of the subjects of cnp000, cnp020, ...; into cnp010, cnp030, ...
-	out.Pods[100] = c
+	podList := append([]*corev1.Pod(nil), podtest.List(in.Pods)...)
+	c := podList[100].DeepCopy() // p00100, on node-000
+	c.Labels["app"] = "app10"    // out of the subjects of cnp000, cnp020, ...; into cnp010, cnp030, ...
+	podList[100] = c
+	out.Pods = podtest.Set(podList)
 	return out
 }
 

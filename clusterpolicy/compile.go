@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 	"github.com/nftguard/nftguard/problem"
 	"github.com/nftguard/nftguard/selection"
@@ -17,7 +18,7 @@ import (
 type Input struct {
 	NodeName   string
 	Namespaces []*corev1.Namespace
-	Pods       []*corev1.Pod
+	Pods       *podset.Set
 	// Nodes are what egress nodes peers select (their InternalIP and
 	// ExternalIP addresses).
 	Nodes    []*corev1.Node

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -24,7 +25,7 @@ func cluster(pols ...*v1beta1.ClusterNetworkPolicy) Input {
 			if (n == "x" && p != "c") || (n == "y" && p == "a") {
 				node = "n1"
 			}
-			in.Pods = append(in.Pods, mkpod(n, p, fmt.Sprintf("10.0.%d.%d", i, j+1), onNode(node),
+			in.Pods = podtest.Append(in.Pods, mkpod(n, p, fmt.Sprintf("10.0.%d.%d", i, j+1), onNode(node),
 				ips(fmt.Sprintf("10.0.%d.%d", i, j+1), fmt.Sprintf("fd00::%d:%d", i, j+1)),
 				withLabels("pod", p), port("web", int32(8000+10*i+j), corev1.ProtocolTCP), port("dns", 53, corev1.ProtocolUDP)))
 		}
@@ -416,7 +417,7 @@ func TestLocalPodsOnly(t *testing.T) {
 	done.Status.Phase = corev1.PodSucceeded
 	host := mkpod("x", "host", "10.0.9.2")
 	host.Spec.HostNetwork = true
-	in.Pods = append(in.Pods, done, host)
+	in.Pods = podtest.Append(in.Pods, done, host)
 	out := compileChecked(t, in)
 	eq(t, "chains", chainNames(out), []string{"cnp_ai_x_a", "cnp_ai_x_b", "cnp_ai_y_a"})
 }
@@ -435,7 +436,7 @@ func TestHostileNames(t *testing.T) {
 	}
 	in := cluster(pols...)
 	for _, e := range evil {
-		in.Pods = append(in.Pods, mkpod(e, e, "10.9.9.9", port(e, 1, corev1.ProtocolTCP)))
+		in.Pods = podtest.Append(in.Pods, mkpod(e, e, "10.9.9.9", port(e, 1, corev1.ProtocolTCP)))
 	}
 	out := compileChecked(t, in)
 	if len(out.Chains) == 0 {

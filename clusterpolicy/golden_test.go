@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/internal/golden"
+	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -111,7 +112,7 @@ func goldenScenarios() map[string]Input {
 			}), cnp("Bad Name\"", v1beta1.BaselineTier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {
 				s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{egress(deny, "", []v1beta1.ClusterNetworkPolicyEgressPeer{toNS(sel("ns", "z"))})}
 			}))
-			in.Pods = append(in.Pods, mkpod(long[:63], long, "10.0.5.5"))
+			in.Pods = podtest.Append(in.Pods, mkpod(long[:63], long, "10.0.5.5"))
 			return in
 		}(),
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -240,7 +241,7 @@ func renderGolden(t *testing.T, in Input, out Output) string {
 			fmt.Fprintf(&b, "#   annotations %s\n", jsonText(t, n.Annotations))
 		}
 	}
-	for _, p := range in.Pods {
+	for _, p := range podtest.List(in.Pods) {
 		fmt.Fprintf(&b, "# pod %s/%s %s node=%q podIPs=%s containers=%s\n", p.Namespace, p.Name, jsonText(t, p.Labels),
 			p.Spec.NodeName, jsonText(t, p.Status.PodIPs), jsonText(t, p.Spec.Containers))
 	}

@@ -3,10 +3,10 @@ package clusterpolicy
 import (
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -118,7 +118,7 @@ func loggedNamespaces(in *Input) map[string]bool {
 }
 
 // endOf is how the chains of pod p end.
-func (c *compiler) endOf(p *corev1.Pod) chainEnd {
+func (c *compiler) endOf(p *podset.Pod) chainEnd {
 	switch {
 	case c.logged == nil:
 		return endPlain

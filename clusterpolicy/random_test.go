@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -49,7 +50,7 @@ func randomCluster(r *rand.Rand) Input {
 		if r.Intn(15) == 0 {
 			p.Status.Phase = corev1.PodFailed
 		}
-		in.Pods = append(in.Pods, p)
+		in.Pods = podtest.Append(in.Pods, p)
 	}
 	for i, n := 0, r.Intn(3); i < n; i++ {
 		in.Nodes = append(in.Nodes, mknode(fmt.Sprintf("n%d", i+1), labelsMap("role", pick("a", "b")),
@@ -209,7 +210,7 @@ func mutate(r *rand.Rand, in Input) Input {
 		}
 		return c
 	})
-	out.Pods = mix(r, in.Pods, other.Pods, func(p *corev1.Pod) *corev1.Pod {
+	out.Pods = podtest.Set(mix(r, podtest.List(in.Pods), podtest.List(other.Pods), func(p *corev1.Pod) *corev1.Pod {
 		c := p.DeepCopy()
 		switch r.Intn(4) {
 		case 0:
@@ -222,7 +223,7 @@ func mutate(r *rand.Rand, in Input) Input {
 			c.ResourceVersion = "2"
 		}
 		return c
-	})
+	}))
 	out.Nodes = mix(r, in.Nodes, other.Nodes, func(n *corev1.Node) *corev1.Node {
 		c := n.DeepCopy()
 		c.Labels = labelsMap("role", []string{"a", "b"}[r.Intn(2)])

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/selection"
 )
 
@@ -43,7 +44,7 @@ var l4 = [3]struct {
 // portMatches returns the matches of the protocols that apply to any peer
 // (numbers and ranges) and, with dst, the named ports resolved on dst. One
 // "" stands for no restriction.
-func portMatches(protos []v1beta1.ClusterNetworkPolicyProtocol, dst *corev1.Pod) []string {
+func portMatches(protos []v1beta1.ClusterNetworkPolicyProtocol, dst *podset.Pod) []string {
 	if len(protos) == 0 {
 		return []string{""}
 	}
@@ -60,7 +61,7 @@ func portMatches(protos []v1beta1.ClusterNetworkPolicyProtocol, dst *corev1.Pod)
 		case p.DestinationNamedPort != "" && dst != nil:
 			// A name may be declared for more than one protocol.
 			for _, l := range l4 {
-				if n, ok := selection.NamedPort(dst, p.DestinationNamedPort, &l.proto); ok {
+				if n, ok := dst.NamedPort(p.DestinationNamedPort, &l.proto); ok {
 					out = append(out, l.name+" dport "+strconv.Itoa(int(n)))
 				}
 			}
@@ -183,7 +184,7 @@ func (c *compiler) compileRule(cp *compiledPolicy, egress bool, idx int) *compil
 		for _, p := range pods {
 			for _, n := range named {
 				for _, l := range l4 {
-					num, ok := selection.NamedPort(p.Obj, n, &l.proto)
+					num, ok := p.Obj.NamedPort(n, &l.proto)
 					if !ok {
 						continue
 					}

@@ -13,6 +13,7 @@ import (
 	"github.com/nftguard/nftguard/clusterpolicy"
 	"github.com/nftguard/nftguard/egress"
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 	"github.com/nftguard/nftguard/problem"
 )
@@ -25,7 +26,7 @@ type Input struct {
 	NodeName        string
 	Namespaces      []*corev1.Namespace
 	Nodes           []*corev1.Node
-	Pods            []*corev1.Pod
+	Pods            *podset.Set
 	NetworkPolicies []*networkingv1.NetworkPolicy
 	// ClusterNetworkPolicies are policy.networking.k8s.io objects of either
 	// served version, converted to v1beta1 (the schemas are identical).

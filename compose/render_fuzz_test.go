@@ -18,6 +18,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -81,7 +82,7 @@ func hostileCluster(r *rand.Rand) Input {
 			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
 		}
 		p.Spec.Containers = []corev1.Container{{Name: str(), Ports: []corev1.ContainerPort{{Name: []string{"http", str()}[r.Intn(2)], ContainerPort: int32(1 + r.Intn(65535))}}}}
-		in.Pods = append(in.Pods, p)
+		in.Pods = podtest.Append(in.Pods, p)
 	}
 	for i := r.Intn(5); i > 0; i-- {
 		np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: pickNS(), Name: str()}}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -206,7 +207,7 @@ func TestDoctorOwnTableInSync(t *testing.T) {
 	}
 	in := compose.Input{NodeName: "n1",
 		Namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "x"}}},
-		Pods:       []*corev1.Pod{pod("a", "10.1.0.2"), pod("b", "10.1.0.3")},
+		Pods:       podtest.Set([]*corev1.Pod{pod("a", "10.1.0.2"), pod("b", "10.1.0.3")}),
 		NetworkPolicies: []*networkingv1.NetworkPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "allow-b"},
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "a"}},
 				Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b"}}}}}}}}},

@@ -15,6 +15,7 @@ import (
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/netlab"
+	"github.com/nftguard/nftguard/internal/podtest"
 )
 
 // ClusterNetworkPolicy end to end in the kernel: the table compose.Build
@@ -56,7 +57,7 @@ func (c *cnpCluster) sync() {
 		case *corev1.Namespace:
 			in.Namespaces = append(in.Namespaces, o)
 		case *corev1.Pod:
-			in.Pods = append(in.Pods, o)
+			in.Pods = podtest.Append(in.Pods, o)
 		case *networkingv1.NetworkPolicy:
 			in.NetworkPolicies = append(in.NetworkPolicies, o)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/nftguard/nftguard/conntrack"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/netlab"
+	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/testns"
 	"github.com/nftguard/nftguard/manifest"
 )
@@ -158,7 +159,7 @@ func (e *egressLab) compile() compose.Result {
 	if err != nil || len(problems) > 0 {
 		e.t.Fatalf("load manifest: %v %v", err, problems)
 	}
-	res := compose.Build(compose.Input{NodeName: "n1", Namespaces: objs.Namespaces, Pods: objs.Pods, Services: objs.Services,
+	res := compose.Build(compose.Input{NodeName: "n1", Namespaces: objs.Namespaces, Pods: podtest.Set(objs.Pods), Services: objs.Services,
 		ClusterCIDRs: []netip.Prefix{node.PodCIDRv4, node.PodCIDRv6}, ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}})
 	if len(res.Problems) > 0 {
 		e.t.Fatalf("compile: %v", res.Problems)

@@ -18,6 +18,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/explain"
 	"github.com/nftguard/nftguard/internal/netlab"
+	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/problem"
 )
 
@@ -117,7 +118,7 @@ func runExplainCNP(t *testing.T, f netlab.Family) {
 			if err := lab.FlushConntrack(); err != nil {
 				t.Fatal(err)
 			}
-			cl, probs := explain.New(explain.Input{NodeName: in.NodeName, Namespaces: in.Namespaces, Nodes: in.Nodes, Pods: in.Pods,
+			cl, probs := explain.New(explain.Input{NodeName: in.NodeName, Namespaces: in.Namespaces, Nodes: in.Nodes, Pods: in.Pods.All(),
 				NetworkPolicies: in.NetworkPolicies, ClusterNetworkPolicies: in.ClusterNetworkPolicies})
 			// Explain classifies the objects as the compiler does.
 			if e := problemTexts(probs); strings.Join(e, "\n") != strings.Join(compiled, "\n") {
@@ -200,7 +201,7 @@ func (l *ecnpLab) input(sc ecnpScenario) compose.Input {
 		p.Status.Phase = corev1.PodRunning
 		p.Status.PodIPs = []corev1.PodIP{{IP: ep.IPv4.String()}, {IP: ep.IPv6.String()}}
 		p.Status.PodIP = p.Status.PodIPs[0].IP
-		in.Pods = append(in.Pods, p)
+		in.Pods = podtest.Append(in.Pods, p)
 	}
 	return in
 }
@@ -398,13 +399,15 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 				{"x/a", "ext", tcp80, false}, {"x/a", "ext", udp80, true}}},
 		{name: "named-port-declared-for-two-protocols",
 			edit: func(in *compose.Input) {
-				for i, p := range in.Pods {
+				podList := append([]*corev1.Pod(nil), podtest.List(in.Pods)...)
+				for i, p := range podList {
 					p = p.DeepCopy()
 					p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, corev1.ContainerPort{Name: "dual", ContainerPort: 81, Protocol: corev1.ProtocolTCP})
 					p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "second", Image: "agnhost",
 						Ports: []corev1.ContainerPort{{Name: "dual", ContainerPort: 80, Protocol: corev1.ProtocolUDP}}})
-					in.Pods[i] = p
+					podList[i] = p
 				}
+				in.Pods = podtest.Set(podList)
 			},
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
 				ecnpPolicy("dual-in", cnpAdmin, 1, ecnpPodSubject(match("ns", "x"), match("pod", "a")),

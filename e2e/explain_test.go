@@ -19,6 +19,7 @@ import (
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/testns"
 	"github.com/nftguard/nftguard/manifest"
+	"github.com/nftguard/nftguard/podset"
 )
 
 // TestExplainAgreesWithKernel runs every NetworkPolicy scenario and, after
@@ -79,7 +80,7 @@ func (c *cluster) explainMatrix(f netlab.Family, ports []netlab.Port) *netlab.Ma
 		c.t.Fatalf("load manifests: %v %v", err, problems)
 	}
 	cl, probs := explain.New(explain.Input{NodeName: c.node, Namespaces: objs.Namespaces, Nodes: objs.Nodes,
-		Pods: objs.Pods, NetworkPolicies: objs.NetworkPolicies})
+		Pods: podset.FromAPIList(objs.Pods), NetworkPolicies: objs.NetworkPolicies})
 	if len(probs) > 0 {
 		c.t.Fatalf("explain refused objects: %v", probs)
 	}

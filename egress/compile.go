@@ -12,6 +12,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/problem"
 )
 
@@ -42,7 +43,7 @@ const (
 // Input is the cluster state the egress part is compiled from.
 type Input struct {
 	NodeName     string
-	Pods         []*corev1.Pod
+	Pods         *podset.Set
 	Services     []*corev1.Service
 	Nodes        []*corev1.Node
 	ClusterCIDRs []netip.Prefix
@@ -168,13 +169,13 @@ func Compile(in Input) Output {
 	// The pods that can be translated (on this node, own address, not
 	// terminated) by namespace, in input order: each Service only looks at
 	// its own namespace's.
-	local := map[string][]*corev1.Pod{}
-	for _, p := range in.Pods {
-		if p.Spec.NodeName != in.NodeName || p.Spec.HostNetwork ||
-			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
+	local := map[string][]*podset.Pod{}
+	for _, g := range in.Pods.Groups() {
+		for _, p := range g.LocalTo(in.NodeName) {
+			if !p.HostNetwork && !p.Finished {
+				local[p.Namespace] = append(local[p.Namespace], p)
+			}
 		}
-		local[p.Namespace] = append(local[p.Namespace], p)
 	}
 
 	for _, s := range services {
@@ -414,13 +415,9 @@ func anyFamily(ps []netip.Prefix, is4 bool) bool {
 	return false
 }
 
-func podAddrs(p *corev1.Pod) (v4, v6 []netip.Addr) {
-	ips := p.Status.PodIPs
-	if len(ips) == 0 && p.Status.PodIP != "" {
-		ips = []corev1.PodIP{{IP: p.Status.PodIP}}
-	}
-	for _, ip := range ips {
-		a, err := netip.ParseAddr(ip.IP)
+func podAddrs(p *podset.Pod) (v4, v6 []netip.Addr) {
+	for _, ip := range p.IPs {
+		a, err := netip.ParseAddr(ip)
 		if err != nil || a.Zone() != "" {
 			continue // the policy compiler reports bad pod addresses
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/internal/podtest"
 )
 
 func svc(ns, name string, created time.Time, ann map[string]string, lbIPs ...string) *corev1.Service {
@@ -106,13 +107,13 @@ func rules(c engine.Chain) string {
 func TestUnrestrictedServiceUsesTheSNATMap(t *testing.T) {
 	in := baseInput()
 	in.Services = []*corev1.Service{svc("x", "web", t0, map[string]string{"nftguard.io/egress": "true"}, "203.0.113.7")}
-	in.Pods = []*corev1.Pod{
+	in.Pods = podtest.Set([]*corev1.Pod{
 		pod("x", "web-1", "web", "n1", "10.244.1.5"),
 		pod("x", "web-2", "web", "n2", "10.244.2.5"), // other node
 		pod("y", "web-3", "web", "n1", "10.244.1.6"), // other namespace
 		pod("x", "db-1", "db", "n1", "10.244.1.7"),   // not selected
 		pod("x", "web-4", "web", "n1"),               // no address yet
-	}
+	})
 	out := compileChecked(t, in)
 	if len(out.Problems) > 0 {
 		t.Fatal(out.Problems)
@@ -138,7 +139,7 @@ func TestKubeVIPAnnotationsAlone(t *testing.T) {
 		"kube-vip.io/egress":                   "true",
 		"kube-vip.io/egress-destination-ports": "tcp:443,udp:53",
 	}, "203.0.113.7")}
-	in.Pods = []*corev1.Pod{pod("x", "web-1", "web", "n1", "10.244.1.5")}
+	in.Pods = podtest.Set([]*corev1.Pod{pod("x", "web-1", "web", "n1", "10.244.1.5")})
 	out := compileChecked(t, in)
 	if len(out.Problems) > 0 {
 		t.Fatal(out.Problems)
@@ -165,7 +166,7 @@ func TestEachProtocolMatchedOnItsOwn(t *testing.T) {
 		"nftguard.io/egress-allowed-networks":  "198.51.100.0/24",
 		"nftguard.io/egress-denied-networks":   "198.51.100.128/25",
 	}, "203.0.113.7")}
-	in.Pods = []*corev1.Pod{pod("x", "web-1", "web", "n1", "10.244.1.5")}
+	in.Pods = podtest.Set([]*corev1.Pod{pod("x", "web-1", "web", "n1", "10.244.1.5")})
 	out := compileChecked(t, in)
 	if len(out.Problems) > 0 {
 		t.Fatal(out.Problems)
@@ -192,10 +193,10 @@ func TestIPv6AndDualStack(t *testing.T) {
 		svc("x", "dual", t0, map[string]string{"nftguard.io/egress": "true", "nftguard.io/egress-ipv6": "true"}, "203.0.113.7", "2001:db8::7"),
 		svc("x", "v4only", t0.Add(time.Second), map[string]string{"nftguard.io/egress": "true"}, "203.0.113.8", "2001:db8::8"),
 	}
-	in.Pods = []*corev1.Pod{
+	in.Pods = podtest.Set([]*corev1.Pod{
 		pod("x", "a", "dual", "n1", "10.244.1.5", "fd00:244::5"),
 		pod("x", "b", "v4only", "n1", "10.244.1.6", "fd00:244::6"),
-	}
+	})
 	out := compileChecked(t, in)
 	if len(out.Problems) > 0 {
 		t.Fatal(out.Problems)
@@ -215,7 +216,7 @@ func TestOlderServiceWinsAConflict(t *testing.T) {
 	older.Spec.Selector = map[string]string{"app": "web"}
 	newer.Spec.Selector = map[string]string{"app": "web"}
 	in.Services = []*corev1.Service{newer, older}
-	in.Pods = []*corev1.Pod{pod("x", "web-1", "web", "n1", "10.244.1.5")}
+	in.Pods = podtest.Set([]*corev1.Pod{pod("x", "web-1", "web", "n1", "10.244.1.5")})
 	out := compileChecked(t, in)
 	if got := elems(findSet(t, out, MapSNAT4)); got != "10.244.1.5 : 203.0.113.1" {
 		t.Errorf("snat: %s", got)
@@ -243,7 +244,7 @@ func TestBadAnnotationsSkipOnlyThatService(t *testing.T) {
 			svc("x", "bad", t0, tc.ann, "203.0.113.1"),
 			svc("x", "good", t0, map[string]string{"nftguard.io/egress": "true"}, "203.0.113.2"),
 		}
-		in.Pods = []*corev1.Pod{pod("x", "b", "bad", "n1", "10.244.1.5"), pod("x", "g", "good", "n1", "10.244.1.6")}
+		in.Pods = podtest.Set([]*corev1.Pod{pod("x", "b", "bad", "n1", "10.244.1.5"), pod("x", "g", "good", "n1", "10.244.1.6")})
 		out := compileChecked(t, in)
 		if len(out.Problems) != 1 || !strings.Contains(out.Problems[0].Error(), tc.want) || !strings.Contains(out.Problems[0].Error(), "Service x/bad") {
 			t.Errorf("%v: problems %v, want %q", tc.ann, out.Problems, tc.want)
@@ -261,7 +262,7 @@ func TestServicesThatCannotEgress(t *testing.T) {
 	off := svc("x", "off", t0, map[string]string{"nftguard.io/egress": "false"}, "203.0.113.3")
 	in := baseInput()
 	in.Services = []*corev1.Service{notLB, noIP, off}
-	in.Pods = []*corev1.Pod{pod("x", "a", "cip", "n1", "10.244.1.5"), pod("x", "b", "pending", "n1", "10.244.1.6"), pod("x", "c", "off", "n1", "10.244.1.7")}
+	in.Pods = podtest.Set([]*corev1.Pod{pod("x", "a", "cip", "n1", "10.244.1.5"), pod("x", "b", "pending", "n1", "10.244.1.6"), pod("x", "c", "off", "n1", "10.244.1.7")})
 	out := compileChecked(t, in)
 	if len(out.Chains)+len(out.Sets) != 0 {
 		t.Errorf("no Service can egress, yet the output has %d chains and %d sets", len(out.Chains), len(out.Sets))

@@ -20,6 +20,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/golden"
 	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/internal/podtest"
 )
 
 // The golden files under testdata/ are what Compile makes of randomCluster's
@@ -70,7 +71,7 @@ func randomCluster(r *rand.Rand) Input {
 		if r.Intn(5) == 0 {
 			p.Status.PodIP, p.Status.PodIPs = fmt.Sprintf("10.244.1.%d", r.Intn(30)), nil
 		}
-		in.Pods = append(in.Pods, p)
+		in.Pods = podtest.Append(in.Pods, p)
 	}
 	for i := r.Intn(8); i > 0; i-- {
 		ann := map[string]string{PrefixNftguard + AnnEgress: pick("true", "true", "true", "false", "yes")}
@@ -111,7 +112,7 @@ func renderGolden(t *testing.T, in Input, out Output) string {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "# node %s cluster %v service %v node addresses %v\n", in.NodeName, in.ClusterCIDRs, in.ServiceCIDRs, in.NodeIPs)
-	for _, p := range in.Pods {
+	for _, p := range podtest.List(in.Pods) {
 		var ips []string
 		for _, ip := range p.Status.PodIPs {
 			ips = append(ips, ip.IP)

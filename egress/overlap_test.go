@@ -11,6 +11,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/internal/podtest"
 )
 
 // Repeated, overlapping and adjacent port ranges are merged, so the
@@ -26,7 +27,7 @@ func TestOverlappingPortsAreMerged(t *testing.T) {
 		{"sctp:9000-9010,tcp:9005,sctp:9005", "meta l4proto sctp th dport 9000-9010 "},
 	} {
 		in := baseInput()
-		in.Pods = append(in.Pods, pod("shop", "cart", "web", "n1", "10.244.0.10"))
+		in.Pods = podtest.Append(in.Pods, pod("shop", "cart", "web", "n1", "10.244.0.10"))
 		in.Services = append(in.Services, svc("shop", "web", t0, map[string]string{
 			PrefixNftguard + AnnEgress: "true", PrefixNftguard + AnnDstPorts: tc.ann,
 			PrefixNftguard + AnnSrcPorts: tc.ann}, "192.0.2.1"))
@@ -51,7 +52,7 @@ func TestOverlappingPortsAreMerged(t *testing.T) {
 // takes touching intervals).
 func TestOverlappingNetworksAreMerged(t *testing.T) {
 	in := baseInput()
-	in.Pods = append(in.Pods, pod("shop", "cart", "web", "n1", "10.244.0.10", "fd00:244::10"))
+	in.Pods = podtest.Append(in.Pods, pod("shop", "cart", "web", "n1", "10.244.0.10", "fd00:244::10"))
 	nets := "198.51.100.0/24,198.51.100.0/24,198.51.100.7,198.51.0.0/16,203.0.113.0/25,203.0.113.128/25,2001:db8::/32,2001:db8:1::/48"
 	in.Services = append(in.Services, svc("shop", "web", t0, map[string]string{
 		PrefixNftguard + AnnEgress: "true", PrefixKubeVIP + AnnIPv6: "true",
@@ -131,7 +132,7 @@ func TestMergePortsRandom(t *testing.T) {
 // A load-balancer address that does not parse is reported as what it is.
 func TestUnparsableLoadBalancerIP(t *testing.T) {
 	in := baseInput()
-	in.Pods = append(in.Pods, pod("shop", "cart", "web", "n1", "10.244.0.10"))
+	in.Pods = podtest.Append(in.Pods, pod("shop", "cart", "web", "n1", "10.244.0.10"))
 	s := svc("shop", "web", t0, map[string]string{PrefixNftguard + AnnEgress: "true"}, "192.0.2.300")
 	in.Services = append(in.Services, s)
 	out := Compile(in)
@@ -155,7 +156,7 @@ func TestUnparsableLoadBalancerIP(t *testing.T) {
 // chain name into the table twice.
 func TestSharedAddressesAndNames(t *testing.T) {
 	in := baseInput()
-	in.Pods = append(in.Pods,
+	in.Pods = podtest.Append(in.Pods,
 		pod("shop", "cart", "web", "n1", "10.244.0.10", "10.244.0.10"),
 		pod("shop", "cart2", "web", "n1", "10.244.0.10"),
 		pod("shop", "db", "db", "n1", "10.244.0.10"),
@@ -184,7 +185,7 @@ func TestHostileServiceNames(t *testing.T) {
 	in := baseInput()
 	name := `q"; }; }; flush ruleset; table inet nftguard { chain zz { #`
 	p := pod("shop", "cart", "web", "n1", "10.244.0.10")
-	in.Pods = append(in.Pods, p)
+	in.Pods = podtest.Append(in.Pods, p)
 	s := svc("shop", name, t0, map[string]string{PrefixNftguard + AnnEgress: "true", PrefixNftguard + AnnDstPorts: "tcp:443",
 		PrefixNftguard + AnnDeniedNets: "1.1.1.1"}, "192.0.2.1")
 	s.Spec.Selector = map[string]string{"app": "web"}

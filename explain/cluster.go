@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"github.com/nftguard/nftguard/podset"
 	nppolicy "github.com/nftguard/nftguard/policy"
 	"github.com/nftguard/nftguard/problem"
 
@@ -23,7 +24,7 @@ type Input struct {
 	NodeName        string
 	Namespaces      []*corev1.Namespace
 	Nodes           []*corev1.Node
-	Pods            []*corev1.Pod
+	Pods            []*podset.Pod
 	NetworkPolicies []*networkingv1.NetworkPolicy
 	// ClusterNetworkPolicies of either served version, as v1beta1 (the
 	// schemas are identical). Nodes give nodes peers their addresses.
@@ -49,7 +50,7 @@ type Cluster struct {
 
 // pod is a live pod reduced to what a verdict needs.
 type pod struct {
-	obj         *corev1.Pod
+	obj         *podset.Pod
 	key         string
 	addrs       []netip.Addr
 	hostNetwork bool
@@ -97,22 +98,18 @@ func New(in Input) (*Cluster, []problem.Problem) {
 	}
 	for _, o := range in.Pods {
 		key := o.Namespace + "/" + o.Name
-		if o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed {
+		if o.Finished {
 			c.gone[key] = true // its address may already belong to another pod
 			continue
 		}
-		p := &pod{obj: o, key: key, hostNetwork: o.Spec.HostNetwork}
-		ips := o.Status.PodIPs
-		if len(ips) == 0 && o.Status.PodIP != "" {
-			ips = []corev1.PodIP{{IP: o.Status.PodIP}}
-		}
+		p := &pod{obj: o, key: key, hostNetwork: o.HostNetwork}
 		bad := false
-		for i, ip := range ips {
-			a, err := netip.ParseAddr(ip.IP)
+		for i, ip := range o.IPs {
+			a, err := netip.ParseAddr(ip)
 			if err != nil {
 				problems = append(problems, problem.Problem{
 					Object: problem.Object{APIVersion: problem.CoreV1, Kind: "Pod", Namespace: o.Namespace, Name: o.Name},
-					Field:  fmt.Sprintf("status.podIPs[%d]", i), Reason: fmt.Sprintf("invalid IP %q", ip.IP)})
+					Field:  fmt.Sprintf("status.podIPs[%d]", i), Reason: fmt.Sprintf("invalid IP %q", ip)})
 				bad = true
 				break
 			}
@@ -125,7 +122,7 @@ func New(in Input) (*Cluster, []problem.Problem) {
 		for _, a := range p.addrs {
 			if p.hostNetwork {
 				// A hostNetwork pod's address is its node's.
-				c.nodeOf[a] = o.Spec.NodeName
+				c.nodeOf[a] = o.NodeName
 				continue
 			}
 			c.byAddr[a] = p

@@ -2,6 +2,7 @@ package explain
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,6 +10,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
+
+	"github.com/nftguard/nftguard/podset"
 )
 
 const (
@@ -504,10 +507,9 @@ func addNamedPort(ns, name, port string, proto corev1.Protocol, num int32) func(
 	return func(in *Input) {
 		for i, p := range in.Pods {
 			if p.Namespace == ns && p.Name == name {
-				p = p.DeepCopy()
-				p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "second",
-					Ports: []corev1.ContainerPort{{Name: port, ContainerPort: num, Protocol: proto}}})
-				in.Pods[i] = p
+				c := *p
+				c.Ports = append(slices.Clip(c.Ports), podset.Port{Name: port, Number: num, Protocol: proto})
+				in.Pods[i] = &c
 			}
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
+
+	"github.com/nftguard/nftguard/podset"
 )
 
 // Result is the verdict on one flow: the source's egress and the
@@ -365,23 +367,10 @@ func matchPorts(ports []networkingv1.NetworkPolicyPort, dst Endpoint, f Flow) (s
 }
 
 // namedPort finds the first container port of that name and protocol
-// (TCP when unset), init containers first. The API server checks port
-// names per container, so two containers of a pod may declare one name
-// for different protocols (TCP 53 and UDP 53 as "dns"): the compilers then
-// match each protocol on its own port, and so does explain.
-func namedPort(p *corev1.Pod, name string, proto corev1.Protocol) (int32, bool) {
-	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for _, ct := range list {
-			for _, cp := range ct.Ports {
-				got := cp.Protocol
-				if got == "" {
-					got = corev1.ProtocolTCP
-				}
-				if cp.Name == name && got == proto {
-					return cp.ContainerPort, true
-				}
-			}
-		}
-	}
-	return 0, false
+// (TCP when unset), init containers first, as the compilers do
+// (podset.Pod.NamedPort). The API server checks port names per container,
+// so two containers of a pod may declare one name for different protocols
+// (TCP 53 and UDP 53 as "dns"): each protocol then matches its own port.
+func namedPort(p *podset.Pod, name string, proto corev1.Protocol) (int32, bool) {
+	return p.NamedPort(name, &proto)
 }

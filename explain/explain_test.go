@@ -9,6 +9,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nftguard/nftguard/podset"
 )
 
 func testPod(ns, name, node string, labels map[string]string, ips ...string) *corev1.Pod {
@@ -39,12 +41,12 @@ func testInput() Input {
 			{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.0.1"}}}},
 			{ObjectMeta: metav1.ObjectMeta{Name: "n2"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.0.2"}}}},
 		},
-		Pods: []*corev1.Pod{
+		Pods: podset.FromAPIList([]*corev1.Pod{
 			testPod("x", "a", "n1", map[string]string{"pod": "a"}, "10.0.0.2", "fd00::2"),
 			testPod("x", "b", "n1", map[string]string{"pod": "b"}, "10.0.0.3", "fd00::3"),
 			testPod("y", "a", "n2", map[string]string{"pod": "a"}, "10.0.1.2", "fd00:1::2"),
 			host, dead,
-		},
+		}),
 	}
 }
 

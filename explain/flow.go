@@ -113,7 +113,7 @@ func (c *Cluster) resolve(s string) (Endpoint, error) {
 }
 
 func (c *Cluster) podEndpoint(p *pod, a netip.Addr) Endpoint {
-	return Endpoint{Pod: p.key, Addr: a, Node: p.obj.Spec.NodeName, HostNetwork: p.hostNetwork, pod: p}
+	return Endpoint{Pod: p.key, Addr: a, Node: p.obj.NodeName, HostNetwork: p.hostNetwork, pod: p}
 }
 
 // pickAddrs chooses the addresses of pod endpoints in the flow's family.

@@ -10,6 +10,7 @@ import (
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/explain"
+	"github.com/nftguard/nftguard/podset"
 )
 
 // Resolve names the ClusterNetworkPolicy rule that denied a record when
@@ -51,7 +52,7 @@ func TestResolveClusterDeny(t *testing.T) {
 			Egress: []cnp.ClusterNetworkPolicyEgressRule{{Action: cnp.ClusterNetworkPolicyRuleActionDeny,
 				To: []cnp.ClusterNetworkPolicyEgressPeer{{Namespaces: sel("ns", "x")}}, Protocols: tcp(443)}}}},
 	}
-	cl, probs := explain.New(explain.Input{NodeName: "n1", Namespaces: nss, Pods: pods, NetworkPolicies: nps, ClusterNetworkPolicies: cnps})
+	cl, probs := explain.New(explain.Input{NodeName: "n1", Namespaces: nss, Pods: podset.FromAPIList(pods), NetworkPolicies: nps, ClusterNetworkPolicies: cnps})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}

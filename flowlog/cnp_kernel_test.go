@@ -20,6 +20,8 @@ import (
 	"github.com/nftguard/nftguard/explain"
 	"github.com/nftguard/nftguard/internal/kerneltest"
 	"github.com/nftguard/nftguard/internal/netlab"
+	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -103,7 +105,7 @@ func TestClusterDenyRecordsAndCounters(t *testing.T) {
 	kerneltest.Require(t)
 	c, cnps := cnpCluster(t)
 	l := policy.LogDenied{Group: 1607, Rate: 1000, Burst: 1000}
-	in := compose.Input{NodeName: "n1", Namespaces: c.nss, Pods: c.pods, NetworkPolicies: c.policies, ClusterNetworkPolicies: cnps, LogDenied: &l}
+	in := compose.Input{NodeName: "n1", Namespaces: c.nss, Pods: podtest.Set(c.pods), NetworkPolicies: c.policies, ClusterNetworkPolicies: cnps, LogDenied: &l}
 	res := compose.Build(in)
 	if len(res.Problems)+len(res.Warnings) > 0 {
 		t.Fatalf("problems %v, warnings %v", res.Problems, res.Warnings)
@@ -117,7 +119,7 @@ func TestClusterDenyRecordsAndCounters(t *testing.T) {
 	if _, err := eng.Sync(ctx, res.Desired); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	cl, probs := explain.New(explain.Input{NodeName: "n1", Namespaces: c.nss, Pods: c.pods, NetworkPolicies: c.policies, ClusterNetworkPolicies: cnps})
+	cl, probs := explain.New(explain.Input{NodeName: "n1", Namespaces: c.nss, Pods: podset.FromAPIList(c.pods), NetworkPolicies: c.policies, ClusterNetworkPolicies: cnps})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}

@@ -9,6 +9,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nftguard/nftguard/internal/podtest"
 )
 
 // Test clusters: randomCluster for the golden files and the incremental
@@ -35,10 +37,11 @@ func randomCluster(r *rand.Rand) Input {
 	}
 	protos := []corev1.Protocol{"", corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP}
 	nPods := r.Intn(40)
+	var podList []*corev1.Pod
 	for i := 0; i < nPods; i++ {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: nsName(), Name: fmt.Sprintf("p%d", i)}}
-		if r.Intn(15) == 0 && len(in.Pods) > 0 {
-			p.Name = in.Pods[r.Intn(len(in.Pods))].Name // duplicate key (maybe)
+		if r.Intn(15) == 0 && len(podList) > 0 {
+			p.Name = podList[r.Intn(len(podList))].Name // duplicate key (maybe)
 		}
 		p.Labels = map[string]string{}
 		for _, k := range []string{"app", "role", "x"} {
@@ -81,8 +84,9 @@ func randomCluster(r *rand.Rand) Input {
 				p.Spec.Containers = append(p.Spec.Containers, ct)
 			}
 		}
-		in.Pods = append(in.Pods, p)
+		podList = append(podList, p)
 	}
+	in.Pods = podtest.Set(podList)
 
 	labelSel := func(keys ...string) *metav1.LabelSelector {
 		s := &metav1.LabelSelector{}
@@ -244,9 +248,10 @@ func bigCluster() Input {
 		in.Namespaces = append(in.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
 			Labels: map[string]string{"ns": name, "tier": fmt.Sprintf("t%d", i%5)}}})
 	}
+	var podList []*corev1.Pod
 	for i := 0; i < 10000; i++ {
 		ip := fmt.Sprintf("10.%d.%d.%d", 128+i/65536, i/256%256, i%256)
-		in.Pods = append(in.Pods, &corev1.Pod{
+		podList = append(podList, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns-%02d", i%50), Name: fmt.Sprintf("p%05d", i),
 				Labels: map[string]string{"app": fmt.Sprintf("app%d", i%20)}},
 			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%03d", i%100), Containers: []corev1.Container{{
@@ -254,6 +259,7 @@ func bigCluster() Input {
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
 		})
 	}
+	in.Pods = podtest.Set(podList)
 	named := intstr.FromString("http")
 	for i := 0; i < 1000; i++ {
 		in.Policies = append(in.Policies, &networkingv1.NetworkPolicy{

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/problem"
 	"github.com/nftguard/nftguard/selection"
 )
@@ -16,7 +17,7 @@ import (
 type Input struct {
 	NodeName   string
 	Namespaces []*corev1.Namespace
-	Pods       []*corev1.Pod
+	Pods       *podset.Set
 	Policies   []*networkingv1.NetworkPolicy
 	// LogDenied, when set, logs the packets the chains of pods in
 	// namespaces annotated AnnotationLogDenied drop (see logdenied.go).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/internal/podtest"
 )
 
 // --- builders -------------------------------------------------------------
@@ -180,7 +181,7 @@ func eq(t *testing.T, what string, got, want []string) {
 // --- tests ----------------------------------------------------------------
 
 func TestNoPoliciesMeansNothingIsolated(t *testing.T) {
-	out := compileChecked(t, Input{NodeName: "n1", Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1")}})
+	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{mkpod("x", "a", "10.0.0.1")})})
 	for _, m := range []string{MapIngress4, MapIngress6, MapEgress4, MapEgress6} {
 		if s := set(t, out, m); len(s.Elements) != 0 {
 			t.Errorf("%s has elements %v without any policy", m, keys(s))
@@ -198,11 +199,11 @@ func TestNoPoliciesMeansNothingIsolated(t *testing.T) {
 
 func TestDefaultDenyIngressIsolatesOnlyLocalSelectedPods(t *testing.T) {
 	in := Input{NodeName: "n1",
-		Pods: []*corev1.Pod{
+		Pods: podtest.Set([]*corev1.Pod{
 			mkpod("x", "a", "10.0.0.1"),
 			mkpod("x", "b", "10.0.0.2", onNode("n2")),
 			mkpod("y", "a", "10.0.1.1"),
-		},
+		}),
 		Policies: []*networkingv1.NetworkPolicy{netpol("x", "deny", metav1.LabelSelector{}, nil)},
 	}
 	out := compileChecked(t, in)
@@ -239,7 +240,7 @@ func TestPolicyTypesDefaulting(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out := compileChecked(t, Input{NodeName: "n1", Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1")},
+			out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{mkpod("x", "a", "10.0.0.1")}),
 				Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, tc.spec)}})
 			if got := hasChain(out, "np_ing_x_a"); got != tc.ing {
 				t.Errorf("ingress isolated = %v, want %v", got, tc.ing)
@@ -292,7 +293,7 @@ func TestPeersAndSelectors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out := compileChecked(t, Input{NodeName: "n1", Namespaces: namespaces, Pods: pods,
+			out := compileChecked(t, Input{NodeName: "n1", Namespaces: namespaces, Pods: podtest.Set(pods),
 				Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", *sel("pod", "a"), tc.spec)}})
 			if len(out.Problems) > 0 {
 				t.Fatal(out.Problems)
@@ -326,14 +327,14 @@ func contains(list []string, s string) bool {
 
 func TestEmptyFromVersusMissingRules(t *testing.T) {
 	pods := []*corev1.Pod{mkpod("x", "a", "10.0.0.1")}
-	allowAll := compileChecked(t, Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
+	allowAll := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set(pods), Policies: []*networkingv1.NetworkPolicy{
 		netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{}} // one rule, no from: everything
 		})}})
 	eq(t, "empty from", ruleTexts(chain(t, allowAll, "np_ing_x_a")), []string{
 		"ct state invalid drop", "ip saddr 10.0.0.1 accept", "accept", "drop"})
 
-	denyAll := compileChecked(t, Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
+	denyAll := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set(pods), Policies: []*networkingv1.NetworkPolicy{
 		netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{} // no rules: nothing
 		})}})
@@ -346,7 +347,7 @@ func TestPorts(t *testing.T) {
 	sctp := corev1.ProtocolSCTP
 	udp := corev1.ProtocolUDP
 	out := compileChecked(t, Input{NodeName: "n1",
-		Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1", port("web", 8080, corev1.ProtocolTCP), port("dns", 5353, corev1.ProtocolUDP))},
+		Pods: podtest.Set([]*corev1.Pod{mkpod("x", "a", "10.0.0.1", port("web", 8080, corev1.ProtocolTCP), port("dns", 5353, corev1.ProtocolUDP))}),
 		Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			r80 := tcp(80)
 			r80.EndPort = &end
@@ -381,7 +382,7 @@ func TestNamedPortsResolvePerDestinationPod(t *testing.T) {
 		mkpod("x", "c", "10.0.0.3"),
 	}
 	named := protoPort(corev1.ProtocolTCP, intstr.FromString("http"))
-	out := compileChecked(t, Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
+	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set(pods), Policies: []*networkingv1.NetworkPolicy{
 		netpol("x", "in", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{named}}}
 		}),
@@ -409,7 +410,7 @@ func TestNamedPortsResolvePerDestinationPod(t *testing.T) {
 }
 
 func TestIPBlockExcept(t *testing.T) {
-	out := compileChecked(t, Input{NodeName: "n1", Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1")},
+	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{mkpod("x", "a", "10.0.0.1")}),
 		Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
 				{IPBlock: &networkingv1.IPBlock{CIDR: "192.168.0.0/16", Except: []string{"192.168.1.0/24", "192.168.128.0/17"}}},
@@ -432,7 +433,7 @@ func TestPodsThatAreNotEnforced(t *testing.T) {
 		mkpod("x", "host", "192.0.2.10", hostNet()),
 		mkpod("x", "live", "10.0.0.5"),
 	}
-	out := compileChecked(t, Input{NodeName: "n1", Pods: pods, Policies: []*networkingv1.NetworkPolicy{
+	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set(pods), Policies: []*networkingv1.NetworkPolicy{
 		netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}
 		})}})
@@ -453,7 +454,7 @@ func TestInvalidObjectsAreReportedAndSkipped(t *testing.T) {
 	badSel := netpol("x", "bad-sel", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Maybe"}}}, nil)
 	good := netpol("y", "good", metav1.LabelSelector{}, nil)
 	out := compileChecked(t, Input{NodeName: "n1",
-		Pods:     []*corev1.Pod{mkpod("x", "a", "10.0.0.1"), mkpod("y", "a", "10.0.1.1"), mkpod("y", "weird", "not-an-ip")},
+		Pods:     podtest.Set([]*corev1.Pod{mkpod("x", "a", "10.0.0.1"), mkpod("y", "a", "10.0.1.1"), mkpod("y", "weird", "not-an-ip")}),
 		Policies: []*networkingv1.NetworkPolicy{badCIDR, badExcept, badPort, badSel, good}})
 	var got []string
 	for _, p := range out.Problems {
@@ -490,7 +491,7 @@ func TestLongNamesStayWithinKernelLimits(t *testing.T) {
 	long := strings.Repeat("n", 63)
 	pol := strings.Repeat("p", 253)
 	out := compileChecked(t, Input{NodeName: "n1",
-		Pods: []*corev1.Pod{mkpod(long, strings.Repeat("q", 253), "10.0.0.1")},
+		Pods: podtest.Set([]*corev1.Pod{mkpod(long, strings.Repeat("q", 253), "10.0.0.1")}),
 		Policies: []*networkingv1.NetworkPolicy{netpol(long, pol, metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}
 		})}})
@@ -508,9 +509,11 @@ func TestLongNamesStayWithinKernelLimits(t *testing.T) {
 
 func TestDeterministic(t *testing.T) {
 	in := Input{NodeName: "n1", Namespaces: []*corev1.Namespace{ns("x"), ns("y")}}
+	var podList []*corev1.Pod
 	for i := 0; i < 20; i++ {
-		in.Pods = append(in.Pods, mkpod([]string{"x", "y"}[i%2], fmt.Sprintf("p%d", i), fmt.Sprintf("10.0.0.%d", i+1)))
+		podList = append(podList, mkpod([]string{"x", "y"}[i%2], fmt.Sprintf("p%d", i), fmt.Sprintf("10.0.0.%d", i+1)))
 	}
+	in.Pods = podtest.Set(podList)
 	in.Policies = []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 		s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}}}
 	})}

@@ -22,6 +22,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/golden"
 	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/internal/podtest"
 )
 
 // The golden files under testdata/ are the tables Compile produces for
@@ -54,7 +55,7 @@ func renderGolden(t *testing.T, in Input, out Output) string {
 	for _, ns := range in.Namespaces {
 		fmt.Fprintf(&b, "# namespace %s %s\n", ns.Name, labelText(ns.Labels))
 	}
-	for _, p := range in.Pods {
+	for _, p := range podtest.List(in.Pods) {
 		fmt.Fprintf(&b, "# pod %s/%s %s node=%q phase=%s hostNetwork=%v podIP=%q podIPs=%s ports=%s\n",
 			p.Namespace, p.Name, labelText(p.Labels), p.Spec.NodeName, p.Status.Phase, p.Spec.HostNetwork,
 			p.Status.PodIP, jsonText(t, p.Status.PodIPs), portsText(p))
@@ -197,7 +198,7 @@ func goldenScenarios() map[string]Input {
 	named := protoPort(corev1.ProtocolTCP, intstr.FromString("http"))
 	return map[string]Input{
 		"default-deny": {NodeName: "n1", Namespaces: xyz,
-			Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1"), mkpod("x", "b", "10.0.0.2", onNode("n2")), mkpod("y", "a", "10.0.1.1", ips("10.0.1.1", "fd00::101"))},
+			Pods: podtest.Set([]*corev1.Pod{mkpod("x", "a", "10.0.0.1"), mkpod("x", "b", "10.0.0.2", onNode("n2")), mkpod("y", "a", "10.0.1.1", ips("10.0.1.1", "fd00::101"))}),
 			Policies: []*networkingv1.NetworkPolicy{
 				netpol("x", "deny", metav1.LabelSelector{}, nil),
 				netpol("y", "deny-all", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
@@ -205,14 +206,14 @@ func goldenScenarios() map[string]Input {
 				}),
 			}},
 		"selectors": {NodeName: "n1", Namespaces: xyz,
-			Pods: []*corev1.Pod{
+			Pods: podtest.Set([]*corev1.Pod{
 				mkpod("x", "a", "10.0.0.1"),
 				mkpod("x", "b", "10.0.0.2", onNode("n2")),
 				mkpod("y", "a", "10.0.1.1", onNode("n2")),
 				mkpod("y", "b", "10.0.1.2", onNode("n2"), ips("10.0.1.2", "fd00::102")),
 				mkpod("z", "b", "10.0.2.2", onNode("n3")),
 				mkpod("nons", "c", "10.0.3.3", onNode("n3")), // no Namespace object
-			},
+			}),
 			Policies: []*networkingv1.NetworkPolicy{
 				netpol("x", "pod", *sel("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{PodSelector: sel("pod", "b")})),
 				netpol("x", "ns", *sel("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{NamespaceSelector: sel("ns", "y")})),
@@ -226,11 +227,11 @@ func goldenScenarios() map[string]Input {
 				netpol("x", "nobody", *sel("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{PodSelector: sel("pod", "nobody")})),
 			}},
 		"ports": {NodeName: "n1",
-			Pods: []*corev1.Pod{
+			Pods: podtest.Set([]*corev1.Pod{
 				mkpod("x", "a", "10.0.0.1", port("http", 8080, corev1.ProtocolTCP), port("dns", 5353, corev1.ProtocolUDP)),
 				mkpod("x", "b", "10.0.0.2", port("http", 9090, ""), ips("10.0.0.2", "fd00::2")),
 				mkpod("x", "c", "10.0.0.3"),
-			},
+			}),
 			Policies: []*networkingv1.NetworkPolicy{
 				netpol("x", "in", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 					r80 := tcp(80)
@@ -248,20 +249,20 @@ func goldenScenarios() map[string]Input {
 					}
 				}),
 			}},
-		"ipblocks": {NodeName: "n1", Pods: []*corev1.Pod{mkpod("x", "a", "10.0.0.1")},
+		"ipblocks": {NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{mkpod("x", "a", "10.0.0.1")}),
 			Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, allPeers(
 				networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "192.168.0.0/16", Except: []string{"192.168.1.0/24", "192.168.128.0/17"}}},
 				networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "192.168.0.0/24"}},
 				networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "2001:db8::/32", Except: []string{"2001:db8::/33"}}},
 			))}},
 		"not-enforced-and-invalid": {NodeName: "n1",
-			Pods: []*corev1.Pod{
+			Pods: podtest.Set([]*corev1.Pod{
 				mkpod("x", "done", "10.0.0.1", phase(corev1.PodSucceeded)),
 				mkpod("x", "noip", "", ips()),
 				mkpod("x", "host", "192.0.2.10", hostNet()),
 				mkpod("x", "live", "10.0.0.5"),
 				mkpod("x", "weird", "not-an-ip"),
-			},
+			}),
 			Policies: []*networkingv1.NetworkPolicy{
 				netpol("x", "p", metav1.LabelSelector{}, allPeers(networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}})),
 				netpol("x", "bad", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
@@ -269,7 +270,7 @@ func goldenScenarios() map[string]Input {
 				}),
 			}},
 		"long-names": {NodeName: "n1",
-			Pods: []*corev1.Pod{mkpod(strings.Repeat("n", 63), strings.Repeat("q", 253), "10.0.0.1")},
+			Pods: podtest.Set([]*corev1.Pod{mkpod(strings.Repeat("n", 63), strings.Repeat("q", 253), "10.0.0.1")}),
 			Policies: []*networkingv1.NetworkPolicy{netpol(strings.Repeat("n", 63), strings.Repeat("p", 253), metav1.LabelSelector{},
 				allPeers(networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}}))}},
 	}

@@ -8,6 +8,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nftguard/nftguard/internal/podtest"
 )
 
 // Names no API server accepts (a hand-written manifest, issue 13 repro 2)
@@ -17,11 +19,11 @@ func TestHostileNamesCompileToSafeNames(t *testing.T) {
 	evil := `q"; }; }; flush ruleset; table inet nftguard { chain zz { #`
 	in := Input{NodeName: "n1",
 		Namespaces: []*corev1.Namespace{ns("x"), ns("a\nb")},
-		Pods: []*corev1.Pod{
+		Pods: podtest.Set([]*corev1.Pod{
 			mkpod("x", evil, "10.0.0.1"),
 			mkpod("a\nb", "ümlaut", "10.0.0.2", withLabels("app", "web")),
 			mkpod("x", "b", "10.0.0.3"),
-		},
+		}),
 		Policies: []*networkingv1.NetworkPolicy{
 			netpol("x", evil, metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 				s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{
@@ -60,13 +62,13 @@ func TestSharedLocalAddressesAndNames(t *testing.T) {
 		s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
 	})
 	in := Input{NodeName: "n1", Namespaces: []*corev1.Namespace{ns("x")},
-		Pods: []*corev1.Pod{
+		Pods: podtest.Set([]*corev1.Pod{
 			mkpod("x", "a", "10.0.0.1", ips("10.0.0.1", "10.0.0.1", "fd00::1")),
 			mkpod("x", "b", "10.0.0.1"),
 			mkpod("x", "c", "10.0.0.3"),
 			mkpod("x", "c", "10.0.0.4"),
 			mkpod("x", "d", "fe80::1%eth0"),
-		},
+		}),
 		Policies: []*networkingv1.NetworkPolicy{deny},
 	}
 	out := compileChecked(t, in)

@@ -11,6 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/podtest"
 )
 
 var incrSeeds = flag.Int("incr.seeds", 1500, "random change sequences TestCompilerEqualsCompileOnRandomChanges replays")
@@ -58,7 +59,7 @@ func mutate(r *rand.Rand, in Input) Input {
 		c.Labels["tier"] = []string{"a", "b", "c"}[r.Intn(3)]
 		return c
 	})
-	out.Pods = mix(r, in.Pods, other.Pods, func(p *corev1.Pod) *corev1.Pod {
+	out.Pods = podtest.Set(mix(r, podtest.List(in.Pods), podtest.List(other.Pods), func(p *corev1.Pod) *corev1.Pod {
 		c := p.DeepCopy()
 		switch r.Intn(5) {
 		case 0:
@@ -78,7 +79,7 @@ func mutate(r *rand.Rand, in Input) Input {
 			c.ResourceVersion = "2"
 		}
 		return c
-	})
+	}))
 	out.Policies = mix(r, in.Policies, other.Policies, func(np *networkingv1.NetworkPolicy) *networkingv1.NetworkPolicy {
 		c := np.DeepCopy()
 		switch r.Intn(3) {
@@ -132,10 +133,11 @@ func TestCompilerReusesUnchangedWork(t *testing.T) {
 	// A remote pod changes its labels: it leaves the sets of the rules
 	// that selected it and joins others.
 	next := in
-	next.Pods = append([]*corev1.Pod(nil), in.Pods...)
-	c := next.Pods[1].DeepCopy() // p00001, on node-001
+	podList := append([]*corev1.Pod(nil), podtest.List(in.Pods)...)
+	c := podList[1].DeepCopy() // p00001, on node-001
 	c.Labels["app"] = "app6"
-	next.Pods[1] = c
+	podList[1] = c
+	next.Pods = podtest.Set(podList)
 	second := m.Compile(next)
 	if diff := cmp.Diff(Compile(next), second); diff != "" {
 		t.Fatalf("Compiler differs from Compile after a label change (-Compile +Compiler):\n%s", diff)
@@ -191,10 +193,11 @@ func BenchmarkCompilerLabelChange10k(b *testing.B) {
 	var m Compiler
 	m.Compile(in)
 	states := [2]Input{in, in}
-	states[1].Pods = append([]*corev1.Pod(nil), in.Pods...)
-	c := in.Pods[1].DeepCopy()
+	podList := append([]*corev1.Pod(nil), podtest.List(in.Pods)...)
+	c := podList[1].DeepCopy()
 	c.Labels["app"] = "app6"
-	states[1].Pods[1] = c
+	podList[1] = c
+	states[1].Pods = podtest.Set(podList)
 	b.ResetTimer()
 	i := 0
 	for b.Loop() {

@@ -17,6 +17,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/golden"
 	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -33,11 +34,11 @@ func logInput(l *LogDenied) Input {
 	}
 	return Input{NodeName: "n1", LogDenied: l,
 		Namespaces: []*corev1.Namespace{annotated(ns("x", "ns", "x"), "true"), annotated(ns("y", "ns", "y"), "True"), ns("z", "ns", "z")},
-		Pods: []*corev1.Pod{
+		Pods: podtest.Set([]*corev1.Pod{
 			mkpod("x", "a", "10.0.0.1", ips("10.0.0.1", "fd00::1")),
 			mkpod("y", "a", "10.0.1.1"),
 			mkpod("z", "a", "10.0.2.1"),
-		},
+		}),
 		Policies: []*networkingv1.NetworkPolicy{
 			netpol("x", "deny", metav1.LabelSelector{}, both),
 			netpol("y", "deny", metav1.LabelSelector{}, both),
@@ -204,7 +205,7 @@ func TestLogDeniedHostileNames(t *testing.T) {
 	evil := `x" accept; log prefix "` + strings.Repeat("p", 200)
 	in := Input{NodeName: "n1", LogDenied: &l,
 		Namespaces: []*corev1.Namespace{annotated(ns(evil), "true")},
-		Pods:       []*corev1.Pod{mkpod(evil, evil, "10.0.0.1")},
+		Pods:       podtest.Set([]*corev1.Pod{mkpod(evil, evil, "10.0.0.1")}),
 		Policies:   []*networkingv1.NetworkPolicy{netpol(evil, evil, metav1.LabelSelector{}, nil)},
 	}
 	out := compileChecked(t, in)

@@ -64,7 +64,7 @@ func portMatchesFor(ports []networkingv1.NetworkPolicyPort, dst *selection.Pod) 
 		case pp.Port.Type == intstr.Int:
 			portMatches = append(portMatches, proto+" dport "+strconv.Itoa(int(pp.Port.IntVal)))
 		case dst != nil:
-			if n, ok := selection.NamedPort(dst.Obj, pp.Port.StrVal, pp.Protocol); ok {
+			if n, ok := dst.Obj.NamedPort(pp.Port.StrVal, pp.Protocol); ok {
 				portMatches = append(portMatches, proto+" dport "+strconv.Itoa(int(n)))
 			}
 		}
@@ -183,7 +183,7 @@ func (c *compiler) namedEgress(base []string, peers []*selection.Pod, named []ne
 	var t4, t6 []string
 	for _, p := range peers {
 		for _, pp := range named {
-			n, ok := selection.NamedPort(p.Obj, pp.Port.StrVal, pp.Protocol)
+			n, ok := p.Obj.NamedPort(pp.Port.StrVal, pp.Protocol)
 			if !ok {
 				continue
 			}

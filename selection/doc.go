@@ -17,8 +17,11 @@
 // Index.Select evaluates a namespaceSelector and podSelector pair once per
 // compile, and reuses the previous compile's answer when no namespace it
 // looked at changed: one pod event costs the selections of its namespace,
-// not of the cluster. Objects are compared by identity, as informer caches
-// hand them out: a changed object must be a new object.
+// not of the cluster. Pods come as a podset.Set: a namespace whose Group
+// is the previous compile's is not looked at again, so an event costs the
+// namespaces it touched, not the cluster's pods. Within a new Group, and
+// for namespaces and policies, objects are compared by identity, as
+// informer caches hand them out: a changed object must be a new object.
 //
 // # What counts as a pod
 //

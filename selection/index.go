@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/problem"
 )
 
@@ -22,10 +23,8 @@ type Memo struct {
 // used, so nothing outlives the objects it came from.
 type memo struct {
 	node       string
-	pods       map[*corev1.Pod]*podEntry    // shared by successive memos, see indexPods
-	entries    []*podEntry                  // the entries the compile saw, each once
-	spare      []*podEntry                  // the entries of the compile before: room for the next
-	buckets    map[string]*nsBucket         // shared too: namespace of each pod entry
+	pods       map[*podset.Pod]*podEntry    // shared by successive memos, see indexPods
+	buckets    map[string]*nsBucket         // shared too: what each namespace's group gave
 	gen        uint64                       // the compile that wrote this memo
 	namespaces map[string]*corev1.Namespace // the object whose labels count, by name
 	nsNames    []string                     // namespaces with pods, sorted
@@ -58,9 +57,8 @@ type peerMemo struct {
 // compile that made it.
 type Index struct {
 	node      string
-	podObjs   []*corev1.Pod // the input, in order
 	nsLabels  map[string]labels.Set
-	all       []*Pod // every enforced pod in input order, once asked for
+	all       []*Pod // every enforced pod, once asked for
 	podsByNS  map[string][]*Pod
 	nsNames   []string        // namespaces with pods, sorted
 	local     []*Pod          // pods on this node, sorted by key
@@ -78,17 +76,16 @@ type Index struct {
 	peerSame   map[PeerKey]bool // the selection is the previous compile's
 }
 
-// Index starts a compile of the cluster for node: it reduces and groups
-// the pods (reusing what the previous compile reduced for the same
-// objects) and notes which namespaces changed since then. From now on m
-// remembers this compile, not the previous one.
-func (m *Memo) Index(node string, namespaces []*corev1.Namespace, pods []*corev1.Pod) *Index {
+// Index starts a compile of the cluster for node: it reduces the pods of namespaces whose group is new since
+// the previous compile (reusing what it reduced for the same records) and
+// notes which namespaces changed. From now on m remembers this compile,
+// not the previous one.
+func (m *Memo) Index(node string, namespaces []*corev1.Namespace, set *podset.Set) *Index {
 	if m.prev == nil || m.prev.node != node {
 		m.prev = &memo{node: node}
 	}
 	x := &Index{
 		node:      node,
-		podObjs:   pods,
 		nsLabels:  make(map[string]labels.Set, len(namespaces)),
 		podsByNS:  map[string][]*Pod{},
 		selectors: NewSelectors(),
@@ -110,7 +107,7 @@ func (m *Memo) Index(node string, namespaces []*corev1.Namespace, pods []*corev1
 		l[corev1.LabelMetadataName] = ns.Name
 		x.nsLabels[ns.Name] = l
 	}
-	x.indexPods(pods)
+	x.indexPods(set)
 	x.compareNamespaces(namespaces)
 	return x
 }
@@ -137,22 +134,20 @@ func (x *Index) compareNamespaces(namespaces []*corev1.Namespace) {
 func (x *Index) Selectors() *Selectors { return x.selectors }
 
 // Problems are the pods that could not be read (an address that does not
-// parse), in input order.
+// parse), namespace by namespace, each namespace's in input order.
 func (x *Index) Problems() []problem.Problem { return x.problems }
 
 // Local returns the enforced pods on the node, sorted by key (pods sharing
 // a key in input order). The list is shared and must not be changed.
 func (x *Index) Local() []*Pod { return x.local }
 
-// All returns every enforced pod, in input order. The list is shared and
-// must not be changed.
+// All returns every enforced pod, namespace by namespace in name order,
+// each namespace's in input order. The list is shared and must not be
+// changed.
 func (x *Index) All() []*Pod {
 	if x.all == nil {
-		x.all = make([]*Pod, 0, len(x.podObjs))
-		for _, o := range x.podObjs {
-			if e := x.next.pods[o]; e.valid {
-				x.all = append(x.all, &e.Pod)
-			}
+		for _, ns := range x.nsNames {
+			x.all = append(x.all, x.podsByNS[ns]...)
 		}
 	}
 	return x.all

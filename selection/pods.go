@@ -6,17 +6,16 @@ import (
 	"slices"
 	"sort"
 
-	corev1 "k8s.io/api/core/v1"
-
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/problem"
 )
 
 // Pod is a live pod reduced to what selection and the compilers need. The
-// same *Pod stands for the same object from compile to compile, so
+// same *Pod stands for the same record from compile to compile, so
 // compilers may key what they derived from a pod by it.
 type Pod struct {
-	Local bool // on the node the Index was made for
-	Obj   *corev1.Pod
+	Local bool        // on the node the Index was made for
+	Obj   *podset.Pod // the record
 	// Key is namespace/name: set for local pods, and for pods Unique
 	// has seen.
 	Key    string
@@ -30,136 +29,67 @@ type Pod struct {
 	buf4s [1]string
 }
 
-// podEntry is a pod object reduced: valid unless the pod is neither
+// podEntry is a pod record reduced: valid unless the pod is neither
 // isolated nor selected; problem is set for an invalid one.
-//
-// What every compile reads comes first, with the start of Pod (Local), so
-// that a compile touches one cache line per unchanged pod.
 type podEntry struct {
-	gen     uint64    // the last compile that saw the object
-	bucket  *nsBucket // its namespace's, so grouping costs no lookup
+	gen     uint64 // the last compile that walked the record's group
 	problem *problem.Problem
 	valid   bool
-	src     *corev1.Pod // the object, the entry's key
+	src     *podset.Pod // the record, the entry's key
 	Pod
 }
 
-// nsBucket gathers a namespace's pods during a compile.
+// nsBucket is what the compiles derived from one namespace's group of
+// pods. It is rebuilt only when the group is a new one: an event costs the
+// namespaces it touched, not the cluster.
 type nsBucket struct {
-	name string
-	pods []*Pod
-	gen  uint64 // the compile pods belongs to
-	// spare is the list of the compile before pods' compile: no memo
-	// holds it any more (dupOrder keeps only the previous compile's), so
-	// the next compile writes into it instead of allocating.
-	spare []*Pod
+	group    *podset.Group
+	gen      uint64      // the last compile that saw the group
+	entries  []*podEntry // of the group's records, each once
+	pods     []*Pod      // the valid ones, in group order
+	local    []*Pod      // the valid ones on the node
+	problems []problem.Problem
 }
 
-func (x *Index) indexPods(objs []*corev1.Pod) {
+func (x *Index) indexPods(set *podset.Set) {
 	x.dirtyNS = map[string]bool{}
-	// The pod table is kept from call to call and updated in place: a
-	// new table per call would cost more than everything else an
-	// event needs.
-	pods, buckets := x.prev.pods, x.prev.buckets
-	if pods == nil {
-		pods = make(map[*corev1.Pod]*podEntry, len(objs))
+	// The tables are kept from call to call and updated in place.
+	entries, buckets := x.prev.pods, x.prev.buckets
+	if entries == nil {
+		entries = make(map[*podset.Pod]*podEntry, set.Len())
 		buckets = map[string]*nsBucket{}
 	}
 	gen := x.prev.gen + 1
-	x.next.pods, x.next.buckets, x.next.gen = pods, buckets, gen
-	var fresh []podEntry // room for the pods seen for the first time
-	seen := 0
-	var used []*nsBucket
-	// Two lists of entries take turns: the previous compile's is read
-	// below, the one before it is free. A new list per event would cost
-	// a pointer per pod in the cluster, and the garbage collector's
-	// scans of the whole heap that such garbage brings.
-	entries := x.prev.spare[:0]
-	if cap(entries) < len(objs) {
-		entries = make([]*podEntry, 0, len(objs)+len(objs)/8)
+	x.next.pods, x.next.buckets, x.next.gen = entries, buckets, gen
+	for _, g := range set.Groups() {
+		b := buckets[g.Namespace]
+		if b == nil {
+			b = &nsBucket{}
+			buckets[g.Namespace] = b
+		}
+		b.gen = gen
+		if b.group != g {
+			x.dirtyNS[g.Namespace] = true
+			x.walkGroup(g, b, entries, gen)
+		}
+		x.problems = append(x.problems, b.problems...)
+		x.local = append(x.local, b.local...)
+		if len(b.pods) > 0 {
+			x.nsNames = append(x.nsNames, g.Namespace)
+			x.podsByNS[g.Namespace] = b.pods
+		}
 	}
-	for _, o := range objs {
-		e := pods[o]
-		if e == nil {
-			// A new object: its namespace's selections must be
-			// evaluated again.
-			x.dirtyNS[o.Namespace] = true
-			// The first compile allocates every entry at once; later
-			// ones one by one, as a block would live as long as its
-			// longest-lived entry.
-			if len(pods) == 0 && fresh == nil {
-				fresh = make([]podEntry, 0, len(objs))
-			}
-			if len(fresh) < cap(fresh) {
-				fresh = fresh[:len(fresh)+1]
-				e = &fresh[len(fresh)-1]
-			} else {
-				e = new(podEntry)
-			}
-			x.newPod(o, e)
-			e.src = o
-			if e.bucket = buckets[o.Namespace]; e.bucket == nil {
-				e.bucket = &nsBucket{name: o.Namespace}
-				buckets[o.Namespace] = e.bucket
-			}
-			pods[o] = e
-		}
-		if e.gen != gen {
-			e.gen = gen
-			seen++
-			entries = append(entries, e)
-		}
-		if e.problem != nil {
-			x.problems = append(x.problems, *e.problem)
-		}
-		if !e.valid {
-			continue
-		}
-		p := &e.Pod
-		if p.Local {
-			x.local = append(x.local, p)
-		}
-		b := e.bucket
-		if b.gen != gen {
-			// The memo keeps the previous list where order counts
-			// (dupOrder): this compile writes into the one before.
-			b.gen, b.pods, b.spare = gen, b.spare[:0], b.pods
-			used = append(used, b)
-		}
-		b.pods = append(b.pods, p)
-	}
-	for _, b := range used {
-		x.nsNames = append(x.nsNames, b.name)
-		x.podsByNS[b.name] = b.pods
-	}
-	if len(buckets) > 2*len(used)+64 {
-		for name, b := range buckets {
-			if b.gen != gen {
-				delete(buckets, name) // every pod of the namespace is gone
+	if len(buckets) > len(set.Groups()) {
+		for ns, b := range buckets {
+			if b.gen != gen { // every pod of the namespace is gone
+				x.dirtyNS[ns] = true
+				for _, e := range b.entries {
+					delete(entries, e.src)
+				}
+				delete(buckets, ns)
 			}
 		}
 	}
-	if seen < len(pods) {
-		// The table holds exactly the previous compile's entries: the
-		// ones this compile did not see are gone.
-		for _, e := range x.prev.entries {
-			if e.gen != gen {
-				x.dirtyNS[e.src.Namespace] = true // deleted or replaced
-				delete(pods, e.src)
-				// The entry may sit in the first compile's block,
-				// which outlives it: it must not keep the old
-				// object alive.
-				*e = podEntry{}
-			}
-		}
-	}
-	// Pointers left beyond the lists' ends would keep freed entries'
-	// objects alive.
-	clear(entries[len(entries):cap(entries)])
-	for _, b := range used {
-		clear(b.pods[len(b.pods):cap(b.pods)])
-	}
-	x.next.entries, x.next.spare = entries, x.prev.entries
 	// Where pods share a name, the first selected counts, so there the
 	// order of the same pods matters too.
 	for ns, ps := range x.podsByNS {
@@ -180,32 +110,79 @@ func (x *Index) indexPods(objs []*corev1.Pod) {
 	// order), which decides which of two objects declaring one set name
 	// declares it.
 	sort.SliceStable(x.local, func(i, j int) bool { return x.local[i].Key < x.local[j].Key })
-	sort.Strings(x.nsNames)
 }
 
-// newPod reduces a pod object to what the compilers need, in e. Pods that
+// walkGroup derives b from a namespace's new group g, reusing the entries
+// of records the previous compiles saw and dropping those of records that
+// are gone.
+func (x *Index) walkGroup(g *podset.Group, b *nsBucket, entries map[*podset.Pod]*podEntry, gen uint64) {
+	old := b.entries
+	*b = nsBucket{group: g, gen: gen, entries: make([]*podEntry, 0, len(g.Pods))}
+	var fresh []podEntry // room for the records seen for the first time
+	for _, o := range g.Pods {
+		e := entries[o]
+		if e == nil {
+			if fresh == nil && len(old) == 0 {
+				// A namespace seen for the first time (the first
+				// compile sees them all) gets one block for its
+				// records; later records come one by one, as a block
+				// lives as long as its longest-lived entry.
+				fresh = make([]podEntry, 0, len(g.Pods)-len(b.entries))
+			}
+			if len(fresh) < cap(fresh) {
+				fresh = fresh[:len(fresh)+1]
+				e = &fresh[len(fresh)-1]
+			} else {
+				e = new(podEntry)
+			}
+			x.newPod(o, e)
+			e.src = o
+			entries[o] = e
+		}
+		if e.gen == gen {
+			continue // the same record twice
+		}
+		e.gen = gen
+		b.entries = append(b.entries, e)
+		if e.problem != nil {
+			b.problems = append(b.problems, *e.problem)
+		}
+		if e.valid {
+			b.pods = append(b.pods, &e.Pod)
+			if e.Local {
+				b.local = append(b.local, &e.Pod)
+			}
+		}
+	}
+	for _, e := range old {
+		if e.gen != gen { // deleted or replaced
+			delete(entries, e.src)
+			// The entry may sit in a block that outlives it: it must
+			// not keep the old record alive.
+			*e = podEntry{}
+		}
+	}
+}
+
+// newPod reduces a pod record to what the compilers need, in e. Pods that
 // are not enforced or selected are not valid.
-func (x *Index) newPod(o *corev1.Pod, e *podEntry) {
+func (x *Index) newPod(o *podset.Pod, e *podEntry) {
 	// Terminated pods no longer own their address, and hostNetwork
 	// pods use the node's: neither is isolated nor selected as a peer
 	// (traffic from a hostNetwork pod is judged by its node's IP).
-	if o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed || o.Spec.HostNetwork {
+	if o.Finished || o.HostNetwork {
 		return
 	}
 	p := &e.Pod
-	*p = Pod{Obj: o, Local: o.Spec.NodeName == x.node}
+	*p = Pod{Obj: o, Local: o.NodeName == x.node}
 	p.V4, p.V4Text = p.buf4[:0], p.buf4s[:0]
-	ips := o.Status.PodIPs
-	if len(ips) == 0 && o.Status.PodIP != "" {
-		ips = []corev1.PodIP{{IP: o.Status.PodIP}}
-	}
-	for i, ip := range ips {
-		a, err := netip.ParseAddr(ip.IP)
+	for i, ip := range o.IPs {
+		a, err := netip.ParseAddr(ip)
 		if err != nil || a.Zone() != "" {
 			// A zone (fe80::1%eth0) parses but is no pod address,
 			// and nft would not read it in a rule.
 			e.problem = &problem.Problem{Object: problem.Object{APIVersion: problem.CoreV1, Kind: "Pod", Namespace: o.Namespace, Name: o.Name},
-				Field: fmt.Sprintf("status.podIPs[%d]", i), Reason: fmt.Sprintf("invalid IP %q", ip.IP)}
+				Field: fmt.Sprintf("status.podIPs[%d]", i), Reason: fmt.Sprintf("invalid IP %q", ip)}
 			return
 		}
 		if slices.Contains(p.V4, a.Unmap()) || slices.Contains(p.V6, a) {
@@ -215,7 +192,7 @@ func (x *Index) newPod(o *corev1.Pod, e *podEntry) {
 			// ParseAddr takes only the canonical dotted quad:
 			// the text is already what String returns.
 			p.V4 = append(p.V4, a)
-			p.V4Text = append(p.V4Text, ip.IP)
+			p.V4Text = append(p.V4Text, ip)
 			continue
 		}
 		a = a.Unmap()
@@ -276,28 +253,4 @@ func Unique(pods []*Pod) []*Pod {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
-}
-
-// NamedPort resolves a port name on a pod's containers (init containers
-// first), matching protocol (nil: TCP), as Kubernetes does for
-// NetworkPolicy and ClusterNetworkPolicy named ports.
-func NamedPort(p *corev1.Pod, name string, proto *corev1.Protocol) (int32, bool) {
-	want := corev1.ProtocolTCP
-	if proto != nil {
-		want = *proto
-	}
-	for _, cts := range [2][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for i := range cts {
-			for _, port := range cts[i].Ports {
-				got := port.Protocol
-				if got == "" {
-					got = corev1.ProtocolTCP
-				}
-				if port.Name == name && got == want {
-					return port.ContainerPort, true
-				}
-			}
-		}
-	}
-	return 0, false
 }

@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/nftguard/nftguard/podset"
 )
 
 // --- a deliberately simple reference ----------------------------------------
@@ -163,10 +165,56 @@ var selectorPairs = []struct {
 	{"ns3", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpDoesNotExist}}}, nil},
 }
 
-func objs(ps []*Pod) []*corev1.Pod {
+// records hands the compiles one record per pod object (the same object,
+// the same record, as the agent's caches do) and keeps the Set from step
+// to step as the agent does: only namespaces whose pods changed get a new
+// Group. Every few steps it starts a fresh Set of the same records, as
+// manifests do, so that both ways of finding what changed are exercised.
+type records struct {
+	rec map[*corev1.Pod]*podset.Pod
+	obj map[*podset.Pod]*corev1.Pod
+	set *podset.Set
+}
+
+func (r *records) next(list []*corev1.Pod, fresh bool) *podset.Set {
+	if r.rec == nil {
+		r.rec, r.obj = map[*corev1.Pod]*podset.Pod{}, map[*podset.Pod]*corev1.Pod{}
+	}
+	var recs []*podset.Pod
+	for _, o := range list {
+		p := r.rec[o]
+		if p == nil {
+			p = podset.FromAPI(o)
+			r.rec[o], r.obj[p] = p, o
+		}
+		recs = append(recs, p)
+	}
+	if r.set == nil || fresh {
+		r.set = podset.NewSet(recs)
+		return r.set
+	}
+	byNS := map[string][]*podset.Pod{}
+	for _, p := range recs {
+		byNS[p.Namespace] = append(byNS[p.Namespace], p)
+	}
+	changed := map[string][]*podset.Pod{}
+	for _, g := range r.set.Groups() {
+		if !slices.Equal(g.Pods, byNS[g.Namespace]) {
+			changed[g.Namespace] = byNS[g.Namespace]
+		}
+		delete(byNS, g.Namespace)
+	}
+	for ns, ps := range byNS {
+		changed[ns] = ps
+	}
+	r.set = r.set.Replace(changed)
+	return r.set
+}
+
+func (r *records) objs(ps []*Pod) []*corev1.Pod {
 	var out []*corev1.Pod
 	for _, p := range ps {
-		out = append(out, p.Obj)
+		out = append(out, r.obj[p.Obj])
 	}
 	return out
 }
@@ -217,11 +265,12 @@ func TestSelectEqualsNaiveSelect(t *testing.T) {
 			c.pods = append(c.pods, randomPod(r, i))
 		}
 		var m Memo
+		var recs records
 		var prev [][]string
 		var prevDup []bool
 		var prevKeys []PeerKey
 		for step := 0; step < 8; step++ {
-			x := m.Index("n1", c.namespaces, c.pods)
+			x := m.Index("n1", c.namespaces, recs.next(c.pods, step%3 == 2))
 			var wantLocal []*corev1.Pod
 			for _, p := range c.pods {
 				if enforced(p) && p.Spec.NodeName == "n1" {
@@ -231,7 +280,7 @@ func TestSelectEqualsNaiveSelect(t *testing.T) {
 			sort.SliceStable(wantLocal, func(i, j int) bool {
 				return wantLocal[i].Namespace+"/"+wantLocal[i].Name < wantLocal[j].Namespace+"/"+wantLocal[j].Name
 			})
-			if diff := cmp.Diff(names(wantLocal), names(objs(x.Local()))); diff != "" {
+			if diff := cmp.Diff(names(wantLocal), names(recs.objs(x.Local()))); diff != "" {
 				t.Fatalf("seed %d step %d: Local (-want +got):\n%s", seed, step, diff)
 			}
 			var now [][]string
@@ -248,7 +297,7 @@ func TestSelectEqualsNaiveSelect(t *testing.T) {
 					}
 				}
 				sel, k := x.Select(q.ownNS, q.nsSel, q.podSel)
-				if diff := cmp.Diff(canon(c.pods, want), canon(c.pods, objs(sel.Pods))); diff != "" {
+				if diff := cmp.Diff(canon(c.pods, want), canon(c.pods, recs.objs(sel.Pods))); diff != "" {
 					t.Fatalf("seed %d step %d pair %d: Select (-want +got):\n%s", seed, step, i, diff)
 				}
 				if sel.Dup != wantDup {
@@ -258,35 +307,6 @@ func TestSelectEqualsNaiveSelect(t *testing.T) {
 			}
 			prev, prevDup, prevKeys = now, nowDup, keys
 			c = c.next(r, step+1)
-		}
-	}
-}
-
-func TestNamedPort(t *testing.T) {
-	udp, sctp := corev1.ProtocolUDP, corev1.ProtocolSCTP
-	pod := &corev1.Pod{Spec: corev1.PodSpec{
-		InitContainers: []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 7000}}}},
-		Containers: []corev1.Container{
-			{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP}}},
-			{Ports: []corev1.ContainerPort{{Name: "dns", ContainerPort: 5353, Protocol: corev1.ProtocolTCP}}},
-		},
-	}}
-	cases := []struct {
-		name  string
-		proto *corev1.Protocol
-		want  int32
-		ok    bool
-	}{
-		{"http", nil, 7000, true}, // init containers first; no protocol is TCP on both sides
-		{"dns", &udp, 53, true},
-		{"dns", nil, 5353, true},
-		{"dns", &sctp, 0, false},
-		{"missing", nil, 0, false},
-	}
-	for _, tc := range cases {
-		got, ok := NamedPort(pod, tc.name, tc.proto)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("NamedPort(%q, %v) = %d, %v; want %d, %v", tc.name, tc.proto, got, ok, tc.want, tc.ok)
 		}
 	}
 }
@@ -311,7 +331,7 @@ func TestSelectorsParseOncePerContent(t *testing.T) {
 
 func TestUnique(t *testing.T) {
 	mk := func(ns, name string) *Pod {
-		return &Pod{Obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}}
+		return &Pod{Obj: &podset.Pod{Namespace: ns, Name: name}}
 	}
 	b1, a, b2, c := mk("y", "b"), mk("x", "a"), mk("y", "b"), mk("x", "c")
 	in := []*Pod{b1, a, b2, c}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/podset"
 )
 
 // The synthetic cluster models a 100-node cluster seen from one node: pods
@@ -49,6 +50,9 @@ type cluster struct {
 	Namespaces []*corev1.Namespace
 	Pods       []*corev1.Pod
 	Policies   []*networkingv1.NetworkPolicy
+	// pods gives the compilers the same record for the same pod object,
+	// as the agent's cache does; copies of a cluster share it.
+	pods *podset.Converter
 }
 
 // newCluster generates a cluster with a realistic policy mix: every
@@ -58,7 +62,7 @@ type cluster struct {
 // objects.
 func newCluster(s size) *cluster {
 	nns := max(s.Policies/policiesPerNS, 1)
-	c := &cluster{}
+	c := &cluster{pods: new(podset.Converter)}
 	for i := range nns {
 		c.Namespaces = append(c.Namespaces, namespace(i))
 	}
@@ -186,7 +190,7 @@ func policy(i, ns, k int) *networkingv1.NetworkPolicy {
 
 // input is the compose input for the benchmarked node.
 func (c *cluster) input() compose.Input {
-	return compose.Input{NodeName: localNode, Namespaces: c.Namespaces, Pods: c.Pods, NetworkPolicies: c.Policies}
+	return compose.Input{NodeName: localNode, Namespaces: c.Namespaces, Pods: c.pods.Set(c.Pods), NetworkPolicies: c.Policies}
 }
 
 // writeManifests writes the cluster as one JSON List into dir, the form

@@ -14,6 +14,7 @@ import (
 	"github.com/nftguard/nftguard/conntrack"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/manifest"
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/problem"
 )
 
@@ -68,7 +69,7 @@ func build(stdin io.Reader, in input, c common, stderr io.Writer) (compose.Resul
 		NodeName:        c.nodeName,
 		Namespaces:      objs.Namespaces,
 		Nodes:           objs.Nodes,
-		Pods:            objs.Pods,
+		Pods:            podset.NewSet(podset.FromAPIList(objs.Pods)),
 		NetworkPolicies: objs.NetworkPolicies,
 		// Both served versions, already converted to v1beta1.
 		ClusterNetworkPolicies: objs.ClusterNetworkPolicies,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nftguard/nftguard/explain"
 	"github.com/nftguard/nftguard/manifest"
+	"github.com/nftguard/nftguard/podset"
 )
 
 // runExplain judges one flow against the manifests with the explain
@@ -73,7 +74,7 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		NodeName:               nodeName,
 		Namespaces:             objs.Namespaces,
 		Nodes:                  objs.Nodes,
-		Pods:                   objs.Pods,
+		Pods:                   podset.FromAPIList(objs.Pods),
 		NetworkPolicies:        objs.NetworkPolicies,
 		ClusterNetworkPolicies: objs.ClusterNetworkPolicies,
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/nftguard/nftguard/explain"
 	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/manifest"
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -127,7 +128,7 @@ func flowObjects(ctx context.Context, stdin io.Reader, files []string, kubeconfi
 func flowResolver(objs *manifest.Objects) *flowlog.Objects {
 	o := flowlog.NewObjects(objs.Pods, objs.NetworkPolicies)
 	if len(objs.ClusterNetworkPolicies) > 0 {
-		cl, _ := explain.New(explain.Input{Namespaces: objs.Namespaces, Nodes: objs.Nodes, Pods: objs.Pods,
+		cl, _ := explain.New(explain.Input{Namespaces: objs.Namespaces, Nodes: objs.Nodes, Pods: podset.FromAPIList(objs.Pods),
 			NetworkPolicies: objs.NetworkPolicies, ClusterNetworkPolicies: objs.ClusterNetworkPolicies})
 		o.WithCluster(cl)
 	}

@@ -1,0 +1,175 @@
+package podset
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+func TestNamedPort(t *testing.T) {
+	udp, sctp := corev1.ProtocolUDP, corev1.ProtocolSCTP
+	pod := FromAPI(&corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 7000}}}},
+		Containers: []corev1.Container{
+			{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {ContainerPort: 9}, {Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP}}},
+			{Ports: []corev1.ContainerPort{{Name: "dns", ContainerPort: 5353, Protocol: corev1.ProtocolTCP}}},
+		},
+	}})
+	cases := []struct {
+		name  string
+		proto *corev1.Protocol
+		want  int32
+		ok    bool
+	}{
+		{"http", nil, 7000, true}, // init containers first; no protocol is TCP on both sides
+		{"dns", &udp, 53, true},
+		{"dns", nil, 5353, true},
+		{"dns", &sctp, 0, false},
+		{"missing", nil, 0, false},
+		{"", nil, 0, false}, // unnamed ports are not kept
+	}
+	for _, tc := range cases {
+		got, ok := pod.NamedPort(tc.name, tc.proto)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("NamedPort(%q, %v) = %d, %v; want %d, %v", tc.name, tc.proto, got, ok, tc.want, tc.ok)
+		}
+	}
+	if len(pod.Ports) != 4 {
+		t.Errorf("Ports = %v, want the 4 named ones", pod.Ports)
+	}
+}
+
+func TestFromAPI(t *testing.T) {
+	cases := []struct {
+		name string
+		in   *corev1.Pod
+		want *Pod
+	}{
+		{"dual stack", &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p", Labels: map[string]string{"app": "x"}, UID: "u"},
+			Spec:       corev1.PodSpec{NodeName: "n1"},
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}, {IP: "fd00::1"}}},
+		}, &Pod{Namespace: "a", Name: "p", UID: "u", Labels: map[string]string{"app": "x"}, NodeName: "n1", IPs: []string{"10.0.0.1", "fd00::1"}}},
+		{"older writer: podIP only", &corev1.Pod{Status: corev1.PodStatus{PodIP: "10.0.0.2"}},
+			&Pod{IPs: []string{"10.0.0.2"}}},
+		{"succeeded", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}, &Pod{Finished: true}},
+		{"failed", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}, &Pod{Finished: true}},
+		{"host network", &corev1.Pod{Spec: corev1.PodSpec{HostNetwork: true}}, &Pod{HostNetwork: true}},
+	}
+	for _, tc := range cases {
+		if diff := cmp.Diff(tc.want, FromAPI(tc.in)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
+// A record must be keyable by client-go's stores, which the agent's pod
+// informer keeps records in.
+func TestRecordKeysInClientGoStores(t *testing.T) {
+	k, err := cache.MetaNamespaceKeyFunc(&Pod{Namespace: "ns", Name: "p"})
+	if err != nil || k != "ns/p" {
+		t.Fatalf("key = %q, %v; want ns/p", k, err)
+	}
+	idx, err := cache.MetaNamespaceIndexFunc(&Pod{Namespace: "ns", Name: "p"})
+	if err != nil || !slices.Equal(idx, []string{"ns"}) {
+		t.Fatalf("namespace index = %q, %v; want [ns]", idx, err)
+	}
+}
+
+func names(ps []*Pod) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Key())
+	}
+	return out
+}
+
+func groups(s *Set) map[string][]string {
+	out := map[string][]string{}
+	for _, g := range s.Groups() {
+		out[g.Namespace] = names(g.Pods)
+	}
+	return out
+}
+
+func TestSet(t *testing.T) {
+	mk := func(ns, name, node string) *Pod { return &Pod{Namespace: ns, Name: name, NodeName: node} }
+	b1, a1, b2, c1 := mk("b", "1", "n1"), mk("a", "1", "n2"), mk("b", "2", "n2"), mk("c", "1", "n1")
+	s := NewSet([]*Pod{b1, a1, b2, c1})
+	if s.Len() != 4 {
+		t.Fatalf("Len = %d; want 4", s.Len())
+	}
+	want := map[string][]string{"a": {"a/1"}, "b": {"b/1", "b/2"}, "c": {"c/1"}}
+	if diff := cmp.Diff(want, groups(s)); diff != "" {
+		t.Fatalf("groups (-want +got):\n%s", diff)
+	}
+	var local []string
+	for _, g := range s.Groups() {
+		local = append(local, names(g.LocalTo("n1"))...)
+		if got := names(g.LocalTo("n1")); !slices.Equal(got, names(g.LocalTo("n1"))) {
+			t.Errorf("LocalTo changed between calls: %v", got)
+		}
+	}
+	if !slices.Equal(local, []string{"b/1", "c/1"}) {
+		t.Errorf("local to n1 = %v", local)
+	}
+	if got := names(s.Groups()[1].LocalTo("n2")); !slices.Equal(got, []string{"b/2"}) {
+		t.Errorf("b local to n2 = %v (after asking for n1)", got)
+	}
+	if got := names(s.All()); !slices.Equal(got, []string{"a/1", "b/1", "b/2", "c/1"}) {
+		t.Errorf("All = %v, want namespace by namespace", got)
+	}
+
+	// Replacing one namespace, dropping another and adding a third
+	// shares the untouched group.
+	d1 := mk("d", "1", "n1")
+	r := s.Replace(map[string][]*Pod{"b": {b2}, "c": nil, "d": {d1}})
+	want = map[string][]string{"a": {"a/1"}, "b": {"b/2"}, "d": {"d/1"}}
+	if diff := cmp.Diff(want, groups(r)); diff != "" {
+		t.Fatalf("replaced groups (-want +got):\n%s", diff)
+	}
+	if r.Groups()[0] != s.Groups()[0] {
+		t.Error("the untouched group a is not shared")
+	}
+	if r.Len() != 3 {
+		t.Errorf("Len = %d, want 3", r.Len())
+	}
+	if diff := cmp.Diff(map[string][]string{"a": {"a/1"}, "b": {"b/1", "b/2"}, "c": {"c/1"}}, groups(s)); diff != "" {
+		t.Errorf("Replace changed the old set (-want +got):\n%s", diff)
+	}
+	var nilSet *Set
+	if nilSet.Len() != 0 || nilSet.Groups() != nil || len(nilSet.All()) != 0 {
+		t.Error("a nil Set is not empty")
+	}
+}
+
+func TestConverter(t *testing.T) {
+	mk := func(ns, name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	a1, b1, b2 := mk("a", "1"), mk("b", "1"), mk("b", "2")
+	var c Converter
+	s1 := c.Set([]*corev1.Pod{a1, b1})
+	s2 := c.Set([]*corev1.Pod{b1, a1, b2})
+	if s1.Groups()[0] != s2.Groups()[0] {
+		t.Error("namespace a did not change but has a new Group")
+	}
+	if s1.Groups()[1] == s2.Groups()[1] {
+		t.Error("namespace b changed but kept its Group")
+	}
+	if s1.Groups()[1].Pods[0] != s2.Groups()[1].Pods[0] {
+		t.Error("the same object b/1 got a new record")
+	}
+	b1c := b1.DeepCopy()
+	s3 := c.Set([]*corev1.Pod{a1, b1c, b2})
+	if s3.Groups()[1].Pods[0] == s2.Groups()[1].Pods[0] {
+		t.Error("a new object kept the old record")
+	}
+	if s4 := c.Set(nil); s4.Len() != 0 {
+		t.Errorf("empty list gave %d pods", s4.Len())
+	}
+}
