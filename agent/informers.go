@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -32,12 +34,39 @@ type sources struct {
 	// cnp follows the ClusterNetworkPolicy CRD; nil lists none.
 	cnp *cnpSource
 
-	// The pods of the last input, and the namespaces whose pods changed
-	// since: an input costs the namespaces an event touched, not the
-	// cluster (see podset).
-	podMu   sync.Mutex
-	podSet  *podset.Set
-	dirtyNS map[string]bool
+	// What the last input read, and what changed since: the namespaces
+	// whose pods changed and the other kinds with a change. An input
+	// costs what the events touched, not the cluster: an unchanged list
+	// is passed again as the same list, which the compilers take as
+	// unchanged without looking at its objects (see compose.Builder).
+	mu             sync.Mutex
+	podSet         *podset.Set
+	dirtyNS        map[string]bool
+	dirtyKinds     map[string]bool
+	lastNamespaces cachedList[*corev1.Namespace]
+	lastPolicies   cachedList[*networkingv1.NetworkPolicy]
+	lastServices   cachedList[*corev1.Service]
+	lastNodes      cachedList[*corev1.Node]
+}
+
+// cachedList is the last list of one kind read from its cache.
+type cachedList[T any] struct {
+	list []T
+	read bool
+}
+
+// get returns the cached list, or reads it again when the kind changed
+// since (or it was never read).
+func (c *cachedList[T]) get(changed bool, list func(labels.Selector) ([]T, error)) ([]T, error) {
+	if c.read && !changed {
+		return c.list, nil
+	}
+	l, err := list(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	c.list, c.read = l, true
+	return l, nil
 }
 
 // newSources sets up the informers; onChange is called (from informer
@@ -49,7 +78,7 @@ func newSources(client kubernetes.Interface, m *metrics, onChange func(kind stri
 	// the caches, and replaying every object through handlers would only
 	// mark the state dirty again.
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(newStripper().strip))
-	s := &sources{factory: f, dirtyNS: map[string]bool{}}
+	s := &sources{factory: f, dirtyNS: map[string]bool{}, dirtyKinds: map[string]bool{}}
 	add := func(resource, kind string, inf cache.SharedIndexInformer, touched func(obj any)) error {
 		count := m.informerEvents.WithLabelValues(resource)
 		changed := func(initial bool) { count.Inc(); onChange(kind, initial) }
@@ -75,15 +104,17 @@ func newSources(client kubernetes.Interface, m *metrics, onChange func(kind stri
 	pol := f.Networking().V1().NetworkPolicies()
 	svc := f.Core().V1().Services()
 	nodes := f.Core().V1().Nodes()
-	nothing := func(any) {}
+	kindTouched := func(kind string) func(any) {
+		return func(any) { s.kindTouched(kind) }
+	}
 	for _, r := range []struct {
 		name, kind string
 		inf        cache.SharedIndexInformer
 		touched    func(any)
 	}{
-		{"pods", "Pod", pods.Informer(), s.podTouched}, {"namespaces", "Namespace", ns.Informer(), nothing},
-		{"networkpolicies", "NetworkPolicy", pol.Informer(), nothing}, {"services", "Service", svc.Informer(), nothing},
-		{"nodes", "Node", nodes.Informer(), nothing},
+		{"pods", "Pod", pods.Informer(), s.podTouched}, {"namespaces", "Namespace", ns.Informer(), kindTouched("Namespace")},
+		{"networkpolicies", "NetworkPolicy", pol.Informer(), kindTouched("NetworkPolicy")},
+		{"services", "Service", svc.Informer(), kindTouched("Service")}, {"nodes", "Node", nodes.Informer(), kindTouched("Node")},
 	} {
 		if err := add(r.name, r.kind, r.inf, r.touched); err != nil {
 			return nil, err
@@ -91,6 +122,13 @@ func newSources(client kubernetes.Interface, m *metrics, onChange func(kind stri
 	}
 	s.pods, s.ns, s.policies, s.services, s.nodes = pods.Informer().GetIndexer(), ns.Lister(), pol.Lister(), svc.Lister(), nodes.Lister()
 	return s, nil
+}
+
+// kindTouched notes that an object of kind (not Pod) changed.
+func (s *sources) kindTouched(kind string) {
+	s.mu.Lock()
+	s.dirtyKinds[kind] = true
+	s.mu.Unlock()
 }
 
 // podTouched notes the namespace of a pod that changed. The informer has
@@ -104,9 +142,9 @@ func (s *sources) podTouched(obj any) {
 	if !ok {
 		return
 	}
-	s.podMu.Lock()
+	s.mu.Lock()
 	s.dirtyNS[p.Namespace] = true
-	s.podMu.Unlock()
+	s.mu.Unlock()
 }
 
 // start runs the informers until ctx is done and waits for their first
@@ -123,19 +161,25 @@ func (s *sources) stop() { s.factory.Shutdown() }
 // the caches; the compilers are pure and do not modify them.
 func (s *sources) input(cfg *Config) (compose.Input, error) {
 	in := compose.Input{NodeName: cfg.NodeName, ClusterCIDRs: cfg.ClusterCIDRs, ServiceCIDRs: cfg.ServiceCIDRs, LogDenied: cfg.LogDenied}
-	var err error
-	all := labels.Everything()
 	in.Pods = s.podInput()
-	if in.Namespaces, err = s.ns.List(all); err != nil {
+	// The changes are taken before the caches are read: a change that
+	// lands in between is read now and marks its kind again, which costs
+	// one more read, never a lost change.
+	s.mu.Lock()
+	dirty := s.dirtyKinds
+	s.dirtyKinds = map[string]bool{}
+	s.mu.Unlock()
+	var err error
+	if in.Namespaces, err = s.lastNamespaces.get(dirty["Namespace"], s.ns.List); err != nil {
 		return in, fmt.Errorf("list namespaces: %w", err)
 	}
-	if in.NetworkPolicies, err = s.policies.List(all); err != nil {
+	if in.NetworkPolicies, err = s.lastPolicies.get(dirty["NetworkPolicy"], s.policies.List); err != nil {
 		return in, fmt.Errorf("list network policies: %w", err)
 	}
-	if in.Services, err = s.services.List(all); err != nil {
+	if in.Services, err = s.lastServices.get(dirty["Service"], s.services.List); err != nil {
 		return in, fmt.Errorf("list services: %w", err)
 	}
-	if in.Nodes, err = s.nodes.List(all); err != nil {
+	if in.Nodes, err = s.lastNodes.get(dirty["Node"], s.nodes.List); err != nil {
 		return in, fmt.Errorf("list nodes: %w", err)
 	}
 	if s.cnp != nil {
@@ -145,12 +189,13 @@ func (s *sources) input(cfg *Config) (compose.Input, error) {
 }
 
 // podInput is the pod cache as a Set: the last one with the namespaces
-// that changed since read again. The first reads every pod.
+// that changed since read again. The first reads every pod. Only the sync
+// loop calls it; the lock guards what the handlers write.
 func (s *sources) podInput() *podset.Set {
-	s.podMu.Lock()
-	defer s.podMu.Unlock()
+	s.mu.Lock()
 	dirty := s.dirtyNS
 	s.dirtyNS = map[string]bool{}
+	s.mu.Unlock()
 	if s.podSet == nil {
 		s.podSet = podset.NewSet(sortedPods(s.pods.List()))
 		return s.podSet

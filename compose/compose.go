@@ -62,7 +62,9 @@ func Build(in Input) Result {
 // policy.Compiler): what an event did not touch comes back as the same
 // chains and sets, which the engine then skips without comparing them. The
 // caller must pass changed API objects as new objects and never modify one
-// it passed, as informer caches guarantee. The zero value is ready to use;
+// it passed, as informer caches guarantee; the same holds for the object
+// lists (an unchanged list may be passed again, a changed one must be a
+// new list) and for pods (podset). The zero value is ready to use;
 // a Builder is not safe for concurrent use.
 type Builder struct {
 	policy  policy.Compiler

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,6 +71,9 @@ type compiler struct {
 	// denied chains; nil when the node does not log.
 	logged map[string]bool
 
+	// seenPolicies counts the policy objects this compile saw, each once.
+	seenPolicies int
+
 	// The rule being compiled, see rule.
 	scratch ruleScratch
 }
@@ -97,48 +101,38 @@ func (m *Compiler) Compile(in Input) Output {
 		sets:  map[string]*engine.Set{},
 		rules: map[ruleKey]*compiledRule{},
 		prev:  m.prev,
-		next:  newMemo(in.NodeName, len(in.Policies)),
+		next:  newMemo(m.prev),
 	}
 	c.logged = loggedNamespaces(&c.in)
 	defer func() { m.prev = c.next }()
 	c.problems = append(c.problems, sel.Problems()...)
 
-	policies := make([]*compiledPolicy, 0, len(in.Policies))
-	known := true // every policy is an object the previous compile saw
-	for _, np := range in.Policies {
-		if _, ok := c.prev.policies[np]; !ok {
-			known = false
-		}
-		vp := c.policy(np)
-		if vp.cp == nil {
-			c.problems = append(c.problems, vp.problems...)
-			continue
-		}
-		policies = append(policies, vp.cp)
-	}
-	// Policies by namespace, each list in key order: the previous
-	// compile's when the policies are the same objects (and no two share
-	// a key, whose order would follow the input's).
-	policiesByNS := c.prev.policiesByNS
-	if !known || policiesByNS == nil || c.prev.dupPolicyKeys ||
-		len(c.prev.policies) != len(in.Policies) || len(c.next.policies) != len(in.Policies) {
-		sort.Slice(policies, func(i, j int) bool { return policies[i].key < policies[j].key })
-		policiesByNS = map[string][]*compiledPolicy{}
-		for i, cp := range policies {
-			policiesByNS[cp.np.Namespace] = append(policiesByNS[cp.np.Namespace], cp)
-			if i > 0 && policies[i-1].key == cp.key {
-				c.next.dupPolicyKeys = true
-			}
-		}
+	// Every policy is validated (each node reports every invalid one);
+	// the same list as the previous compile's is not looked at again.
+	if c.prev.list != nil && sameList(c.prev.list, in.Policies) {
+		c.next.list, c.next.listProblems, c.next.byNS = c.prev.list, c.prev.listProblems, c.prev.byNS
 	} else {
-		c.next.dupPolicyKeys = c.prev.dupPolicyKeys
+		c.policyList(in.Policies)
 	}
-	c.next.policiesByNS = policiesByNS
+	c.problems = append(c.problems, c.next.listProblems...)
+	// Only the namespaces of local pods need their policies, in key
+	// order (a NetworkPolicy selects pods of its own namespace only);
+	// policies sharing a key (possible in manifests) in input order.
+	local := dropSharedLocal(c.sel.Local(), &c.problems)
+	policiesByNS := map[string][]*compiledPolicy{}
+	for _, p := range local {
+		ns := p.Obj.Namespace
+		if _, done := policiesByNS[ns]; !done {
+			list := slices.Clone(c.next.byNS[ns])
+			sort.SliceStable(list, func(i, j int) bool { return list[i].key < list[j].key })
+			policiesByNS[ns] = list
+		}
+	}
 
 	maps := newDispatchMaps()
 	var podChains []engine.Chain
 	var ing, egr []*compiledPolicy
-	for _, p := range dropSharedLocal(c.sel.Local(), &c.problems) {
+	for _, p := range local {
 		ing, egr = ing[:0], egr[:0]
 		for _, cp := range policiesByNS[p.Obj.Namespace] {
 			if !cp.selector.Matches(labels.Set(p.Obj.Labels)) {
@@ -188,6 +182,31 @@ func (m *Compiler) Compile(in Input) Output {
 	}
 	out.Problems = c.problems
 	return out
+}
+
+// policyList validates every policy of list (each once, see policy) and
+// groups the valid ones by namespace, into the memo.
+func (c *compiler) policyList(list []*networkingv1.NetworkPolicy) {
+	c.next.list = list
+	if list == nil {
+		c.next.list = []*networkingv1.NetworkPolicy{} // known to be empty
+	}
+	c.next.byNS = map[string][]*compiledPolicy{}
+	for _, np := range list {
+		vp := c.policy(np)
+		if vp.cp == nil {
+			c.next.listProblems = append(c.next.listProblems, vp.problems...)
+			continue
+		}
+		c.next.byNS[np.Namespace] = append(c.next.byNS[np.Namespace], vp.cp)
+	}
+	if c.seenPolicies < len(c.next.policies) {
+		for np, vp := range c.next.policies {
+			if vp.gen != c.next.gen {
+				delete(c.next.policies, np) // deleted or replaced
+			}
+		}
+	}
 }
 
 // policyTypes applies the API's defaulting: Ingress always, Egress when the

@@ -19,7 +19,9 @@ import (
 //
 // Objects are compared by identity: the caller must not modify an object
 // after passing it in, and must pass a changed object as a new object, as
-// informer caches do. The zero value is ready to use; a Compiler is not safe
+// informer caches do. Lists too: the very same policy list as the previous
+// call's (same backing array and length) is taken as unchanged, so a list
+// that changed must be a new list. The zero value is ready to use; a Compiler is not safe
 // for concurrent use.
 type Compiler struct {
 	sel  selection.Memo // pods, namespaces and selections
@@ -30,29 +32,50 @@ type Compiler struct {
 // derived from. A compile reads the previous memo and writes a new one
 // holding only what it used, so nothing outlives the objects it came from.
 type memo struct {
-	node     string
+	node string
+	// policies is shared by successive memos and updated in place: a
+	// new table per compile would cost every policy of the cluster per
+	// event. gen is the compile that wrote this memo; entries a compile
+	// did not see are dropped at its end.
 	policies map[*networkingv1.NetworkPolicy]*validPolicy
-	// The valid policies by namespace, each list in key order, and
-	// whether two policies share a key.
-	policiesByNS  map[string][]*compiledPolicy
-	dupPolicyKeys bool
-	rules         map[ruleKey]*ruleMemo
-	chains        map[chainKey]*chainMemo
+	gen      uint64
+	// What the policy list gave: the list itself, its problems in order,
+	// and its valid policies by namespace in input order. A compile
+	// given the very same list (the agent passes it again when no
+	// policy changed) takes them as they are, without a look at each
+	// policy.
+	list         []*networkingv1.NetworkPolicy
+	listProblems []problem.Problem
+	byNS         map[string][]*compiledPolicy
+	rules        map[ruleKey]*ruleMemo
+	chains       map[chainKey]*chainMemo
 }
 
-func newMemo(node string, policies int) *memo {
-	return &memo{
-		node:     node,
-		policies: make(map[*networkingv1.NetworkPolicy]*validPolicy, policies),
+func newMemo(prev *memo) *memo {
+	next := &memo{
+		node:     prev.node,
+		policies: prev.policies,
+		gen:      prev.gen + 1,
 		rules:    map[ruleKey]*ruleMemo{},
 		chains:   map[chainKey]*chainMemo{},
 	}
+	if next.policies == nil {
+		next.policies = map[*networkingv1.NetworkPolicy]*validPolicy{}
+	}
+	return next
+}
+
+// sameList tells whether a and b are the very same list: same length and,
+// unless empty, same backing array.
+func sameList[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // validPolicy is a policy object validated: cp is nil for an invalid one.
 type validPolicy struct {
 	cp       *compiledPolicy
 	problems []problem.Problem
+	gen      uint64 // the last compile that saw the object
 }
 
 // ruleMemo is a compiled rule with what it was compiled from.
@@ -79,10 +102,7 @@ type chainMemo struct {
 
 // policy validates a policy object once.
 func (c *compiler) policy(np *networkingv1.NetworkPolicy) *validPolicy {
-	vp, ok := c.prev.policies[np]
-	if !ok {
-		vp = c.next.policies[np]
-	}
+	vp := c.next.policies[np]
 	if vp == nil {
 		vp = &validPolicy{}
 		if probs := validate(np, &c.val); len(probs) > 0 {
@@ -92,6 +112,10 @@ func (c *compiler) policy(np *networkingv1.NetworkPolicy) *validPolicy {
 			vp.cp = &compiledPolicy{np: np, key: np.Namespace + "/" + np.Name, selector: sel}
 			vp.cp.ingress, vp.cp.egress = policyTypes(np)
 		}
+	}
+	if vp.gen != c.next.gen {
+		vp.gen = c.next.gen
+		c.seenPolicies++
 	}
 	c.next.policies[np] = vp
 	return vp

@@ -27,8 +27,9 @@ import (
 // keys never share a name. The fixed names have one "_", generated ones
 // three or more. Two objects with the same key (possible only in
 // manifests, never from an API server) do share names: the first in key
-// order declares a set (see ruleScratch.collided) and pod chains follow
-// the local pods' key order.
+// order (of two policies sharing a key, the first in input order) declares
+// a set (see ruleScratch.collided) and pod chains follow the local pods'
+// key order.
 //
 // Why they are bounded. The kernel refuses names over 256 bytes
 // (NFT_NAME_MAXLEN); namespaces are at most 63 bytes but pod and policy

@@ -26,18 +26,22 @@ type memo struct {
 	pods       map[*podset.Pod]*podEntry    // shared by successive memos, see indexPods
 	buckets    map[string]*nsBucket         // shared too: what each namespace's group gave
 	gen        uint64                       // the compile that wrote this memo
-	namespaces map[string]*corev1.Namespace // the object whose labels count, by name
-	nsNames    []string                     // namespaces with pods, sorted
-	dupOrder   map[string][]*Pod            // pods of namespaces where two share a name, in input order
-	peers      map[PeerKey]*peerMemo
+	namespaces map[string]*corev1.Namespace // the object whose labels count, by name; never changed once made
+	nsList     []*corev1.Namespace          // the list namespaces was made from
+	// nsLabels are namespace objects' labels as selectors read them,
+	// shared by successive memos: made once per object, when a
+	// namespaceSelector first reads them.
+	nsLabels map[*corev1.Namespace]labels.Set
+	nsNames  []string          // namespaces with pods, sorted
+	dupOrder map[string][]*Pod // pods of namespaces where two share a name, in input order
+	peers    map[PeerKey]*peerMemo
 }
 
 func newMemo(node string) *memo {
 	return &memo{
-		node:       node,
-		namespaces: map[string]*corev1.Namespace{},
-		dupOrder:   map[string][]*Pod{},
-		peers:      map[PeerKey]*peerMemo{},
+		node:     node,
+		dupOrder: map[string][]*Pod{},
+		peers:    map[PeerKey]*peerMemo{},
 	}
 }
 
@@ -57,7 +61,6 @@ type peerMemo struct {
 // compile that made it.
 type Index struct {
 	node      string
-	nsLabels  map[string]labels.Set
 	all       []*Pod // every enforced pod, once asked for
 	podsByNS  map[string][]*Pod
 	nsNames   []string        // namespaces with pods, sorted
@@ -86,7 +89,6 @@ func (m *Memo) Index(node string, namespaces []*corev1.Namespace, set *podset.Se
 	}
 	x := &Index{
 		node:      node,
-		nsLabels:  make(map[string]labels.Set, len(namespaces)),
 		podsByNS:  map[string][]*Pod{},
 		selectors: NewSelectors(),
 		nsMatches: map[string][]string{},
@@ -97,15 +99,9 @@ func (m *Memo) Index(node string, namespaces []*corev1.Namespace, set *podset.Se
 		peerSame:  map[PeerKey]bool{},
 	}
 	m.prev = x.next
-	for _, ns := range namespaces {
-		l := make(labels.Set, len(ns.Labels)+1)
-		for k, v := range ns.Labels {
-			l[k] = v
-		}
-		// The API server puts this label on every namespace; manifests
-		// applied without one must select the same way.
-		l[corev1.LabelMetadataName] = ns.Name
-		x.nsLabels[ns.Name] = l
+	x.next.nsLabels = x.prev.nsLabels
+	if x.next.nsLabels == nil {
+		x.next.nsLabels = map[*corev1.Namespace]labels.Set{}
 	}
 	x.indexPods(set)
 	x.compareNamespaces(namespaces)
@@ -115,10 +111,31 @@ func (m *Memo) Index(node string, namespaces []*corev1.Namespace, set *podset.Se
 // compareNamespaces records the namespaces whose labels count and tells
 // whether namespace selections may differ from the previous compile's.
 func (x *Index) compareNamespaces(namespaces []*corev1.Namespace) {
-	for _, ns := range namespaces {
-		x.next.namespaces[ns.Name] = ns // the last of a name wins, as in nsLabels
-	}
+	x.next.nsList = namespaces
 	x.next.nsNames = x.nsNames
+	if x.prev.namespaces != nil && len(namespaces) > 0 && len(namespaces) == len(x.prev.nsList) && &namespaces[0] == &x.prev.nsList[0] {
+		// The very same list (the agent passes it again while no
+		// namespace changed): the same objects.
+		x.next.namespaces = x.prev.namespaces
+		x.nsChanged = !slices.Equal(x.nsNames, x.prev.nsNames)
+		return
+	}
+	x.next.namespaces = make(map[string]*corev1.Namespace, len(namespaces))
+	for _, ns := range namespaces {
+		x.next.namespaces[ns.Name] = ns // the last of a name wins
+	}
+	if len(x.next.nsLabels) > 2*len(x.next.namespaces)+64 {
+		// Forget the labels of objects no longer listed.
+		live := make(map[*corev1.Namespace]bool, len(x.next.namespaces))
+		for _, ns := range x.next.namespaces {
+			live[ns] = true
+		}
+		for ns := range x.next.nsLabels {
+			if !live[ns] {
+				delete(x.next.nsLabels, ns)
+			}
+		}
+	}
 	x.nsChanged = len(x.next.namespaces) != len(x.prev.namespaces) || !slices.Equal(x.nsNames, x.prev.nsNames)
 	if !x.nsChanged {
 		for name, ns := range x.next.namespaces {
@@ -286,14 +303,31 @@ func (x *Index) Namespaces(sel *Parsed) []string {
 	}
 	var out []string
 	for _, ns := range x.nsNames {
-		l, ok := x.nsLabels[ns]
-		if !ok {
-			l = labels.Set{corev1.LabelMetadataName: ns}
-		}
-		if sel.Selector.Matches(l) {
+		if sel.Selector.Matches(x.namespaceLabels(ns)) {
 			out = append(out, ns)
 		}
 	}
 	x.nsMatches[sel.Key] = out
 	return out
+}
+
+// namespaceLabels are the labels a namespaceSelector matches namespace name
+// against: its object's, with kubernetes.io/metadata.name.
+func (x *Index) namespaceLabels(name string) labels.Set {
+	ns := x.next.namespaces[name]
+	if ns == nil {
+		return labels.Set{corev1.LabelMetadataName: name}
+	}
+	if l, ok := x.next.nsLabels[ns]; ok {
+		return l
+	}
+	l := make(labels.Set, len(ns.Labels)+1)
+	for k, v := range ns.Labels {
+		l[k] = v
+	}
+	// The API server puts this label on every namespace; manifests
+	// applied without one must select the same way.
+	l[corev1.LabelMetadataName] = ns.Name
+	x.next.nsLabels[ns] = l
+	return l
 }
