@@ -134,7 +134,7 @@ func newEnvClusterMeasured(tb testing.TB, pods int, transform func(any) (any, er
 		nodes:      cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 		policies:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
 	}
-	c.src = &sources{pods: c.pods, dirtyNS: map[string]bool{}, dirtyKinds: map[string]bool{},
+	c.src = &sources{pods: c.pods, polIdx: c.policies, dirtyNS: map[string]bool{}, dirtyKinds: map[string]bool{}, dirtyPolicyNS: map[string]bool{},
 		ns: corelisters.NewNamespaceLister(c.namespaces), policies: networkinglisters.NewNetworkPolicyLister(c.policies),
 		services: corelisters.NewServiceLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
 		nodes:    corelisters.NewNodeLister(c.nodes)}
@@ -320,8 +320,8 @@ func BenchmarkEnvelopeEvent(b *testing.B) {
 		}{
 			{"pod-add-remove", func() { c.podAdd(extra) }, func() { c.podDelete(extra) }},
 			{"local-pod-relabel", func() { c.podUpdate(localRelabelled) }, func() { c.podUpdate(local) }},
-			{"policy-add-remove", func() { c.policies.Add(pol); c.src.kindTouched("NetworkPolicy") },
-				func() { c.policies.Delete(pol); c.src.kindTouched("NetworkPolicy") }},
+			{"policy-add-remove", func() { c.policies.Add(pol); c.src.policyTouched(pol) },
+				func() { c.policies.Delete(pol); c.src.policyTouched(pol) }},
 		}
 		for _, ev := range events {
 			b.Run(fmt.Sprintf("pods=%d/%s", n, ev.name), func(b *testing.B) {

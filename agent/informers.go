@@ -27,6 +27,7 @@ type sources struct {
 	// pods holds podset records (the transform makes them), not API
 	// objects: client-go's typed pod lister cannot read it.
 	pods     cache.Indexer
+	polIdx   cache.Indexer // the NetworkPolicy informer's store
 	ns       corelisters.NamespaceLister
 	policies networkinglisters.NetworkPolicyLister
 	services corelisters.ServiceLister
@@ -43,8 +44,9 @@ type sources struct {
 	podSet         *podset.Set
 	dirtyNS        map[string]bool
 	dirtyKinds     map[string]bool
+	dirtyPolicyNS  map[string]bool
+	policyGroups   policyGroups
 	lastNamespaces cachedList[*corev1.Namespace]
-	lastPolicies   cachedList[*networkingv1.NetworkPolicy]
 	lastServices   cachedList[*corev1.Service]
 	lastNodes      cachedList[*corev1.Node]
 }
@@ -78,7 +80,7 @@ func newSources(client kubernetes.Interface, m *metrics, onChange func(kind stri
 	// the caches, and replaying every object through handlers would only
 	// mark the state dirty again.
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(newStripper().strip))
-	s := &sources{factory: f, dirtyNS: map[string]bool{}, dirtyKinds: map[string]bool{}}
+	s := &sources{factory: f, dirtyNS: map[string]bool{}, dirtyKinds: map[string]bool{}, dirtyPolicyNS: map[string]bool{}}
 	add := func(resource, kind string, inf cache.SharedIndexInformer, touched func(obj any)) error {
 		count := m.informerEvents.WithLabelValues(resource)
 		changed := func(initial bool) { count.Inc(); onChange(kind, initial) }
@@ -113,7 +115,7 @@ func newSources(client kubernetes.Interface, m *metrics, onChange func(kind stri
 		touched    func(any)
 	}{
 		{"pods", "Pod", pods.Informer(), s.podTouched}, {"namespaces", "Namespace", ns.Informer(), kindTouched("Namespace")},
-		{"networkpolicies", "NetworkPolicy", pol.Informer(), kindTouched("NetworkPolicy")},
+		{"networkpolicies", "NetworkPolicy", pol.Informer(), s.policyTouched},
 		{"services", "Service", svc.Informer(), kindTouched("Service")}, {"nodes", "Node", nodes.Informer(), kindTouched("Node")},
 	} {
 		if err := add(r.name, r.kind, r.inf, r.touched); err != nil {
@@ -121,6 +123,7 @@ func newSources(client kubernetes.Interface, m *metrics, onChange func(kind stri
 		}
 	}
 	s.pods, s.ns, s.policies, s.services, s.nodes = pods.Informer().GetIndexer(), ns.Lister(), pol.Lister(), svc.Lister(), nodes.Lister()
+	s.polIdx = pol.Informer().GetIndexer()
 	return s, nil
 }
 
@@ -129,6 +132,18 @@ func (s *sources) kindTouched(kind string) {
 	s.mu.Lock()
 	s.dirtyKinds[kind] = true
 	s.mu.Unlock()
+}
+
+// policyTouched notes the namespace of a NetworkPolicy that changed.
+func (s *sources) policyTouched(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if np, ok := obj.(*networkingv1.NetworkPolicy); ok {
+		s.mu.Lock()
+		s.dirtyPolicyNS[np.Namespace] = true
+		s.mu.Unlock()
+	}
 }
 
 // podTouched notes the namespace of a pod that changed. The informer has
@@ -173,7 +188,7 @@ func (s *sources) input(cfg *Config) (compose.Input, error) {
 	if in.Namespaces, err = s.lastNamespaces.get(dirty["Namespace"], s.ns.List); err != nil {
 		return in, fmt.Errorf("list namespaces: %w", err)
 	}
-	if in.NetworkPolicies, err = s.lastPolicies.get(dirty["NetworkPolicy"], s.policies.List); err != nil {
+	if in.NetworkPolicies, err = s.policyInput(); err != nil {
 		return in, fmt.Errorf("list network policies: %w", err)
 	}
 	if in.Services, err = s.lastServices.get(dirty["Service"], s.services.List); err != nil {
@@ -242,4 +257,78 @@ func (s *sources) pod(namespace, name string) *podset.Pod {
 	}
 	p, _ := o.(*podset.Pod)
 	return p
+}
+
+// policyGroups are the NetworkPolicies of the last input by namespace,
+// each namespace's sorted by name, and all of them in one list namespace
+// by namespace. The list stays the same list while no policy changes, and
+// keeps its order when one does: the policy compiler then reads it
+// against the previous one without a look at an unchanged policy.
+type policyGroups struct {
+	byNS map[string][]*networkingv1.NetworkPolicy
+	list []*networkingv1.NetworkPolicy
+	read bool
+}
+
+// policyInput is the NetworkPolicy cache as one list (see policyGroups):
+// the namespaces with a change since the last input are read again
+// through the informer's namespace index. Only the sync loop calls it.
+func (s *sources) policyInput() ([]*networkingv1.NetworkPolicy, error) {
+	s.mu.Lock()
+	dirty := s.dirtyPolicyNS
+	s.dirtyPolicyNS = map[string]bool{}
+	s.mu.Unlock()
+	g := &s.policyGroups
+	switch {
+	case !g.read:
+		objs, err := s.policies.List(labels.Everything())
+		if err != nil {
+			return nil, err
+		}
+		g.byNS = map[string][]*networkingv1.NetworkPolicy{}
+		for _, np := range objs {
+			g.byNS[np.Namespace] = append(g.byNS[np.Namespace], np)
+		}
+		for _, l := range g.byNS {
+			sortPolicies(l)
+		}
+	case len(dirty) > 0:
+		for ns := range dirty {
+			objs, err := s.polIdx.ByIndex(cache.NamespaceIndex, ns)
+			if err != nil {
+				return nil, err
+			}
+			l := make([]*networkingv1.NetworkPolicy, 0, len(objs))
+			for _, o := range objs {
+				if np, ok := o.(*networkingv1.NetworkPolicy); ok {
+					l = append(l, np)
+				}
+			}
+			sortPolicies(l)
+			if len(l) == 0 {
+				delete(g.byNS, ns)
+			} else {
+				g.byNS[ns] = l
+			}
+		}
+	default:
+		return g.list, nil
+	}
+	names := make([]string, 0, len(g.byNS))
+	n := 0
+	for ns, l := range g.byNS {
+		names = append(names, ns)
+		n += len(l)
+	}
+	slices.Sort(names)
+	g.list = make([]*networkingv1.NetworkPolicy, 0, n)
+	for _, ns := range names {
+		g.list = append(g.list, g.byNS[ns]...)
+	}
+	g.read = true
+	return g.list, nil
+}
+
+func sortPolicies(l []*networkingv1.NetworkPolicy) {
+	slices.SortFunc(l, func(a, b *networkingv1.NetworkPolicy) int { return cmp.Compare(a.Name, b.Name) })
 }

@@ -44,6 +44,8 @@ func stripWith(obj any, s *stripper) (any, error) {
 	case *networkingv1.NetworkPolicy:
 		// kubectl's last-applied annotation duplicates the spec.
 		o.ManagedFields, o.Annotations = nil, nil
+		// Compilers compare and hash it once per policy.
+		o.Namespace = intern(o.Namespace)
 		return o, nil
 	case *corev1.Service:
 		// Egress is configured by annotations: keep them.

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,9 +70,6 @@ type compiler struct {
 	// denied chains; nil when the node does not log.
 	logged map[string]bool
 
-	// seenPolicies counts the policy objects this compile saw, each once.
-	seenPolicies int
-
 	// The rule being compiled, see rule.
 	scratch ruleScratch
 }
@@ -109,12 +105,12 @@ func (m *Compiler) Compile(in Input) Output {
 
 	// Every policy is validated (each node reports every invalid one);
 	// the same list as the previous compile's is not looked at again.
-	if c.prev.list != nil && sameList(c.prev.list, in.Policies) {
-		c.next.list, c.next.listProblems, c.next.byNS = c.prev.list, c.prev.listProblems, c.prev.byNS
+	if c.prev.list != nil && sameList(c.prev.list.objs, in.Policies) {
+		c.next.list = c.prev.list
 	} else {
-		c.policyList(in.Policies)
+		c.next.list = c.readPolicies(in.Policies)
 	}
-	c.problems = append(c.problems, c.next.listProblems...)
+	c.problems = append(c.problems, c.next.list.problems...)
 	// Only the namespaces of local pods need their policies, in key
 	// order (a NetworkPolicy selects pods of its own namespace only);
 	// policies sharing a key (possible in manifests) in input order.
@@ -123,7 +119,7 @@ func (m *Compiler) Compile(in Input) Output {
 	for _, p := range local {
 		ns := p.Obj.Namespace
 		if _, done := policiesByNS[ns]; !done {
-			list := slices.Clone(c.next.byNS[ns])
+			list := c.next.list.inNamespace(ns)
 			sort.SliceStable(list, func(i, j int) bool { return list[i].key < list[j].key })
 			policiesByNS[ns] = list
 		}
@@ -184,29 +180,80 @@ func (m *Compiler) Compile(in Input) Output {
 	return out
 }
 
-// policyList validates every policy of list (each once, see policy) and
-// groups the valid ones by namespace, into the memo.
-func (c *compiler) policyList(list []*networkingv1.NetworkPolicy) {
-	c.next.list = list
-	if list == nil {
-		c.next.list = []*networkingv1.NetworkPolicy{} // known to be empty
-	}
-	c.next.byNS = map[string][]*compiledPolicy{}
-	for _, np := range list {
-		vp := c.policy(np)
-		if vp.cp == nil {
-			c.next.listProblems = append(c.next.listProblems, vp.problems...)
-			continue
-		}
-		c.next.byNS[np.Namespace] = append(c.next.byNS[np.Namespace], vp.cp)
-	}
-	if c.seenPolicies < len(c.next.policies) {
-		for np, vp := range c.next.policies {
-			if vp.gen != c.next.gen {
-				delete(c.next.policies, np) // deleted or replaced
+// policyList is a policy list as one compile read it: per position the
+// object, its compiled form (nil for an invalid one) and its namespace,
+// the problems in list order, and where each namespace's policies sit.
+// The arrays are read in order, which costs little per policy: the next
+// list is read against this one without a look at an unchanged policy.
+type policyList struct {
+	objs     []*networkingv1.NetworkPolicy
+	vps      []*validPolicy
+	cps      []*compiledPolicy
+	ns       []string
+	problems []problem.Problem
+	// runs are the [start, end) ranges of each namespace's policies:
+	// one per namespace when the list comes grouped by namespace, as
+	// the agent passes it.
+	runs map[string][][2]int
+}
+
+// inNamespace lists the valid policies of namespace ns, in list order.
+func (l *policyList) inNamespace(ns string) []*compiledPolicy {
+	var out []*compiledPolicy
+	for _, r := range l.runs[ns] {
+		for _, cp := range l.cps[r[0]:r[1]] {
+			if cp != nil {
+				out = append(out, cp)
 			}
 		}
 	}
+	return out
+}
+
+// readPolicies reads a new policy list against the previous compile's:
+// a policy at the position the previous list had it, or one further (one
+// policy removed before it), is taken from there; any other is validated
+// once and kept in the memo's table. Policies the walk passes over are
+// dropped from that table, which is a cache: a dropped policy that is
+// still listed (a list in a new order) is only validated again later.
+func (c *compiler) readPolicies(objs []*networkingv1.NetworkPolicy) *policyList {
+	prev := c.prev.list
+	if prev == nil {
+		prev = &policyList{}
+	}
+	l := &policyList{objs: objs, vps: make([]*validPolicy, len(objs)), cps: make([]*compiledPolicy, len(objs)),
+		ns: make([]string, len(objs)), runs: make(map[string][][2]int, len(prev.runs))}
+	if objs == nil {
+		l.objs = []*networkingv1.NetworkPolicy{} // known to be empty
+	}
+	j := 0
+	for i, np := range objs {
+		switch {
+		case j < len(prev.objs) && prev.objs[j] == np:
+			l.vps[i], l.cps[i], l.ns[i] = prev.vps[j], prev.cps[j], prev.ns[j]
+			j++
+		case j+1 < len(prev.objs) && prev.objs[j+1] == np:
+			delete(c.next.policies, prev.objs[j])
+			l.vps[i], l.cps[i], l.ns[i] = prev.vps[j+1], prev.cps[j+1], prev.ns[j+1]
+			j += 2
+		default:
+			vp := c.policy(np)
+			l.vps[i], l.cps[i], l.ns[i] = vp, vp.cp, np.Namespace
+		}
+		if l.cps[i] == nil {
+			l.problems = append(l.problems, l.vps[i].problems...)
+		}
+		if i == 0 || l.ns[i] != l.ns[i-1] {
+			l.runs[l.ns[i]] = append(l.runs[l.ns[i]], [2]int{i, i + 1})
+		} else {
+			rs := l.runs[l.ns[i]]
+			rs[len(rs)-1][1] = i + 1
+		}
+	}
+	for _, np := range prev.objs[j:] {
+		delete(c.next.policies, np)
+	}
+	return l
 }
 
 // policyTypes applies the API's defaulting: Ingress always, Egress when the

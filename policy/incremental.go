@@ -35,27 +35,21 @@ type memo struct {
 	node string
 	// policies is shared by successive memos and updated in place: a
 	// new table per compile would cost every policy of the cluster per
-	// event. gen is the compile that wrote this memo; entries a compile
-	// did not see are dropped at its end.
+	// event. It is a cache: the policy list below carries each compile's
+	// answers, and an entry dropped too early only costs a validation.
 	policies map[*networkingv1.NetworkPolicy]*validPolicy
-	gen      uint64
-	// What the policy list gave: the list itself, its problems in order,
-	// and its valid policies by namespace in input order. A compile
-	// given the very same list (the agent passes it again when no
-	// policy changed) takes them as they are, without a look at each
-	// policy.
-	list         []*networkingv1.NetworkPolicy
-	listProblems []problem.Problem
-	byNS         map[string][]*compiledPolicy
-	rules        map[ruleKey]*ruleMemo
-	chains       map[chainKey]*chainMemo
+	// The policy list of the compile and what it gave (see policyList).
+	// A compile given the very same list (the agent passes it again
+	// when no policy changed) takes it all as it is.
+	list   *policyList
+	rules  map[ruleKey]*ruleMemo
+	chains map[chainKey]*chainMemo
 }
 
 func newMemo(prev *memo) *memo {
 	next := &memo{
 		node:     prev.node,
 		policies: prev.policies,
-		gen:      prev.gen + 1,
 		rules:    map[ruleKey]*ruleMemo{},
 		chains:   map[chainKey]*chainMemo{},
 	}
@@ -75,7 +69,6 @@ func sameList[T any](a, b []T) bool {
 type validPolicy struct {
 	cp       *compiledPolicy
 	problems []problem.Problem
-	gen      uint64 // the last compile that saw the object
 }
 
 // ruleMemo is a compiled rule with what it was compiled from.
@@ -112,10 +105,6 @@ func (c *compiler) policy(np *networkingv1.NetworkPolicy) *validPolicy {
 			vp.cp = &compiledPolicy{np: np, key: np.Namespace + "/" + np.Name, selector: sel}
 			vp.cp.ingress, vp.cp.egress = policyTypes(np)
 		}
-	}
-	if vp.gen != c.next.gen {
-		vp.gen = c.next.gen
-		c.seenPolicies++
 	}
 	c.next.policies[np] = vp
 	return vp

@@ -89,7 +89,7 @@ func (m *Memo) Index(node string, namespaces []*corev1.Namespace, set *podset.Se
 	}
 	x := &Index{
 		node:      node,
-		podsByNS:  map[string][]*Pod{},
+		podsByNS:  make(map[string][]*Pod, len(set.Groups())),
 		selectors: NewSelectors(),
 		nsMatches: map[string][]string{},
 		peers:     map[PeerKey]Selection{},

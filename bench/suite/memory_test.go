@@ -313,6 +313,11 @@ func startAgent(t *testing.T, srv *kubetest.Server, netns string) *agent {
 	ag.cmd = exec.Command(bin, "run", "--kubeconfig", kc, "--node-name", localNode, "--netns", netns,
 		"--metrics-addr", ag.addr, "--log-format", "json", "--log-level", "info")
 	ag.cmd.Stdout, ag.cmd.Stderr = logf, logf
+	if v := os.Getenv("NFTGUARD_BENCH_AGENT_GOMEMLIMIT"); v != "" {
+		// The agent alone runs with the memory limit the DaemonSet
+		// gives it; the test process holds the cluster and must not.
+		ag.cmd.Env = append(os.Environ(), "GOMEMLIMIT="+v)
+	}
 	ag.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := ag.cmd.Start(); err != nil {
 		t.Fatal(err)
