@@ -220,16 +220,8 @@ func stripPod(p *corev1.Pod, s *stripper) *podset.Pod {
 		UID:         p.UID,
 		NodeName:    intern(p.Spec.NodeName),
 		HostNetwork: p.Spec.HostNetwork,
-		Finished:    p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
-	}
-	switch {
-	case len(p.Status.PodIPs) > 0:
-		out.IPs = make([]string, len(p.Status.PodIPs))
-		for i, ip := range p.Status.PodIPs {
-			out.IPs[i] = ip.IP
-		}
-	case p.Status.PodIP != "":
-		out.IPs = []string{p.Status.PodIP}
+		Finished:    podset.Finished(p),
+		IPs:         podset.IPs(p),
 	}
 	if s != nil {
 		s.share(out, p)

@@ -50,18 +50,32 @@ func FromAPI(p *corev1.Pod) *Pod {
 		NodeName:    p.Spec.NodeName,
 		Ports:       NamedPorts(p),
 		HostNetwork: p.Spec.HostNetwork,
-		Finished:    p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
-	}
-	switch {
-	case len(p.Status.PodIPs) > 0:
-		out.IPs = make([]string, len(p.Status.PodIPs))
-		for i, ip := range p.Status.PodIPs {
-			out.IPs[i] = ip.IP
-		}
-	case p.Status.PodIP != "":
-		out.IPs = []string{p.Status.PodIP}
+		Finished:    Finished(p),
+		IPs:         IPs(p),
 	}
 	return out
+}
+
+// Finished tells whether a pod has given its address back (Succeeded or
+// Failed).
+func Finished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// IPs are a pod's addresses as written: status.podIPs, or status.podIP
+// when an older writer set only that.
+func IPs(p *corev1.Pod) []string {
+	switch {
+	case len(p.Status.PodIPs) > 0:
+		out := make([]string, len(p.Status.PodIPs))
+		for i, ip := range p.Status.PodIPs {
+			out[i] = ip.IP
+		}
+		return out
+	case p.Status.PodIP != "":
+		return []string{p.Status.PodIP}
+	}
+	return nil
 }
 
 // FromAPIList reduces every pod of list, in order.

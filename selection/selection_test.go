@@ -166,49 +166,33 @@ var selectorPairs = []struct {
 }
 
 // records hands the compiles one record per pod object (the same object,
-// the same record, as the agent's caches do) and keeps the Set from step
-// to step as the agent does: only namespaces whose pods changed get a new
-// Group. Every few steps it starts a fresh Set of the same records, as
-// manifests do, so that both ways of finding what changed are exercised.
+// the same record, as the agent's caches do) through a podset.Converter,
+// which gives a namespace a new Group only when its pods changed. Every few
+// steps it starts a fresh Set of the same records, as manifests do, so that
+// both ways of finding what changed are exercised.
 type records struct {
-	rec map[*corev1.Pod]*podset.Pod
-	obj map[*podset.Pod]*corev1.Pod
-	set *podset.Set
+	conv podset.Converter
+	obj  map[*podset.Pod]*corev1.Pod
 }
 
 func (r *records) next(list []*corev1.Pod, fresh bool) *podset.Set {
-	if r.rec == nil {
-		r.rec, r.obj = map[*corev1.Pod]*podset.Pod{}, map[*podset.Pod]*corev1.Pod{}
-	}
-	var recs []*podset.Pod
+	set := r.conv.Set(list)
+	r.obj = map[*podset.Pod]*corev1.Pod{}
+	// The Converter keeps the order of each namespace's objects: map
+	// records back by walking the list in the same order.
+	byNS := map[string][]*corev1.Pod{}
 	for _, o := range list {
-		p := r.rec[o]
-		if p == nil {
-			p = podset.FromAPI(o)
-			r.rec[o], r.obj[p] = p, o
+		byNS[o.Namespace] = append(byNS[o.Namespace], o)
+	}
+	for _, g := range set.Groups() {
+		for i, p := range g.Pods {
+			r.obj[p] = byNS[g.Namespace][i]
 		}
-		recs = append(recs, p)
 	}
-	if r.set == nil || fresh {
-		r.set = podset.NewSet(recs)
-		return r.set
+	if fresh {
+		return podset.NewSet(set.All())
 	}
-	byNS := map[string][]*podset.Pod{}
-	for _, p := range recs {
-		byNS[p.Namespace] = append(byNS[p.Namespace], p)
-	}
-	changed := map[string][]*podset.Pod{}
-	for _, g := range r.set.Groups() {
-		if !slices.Equal(g.Pods, byNS[g.Namespace]) {
-			changed[g.Namespace] = byNS[g.Namespace]
-		}
-		delete(byNS, g.Namespace)
-	}
-	for ns, ps := range byNS {
-		changed[ns] = ps
-	}
-	r.set = r.set.Replace(changed)
-	return r.set
+	return set
 }
 
 func (r *records) objs(ps []*Pod) []*corev1.Pod {
