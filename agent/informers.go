@@ -265,9 +265,10 @@ func (s *sources) pod(namespace, name string) *podset.Pod {
 // keeps its order when one does: the policy compiler then reads it
 // against the previous one without a look at an unchanged policy.
 type policyGroups struct {
-	byNS map[string][]*networkingv1.NetworkPolicy
-	list []*networkingv1.NetworkPolicy
-	read bool
+	byNS  map[string][]*networkingv1.NetworkPolicy
+	names []string // the keys of byNS, sorted
+	list  []*networkingv1.NetworkPolicy
+	read  bool
 }
 
 // policyInput is the NetworkPolicy cache as one list (see policyGroups):
@@ -305,28 +306,38 @@ func (s *sources) policyInput() ([]*networkingv1.NetworkPolicy, error) {
 				}
 			}
 			sortPolicies(l)
-			if len(l) == 0 {
+			i, listed := slices.BinarySearch(g.names, ns)
+			switch {
+			case len(l) == 0 && listed:
 				delete(g.byNS, ns)
-			} else {
+				g.names = slices.Delete(g.names, i, i+1)
+			case len(l) > 0 && !listed:
+				g.names = slices.Insert(g.names, i, ns)
+				fallthrough
+			case len(l) > 0:
 				g.byNS[ns] = l
 			}
 		}
+		return g.join(), nil
 	default:
 		return g.list, nil
 	}
-	names := make([]string, 0, len(g.byNS))
-	n := 0
-	for ns, l := range g.byNS {
-		names = append(names, ns)
-		n += len(l)
+	g.names = make([]string, 0, len(g.byNS))
+	for ns := range g.byNS {
+		g.names = append(g.names, ns)
 	}
-	slices.Sort(names)
-	g.list = make([]*networkingv1.NetworkPolicy, 0, n)
-	for _, ns := range names {
+	slices.Sort(g.names)
+	g.read = true
+	return g.join(), nil
+}
+
+// join makes the list anew from the groups, namespace by namespace.
+func (g *policyGroups) join() []*networkingv1.NetworkPolicy {
+	g.list = make([]*networkingv1.NetworkPolicy, 0, len(g.list)+1)
+	for _, ns := range g.names {
 		g.list = append(g.list, g.byNS[ns]...)
 	}
-	g.read = true
-	return g.list, nil
+	return g.list
 }
 
 func sortPolicies(l []*networkingv1.NetworkPolicy) {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -119,7 +120,7 @@ func (m *Compiler) Compile(in Input) Output {
 	for _, p := range local {
 		ns := p.Obj.Namespace
 		if _, done := policiesByNS[ns]; !done {
-			list := c.next.list.inNamespace(ns)
+			list := slices.Clone(c.next.list.inNamespace(ns))
 			sort.SliceStable(list, func(i, j int) bool { return list[i].key < list[j].key })
 			policiesByNS[ns] = list
 		}
@@ -187,26 +188,55 @@ func (m *Compiler) Compile(in Input) Output {
 // list is read against this one without a look at an unchanged policy.
 type policyList struct {
 	objs     []*networkingv1.NetworkPolicy
-	vps      []*validPolicy
-	cps      []*compiledPolicy
-	ns       []string
+	ents     []policyEntry // one per object
 	problems []problem.Problem
-	// runs are the [start, end) ranges of each namespace's policies:
-	// one per namespace when the list comes grouped by namespace, as
-	// the agent passes it.
-	runs map[string][][2]int
+	// runs are the stretches of the list in one namespace: one per
+	// namespace when the list comes namespace by namespace, as the agent
+	// passes it.
+	runs []nsRun
+	// byNS are the valid policies of the namespaces asked for so far, in
+	// list order. Compiles given the same list share it (one at a time).
+	byNS map[string][]*compiledPolicy
+	// spare is the entries of the list this one replaced, no longer
+	// read: room for the next list's, as fresh memory of that size per
+	// policy event costs more than filling it.
+	spare []policyEntry
+}
+
+// policyEntry is what a compile knows of the policy at one position.
+type policyEntry struct {
+	vp *validPolicy
+	cp *compiledPolicy // vp.cp, here to be read without a look at vp
+	ns string
+}
+
+// nsRun is a stretch [start, end) of a policy list in namespace ns.
+type nsRun struct {
+	ns         string
+	start, end int
 }
 
 // inNamespace lists the valid policies of namespace ns, in list order.
+// The list is shared and must not be changed.
 func (l *policyList) inNamespace(ns string) []*compiledPolicy {
+	if out, ok := l.byNS[ns]; ok {
+		return out
+	}
 	var out []*compiledPolicy
-	for _, r := range l.runs[ns] {
-		for _, cp := range l.cps[r[0]:r[1]] {
-			if cp != nil {
-				out = append(out, cp)
+	for _, r := range l.runs {
+		if r.ns != ns {
+			continue
+		}
+		for _, e := range l.ents[r.start:r.end] {
+			if e.cp != nil {
+				out = append(out, e.cp)
 			}
 		}
 	}
+	if l.byNS == nil {
+		l.byNS = map[string][]*compiledPolicy{}
+	}
+	l.byNS[ns] = out
 	return out
 }
 
@@ -221,37 +251,53 @@ func (c *compiler) readPolicies(objs []*networkingv1.NetworkPolicy) *policyList 
 	if prev == nil {
 		prev = &policyList{}
 	}
-	l := &policyList{objs: objs, vps: make([]*validPolicy, len(objs)), cps: make([]*compiledPolicy, len(objs)),
-		ns: make([]string, len(objs)), runs: make(map[string][][2]int, len(prev.runs))}
+	l := &policyList{objs: objs, runs: make([]nsRun, 0, len(prev.runs)), spare: prev.ents}
+	if l.ents = prev.spare[:0]; cap(l.ents) >= len(objs) {
+		l.ents = l.ents[:len(objs)]
+		clear(l.ents[len(objs):cap(l.ents)]) // nothing kept alive past the end
+	} else {
+		l.ents = make([]policyEntry, len(objs), len(objs)+len(objs)/8)
+	}
+	prev.spare = nil
 	if objs == nil {
 		l.objs = []*networkingv1.NetworkPolicy{} // known to be empty
 	}
 	j := 0
-	for i, np := range objs {
-		switch {
-		case j < len(prev.objs) && prev.objs[j] == np:
-			l.vps[i], l.cps[i], l.ns[i] = prev.vps[j], prev.cps[j], prev.ns[j]
+	for i := 0; i < len(objs); {
+		if j+1 < len(prev.objs) && prev.objs[j] != objs[i] && prev.objs[j+1] == objs[i] {
+			delete(c.next.policies, prev.objs[j]) // removed from the list
 			j++
-		case j+1 < len(prev.objs) && prev.objs[j+1] == np:
-			delete(c.next.policies, prev.objs[j])
-			l.vps[i], l.cps[i], l.ns[i] = prev.vps[j+1], prev.cps[j+1], prev.ns[j+1]
-			j += 2
-		default:
-			vp := c.policy(np)
-			l.vps[i], l.cps[i], l.ns[i] = vp, vp.cp, np.Namespace
 		}
-		if l.cps[i] == nil {
-			l.problems = append(l.problems, l.vps[i].problems...)
+		// The stretch the previous list has at j, copied at once.
+		n := 0
+		for i+n < len(objs) && j+n < len(prev.objs) && objs[i+n] == prev.objs[j+n] {
+			n++
 		}
-		if i == 0 || l.ns[i] != l.ns[i-1] {
-			l.runs[l.ns[i]] = append(l.runs[l.ns[i]], [2]int{i, i + 1})
-		} else {
-			rs := l.runs[l.ns[i]]
-			rs[len(rs)-1][1] = i + 1
+		if n > 0 {
+			copy(l.ents[i:i+n], prev.ents[j:j+n])
+			i, j = i+n, j+n
+			continue
 		}
+		vp := c.policy(objs[i])
+		l.ents[i] = policyEntry{vp: vp, cp: vp.cp, ns: objs[i].Namespace}
+		i++
 	}
 	for _, np := range prev.objs[j:] {
 		delete(c.next.policies, np)
+	}
+	start := 0
+	for i := range l.ents {
+		e := &l.ents[i]
+		if e.cp == nil {
+			l.problems = append(l.problems, e.vp.problems...)
+		}
+		if e.ns != l.ents[start].ns {
+			l.runs = append(l.runs, nsRun{ns: l.ents[start].ns, start: start, end: i})
+			start = i
+		}
+	}
+	if len(l.ents) > 0 {
+		l.runs = append(l.runs, nsRun{ns: l.ents[start].ns, start: start, end: len(l.ents)})
 	}
 	return l
 }
