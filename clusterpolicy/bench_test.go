@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/podtest"
 )
 
@@ -18,12 +19,12 @@ import (
 func bigCNPCluster() Input {
 	in := Input{NodeName: "node-000"}
 	for n := 0; n < 100; n++ {
-		in.Namespaces = append(in.Namespaces, ns(fmt.Sprintf("ns%03d", n), "team", fmt.Sprintf("t%d", n%10)))
+		in.Namespaces = append(in.Namespaces, apitest.Namespace(fmt.Sprintf("ns%03d", n), "team", fmt.Sprintf("t%d", n%10)))
 	}
 	var podList []*corev1.Pod
 	for i := 0; i < 10000; i++ {
-		p := mkpod(fmt.Sprintf("ns%03d", i%100), fmt.Sprintf("p%05d", i), fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255),
-			onNode(fmt.Sprintf("node-%03d", i%100)), withLabels("app", fmt.Sprintf("app%d", i%20)), port("web", 8080, corev1.ProtocolTCP))
+		p := apitest.Pod(fmt.Sprintf("ns%03d", i%100), fmt.Sprintf("p%05d", i), fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255),
+			apitest.OnNode(fmt.Sprintf("node-%03d", i%100)), apitest.WithLabels("app", fmt.Sprintf("app%d", i%20)), apitest.Port("web", 8080, corev1.ProtocolTCP))
 		podList = append(podList, p)
 	}
 	in.Pods = podtest.Set(podList)

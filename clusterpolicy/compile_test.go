@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/policy"
 )
@@ -19,20 +20,20 @@ import (
 func cluster(pols ...*v1beta1.ClusterNetworkPolicy) Input {
 	in := Input{NodeName: "n1", Policies: pols}
 	for i, n := range []string{"x", "y", "z"} {
-		in.Namespaces = append(in.Namespaces, ns(n, "ns", n))
+		in.Namespaces = append(in.Namespaces, apitest.Namespace(n, "ns", n))
 		for j, p := range []string{"a", "b", "c"} {
 			node := "n2"
 			if (n == "x" && p != "c") || (n == "y" && p == "a") {
 				node = "n1"
 			}
-			in.Pods = podtest.Append(in.Pods, mkpod(n, p, fmt.Sprintf("10.0.%d.%d", i, j+1), onNode(node),
-				ips(fmt.Sprintf("10.0.%d.%d", i, j+1), fmt.Sprintf("fd00::%d:%d", i, j+1)),
-				withLabels("pod", p), port("web", int32(8000+10*i+j), corev1.ProtocolTCP), port("dns", 53, corev1.ProtocolUDP)))
+			in.Pods = podtest.Append(in.Pods, apitest.Pod(n, p, fmt.Sprintf("10.0.%d.%d", i, j+1), apitest.OnNode(node),
+				apitest.IPs(fmt.Sprintf("10.0.%d.%d", i, j+1), fmt.Sprintf("fd00::%d:%d", i, j+1)),
+				apitest.WithLabels("pod", p), apitest.Port("web", int32(8000+10*i+j), corev1.ProtocolTCP), apitest.Port("dns", 53, corev1.ProtocolUDP)))
 		}
 	}
 	in.Nodes = []*corev1.Node{
-		mknode("n1", labelsMap("role", "worker"), "192.168.0.1", "2001:db8::1"),
-		mknode("n2", labelsMap("role", "control"), "192.168.0.2", "203.0.113.2"),
+		mknode("n1", apitest.Labels("role", "worker"), "192.168.0.1", "2001:db8::1"),
+		mknode("n2", apitest.Labels("role", "control"), "192.168.0.2", "203.0.113.2"),
 	}
 	return in
 }
@@ -413,9 +414,9 @@ func TestLocalPodsOnly(t *testing.T) {
 	in := cluster(cnp("p", v1beta1.AdminTier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {
 		s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{ingress(deny, "", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(sel("ns", "z"))})}
 	}))
-	done := mkpod("x", "done", "10.0.9.1")
+	done := apitest.Pod("x", "done", "10.0.9.1")
 	done.Status.Phase = corev1.PodSucceeded
-	host := mkpod("x", "host", "10.0.9.2")
+	host := apitest.Pod("x", "host", "10.0.9.2")
 	host.Spec.HostNetwork = true
 	in.Pods = podtest.Append(in.Pods, done, host)
 	out := compileChecked(t, in)
@@ -436,7 +437,7 @@ func TestHostileNames(t *testing.T) {
 	}
 	in := cluster(pols...)
 	for _, e := range evil {
-		in.Pods = podtest.Append(in.Pods, mkpod(e, e, "10.9.9.9", port(e, 1, corev1.ProtocolTCP)))
+		in.Pods = podtest.Append(in.Pods, apitest.Pod(e, e, "10.9.9.9", apitest.Port(e, 1, corev1.ProtocolTCP)))
 	}
 	out := compileChecked(t, in)
 	if len(out.Chains) == 0 {

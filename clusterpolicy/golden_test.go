@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/golden"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/policy"
@@ -112,7 +113,7 @@ func goldenScenarios() map[string]Input {
 			}), cnp("Bad Name\"", v1beta1.BaselineTier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {
 				s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{egress(deny, "", []v1beta1.ClusterNetworkPolicyEgressPeer{toNS(sel("ns", "z"))})}
 			}))
-			in.Pods = podtest.Append(in.Pods, mkpod(long[:63], long, "10.0.5.5"))
+			in.Pods = podtest.Append(in.Pods, apitest.Pod(long[:63], long, "10.0.5.5"))
 			return in
 		}(),
 	}

@@ -2,7 +2,6 @@ package clusterpolicy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/policy"
@@ -21,49 +21,9 @@ import (
 
 // --- builders -------------------------------------------------------------
 
-func labelsMap(kv ...string) map[string]string {
-	m := map[string]string{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i]] = kv[i+1]
-	}
-	return m
-}
-
-func ns(name string, kv ...string) *corev1.Namespace {
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labelsMap(kv...)}}
-}
-
-type podOpt func(*corev1.Pod)
-
-func onNode(n string) podOpt { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
-func ips(a ...string) podOpt {
-	return func(p *corev1.Pod) {
-		p.Status.PodIPs = nil
-		for _, ip := range a {
-			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
-		}
-	}
-}
-func withLabels(kv ...string) podOpt { return func(p *corev1.Pod) { p.Labels = labelsMap(kv...) } }
-func port(name string, num int32, proto corev1.Protocol) podOpt {
-	return func(p *corev1.Pod) {
-		if len(p.Spec.Containers) == 0 {
-			p.Spec.Containers = []corev1.Container{{Name: "c"}}
-		}
-		p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, corev1.ContainerPort{Name: name, ContainerPort: num, Protocol: proto})
-	}
-}
-
-func mkpod(namespace, name, ip string, opts ...podOpt) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"pod": name}}}
-	p.Spec.NodeName = "n1"
-	p.Status.Phase = corev1.PodRunning
-	p.Status.PodIPs = []corev1.PodIP{{IP: ip}}
-	for _, o := range opts {
-		o(p)
-	}
-	return p
-}
+// The namespace and pod builders are apitest's (shared with policy's
+// tests); sel, the one these tests write everywhere, keeps a short name.
+func sel(kv ...string) *metav1.LabelSelector { return apitest.Selector(kv...) }
 
 func mknode(name string, labels map[string]string, addrs ...string) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
@@ -76,10 +36,6 @@ func mknode(name string, labels map[string]string, addrs ...string) *corev1.Node
 	}
 	n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: name})
 	return n
-}
-
-func sel(kv ...string) *metav1.LabelSelector {
-	return &metav1.LabelSelector{MatchLabels: labelsMap(kv...)}
 }
 
 const (
@@ -233,23 +189,23 @@ func renderGolden(t *testing.T, in Input, out Output) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# node %s\n", in.NodeName)
 	if in.LogDenied != nil {
-		fmt.Fprintf(&b, "# log denied %s\n", jsonText(t, in.LogDenied))
+		fmt.Fprintf(&b, "# log denied %s\n", apitest.JSON(t, in.LogDenied))
 	}
 	for _, n := range in.Namespaces {
-		fmt.Fprintf(&b, "# namespace %s %s\n", n.Name, jsonText(t, n.Labels))
+		fmt.Fprintf(&b, "# namespace %s %s\n", n.Name, apitest.JSON(t, n.Labels))
 		if len(n.Annotations) > 0 {
-			fmt.Fprintf(&b, "#   annotations %s\n", jsonText(t, n.Annotations))
+			fmt.Fprintf(&b, "#   annotations %s\n", apitest.JSON(t, n.Annotations))
 		}
 	}
 	for _, p := range podtest.List(in.Pods) {
-		fmt.Fprintf(&b, "# pod %s/%s %s node=%q podIPs=%s containers=%s\n", p.Namespace, p.Name, jsonText(t, p.Labels),
-			p.Spec.NodeName, jsonText(t, p.Status.PodIPs), jsonText(t, p.Spec.Containers))
+		fmt.Fprintf(&b, "# pod %s/%s %s node=%q podIPs=%s containers=%s\n", p.Namespace, p.Name, apitest.JSON(t, p.Labels),
+			p.Spec.NodeName, apitest.JSON(t, p.Status.PodIPs), apitest.JSON(t, p.Spec.Containers))
 	}
 	for _, n := range in.Nodes {
-		fmt.Fprintf(&b, "# node %s %s %s\n", n.Name, jsonText(t, n.Labels), jsonText(t, n.Status.Addresses))
+		fmt.Fprintf(&b, "# node %s %s %s\n", n.Name, apitest.JSON(t, n.Labels), apitest.JSON(t, n.Status.Addresses))
 	}
 	for _, c := range in.Policies {
-		fmt.Fprintf(&b, "# cnp %s %s\n", c.Name, jsonText(t, c.Spec))
+		fmt.Fprintf(&b, "# cnp %s %s\n", c.Name, apitest.JSON(t, c.Spec))
 	}
 	for _, p := range out.Problems {
 		fmt.Fprintf(&b, "# problem %s\n", p.Error())
@@ -263,15 +219,6 @@ func renderGolden(t *testing.T, in Input, out Output) string {
 	}
 	b.WriteString(text)
 	return b.String()
-}
-
-func jsonText(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 func sorted(s []string) []string {
