@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -55,31 +53,12 @@ func TestAgentLogDeniedClusterNetworkPolicy(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 
 	n1 := a.agents["n1"]
-	before := n1.metrics(t)
-	logBefore, err := os.ReadFile(n1.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	xa := a.lab.Endpoint("x/a")
-	sends := []struct {
-		from    string
-		port    int
-		n       int
-		allowed bool
-	}{{"y/a", 81, 4, false}, {"y/b", 81, 3, false}, {"y/a", 80, 2, true}, {"y/b", 80, 2, true}} // y/a is on n1 with x/a, y/b on n2
-	total := 0
-	for _, s := range sends {
-		for range s.n {
-			if got := syn(t, a.lab, s.from, netip.AddrPortFrom(xa.IPv4, uint16(s.port))); got != s.allowed {
-				t.Fatalf("%s -> x/a:%d: connected=%v, want %v", s.from, s.port, got, s.allowed)
-			}
-			if !s.allowed {
-				total++
-			}
-		}
-	}
+	mark := n1.markDenied(t)
+	before := mark.metrics
+	sends := []synSend{{"y/a", 81, 4, false}, {"y/b", 81, 3, false}, {"y/a", 80, 2, true}, {"y/b", 80, 2, true}} // y/a is on n1 with x/a, y/b on n2
+	total := sendSYNs(t, a.lab, "x/a", sends)
 
-	recs, after := n1.deniedRecordsSince(t, logBefore, before, total)
+	recs, after := n1.deniedRecordsSince(t, mark, total)
 	if len(recs) > 0 {
 		t.Logf("first record: %v", recs[0])
 	}

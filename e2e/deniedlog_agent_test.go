@@ -41,30 +41,15 @@ func TestAgentLogDenied(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // records of the convergence probes arrive
 
 	n1 := a.agents["n1"]
-	before := n1.metrics(t)
+	mark := n1.markDenied(t)
+	before := mark.metrics
 	n2Before := metricValue(a.agents["n2"].metrics(t), `nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="x"}`)
-	logBefore, err := os.ReadFile(n1.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	xa := a.lab.Endpoint("x/a")
-	sends := []struct {
-		from string
-		port int
-		n    int
-	}{{"y/a", 81, 4}, {"y/b", 80, 3}} // y/a is on n1 with x/a, y/b on n2
-	total := 0
-	for _, s := range sends {
-		for range s.n {
-			if syn(t, a.lab, s.from, netip.AddrPortFrom(xa.IPv4, uint16(s.port))) {
-				t.Fatalf("%s reached x/a:%d, which deny-ingress denies", s.from, s.port)
-			}
-			total++
-		}
-	}
+	// deny-ingress denies them all; y/a is on n1 with x/a, y/b on n2.
+	sends := []synSend{{"y/a", 81, 4, false}, {"y/b", 80, 3, false}}
+	total := sendSYNs(t, a.lab, "x/a", sends)
 
 	// The records, from n1's output after the mark.
-	recs, after := n1.deniedRecordsSince(t, logBefore, before, total)
+	recs, after := n1.deniedRecordsSince(t, mark, total)
 	t.Logf("first record: %v", recs[0])
 	if len(recs) != total {
 		t.Errorf("%d denied records in n1's output for %d denied SYNs", len(recs), total)
@@ -144,11 +129,56 @@ func (a *agentLab) waitTableHas(t *testing.T, node, text, what string) {
 	}
 }
 
+// deniedMark is an agent's metrics text and output at one moment, to count
+// denied records and metrics from.
+type deniedMark struct {
+	metrics string
+	log     []byte
+}
+
+func (ag *agentProc) markDenied(t *testing.T) deniedMark {
+	t.Helper()
+	m := deniedMark{metrics: ag.metrics(t)}
+	var err error
+	if m.log, err = os.ReadFile(ag.logPath); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// synSend is n single SYNs from a pod to a port, and whether each must
+// connect.
+type synSend struct {
+	from    string
+	port    int
+	n       int
+	allowed bool
+}
+
+// sendSYNs sends the SYNs of sends, in order, to the IPv4 address of the
+// lab pod to, failing at the first that connects when it must not or the
+// other way round; it returns how many SYNs were denied.
+func sendSYNs(t *testing.T, lab *netlab.Lab, to string, sends []synSend) (denied int) {
+	t.Helper()
+	addr := lab.Endpoint(to).IPv4
+	for _, s := range sends {
+		for range s.n {
+			if got := syn(t, lab, s.from, netip.AddrPortFrom(addr, uint16(s.port))); got != s.allowed {
+				t.Fatalf("%s -> %s:%d: connected=%v, want %v", s.from, to, s.port, got, s.allowed)
+			}
+			if !s.allowed {
+				denied++
+			}
+		}
+	}
+	return denied
+}
+
 // deniedRecordsSince reads the "denied" JSON records of ag's output after
-// the mark logBefore (its output then) and its metrics text: once there
-// are n records and nftguard_denied_log_records_total grew by n since the
-// metrics text before, or after 10s with what there is.
-func (ag *agentProc) deniedRecordsSince(t *testing.T, logBefore []byte, before string, n int) (recs []map[string]any, after string) {
+// mark, and its metrics text: once there are n records and
+// nftguard_denied_log_records_total grew by n since mark, or after 10s
+// with what there is.
+func (ag *agentProc) deniedRecordsSince(t *testing.T, mark deniedMark, n int) (recs []map[string]any, after string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -157,14 +187,14 @@ func (ag *agentProc) deniedRecordsSince(t *testing.T, logBefore []byte, before s
 			t.Fatal(err)
 		}
 		recs = recs[:0]
-		for _, line := range strings.Split(string(all[len(logBefore):]), "\n") {
+		for _, line := range strings.Split(string(all[len(mark.log):]), "\n") {
 			var m map[string]any
 			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "denied" {
 				recs = append(recs, m)
 			}
 		}
 		after = ag.metrics(t)
-		grew := metricValue(after, "nftguard_denied_log_records_total") - metricValue(before, "nftguard_denied_log_records_total")
+		grew := metricValue(after, "nftguard_denied_log_records_total") - metricValue(mark.metrics, "nftguard_denied_log_records_total")
 		if (len(recs) >= n && grew >= float64(n)) || time.Now().After(deadline) {
 			return recs, after
 		}
