@@ -14,6 +14,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/apitest"
+	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/policy"
@@ -92,18 +93,14 @@ func toNodes(s *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyEgressPeer {
 	return v1beta1.ClusterNetworkPolicyEgressPeer{Nodes: s}
 }
 
-func tcpPort(n int32) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{TCP: &v1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &v1beta1.Port{Number: n}}}
-}
-func udpRange(a, b int32) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{UDP: &v1beta1.ClusterNetworkPolicyProtocolUDP{DestinationPort: &v1beta1.Port{Range: &v1beta1.PortRange{Start: a, End: b}}}}
-}
-func sctpPort(n int32) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{SCTP: &v1beta1.ClusterNetworkPolicyProtocolSCTP{DestinationPort: &v1beta1.Port{Number: n}}}
-}
-func namedPort(n string) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: n}
-}
+// The protocol builders are cnptest's (shared with the explain and e2e
+// tests). Never assigned.
+var (
+	tcpPort   = cnptest.TCP
+	udpRange  = cnptest.UDPRange
+	sctpPort  = cnptest.SCTP
+	namedPort = cnptest.NamedPort
+)
 
 // --- helpers over the output ---------------------------------------------
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/podtest"
 )
@@ -162,21 +163,13 @@ func toNetworks(cidrs ...string) []v1beta1.ClusterNetworkPolicyEgressPeer {
 	return []v1beta1.ClusterNetworkPolicyEgressPeer{p}
 }
 
-func cTCP(n int32) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{TCP: &v1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &v1beta1.Port{Number: n}}}
-}
-
-func cUDPRange(a, b int32) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{UDP: &v1beta1.ClusterNetworkPolicyProtocolUDP{DestinationPort: &v1beta1.Port{Range: &v1beta1.PortRange{Start: a, End: b}}}}
-}
-
-func cSCTP(n int32) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{SCTP: &v1beta1.ClusterNetworkPolicyProtocolSCTP{DestinationPort: &v1beta1.Port{Number: n}}}
-}
-
-func cNamed(n string) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: n}
-}
+// The protocol builders are cnptest's. Never assigned.
+var (
+	cTCP      = cnptest.TCP
+	cUDPRange = cnptest.UDPRange
+	cSCTP     = cnptest.SCTP
+	cNamed    = cnptest.NamedPort
+)
 
 // --- scenarios --------------------------------------------------------------
 

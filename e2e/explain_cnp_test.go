@@ -17,6 +17,7 @@ import (
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/explain"
+	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/problem"
@@ -235,62 +236,25 @@ func (l *ecnpLab) listTable() string {
 	return string(out)
 }
 
-// Builders for ClusterNetworkPolicies.
+// The ClusterNetworkPolicy builders are cnptest's (shared with explain's
+// tables), under the names these scenarios use. Never assigned.
+type ecnpRule = cnptest.Rule
 
-type ecnpRule struct {
-	name      string
-	action    cnpv1beta1.ClusterNetworkPolicyRuleAction
-	peers     []cnpv1beta1.ClusterNetworkPolicyEgressPeer
-	protocols []cnpv1beta1.ClusterNetworkPolicyProtocol
-}
-
-func ecnpR(name string, a cnpv1beta1.ClusterNetworkPolicyRuleAction, peers ...cnpv1beta1.ClusterNetworkPolicyEgressPeer) ecnpRule {
-	return ecnpRule{name: name, action: a, peers: peers}
-}
-
-func (r ecnpRule) on(ps ...cnpv1beta1.ClusterNetworkPolicyProtocol) ecnpRule {
-	r.protocols = ps
-	return r
-}
-
-func ecnpPolicy(name string, tier cnpv1beta1.Tier, prio int32, subj cnpv1beta1.ClusterNetworkPolicySubject, ingress, egress []ecnpRule) *cnpv1beta1.ClusterNetworkPolicy {
-	p := &cnpv1beta1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: cnpv1beta1.ClusterNetworkPolicySpec{Tier: tier, Priority: prio, Subject: subj}}
-	for _, r := range ingress {
-		in := cnpv1beta1.ClusterNetworkPolicyIngressRule{Name: r.name, Action: r.action, Protocols: r.protocols}
-		for _, pr := range r.peers {
-			in.From = append(in.From, cnpv1beta1.ClusterNetworkPolicyIngressPeer{Namespaces: pr.Namespaces, Pods: pr.Pods})
-		}
-		p.Spec.Ingress = append(p.Spec.Ingress, in)
-	}
-	for _, r := range egress {
-		p.Spec.Egress = append(p.Spec.Egress, cnpv1beta1.ClusterNetworkPolicyEgressRule{Name: r.name, Action: r.action, To: r.peers, Protocols: r.protocols})
-	}
-	return p
-}
+var (
+	ecnpR          = cnptest.R
+	ecnpPolicy     = cnptest.Policy
+	ecnpPodSubject = cnptest.PodsSubject
+	ecnpPeerPods   = cnptest.PeerPods
+	ecnpTCP        = cnptest.TCP
+	ecnpUDPRange   = cnptest.UDPRange
+)
 
 func ecnpNS(kv ...string) cnpv1beta1.ClusterNetworkPolicySubject {
-	return cnpv1beta1.ClusterNetworkPolicySubject{Namespaces: match(kv...)}
-}
-
-func ecnpPodSubject(ns, pod *metav1.LabelSelector) cnpv1beta1.ClusterNetworkPolicySubject {
-	return cnpv1beta1.ClusterNetworkPolicySubject{Pods: &cnpv1beta1.NamespacedPod{NamespaceSelector: *ns, PodSelector: *pod}}
+	return cnptest.NamespacesSubject(match(kv...))
 }
 
 func ecnpPeerNS(kv ...string) cnpv1beta1.ClusterNetworkPolicyEgressPeer {
-	return cnpv1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: match(kv...)}
-}
-
-func ecnpPeerPods(ns, pod *metav1.LabelSelector) cnpv1beta1.ClusterNetworkPolicyEgressPeer {
-	return cnpv1beta1.ClusterNetworkPolicyEgressPeer{Pods: &cnpv1beta1.NamespacedPod{NamespaceSelector: *ns, PodSelector: *pod}}
-}
-
-func ecnpTCP(n int32) cnpv1beta1.ClusterNetworkPolicyProtocol {
-	return cnpv1beta1.ClusterNetworkPolicyProtocol{TCP: &cnpv1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnpv1beta1.Port{Number: n}}}
-}
-
-func ecnpUDPRange(a, b int32) cnpv1beta1.ClusterNetworkPolicyProtocol {
-	return cnpv1beta1.ClusterNetworkPolicyProtocol{UDP: &cnpv1beta1.ClusterNetworkPolicyProtocolUDP{DestinationPort: &cnpv1beta1.Port{Range: &cnpv1beta1.PortRange{Start: a, End: b}}}}
+	return cnptest.PeerNamespaces(match(kv...))
 }
 
 const (
@@ -333,7 +297,7 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
 				ecnpPolicy("pass-y", cnpAdmin, 5, ecnpNS("ns", "x"), []ecnpRule{ecnpR("pass-y", cnpPass, ecnpPeerNS("ns", "y"))}, nil),
 				ecnpPolicy("deny-rest", cnpAdmin, 6, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS())}, nil),
-				ecnpPolicy("base-81", cnpBase, 0, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS("ns", "y")).on(ecnpTCP(81))}, nil),
+				ecnpPolicy("base-81", cnpBase, 0, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS("ns", "y")).On(ecnpTCP(81))}, nil),
 			},
 			nps: []*networkingv1.NetworkPolicy{denyIngressXA},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, false}, {"y/a", "x/b", tcp80, true}, {"y/a", "x/b", tcp81, false},
@@ -351,8 +315,8 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, true}, {"x/b", "x/a", tcp80, false}}},
 		{name: "ports-ranges-and-named-ports",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("ports", cnpAdmin, 1, ecnpNS("ns", "y"), nil, []ecnpRule{
-				ecnpR("pods", cnpDeny, ecnpPeerNS()).on(ecnpTCP(81), ecnpUDPRange(70, 90), cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "serve-80-sctp"}),
-				ecnpR("ext", cnpDeny, extNets).on(ecnpTCP(81)),
+				ecnpR("pods", cnpDeny, ecnpPeerNS()).On(ecnpTCP(81), ecnpUDPRange(70, 90), cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "serve-80-sctp"}),
+				ecnpR("ext", cnpDeny, extNets).On(ecnpTCP(81)),
 			})},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, true}, {"y/a", "x/a", tcp81, false}, {"y/a", "x/a", udp80, false}, {"y/a", "x/a", sctp80, false},
 				{"y/a", "ext", sctp80, true}, {"y/a", "ext", udp80, true}, {"y/a", "ext", tcp81, false}}},
@@ -389,10 +353,10 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 		{name: "empty-protocol-entry-and-list-fail-the-rule-closed",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
 				ecnpPolicy("y-out", cnpBase, 1, ecnpNS("ns", "y"), nil,
-					[]ecnpRule{ecnpR("", cnpPass, ecnpPeerNS("ns", "x")).on(ecnpTCP(81), cnpv1beta1.ClusterNetworkPolicyProtocol{})}),
+					[]ecnpRule{ecnpR("", cnpPass, ecnpPeerNS("ns", "x")).On(ecnpTCP(81), cnpv1beta1.ClusterNetworkPolicyProtocol{})}),
 				ecnpPolicy("x-out", cnpAdmin, 1, ecnpNS("ns", "x"), nil,
 					// An empty list (not nil: every protocol) is invalid.
-					[]ecnpRule{ecnpR("none", cnpAccept, extNets).on([]cnpv1beta1.ClusterNetworkPolicyProtocol{}...), ecnpR("no-ext", cnpDeny, extNets).on(ecnpTCP(80))}),
+					[]ecnpRule{ecnpR("none", cnpAccept, extNets).On([]cnpv1beta1.ClusterNetworkPolicyProtocol{}...), ecnpR("no-ext", cnpDeny, extNets).On(ecnpTCP(80))}),
 			},
 			problems: []string{"ClusterNetworkPolicy y-out: spec.egress[0].protocols[1]: exactly one of", "ClusterNetworkPolicy x-out: spec.egress[0].protocols: 0 protocols"},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, false}, {"y/b", "ext", udp80, false}, {"y/a", "y/b", sctp80, false}, {"x/a", "y/a", tcp80, true},
@@ -411,9 +375,9 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			},
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
 				ecnpPolicy("dual-in", cnpAdmin, 1, ecnpPodSubject(match("ns", "x"), match("pod", "a")),
-					[]ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS()).on(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}, nil),
+					[]ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS()).On(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}, nil),
 				ecnpPolicy("dual-out", cnpAdmin, 1, ecnpPodSubject(match("ns", "y"), match("pod", "b")), nil,
-					[]ecnpRule{ecnpR("", cnpDeny, ecnpPeerPods(all, all)).on(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}),
+					[]ecnpRule{ecnpR("", cnpDeny, ecnpPeerPods(all, all)).On(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}),
 			},
 			cells: []ecnpCell{{"y/a", "x/a", udp80, false}, {"y/a", "x/a", tcp81, false}, {"y/a", "x/a", tcp80, true}, {"y/a", "x/b", udp80, true},
 				{"y/b", "x/b", udp80, false}, {"y/b", "x/b", tcp81, false}, {"y/b", "x/b", sctp80, true}, {"y/b", "ext", udp80, true}}},
@@ -433,7 +397,7 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			},
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("nodes", cnpAdmin, 1, ecnpNS("ns", "x"), nil, []ecnpRule{
 				ecnpR("by-hostname", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext")}),
-				ecnpR("by-external-ip", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext2")}).on(ecnpTCP(81)),
+				ecnpR("by-external-ip", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext2")}).On(ecnpTCP(81)),
 			})},
 			cells: []ecnpCell{{"x/a", "ext", tcp80, true}, {"x/a", "ext", tcp81, false}, {"x/b", "ext", udp80, true}, {"y/a", "ext", tcp81, true}}},
 		{name: "left-out-policies-and-namesakes",
@@ -447,7 +411,7 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			cells:    []ecnpCell{{"y/a", "x/a", tcp80, true}, {"x/a", "ext", tcp80, true}, {"x/a", "x/b", udp80, true}, {"x/a", "y/a", tcp80, false}}},
 		{name: "unknown-action-fails-closed",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("allow", cnpAdmin, 1, ecnpNS("ns", "y"),
-				[]ecnpRule{ecnpR("from-x", cnpAccept, ecnpPeerNS("ns", "x")).on(ecnpTCP(80)), ecnpR("", "Allow", ecnpPeerNS("ns", "x"))}, nil)},
+				[]ecnpRule{ecnpR("from-x", cnpAccept, ecnpPeerNS("ns", "x")).On(ecnpTCP(80)), ecnpR("", "Allow", ecnpPeerNS("ns", "x"))}, nil)},
 			problems: []string{`ClusterNetworkPolicy allow: spec.ingress[1].action: unsupported value "Allow"`},
 			cells:    []ecnpCell{{"x/a", "y/a", tcp80, true}, {"x/a", "y/a", tcp81, false}, {"ext", "y/b", udp80, false}, {"y/a", "x/a", tcp80, true}}},
 	}
@@ -517,9 +481,9 @@ func ecnpRandom(seed int64, extNets, everywhere cnpv1beta1.ClusterNetworkPolicyE
 		for i, n := 0, r.Intn(3); i < n; i++ {
 			x := ecnpR(pick("", "r"), actions[r.Intn(len(actions))], peer(egress))
 			if r.Intn(3) == 0 {
-				x.peers = append(x.peers, peer(egress))
+				x.Peers = append(x.Peers, peer(egress))
 			}
-			out = append(out, x.on(protocols()...))
+			out = append(out, x.On(protocols()...))
 		}
 		return out
 	}

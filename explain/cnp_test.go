@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/podset"
 )
 
@@ -22,43 +23,25 @@ const (
 	base   = cnp.BaselineTier
 )
 
-// Builders for ClusterNetworkPolicies; a rule is written for either
-// direction and split by the policy builders.
-type rule struct {
-	name      string
-	action    cnp.ClusterNetworkPolicyRuleAction
-	peers     []cnp.ClusterNetworkPolicyEgressPeer
-	protocols []cnp.ClusterNetworkPolicyProtocol
-}
+// The ClusterNetworkPolicy builders are cnptest's (shared with the e2e
+// and compiler tests), under the short names these tables use. Never
+// assigned. A rule is written for either direction and split by the
+// policy builders.
+type rule = cnptest.Rule
 
-func r(name string, a cnp.ClusterNetworkPolicyRuleAction, peers ...cnp.ClusterNetworkPolicyEgressPeer) rule {
-	return rule{name: name, action: a, peers: peers}
-}
-
-func (x rule) on(ps ...cnp.ClusterNetworkPolicyProtocol) rule { x.protocols = ps; return x }
+var (
+	r          = cnptest.R
+	podSubject = cnptest.PodsSubject
+	cnpOf      = cnptest.Policy
+	peerPods   = cnptest.PeerPods
+	tcpPort    = cnptest.TCP
+	udpRange   = cnptest.UDPRange
+	sctpPort   = cnptest.SCTP
+	named      = cnptest.NamedPort
+)
 
 func nsSubject(kv ...string) cnp.ClusterNetworkPolicySubject {
-	return cnp.ClusterNetworkPolicySubject{Namespaces: sel(kv...)}
-}
-
-func podSubject(ns, pod *metav1.LabelSelector) cnp.ClusterNetworkPolicySubject {
-	return cnp.ClusterNetworkPolicySubject{Pods: &cnp.NamespacedPod{NamespaceSelector: *ns, PodSelector: *pod}}
-}
-
-func cnpOf(name string, tier cnp.Tier, prio int32, subj cnp.ClusterNetworkPolicySubject, ingress, egress []rule) *cnp.ClusterNetworkPolicy {
-	p := &cnp.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: cnp.ClusterNetworkPolicySpec{Tier: tier, Priority: prio, Subject: subj}}
-	for _, x := range ingress {
-		in := cnp.ClusterNetworkPolicyIngressRule{Name: x.name, Action: x.action, Protocols: x.protocols}
-		for _, pr := range x.peers {
-			in.From = append(in.From, cnp.ClusterNetworkPolicyIngressPeer{Namespaces: pr.Namespaces, Pods: pr.Pods})
-		}
-		p.Spec.Ingress = append(p.Spec.Ingress, in)
-	}
-	for _, x := range egress {
-		p.Spec.Egress = append(p.Spec.Egress, cnp.ClusterNetworkPolicyEgressRule{Name: x.name, Action: x.action, To: x.peers, Protocols: x.protocols})
-	}
-	return p
+	return cnptest.NamespacesSubject(sel(kv...))
 }
 
 func ingressCNP(name string, tier cnp.Tier, prio int32, subj cnp.ClusterNetworkPolicySubject, rules ...rule) *cnp.ClusterNetworkPolicy {
@@ -70,11 +53,7 @@ func egressCNP(name string, tier cnp.Tier, prio int32, subj cnp.ClusterNetworkPo
 }
 
 func peerNS(kv ...string) cnp.ClusterNetworkPolicyEgressPeer {
-	return cnp.ClusterNetworkPolicyEgressPeer{Namespaces: sel(kv...)}
-}
-
-func peerPods(ns, pod *metav1.LabelSelector) cnp.ClusterNetworkPolicyEgressPeer {
-	return cnp.ClusterNetworkPolicyEgressPeer{Pods: &cnp.NamespacedPod{NamespaceSelector: *ns, PodSelector: *pod}}
+	return cnptest.PeerNamespaces(sel(kv...))
 }
 
 func peerNodes(kv ...string) cnp.ClusterNetworkPolicyEgressPeer {
@@ -87,22 +66,6 @@ func peerNets(cidrs ...cnp.CIDR) cnp.ClusterNetworkPolicyEgressPeer {
 
 func peerDomains(names ...cnp.DomainName) cnp.ClusterNetworkPolicyEgressPeer {
 	return cnp.ClusterNetworkPolicyEgressPeer{DomainNames: names}
-}
-
-func tcpPort(n int32) cnp.ClusterNetworkPolicyProtocol {
-	return cnp.ClusterNetworkPolicyProtocol{TCP: &cnp.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnp.Port{Number: n}}}
-}
-
-func udpRange(a, b int32) cnp.ClusterNetworkPolicyProtocol {
-	return cnp.ClusterNetworkPolicyProtocol{UDP: &cnp.ClusterNetworkPolicyProtocolUDP{DestinationPort: &cnp.Port{Range: &cnp.PortRange{Start: a, End: b}}}}
-}
-
-func sctpPort(n int32) cnp.ClusterNetworkPolicyProtocol {
-	return cnp.ClusterNetworkPolicyProtocol{SCTP: &cnp.ClusterNetworkPolicyProtocolSCTP{DestinationPort: &cnp.Port{Number: n}}}
-}
-
-func named(name string) cnp.ClusterNetworkPolicyProtocol {
-	return cnp.ClusterNetworkPolicyProtocol{DestinationNamedPort: name}
 }
 
 var (
@@ -300,13 +263,13 @@ func TestClusterNetworkPolicyOrder(t *testing.T) {
 			flow: toYA, want: []string{"allowed by ClusterNetworkPolicy a-accept"}, not: []string{"note"}, tier: TierAdmin, allowed: true},
 		{name: "rules in written order: the first match decides",
 			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("web", admin, 1, xa,
-				r("web", accept, peerNS()).on(tcpPort(81), tcpPort(80)),
+				r("web", accept, peerNS()).On(tcpPort(81), tcpPort(80)),
 				r("rest", deny, peerNS()))},
 			flow: fromB, ingress: true, want: []string{`allowed by ClusterNetworkPolicy web (Admin, priority 1) rule ingress[0] "web" (peer from[0] namespaces {} (all), port protocols[1] TCP/80)`},
 			tier: TierAdmin, allowed: true},
 		{name: "rules in written order: a later rule when the first misses",
 			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("web", admin, 1, xa,
-				r("web", accept, peerNS()).on(tcpPort(81)),
+				r("web", accept, peerNS()).On(tcpPort(81)),
 				r("rest", deny, peerNS()))},
 			flow: fromB, ingress: true, want: []string{`denied by ClusterNetworkPolicy web (Admin, priority 1) rule ingress[1] "rest"`}, tier: TierAdmin},
 		{name: "a policy without rules for the direction does not select",
@@ -351,7 +314,7 @@ func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 			nodeName: "n1", flow: toYA, ingress: true, want: []string{"not enforced on node n1"}, allowed: true},
 		// Fail-closed peers.
 		{name: "a Deny rule with a peer of no field denies all",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("new", admin, 1, xa, r("future", deny, peerNS("ns", "nowhere"), emptyPeer).on(tcpPort(1)))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("new", admin, 1, xa, r("future", deny, peerNS("ns", "nowhere"), emptyPeer).On(tcpPort(1)))},
 			flow: toYA,
 			want: []string{`denied by ClusterNetworkPolicy new (Admin, priority 1) rule egress[0] "future" (to[1]: no known peer field is set (a newer API version?): fail closed, this Deny rule denies all traffic)`},
 			tier: TierAdmin},
@@ -377,39 +340,39 @@ func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 			flow: toYA, want: []string{"to[0].domainNames: domainNames peers are not supported by nftguard: fail closed, this Deny rule denies all traffic"}, tier: TierBaseline},
 		// Protocols.
 		{name: "named port on the destination pod (ingress)",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", accept, peerNS()).on(named("http")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", accept, peerNS()).On(named("http")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 8080}, ingress: true,
 			want: []string{`port protocols[0] destinationNamedPort "http" (TCP/8080 on x/a)`}, tier: TierAdmin, allowed: true},
 		{name: "named port brings its protocol",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).on(named("dns")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).On(named("dns")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 53}, ingress: true, want: []string{"(Admin: named) decided"}, allowed: true},
 		{name: "named port on the destination pod (egress)",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, peerPods(allNS, allNS)).on(named("dns")))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, peerPods(allNS, allNS)).On(named("dns")))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 53},
 			want: []string{`port protocols[0] destinationNamedPort "dns" (UDP/53 on y/a)`}, tier: TierAdmin},
 		{name: "named port not on the pod",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, peerPods(allNS, allNS)).on(named("metrics")))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, peerPods(allNS, allNS)).On(named("metrics")))},
 			flow: toYA, want: []string{"(Admin: named) decided"}, allowed: true},
 		// A name declared for two protocols (in two containers) matches
 		// each protocol on its own port, as the compiler programs it; not
 		// only the first port of that name.
 		{name: "named port declared for two protocols: the second one",
 			edit: addNamedPort("x", "a", "http", corev1.ProtocolUDP, 8053),
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).on(named("http")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).On(named("http")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: udp, Port: 8053}, ingress: true,
 			want: []string{`port protocols[0] destinationNamedPort "http" (UDP/8053 on x/a)`}, tier: TierAdmin},
 		{name: "named port declared for two protocols: the first one",
 			edit: addNamedPort("x", "a", "http", corev1.ProtocolUDP, 8053),
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).on(named("http")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).On(named("http")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 8080}, ingress: true,
 			want: []string{`port protocols[0] destinationNamedPort "http" (TCP/8080 on x/a)`}, tier: TierAdmin},
 		{name: "named port declared for two protocols: not crossed",
 			edit: addNamedPort("x", "a", "http", corev1.ProtocolUDP, 8053),
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).on(named("http")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).On(named("http")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: udp, Port: 8080}, ingress: true, want: []string{"(Admin: named) decided"}, allowed: true},
 		{name: "named port declared for two protocols (egress)",
 			edit: addNamedPort("y", "a", "dns", corev1.ProtocolTCP, 5353),
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, peerPods(allNS, allNS)).on(named("dns")))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, peerPods(allNS, allNS)).On(named("dns")))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 5353},
 			want: []string{`port protocols[0] destinationNamedPort "dns" (TCP/5353 on y/a)`}, tier: TierAdmin},
 		// Invalid rules fail closed where they stand; the policy stays.
@@ -433,26 +396,26 @@ func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 			flow: Flow{From: "x/b", To: "x/a", Protocol: tcp, Port: 80}, ingress: true, problem: "spec.ingress[1].from[0].pods.podSelector",
 			want: []string{`allowed by ClusterNetworkPolicy p (Baseline, priority 1) rule ingress[0] "ok"`}, tier: TierBaseline, allowed: true},
 		{name: "an empty protocol entry fails the Pass rule closed: it denies every protocol",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, r("", pass, peerNS("ns", "z")).on(tcpPort(80), cnp.ClusterNetworkPolicyProtocol{}))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, r("", pass, peerNS("ns", "z")).On(tcpPort(80), cnp.ClusterNetworkPolicyProtocol{}))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 53}, problem: "spec.egress[0].protocols[1]",
 			want: []string{"(protocols[1]: exactly one of tcp, udp, sctp and destinationNamedPort must be set: fail closed, this Pass rule denies all traffic)"}, tier: TierAdmin},
 		{name: "an empty protocols list fails the Accept rule closed",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, rule{name: "none", action: accept, peers: []cnp.ClusterNetworkPolicyEgressPeer{anyPeer}, protocols: []cnp.ClusterNetworkPolicyProtocol{}},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, rule{Name: "none", Action: accept, Peers: []cnp.ClusterNetworkPolicyEgressPeer{anyPeer}, Protocols: []cnp.ClusterNetworkPolicyProtocol{}},
 				r("rest", deny, anyPeer))},
 			flow: toYA, problem: "spec.egress[0].protocols: 0 protocols",
 			want: []string{`rule egress[0] "none" fails closed: protocols: 0 protocols: 1 to 25 are required; this Accept rule matches no traffic`, `denied by ClusterNetworkPolicy p (Admin, priority 1) rule egress[1] "rest"`},
 			tier: TierAdmin},
 		{name: "UDP range",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("r", base, 1, xa, r("", deny, anyPeer).on(tcpPort(5000), udpRange(5000, 6000)))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("r", base, 1, xa, r("", deny, anyPeer).On(tcpPort(5000), udpRange(5000, 6000)))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 6000}, want: []string{"port protocols[1] UDP/5000-6000"}, tier: TierBaseline},
 		{name: "SCTP port: TCP on it does not match",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", base, 1, xa, r("", deny, anyPeer).on(sctpPort(80)))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", base, 1, xa, r("", deny, anyPeer).On(sctpPort(80)))},
 			flow: toYA, want: []string{"(Baseline: s) decided"}, allowed: true},
 		{name: "SCTP port",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", base, 1, xa, r("", deny, anyPeer).on(sctpPort(80)))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", base, 1, xa, r("", deny, anyPeer).On(sctpPort(80)))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: sctp, Port: 80}, want: []string{"port protocols[0] SCTP/80"}, tier: TierBaseline},
 		{name: "ICMPv6 meets only rules without protocols",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", admin, 1, xa, r("tcp", accept, anyPeer).on(tcpPort(80)), r("all", deny, anyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", admin, 1, xa, r("tcp", accept, anyPeer).On(tcpPort(80)), r("all", deny, anyPeer))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: ProtocolICMPv6, Port: 128}, want: []string{`rule egress[1] "all" (peer to[0] networks ::/0, port any port)`}, tier: TierAdmin},
 		// Networks, nodes, and what pods peers never select.
 		{name: "IPv6 networks",
@@ -491,7 +454,7 @@ func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in", admin, 1, nsSubject("ns", "y"), r("", deny, peerNS()))},
 			flow: Flow{From: "y/host", To: "y/a", Protocol: tcp, Port: 80}, ingress: true, want: []string{"(Admin: in) decided"}, allowed: true},
 		{name: "networks peer does select a hostNetwork pod's address",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in", admin, 1, nsSubject("ns", "y"), rule{action: deny, peers: []cnp.ClusterNetworkPolicyEgressPeer{peerNS()}}),
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in", admin, 1, nsSubject("ns", "y"), rule{Action: deny, Peers: []cnp.ClusterNetworkPolicyEgressPeer{peerNS()}}),
 				egressCNP("out", admin, 1, nsSubject("ns", "x"), r("", deny, peerNets("192.168.0.0/24")))},
 			flow: Flow{From: "x/a", To: "y/host", Protocol: tcp, Port: 80}, want: []string{"own node"}, allowed: true},
 		{name: "a hostNetwork pod is never a subject",
