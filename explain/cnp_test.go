@@ -692,18 +692,7 @@ func TestClusterNetworkPolicyDuplicateNames(t *testing.T) {
 // compiler enforces it), and printed quoted so that it cannot forge a line
 // of the verdict or reach a terminal's escape sequences.
 func TestClusterNetworkPolicyHostileName(t *testing.T) {
-	in := cnpInput()
-	in.ClusterNetworkPolicies = []*cnp.ClusterNetworkPolicy{
-		egressCNP("a\x1b[2J\nverdict: allowed", admin, 1, nsSubject("ns", "x"), r("", deny, anyPeer)),
-	}
-	c, probs := New(in)
-	if len(probs) > 0 {
-		t.Fatal(probs)
-	}
-	res, err := c.Explain(Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := explainXAToYA(t, egressCNP("a\x1b[2J\nverdict: allowed", admin, 1, nsSubject("ns", "x"), r("", deny, anyPeer)))
 	out := res.String()
 	if res.Allowed || strings.Count(out, "\n") != 4 || strings.Contains(out, "\x1b") ||
 		!strings.Contains(out, `denied by ClusterNetworkPolicy "a\x1b[2J\nverdict: allowed" (Admin, priority 1)`) {
@@ -714,10 +703,18 @@ func TestClusterNetworkPolicyHostileName(t *testing.T) {
 // A rule name is free text a tenant with CNP rights writes: it is quoted,
 // so it cannot forge a line of the verdict.
 func TestClusterNetworkPolicyHostileRuleName(t *testing.T) {
-	in := cnpInput()
-	in.ClusterNetworkPolicies = []*cnp.ClusterNetworkPolicy{
-		egressCNP("p", admin, 1, nsSubject("ns", "x"), r("x\nverdict: allowed\x1b[1A", deny, anyPeer)),
+	out := explainXAToYA(t, egressCNP("p", admin, 1, nsSubject("ns", "x"), r("x\nverdict: allowed\x1b[1A", deny, anyPeer))).String()
+	if strings.Count(out, "\n") != 4 || strings.Contains(out, "\x1b") || !strings.Contains(out, `rule egress[0] "x\nverdict: allowed\x1b[1A"`) {
+		t.Errorf("hostile rule name:\n%s", out)
 	}
+}
+
+// explainXAToYA explains TCP 80 from x/a to y/a in cnpInput's cluster
+// with these ClusterNetworkPolicies, which must raise no problem.
+func explainXAToYA(t *testing.T, cnps ...*cnp.ClusterNetworkPolicy) *Result {
+	t.Helper()
+	in := cnpInput()
+	in.ClusterNetworkPolicies = cnps
 	c, probs := New(in)
 	if len(probs) > 0 {
 		t.Fatal(probs)
@@ -726,8 +723,5 @@ func TestClusterNetworkPolicyHostileRuleName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := res.String()
-	if strings.Count(out, "\n") != 4 || strings.Contains(out, "\x1b") || !strings.Contains(out, `rule egress[0] "x\nverdict: allowed\x1b[1A"`) {
-		t.Errorf("hostile rule name:\n%s", out)
-	}
+	return res
 }
