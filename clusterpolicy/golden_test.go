@@ -30,16 +30,7 @@ func goldenScenarios() map[string]Input {
 		// The README's example: an admin guardrail and baseline
 		// isolation of every namespace.
 		"admin-deny-baseline-isolation": cluster(
-			cnp("protect-y", v1beta1.AdminTier, 10, func(s *v1beta1.ClusterNetworkPolicySpec) {
-				s.Subject = v1beta1.ClusterNetworkPolicySubject{Namespaces: sel("ns", "y")}
-				s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
-					ingress(accept, "monitoring", []v1beta1.ClusterNetworkPolicyIngressPeer{fromPods(sel("ns", "z"), sel("pod", "a"))}, tcpPort(9090)),
-					ingress(deny, "everyone-else", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(&metav1.LabelSelector{})}),
-				}
-				s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{
-					egress(deny, "metadata", []v1beta1.ClusterNetworkPolicyEgressPeer{toNets("169.254.169.254/32", "fd00:ec2::254/128")}),
-				}
-			}),
+			protectY(),
 			cnp("isolate-namespaces", v1beta1.BaselineTier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {
 				s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
 					ingress(deny, "other-namespaces", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(&metav1.LabelSelector{
@@ -81,17 +72,7 @@ func goldenScenarios() map[string]Input {
 		// drops); rules that fail closed drop the same way.
 		"log-denied": func() Input {
 			in := cluster(
-				cnp("protect-y", v1beta1.AdminTier, 10, func(s *v1beta1.ClusterNetworkPolicySpec) {
-					s.Subject = v1beta1.ClusterNetworkPolicySubject{Namespaces: sel("ns", "y")}
-					s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
-						ingress(accept, "monitoring", []v1beta1.ClusterNetworkPolicyIngressPeer{fromPods(sel("ns", "z"), sel("pod", "a"))}, tcpPort(9090)),
-						ingress(deny, "everyone-else", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(&metav1.LabelSelector{})}),
-					}
-					s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{
-						egress(deny, "metadata", []v1beta1.ClusterNetworkPolicyEgressPeer{toNets("169.254.169.254/32", "fd00:ec2::254/128")}),
-						egress(pass, "unknown-peer", []v1beta1.ClusterNetworkPolicyEgressPeer{{}}),
-					}
-				}),
+				protectY(egress(pass, "unknown-peer", []v1beta1.ClusterNetworkPolicyEgressPeer{{}})),
 				cnp("isolate-namespaces", v1beta1.BaselineTier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {
 					s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
 						ingress(deny, "other-namespaces", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(sel("ns", "z"))}),
@@ -117,6 +98,22 @@ func goldenScenarios() map[string]Input {
 			return in
 		}(),
 	}
+}
+
+// protectY is the README's admin guardrail of namespace y: monitoring
+// from z/a accepted, everyone else denied, the metadata address denied
+// for egress, then the extra egress rules.
+func protectY(extraEgress ...v1beta1.ClusterNetworkPolicyEgressRule) *v1beta1.ClusterNetworkPolicy {
+	return cnp("protect-y", v1beta1.AdminTier, 10, func(s *v1beta1.ClusterNetworkPolicySpec) {
+		s.Subject = v1beta1.ClusterNetworkPolicySubject{Namespaces: sel("ns", "y")}
+		s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
+			ingress(accept, "monitoring", []v1beta1.ClusterNetworkPolicyIngressPeer{fromPods(sel("ns", "z"), sel("pod", "a"))}, tcpPort(9090)),
+			ingress(deny, "everyone-else", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(&metav1.LabelSelector{})}),
+		}
+		s.Egress = append([]v1beta1.ClusterNetworkPolicyEgressRule{
+			egress(deny, "metadata", []v1beta1.ClusterNetworkPolicyEgressPeer{toNets("169.254.169.254/32", "fd00:ec2::254/128")}),
+		}, extraEgress...)
+	})
 }
 
 func TestGoldenScenarios(t *testing.T) {
