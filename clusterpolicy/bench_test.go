@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/internal/apitest"
+	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/podtest"
 )
 
@@ -43,11 +44,11 @@ func bigCNP(i int, tier v1beta1.Tier) *v1beta1.ClusterNetworkPolicy {
 		s.Subject = v1beta1.ClusterNetworkPolicySubject{Pods: &v1beta1.NamespacedPod{
 			NamespaceSelector: *sel("team", fmt.Sprintf("t%d", i%10)), PodSelector: *sel("app", fmt.Sprintf("app%d", i%20))}}
 		s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
-			ingress(accept, "", []v1beta1.ClusterNetworkPolicyIngressPeer{fromPods(sel("team", fmt.Sprintf("t%d", (i+1)%10)), sel("app", fmt.Sprintf("app%d", (i+5)%20)))}, tcpPort(8080)),
+			ingress(accept, "", []v1beta1.ClusterNetworkPolicyIngressPeer{fromPods(sel("team", fmt.Sprintf("t%d", (i+1)%10)), sel("app", fmt.Sprintf("app%d", (i+5)%20)))}, cnptest.TCP(8080)),
 			ingress(deny, "", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(&metav1.LabelSelector{})}),
 		}
 		s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{
-			egress(pass, "", []v1beta1.ClusterNetworkPolicyEgressPeer{toNS(sel("team", fmt.Sprintf("t%d", (i+2)%10)))}),
+			egress(pass, "", []v1beta1.ClusterNetworkPolicyEgressPeer{cnptest.PeerNamespaces(sel("team", fmt.Sprintf("t%d", (i+2)%10)))}),
 			egress(deny, "", []v1beta1.ClusterNetworkPolicyEgressPeer{toNets("169.254.169.254/32")}),
 		}
 	})

@@ -58,7 +58,7 @@ func cnp(name string, tier v1beta1.Tier, prio int32, f func(*v1beta1.ClusterNetw
 // subjectPods makes the subject pods nsSel and podSel select.
 func subjectPods(nsSel, podSel *metav1.LabelSelector) func(*v1beta1.ClusterNetworkPolicySpec) {
 	return func(s *v1beta1.ClusterNetworkPolicySpec) {
-		s.Subject = v1beta1.ClusterNetworkPolicySubject{Pods: &v1beta1.NamespacedPod{NamespaceSelector: *nsSel, PodSelector: *podSel}}
+		s.Subject = cnptest.PodsSubject(nsSel, podSel)
 	}
 }
 
@@ -76,12 +76,6 @@ func fromNS(s *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyIngressPeer {
 func fromPods(nsSel, podSel *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyIngressPeer {
 	return v1beta1.ClusterNetworkPolicyIngressPeer{Pods: &v1beta1.NamespacedPod{NamespaceSelector: *nsSel, PodSelector: *podSel}}
 }
-func toNS(s *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyEgressPeer {
-	return v1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: s}
-}
-func toPods(nsSel, podSel *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyEgressPeer {
-	return v1beta1.ClusterNetworkPolicyEgressPeer{Pods: &v1beta1.NamespacedPod{NamespaceSelector: *nsSel, PodSelector: *podSel}}
-}
 func toNets(cidrs ...string) v1beta1.ClusterNetworkPolicyEgressPeer {
 	p := v1beta1.ClusterNetworkPolicyEgressPeer{}
 	for _, c := range cidrs {
@@ -92,15 +86,6 @@ func toNets(cidrs ...string) v1beta1.ClusterNetworkPolicyEgressPeer {
 func toNodes(s *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyEgressPeer {
 	return v1beta1.ClusterNetworkPolicyEgressPeer{Nodes: s}
 }
-
-// The protocol builders are cnptest's (shared with the explain and e2e
-// tests). Never assigned.
-var (
-	tcpPort   = cnptest.TCP
-	udpRange  = cnptest.UDPRange
-	sctpPort  = cnptest.SCTP
-	namedPort = cnptest.NamedPort
-)
 
 // --- helpers over the output ---------------------------------------------
 

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/internal/apitest"
+	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/policy"
 )
@@ -74,15 +75,15 @@ func randomCluster(r *rand.Rand) Input {
 		for i, n := 0, r.Intn(3); i < n; i++ {
 			switch r.Intn(5) {
 			case 0:
-				out = append(out, tcpPort(int32(80+r.Intn(3))))
+				out = append(out, cnptest.TCP(int32(80+r.Intn(3))))
 			case 1:
-				out = append(out, udpRange(53, int32(54+r.Intn(100))))
+				out = append(out, cnptest.UDPRange(53, int32(54+r.Intn(100))))
 			case 2:
-				out = append(out, sctpPort(int32(80+r.Intn(2))))
+				out = append(out, cnptest.SCTP(int32(80+r.Intn(2))))
 			case 3:
-				out = append(out, namedPort(pick("web", "dns")))
+				out = append(out, cnptest.NamedPort(pick("web", "dns")))
 			default:
-				out = append(out, udpRange(100, 50)) // invalid
+				out = append(out, cnptest.UDPRange(100, 50)) // invalid
 			}
 		}
 		return out
@@ -126,9 +127,9 @@ func randomCluster(r *rand.Rand) Input {
 				case x == 3 && !named:
 					to = append(to, v1beta1.ClusterNetworkPolicyEgressPeer{DomainNames: []v1beta1.DomainName{"example.com"}})
 				case x <= 5:
-					to = append(to, toNS(selector()))
+					to = append(to, cnptest.PeerNamespaces(selector()))
 				default:
-					to = append(to, toPods(selector(), selector()))
+					to = append(to, cnptest.PeerPods(selector(), selector()))
 				}
 			}
 			p.Spec.Egress = append(p.Spec.Egress, egress(actions[r.Intn(3)], pick("", "r"), to, protos...))

@@ -163,14 +163,6 @@ func toNetworks(cidrs ...string) []v1beta1.ClusterNetworkPolicyEgressPeer {
 	return []v1beta1.ClusterNetworkPolicyEgressPeer{p}
 }
 
-// The protocol builders are cnptest's. Never assigned.
-var (
-	cTCP      = cnptest.TCP
-	cUDPRange = cnptest.UDPRange
-	cSCTP     = cnptest.SCTP
-	cNamed    = cnptest.NamedPort
-)
-
 // --- scenarios --------------------------------------------------------------
 
 type cnpStep struct {
@@ -248,13 +240,13 @@ func cnpScenarios(c *cnpCluster, f netlab.Family) []cnpScenario {
 		}, onlyInto(toNS("x"), from("z/c"))),
 		one("ports: TCP number, UDP range and SCTP number", func(c *cnpCluster) {
 			c.addCNP(cnpOf("ports", v1beta1.AdminTier, 0, "x", func(s *cnpSpec) {
-				s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{cIn(cDeny, fromNSs("y"), cTCP(80), cUDPRange(80, 81), cSCTP(81))}
+				s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{cIn(cDeny, fromNSs("y"), cnptest.TCP(80), cnptest.UDPRange(80, 81), cnptest.SCTP(81))}
 			}))
 		}, not(and(fromNS("y"), toNS("x"), onPorts(tcp80, udp80, udp81, sctp81)))),
 		one("named ports: ingress on the pod, egress per destination", func(c *cnpCluster) {
 			c.addCNP(cnpOf("named", v1beta1.AdminTier, 0, "x", func(s *cnpSpec) {
-				s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{cIn(cDeny, fromNSs("y"), cNamed("serve-81-tcp"))}
-				s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{cOut(cDeny, toNSs("z"), cNamed("serve-80-udp"))}
+				s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{cIn(cDeny, fromNSs("y"), cnptest.NamedPort("serve-81-tcp"))}
+				s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{cOut(cDeny, toNSs("z"), cnptest.NamedPort("serve-80-udp"))}
 			}))
 		}, and(not(and(fromNS("y"), toNS("x"), onPorts(tcp81))), not(and(fromNS("x"), toNS("z"), onPorts(udp80))))),
 		one("networks: admin egress Deny to one address", func(c *cnpCluster) {

@@ -241,12 +241,8 @@ func (l *ecnpLab) listTable() string {
 type ecnpRule = cnptest.Rule
 
 var (
-	ecnpR          = cnptest.R
-	ecnpPolicy     = cnptest.Policy
-	ecnpPodSubject = cnptest.PodsSubject
-	ecnpPeerPods   = cnptest.PeerPods
-	ecnpTCP        = cnptest.TCP
-	ecnpUDPRange   = cnptest.UDPRange
+	ecnpR      = cnptest.R
+	ecnpPolicy = cnptest.Policy
 )
 
 func ecnpNS(kv ...string) cnpv1beta1.ClusterNetworkPolicySubject {
@@ -289,15 +285,15 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			nps:   []*networkingv1.NetworkPolicy{allowAllIngressX},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, false}, {"x/b", "x/a", tcp80, true}}},
 		{name: "admin-accept-overrides-a-networkpolicy-deny",
-			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("b-in", cnpAdmin, 10, ecnpPodSubject(match("ns", "x"), match("pod", "a")),
-				[]ecnpRule{ecnpR("from-b", cnpAccept, ecnpPeerPods(all, match("pod", "b")))}, nil)},
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("b-in", cnpAdmin, 10, cnptest.PodsSubject(match("ns", "x"), match("pod", "a")),
+				[]ecnpRule{ecnpR("from-b", cnpAccept, cnptest.PeerPods(all, match("pod", "b")))}, nil)},
 			nps:   []*networkingv1.NetworkPolicy{denyIngressX},
 			cells: []ecnpCell{{"y/b", "x/a", udp80, true}, {"x/b", "x/a", sctp80, true}, {"y/a", "x/a", tcp80, false}, {"y/b", "x/b", tcp80, false}}},
 		{name: "pass-chains-through-the-tiers",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
 				ecnpPolicy("pass-y", cnpAdmin, 5, ecnpNS("ns", "x"), []ecnpRule{ecnpR("pass-y", cnpPass, ecnpPeerNS("ns", "y"))}, nil),
 				ecnpPolicy("deny-rest", cnpAdmin, 6, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS())}, nil),
-				ecnpPolicy("base-81", cnpBase, 0, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS("ns", "y")).On(ecnpTCP(81))}, nil),
+				ecnpPolicy("base-81", cnpBase, 0, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS("ns", "y")).On(cnptest.TCP(81))}, nil),
 			},
 			nps: []*networkingv1.NetworkPolicy{denyIngressXA},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, false}, {"y/a", "x/b", tcp80, true}, {"y/a", "x/b", tcp81, false},
@@ -315,8 +311,8 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, true}, {"x/b", "x/a", tcp80, false}}},
 		{name: "ports-ranges-and-named-ports",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("ports", cnpAdmin, 1, ecnpNS("ns", "y"), nil, []ecnpRule{
-				ecnpR("pods", cnpDeny, ecnpPeerNS()).On(ecnpTCP(81), ecnpUDPRange(70, 90), cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "serve-80-sctp"}),
-				ecnpR("ext", cnpDeny, extNets).On(ecnpTCP(81)),
+				ecnpR("pods", cnpDeny, ecnpPeerNS()).On(cnptest.TCP(81), cnptest.UDPRange(70, 90), cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "serve-80-sctp"}),
+				ecnpR("ext", cnpDeny, extNets).On(cnptest.TCP(81)),
 			})},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, true}, {"y/a", "x/a", tcp81, false}, {"y/a", "x/a", udp80, false}, {"y/a", "x/a", sctp80, false},
 				{"y/a", "ext", sctp80, true}, {"y/a", "ext", udp80, true}, {"y/a", "ext", tcp81, false}}},
@@ -328,7 +324,7 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
 				ecnpPolicy("future-accept", cnpAdmin, 1, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("", cnpAccept, everywhere, cnpv1beta1.ClusterNetworkPolicyEgressPeer{})}),
 				ecnpPolicy("deny-y", cnpAdmin, 2, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS("ns", "y"))}),
-				ecnpPolicy("future-pass", cnpBase, 1, ecnpPodSubject(match("ns", "y"), match("pod", "b")), nil, []ecnpRule{ecnpR("", cnpPass, cnpv1beta1.ClusterNetworkPolicyEgressPeer{})}),
+				ecnpPolicy("future-pass", cnpBase, 1, cnptest.PodsSubject(match("ns", "y"), match("pod", "b")), nil, []ecnpRule{ecnpR("", cnpPass, cnpv1beta1.ClusterNetworkPolicyEgressPeer{})}),
 			},
 			cells: []ecnpCell{{"x/a", "y/a", tcp80, false}, {"x/a", "ext", tcp80, true}, {"y/b", "x/a", tcp80, false}, {"y/b", "ext", udp80, false}, {"y/a", "x/a", tcp80, true}}},
 		{name: "domain-names-accept-fails-closed",
@@ -342,7 +338,7 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 		{name: "invalid-rule-peer-selector-fails-the-rule-closed",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
 				ecnpPolicy("guard-x", cnpAdmin, 1, ecnpNS("ns", "x"),
-					[]ecnpRule{ecnpR("from-b", cnpAccept, ecnpPeerPods(all, match("pod", "b"))), ecnpR("bad", cnpDeny, ecnpPeerPods(all, badSelector))},
+					[]ecnpRule{ecnpR("from-b", cnpAccept, cnptest.PeerPods(all, match("pod", "b"))), ecnpR("bad", cnpDeny, cnptest.PeerPods(all, badSelector))},
 					nil),
 				ecnpPolicy("guard-y", cnpAdmin, 2, ecnpNS("ns", "y"), nil,
 					[]ecnpRule{ecnpR("bad", cnpAccept, ecnpPeerNS("ns", "x"), cnpv1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: badSelector}), ecnpR("no-x", cnpDeny, ecnpPeerNS("ns", "x"))}),
@@ -353,10 +349,10 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 		{name: "empty-protocol-entry-and-list-fail-the-rule-closed",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
 				ecnpPolicy("y-out", cnpBase, 1, ecnpNS("ns", "y"), nil,
-					[]ecnpRule{ecnpR("", cnpPass, ecnpPeerNS("ns", "x")).On(ecnpTCP(81), cnpv1beta1.ClusterNetworkPolicyProtocol{})}),
+					[]ecnpRule{ecnpR("", cnpPass, ecnpPeerNS("ns", "x")).On(cnptest.TCP(81), cnpv1beta1.ClusterNetworkPolicyProtocol{})}),
 				ecnpPolicy("x-out", cnpAdmin, 1, ecnpNS("ns", "x"), nil,
 					// An empty list (not nil: every protocol) is invalid.
-					[]ecnpRule{ecnpR("none", cnpAccept, extNets).On([]cnpv1beta1.ClusterNetworkPolicyProtocol{}...), ecnpR("no-ext", cnpDeny, extNets).On(ecnpTCP(80))}),
+					[]ecnpRule{ecnpR("none", cnpAccept, extNets).On([]cnpv1beta1.ClusterNetworkPolicyProtocol{}...), ecnpR("no-ext", cnpDeny, extNets).On(cnptest.TCP(80))}),
 			},
 			problems: []string{"ClusterNetworkPolicy y-out: spec.egress[0].protocols[1]: exactly one of", "ClusterNetworkPolicy x-out: spec.egress[0].protocols: 0 protocols"},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, false}, {"y/b", "ext", udp80, false}, {"y/a", "y/b", sctp80, false}, {"x/a", "y/a", tcp80, true},
@@ -374,10 +370,10 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 				in.Pods = podtest.Set(podList)
 			},
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
-				ecnpPolicy("dual-in", cnpAdmin, 1, ecnpPodSubject(match("ns", "x"), match("pod", "a")),
+				ecnpPolicy("dual-in", cnpAdmin, 1, cnptest.PodsSubject(match("ns", "x"), match("pod", "a")),
 					[]ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS()).On(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}, nil),
-				ecnpPolicy("dual-out", cnpAdmin, 1, ecnpPodSubject(match("ns", "y"), match("pod", "b")), nil,
-					[]ecnpRule{ecnpR("", cnpDeny, ecnpPeerPods(all, all)).On(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}),
+				ecnpPolicy("dual-out", cnpAdmin, 1, cnptest.PodsSubject(match("ns", "y"), match("pod", "b")), nil,
+					[]ecnpRule{ecnpR("", cnpDeny, cnptest.PeerPods(all, all)).On(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}),
 			},
 			cells: []ecnpCell{{"y/a", "x/a", udp80, false}, {"y/a", "x/a", tcp81, false}, {"y/a", "x/a", tcp80, true}, {"y/a", "x/b", udp80, true},
 				{"y/b", "x/b", udp80, false}, {"y/b", "x/b", tcp81, false}, {"y/b", "x/b", sctp80, true}, {"y/b", "ext", udp80, true}}},
@@ -397,7 +393,7 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			},
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("nodes", cnpAdmin, 1, ecnpNS("ns", "x"), nil, []ecnpRule{
 				ecnpR("by-hostname", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext")}),
-				ecnpR("by-external-ip", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext2")}).On(ecnpTCP(81)),
+				ecnpR("by-external-ip", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext2")}).On(cnptest.TCP(81)),
 			})},
 			cells: []ecnpCell{{"x/a", "ext", tcp80, true}, {"x/a", "ext", tcp81, false}, {"x/b", "ext", udp80, true}, {"y/a", "ext", tcp81, true}}},
 		{name: "left-out-policies-and-namesakes",
@@ -411,7 +407,7 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			cells:    []ecnpCell{{"y/a", "x/a", tcp80, true}, {"x/a", "ext", tcp80, true}, {"x/a", "x/b", udp80, true}, {"x/a", "y/a", tcp80, false}}},
 		{name: "unknown-action-fails-closed",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("allow", cnpAdmin, 1, ecnpNS("ns", "y"),
-				[]ecnpRule{ecnpR("from-x", cnpAccept, ecnpPeerNS("ns", "x")).On(ecnpTCP(80)), ecnpR("", "Allow", ecnpPeerNS("ns", "x"))}, nil)},
+				[]ecnpRule{ecnpR("from-x", cnpAccept, ecnpPeerNS("ns", "x")).On(cnptest.TCP(80)), ecnpR("", "Allow", ecnpPeerNS("ns", "x"))}, nil)},
 			problems: []string{`ClusterNetworkPolicy allow: spec.ingress[1].action: unsupported value "Allow"`},
 			cells:    []ecnpCell{{"x/a", "y/a", tcp80, true}, {"x/a", "y/a", tcp81, false}, {"ext", "y/b", udp80, false}, {"y/a", "x/a", tcp80, true}}},
 	}
@@ -448,9 +444,9 @@ func ecnpRandom(seed int64, extNets, everywhere cnpv1beta1.ClusterNetworkPolicyE
 		case 1:
 			return cnpv1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: nsSel()}
 		case 2:
-			return ecnpPeerPods(nsSel(), match("pod", pick("a", "b")))
+			return cnptest.PeerPods(nsSel(), match("pod", pick("a", "b")))
 		case 3:
-			return ecnpPeerPods(all, badSelector) // invalid
+			return cnptest.PeerPods(all, badSelector) // invalid
 		case 4:
 			return extNets
 		case 5:
@@ -463,13 +459,13 @@ func ecnpRandom(seed int64, extNets, everywhere cnpv1beta1.ClusterNetworkPolicyE
 	protocols := func() []cnpv1beta1.ClusterNetworkPolicyProtocol {
 		switch r.Intn(9) {
 		case 0:
-			return []cnpv1beta1.ClusterNetworkPolicyProtocol{ecnpTCP(80)}
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{cnptest.TCP(80)}
 		case 1:
-			return []cnpv1beta1.ClusterNetworkPolicyProtocol{ecnpTCP(81), ecnpUDPRange(70, 90)}
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{cnptest.TCP(81), cnptest.UDPRange(70, 90)}
 		case 2:
 			return []cnpv1beta1.ClusterNetworkPolicyProtocol{{DestinationNamedPort: pick("serve-80-udp", "serve-81-tcp", "serve-80-sctp")}}
 		case 3:
-			return []cnpv1beta1.ClusterNetworkPolicyProtocol{ecnpTCP(80), {}} // invalid entry
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{cnptest.TCP(80), {}} // invalid entry
 		case 4:
 			return []cnpv1beta1.ClusterNetworkPolicyProtocol{} // invalid list
 		}
@@ -492,7 +488,7 @@ func ecnpRandom(seed int64, extNets, everywhere cnpv1beta1.ClusterNetworkPolicyE
 		tier := cnpv1beta1.Tier(pick("Admin", "Baseline", "Admin", "Baseline", "Other"))
 		subj := ecnpNS("ns", pick("x", "y"))
 		if r.Intn(3) == 0 {
-			subj = ecnpPodSubject(nsSel(), match("pod", pick("a", "b")))
+			subj = cnptest.PodsSubject(nsSel(), match("pod", pick("a", "b")))
 		}
 		sc.cnps = append(sc.cnps, ecnpPolicy(pick("p", "q", "r", "s"), tier, int32(r.Intn(3)), subj, rules(false), rules(true)))
 	}
