@@ -86,24 +86,10 @@ func (c *cnpCluster) checkCNP(f netlab.Family, ports []netlab.Port, want allowed
 	if err := errors.Join(c.lab.FlushNeighbours(), c.lab.FlushConntrack()); err != nil {
 		c.t.Fatal(err)
 	}
-	exp := c.lab.NewExpected(f, false, ports...)
-	for _, from := range exp.From {
-		for _, to := range exp.To {
-			for _, p := range ports {
-				exp.Expect(from, to, from == to || want(from, to, p), p)
-			}
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	got, err := c.lab.Reachability(ctx, f, ports...)
-	if err != nil {
-		c.t.Fatalf("probe: %v", err)
-	}
-	if diff := netlab.Compare(exp, got); diff != "" {
+	c.compare(f, ports, want, "table", func() string {
 		text, _ := engine.Render(compose.Table(), c.last)
-		c.t.Fatalf("%v connectivity differs from the expectation:\n%s\ntable:\n%s", f, diff, text)
-	}
+		return text
+	})
 }
 
 // --- ClusterNetworkPolicy builders ----------------------------------------
