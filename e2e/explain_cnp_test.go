@@ -243,15 +243,9 @@ type ecnpRule = cnptest.Rule
 var (
 	ecnpR      = cnptest.R
 	ecnpPolicy = cnptest.Policy
+	ecnpNS     = cnptest.NamespacesSubjectOf
+	ecnpPeerNS = cnptest.PeerNamespacesOf
 )
-
-func ecnpNS(kv ...string) cnpv1beta1.ClusterNetworkPolicySubject {
-	return cnptest.NamespacesSubject(match(kv...))
-}
-
-func ecnpPeerNS(kv ...string) cnpv1beta1.ClusterNetworkPolicyEgressPeer {
-	return cnptest.PeerNamespaces(match(kv...))
-}
 
 const (
 	cnpAccept = cnpv1beta1.ClusterNetworkPolicyRuleActionAccept

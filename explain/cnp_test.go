@@ -30,13 +30,11 @@ const (
 type rule = cnptest.Rule
 
 var (
-	r     = cnptest.R
-	cnpOf = cnptest.Policy
+	r         = cnptest.R
+	cnpOf     = cnptest.Policy
+	nsSubject = cnptest.NamespacesSubjectOf
+	peerNS    = cnptest.PeerNamespacesOf
 )
-
-func nsSubject(kv ...string) cnp.ClusterNetworkPolicySubject {
-	return cnptest.NamespacesSubject(sel(kv...))
-}
 
 func ingressCNP(name string, tier cnp.Tier, prio int32, subj cnp.ClusterNetworkPolicySubject, rules ...rule) *cnp.ClusterNetworkPolicy {
 	return cnpOf(name, tier, prio, subj, rules, nil)
@@ -44,10 +42,6 @@ func ingressCNP(name string, tier cnp.Tier, prio int32, subj cnp.ClusterNetworkP
 
 func egressCNP(name string, tier cnp.Tier, prio int32, subj cnp.ClusterNetworkPolicySubject, rules ...rule) *cnp.ClusterNetworkPolicy {
 	return cnpOf(name, tier, prio, subj, nil, rules)
-}
-
-func peerNS(kv ...string) cnp.ClusterNetworkPolicyEgressPeer {
-	return cnptest.PeerNamespaces(sel(kv...))
 }
 
 func peerNodes(kv ...string) cnp.ClusterNetworkPolicyEgressPeer {
@@ -292,6 +286,11 @@ func TestClusterNetworkPolicyOrder(t *testing.T) {
 func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 	xa := nsSubject("ns", "x")
 	toYA := Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80}
+	// Accepts x, then denies pods by a selector the API server would
+	// refuse: the Deny fails closed where it stands.
+	badSelector := []*cnp.ClusterNetworkPolicy{ingressCNP("p", base, 1, xa,
+		r("ok", accept, peerNS("ns", "x")),
+		r("bad", deny, cnptest.PeerPods(allNS, &metav1.LabelSelector{MatchLabels: map[string]string{"a b": "c"}})))}
 	for _, tt := range []cnpCase{
 		// Subjects.
 		{name: "pods subject selects only its pods",
@@ -377,16 +376,12 @@ func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 				`note: ClusterNetworkPolicy p (Admin, priority 1) rule egress[0] "bad" fails closed: to[0].networks[0]: invalid CIDR "10.0.0.0/33"; this Accept rule matches no traffic`},
 			tier: TierAdmin},
 		{name: "an invalid selector in a rule peer fails that rule closed",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("p", base, 1, xa,
-				r("ok", accept, peerNS("ns", "x")),
-				r("bad", deny, cnptest.PeerPods(allNS, &metav1.LabelSelector{MatchLabels: map[string]string{"a b": "c"}})))},
+			cnps: badSelector,
 			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 80}, ingress: true, problem: "spec.ingress[1].from[0].pods.podSelector",
 			want: []string{`denied by ClusterNetworkPolicy p (Baseline, priority 1) rule ingress[1] "bad" (from[0].pods.podSelector: `, "fail closed, this Deny rule denies all traffic"},
 			tier: TierBaseline},
 		{name: "a rule before the invalid one still decides first",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("p", base, 1, xa,
-				r("ok", accept, peerNS("ns", "x")),
-				r("bad", deny, cnptest.PeerPods(allNS, &metav1.LabelSelector{MatchLabels: map[string]string{"a b": "c"}})))},
+			cnps: badSelector,
 			flow: Flow{From: "x/b", To: "x/a", Protocol: tcp, Port: 80}, ingress: true, problem: "spec.ingress[1].from[0].pods.podSelector",
 			want: []string{`allowed by ClusterNetworkPolicy p (Baseline, priority 1) rule ingress[0] "ok"`}, tier: TierBaseline, allowed: true},
 		{name: "an empty protocol entry fails the Pass rule closed: it denies every protocol",

@@ -7,6 +7,8 @@ package cnptest
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
+
+	"github.com/nftguard/nftguard/internal/apitest"
 )
 
 // TCP is TCP to destination port n.
@@ -42,6 +44,18 @@ func PodsSubject(ns, pod *metav1.LabelSelector) cnp.ClusterNetworkPolicySubject 
 // PeerNamespaces is every pod of the namespaces s selects.
 func PeerNamespaces(s *metav1.LabelSelector) cnp.ClusterNetworkPolicyEgressPeer {
 	return cnp.ClusterNetworkPolicyEgressPeer{Namespaces: s}
+}
+
+// NamespacesSubjectOf is NamespacesSubject of the namespaces with these
+// labels (key, value pairs; none: every namespace).
+func NamespacesSubjectOf(kv ...string) cnp.ClusterNetworkPolicySubject {
+	return NamespacesSubject(apitest.Selector(kv...))
+}
+
+// PeerNamespacesOf is PeerNamespaces of the namespaces with these labels
+// (key, value pairs; none: every namespace).
+func PeerNamespacesOf(kv ...string) cnp.ClusterNetworkPolicyEgressPeer {
+	return PeerNamespaces(apitest.Selector(kv...))
 }
 
 // PeerPods is the pods pod selects in the namespaces ns selects.
