@@ -13,6 +13,7 @@ import (
 	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/internal/tabletest"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -62,19 +63,7 @@ func TestTiersAroundNetworkPolicy(t *testing.T) {
 	}))
 	out := compileChecked(t, in)
 	d := table(in, out)
-	rules := func(name string) []string {
-		for _, c := range d.Chains {
-			if c.Name == name {
-				var rs []string
-				for _, r := range c.Rules {
-					rs = append(rs, r.Rule)
-				}
-				return rs
-			}
-		}
-		t.Fatalf("no chain %s", name)
-		return nil
-	}
+	rules := func(name string) []string { return tabletest.Rules(tabletest.Chain(t, d.Chains, name)) }
 	eq(t, "np_forward", rules("np_forward"), []string{
 		"ct state established,related accept",
 		"icmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept",

@@ -17,6 +17,7 @@ import (
 	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/internal/tabletest"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -115,53 +116,22 @@ func compileChecked(t *testing.T, in Input) Output {
 	return out
 }
 
+// The readers of the output are tabletest's, shared with policy.
 func chainRules(t *testing.T, out Output, name string) []string {
 	t.Helper()
-	for _, c := range out.Chains {
-		if c.Name == name {
-			var rs []string
-			for _, r := range c.Rules {
-				rs = append(rs, r.Rule)
-			}
-			return rs
-		}
-	}
-	t.Fatalf("no chain %s in %v", name, chainNames(out))
-	return nil
+	return tabletest.Rules(tabletest.Chain(t, out.Chains, name))
 }
 
-func chainNames(out Output) []string {
-	var n []string
-	for _, c := range out.Chains {
-		n = append(n, c.Name)
-	}
-	return n
-}
+func chainNames(out Output) []string { return tabletest.ChainNames(out.Chains) }
 
 func setElems(t *testing.T, out Output, name string) []string {
 	t.Helper()
-	for _, s := range out.Sets {
-		if s.Name == name {
-			var es []string
-			for _, e := range s.Elements {
-				if e.Value != "" {
-					es = append(es, e.Key+" : "+e.Value)
-				} else {
-					es = append(es, e.Key)
-				}
-			}
-			return es
-		}
-	}
-	t.Fatalf("no set %s", name)
-	return nil
+	return tabletest.Elements(tabletest.Set(t, out.Sets, name))
 }
 
 func eq(t *testing.T, what string, got, want []string) {
 	t.Helper()
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("%s:\n got  %q\n want %q", what, got, want)
-	}
+	tabletest.EqualLines(t, what, got, want)
 }
 
 // renderGolden renders the input, the problems and warnings, and the

@@ -15,6 +15,7 @@ import (
 	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/internal/tabletest"
 )
 
 // --- builders -------------------------------------------------------------
@@ -77,15 +78,10 @@ func compileChecked(t *testing.T, in Input) Output {
 	return out
 }
 
+// The readers of the output are tabletest's, shared with clusterpolicy.
 func chain(t *testing.T, out Output, name string) engine.Chain {
 	t.Helper()
-	for _, c := range out.Chains {
-		if c.Name == name {
-			return c
-		}
-	}
-	t.Fatalf("no chain %q; chains: %v", name, chainNames(out))
-	return engine.Chain{}
+	return tabletest.Chain(t, out.Chains, name)
 }
 
 func hasChain(out Output, name string) bool {
@@ -97,54 +93,20 @@ func hasChain(out Output, name string) bool {
 	return false
 }
 
-func chainNames(out Output) []string {
-	var n []string
-	for _, c := range out.Chains {
-		n = append(n, c.Name)
-	}
-	return n
-}
+func chainNames(out Output) []string { return tabletest.ChainNames(out.Chains) }
 
 func set(t *testing.T, out Output, name string) engine.Set {
 	t.Helper()
-	for _, s := range out.Sets {
-		if s.Name == name {
-			return s
-		}
-	}
-	var names []string
-	for _, s := range out.Sets {
-		names = append(names, s.Name)
-	}
-	t.Fatalf("no set %q; sets: %v", name, names)
-	return engine.Set{}
+	return tabletest.Set(t, out.Sets, name)
 }
 
-func keys(s engine.Set) []string {
-	var k []string
-	for _, e := range s.Elements {
-		if e.Value != "" {
-			k = append(k, e.Key+" : "+e.Value)
-		} else {
-			k = append(k, e.Key)
-		}
-	}
-	return k
-}
+func keys(s engine.Set) []string { return tabletest.Elements(s) }
 
-func ruleTexts(c engine.Chain) []string {
-	var r []string
-	for _, x := range c.Rules {
-		r = append(r, x.Rule)
-	}
-	return r
-}
+func ruleTexts(c engine.Chain) []string { return tabletest.Rules(c) }
 
 func eq(t *testing.T, what string, got, want []string) {
 	t.Helper()
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("%s:\n got: %q\nwant: %q", what, got, want)
-	}
+	tabletest.EqualLines(t, what, got, want)
 }
 
 // --- tests ----------------------------------------------------------------
