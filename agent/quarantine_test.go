@@ -130,10 +130,12 @@ func syncOnce(t *testing.T, s *syncer, raw compose.Input) (compose.Input, error)
 	return in, nil
 }
 
-func names(nps []*networkingv1.NetworkPolicy) string {
+// names lists policies as name=their "bad" label, to compare which
+// versions were kept.
+func names[T metav1.Object](objs []T) string {
 	var out []string
-	for _, np := range nps {
-		out = append(out, np.Name+"="+np.Labels["bad"])
+	for _, o := range objs {
+		out = append(out, o.GetName()+"="+o.GetLabels()["bad"])
 	}
 	return strings.Join(out, ",")
 }
@@ -387,14 +389,6 @@ func testCNP(name, bad string) *cnpv1beta1.ClusterNetworkPolicy {
 	return p
 }
 
-func cnpNames(ps []*cnpv1beta1.ClusterNetworkPolicy) string {
-	var out []string
-	for _, p := range ps {
-		out = append(out, p.Name+"="+p.Labels["bad"])
-	}
-	return strings.Join(out, ",")
-}
-
 // TestQuarantineClusterNetworkPolicies: ClusterNetworkPolicies are suspects
 // like NetworkPolicies: a refused update keeps the accepted version, a
 // refused new one is left out, the rest (a new NetworkPolicy beside them)
@@ -416,7 +410,7 @@ func TestQuarantineClusterNetworkPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cnpNames(synced.ClusterNetworkPolicies); got != "admin=" {
+	if got := names(synced.ClusterNetworkPolicies); got != "admin=" {
 		t.Fatalf("synced ClusterNetworkPolicies %s, want admin's accepted version only", got)
 	}
 	if got := names(synced.NetworkPolicies); got != "np=" {
@@ -453,6 +447,6 @@ func TestQuarantineClusterNetworkPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(s.q.held) != 0 || len(synced.ClusterNetworkPolicies) != 1 || synced.ClusterNetworkPolicies[0] != fixed {
-		t.Fatalf("held %v, synced %s", s.q.held, cnpNames(synced.ClusterNetworkPolicies))
+		t.Fatalf("held %v, synced %s", s.q.held, names(synced.ClusterNetworkPolicies))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/problem"
 )
 
@@ -99,7 +100,7 @@ func enforcedName(pols []*v1beta1.ClusterNetworkPolicy, vs []Validity, name stri
 func TestCheck(t *testing.T) {
 	bad := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}
 	z := func() []v1beta1.ClusterNetworkPolicyEgressPeer {
-		return []v1beta1.ClusterNetworkPolicyEgressPeer{toNS(sel("ns", "z"))}
+		return []v1beta1.ClusterNetworkPolicyEgressPeer{cnptest.PeerNamespaces(sel("ns", "z"))}
 	}
 	for _, tc := range []struct {
 		name     string
@@ -113,13 +114,13 @@ func TestCheck(t *testing.T) {
 		{"bad-subject", func(s *v1beta1.ClusterNetworkPolicySpec) { s.Subject.Namespaces = bad }, false, "spec.subject.namespaces", nil, ""},
 		{"tier", func(s *v1beta1.ClusterNetworkPolicySpec) { s.Tier = "" }, false, "spec.tier", nil, ""},
 		{"bad-peer-selector", func(s *v1beta1.ClusterNetworkPolicySpec) {
-			s.Egress[1].To = append(s.Egress[1].To, toPods(sel(), bad))
+			s.Egress[1].To = append(s.Egress[1].To, cnptest.PeerPods(sel(), bad))
 		}, true, "spec.egress[1].to[1].pods.podSelector", []bool{false, true}, "Near"},
 		{"empty-protocols", func(s *v1beta1.ClusterNetworkPolicySpec) {
 			s.Egress[0].Protocols = []v1beta1.ClusterNetworkPolicyProtocol{}
 		}, true, "spec.egress[0].protocols", []bool{true, false}, "0 protocols"},
 		{"empty-protocol-entry", func(s *v1beta1.ClusterNetworkPolicySpec) {
-			s.Egress[0].Protocols = []v1beta1.ClusterNetworkPolicyProtocol{tcpPort(80), {}}
+			s.Egress[0].Protocols = []v1beta1.ClusterNetworkPolicyProtocol{cnptest.TCP(80), {}}
 		}, true, "spec.egress[0].protocols[1]", []bool{true, false}, "exactly one of tcp"},
 		{"domain-names", func(s *v1beta1.ClusterNetworkPolicySpec) {
 			s.Egress[1].To = []v1beta1.ClusterNetworkPolicyEgressPeer{{DomainNames: []v1beta1.DomainName{"example.com"}}}
@@ -161,7 +162,7 @@ func TestCheck(t *testing.T) {
 func TestCheckAllDuplicateNames(t *testing.T) {
 	mk := func(tier v1beta1.Tier) *v1beta1.ClusterNetworkPolicy {
 		return cnp("p", tier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {
-			s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{egress(deny, "", []v1beta1.ClusterNetworkPolicyEgressPeer{toNS(sel())})}
+			s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{egress(deny, "", []v1beta1.ClusterNetworkPolicyEgressPeer{cnptest.PeerNamespaces(sel())})}
 		})
 	}
 	pols := []*v1beta1.ClusterNetworkPolicy{mk("Other"), mk(v1beta1.BaselineTier), mk(v1beta1.AdminTier)}

@@ -10,7 +10,10 @@ import (
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/apitest"
+	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/internal/tabletest"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -19,20 +22,20 @@ import (
 func cluster(pols ...*v1beta1.ClusterNetworkPolicy) Input {
 	in := Input{NodeName: "n1", Policies: pols}
 	for i, n := range []string{"x", "y", "z"} {
-		in.Namespaces = append(in.Namespaces, ns(n, "ns", n))
+		in.Namespaces = append(in.Namespaces, apitest.Namespace(n, "ns", n))
 		for j, p := range []string{"a", "b", "c"} {
 			node := "n2"
 			if (n == "x" && p != "c") || (n == "y" && p == "a") {
 				node = "n1"
 			}
-			in.Pods = podtest.Append(in.Pods, mkpod(n, p, fmt.Sprintf("10.0.%d.%d", i, j+1), onNode(node),
-				ips(fmt.Sprintf("10.0.%d.%d", i, j+1), fmt.Sprintf("fd00::%d:%d", i, j+1)),
-				withLabels("pod", p), port("web", int32(8000+10*i+j), corev1.ProtocolTCP), port("dns", 53, corev1.ProtocolUDP)))
+			in.Pods = podtest.Append(in.Pods, apitest.Pod(n, p, fmt.Sprintf("10.0.%d.%d", i, j+1), apitest.OnNode(node),
+				apitest.IPs(fmt.Sprintf("10.0.%d.%d", i, j+1), fmt.Sprintf("fd00::%d:%d", i, j+1)),
+				apitest.WithLabels("pod", p), apitest.Port("web", int32(8000+10*i+j), corev1.ProtocolTCP), apitest.Port("dns", 53, corev1.ProtocolUDP)))
 		}
 	}
 	in.Nodes = []*corev1.Node{
-		mknode("n1", labelsMap("role", "worker"), "192.168.0.1", "2001:db8::1"),
-		mknode("n2", labelsMap("role", "control"), "192.168.0.2", "203.0.113.2"),
+		mknode("n1", apitest.Labels("role", "worker"), "192.168.0.1", "2001:db8::1"),
+		mknode("n2", apitest.Labels("role", "control"), "192.168.0.2", "203.0.113.2"),
 	}
 	return in
 }
@@ -60,19 +63,7 @@ func TestTiersAroundNetworkPolicy(t *testing.T) {
 	}))
 	out := compileChecked(t, in)
 	d := table(in, out)
-	rules := func(name string) []string {
-		for _, c := range d.Chains {
-			if c.Name == name {
-				var rs []string
-				for _, r := range c.Rules {
-					rs = append(rs, r.Rule)
-				}
-				return rs
-			}
-		}
-		t.Fatalf("no chain %s", name)
-		return nil
-	}
+	rules := func(name string) []string { return tabletest.Rules(tabletest.Chain(t, d.Chains, name)) }
 	eq(t, "np_forward", rules("np_forward"), []string{
 		"ct state established,related accept",
 		"icmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept",
@@ -109,7 +100,7 @@ func TestActionsTiersDirections(t *testing.T) {
 					p := cnp("p", tier, 5, func(s *v1beta1.ClusterNetworkPolicySpec) {
 						s.Subject = v1beta1.ClusterNetworkPolicySubject{Namespaces: sel("ns", "y")}
 						if eg {
-							s.Egress = append(s.Egress, egress(a, "r", []v1beta1.ClusterNetworkPolicyEgressPeer{toNS(sel("ns", "z"))}))
+							s.Egress = append(s.Egress, egress(a, "r", []v1beta1.ClusterNetworkPolicyEgressPeer{cnptest.PeerNamespaces(sel("ns", "z"))}))
 						} else {
 							s.Ingress = append(s.Ingress, ingress(a, "r", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(sel("ns", "z"))}))
 						}
@@ -151,7 +142,7 @@ func TestPeerKinds(t *testing.T) {
 			egress(deny, "nets", []v1beta1.ClusterNetworkPolicyEgressPeer{
 				toNets("10.1.0.0/16", "10.1.2.0/24", "0.0.0.0/0"), toNets("2001:db8::/32", "fd00:1::/64"), toNets("192.0.2.0/24")}),
 			egress(pass, "nodes", []v1beta1.ClusterNetworkPolicyEgressPeer{toNodes(sel("role", "control")), toNodes(sel("role", "worker"))}),
-			egress(accept, "pods-and-ns", []v1beta1.ClusterNetworkPolicyEgressPeer{toPods(sel("ns", "y"), sel("pod", "c")), toNS(sel("ns", "z"))}),
+			egress(accept, "pods-and-ns", []v1beta1.ClusterNetworkPolicyEgressPeer{cnptest.PeerPods(sel("ns", "y"), sel("pod", "c")), cnptest.PeerNamespaces(sel("ns", "z"))}),
 		}
 	})
 	out := compileChecked(t, cluster(p))
@@ -177,12 +168,12 @@ func TestProtocols(t *testing.T) {
 		s.Subject = v1beta1.ClusterNetworkPolicySubject{Namespaces: sel("ns", "x")}
 		z := []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(sel("ns", "z"))}
 		s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
-			ingress(deny, "numbers", z, tcpPort(80), udpRange(1000, 2000), sctpPort(9)),
-			ingress(accept, "named", z, namedPort("web"), namedPort("dns"), namedPort("none")),
+			ingress(deny, "numbers", z, cnptest.TCP(80), cnptest.UDPRange(1000, 2000), cnptest.SCTP(9)),
+			ingress(accept, "named", z, cnptest.NamedPort("web"), cnptest.NamedPort("dns"), cnptest.NamedPort("none")),
 			ingress(pass, "all", z),
 		}
 		s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{
-			egress(accept, "named", []v1beta1.ClusterNetworkPolicyEgressPeer{toPods(sel("ns", "y"), sel("pod", "b"))}, namedPort("web"), tcpPort(443)),
+			egress(accept, "named", []v1beta1.ClusterNetworkPolicyEgressPeer{cnptest.PeerPods(sel("ns", "y"), sel("pod", "b"))}, cnptest.NamedPort("web"), cnptest.TCP(443)),
 		}
 	})
 	out := compileChecked(t, cluster(p))
@@ -216,7 +207,7 @@ func TestEvaluationOrder(t *testing.T) {
 		return func(s *v1beta1.ClusterNetworkPolicySpec) {
 			s.Subject = v1beta1.ClusterNetworkPolicySubject{Pods: &v1beta1.NamespacedPod{NamespaceSelector: *sel("ns", "y"), PodSelector: metav1.LabelSelector{}}}
 			z := []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(sel("ns", "z"))}
-			s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{ingress(deny, name+"-1", z, tcpPort(1)), ingress(pass, name+"-2", z, tcpPort(2))}
+			s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{ingress(deny, name+"-1", z, cnptest.TCP(1)), ingress(pass, name+"-2", z, cnptest.TCP(2))}
 		}
 	}
 	in := cluster(
@@ -266,14 +257,14 @@ func TestEvaluationOrder(t *testing.T) {
 func TestFailClosedPeers(t *testing.T) {
 	p := cnp("p", v1beta1.AdminTier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {
 		s.Subject = v1beta1.ClusterNetworkPolicySubject{Namespaces: sel("ns", "y")}
-		unknown := []v1beta1.ClusterNetworkPolicyEgressPeer{toNS(sel("ns", "z")), {}}
+		unknown := []v1beta1.ClusterNetworkPolicyEgressPeer{cnptest.PeerNamespaces(sel("ns", "z")), {}}
 		domain := []v1beta1.ClusterNetworkPolicyEgressPeer{{DomainNames: []v1beta1.DomainName{"example.com"}}}
 		s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{
 			egress(accept, "a-unknown", unknown),
 			egress(accept, "a-domain", domain),
-			egress(deny, "d-unknown", unknown, tcpPort(80)),
+			egress(deny, "d-unknown", unknown, cnptest.TCP(80)),
 			egress(pass, "p-domain", domain),
-			egress(deny, "after", []v1beta1.ClusterNetworkPolicyEgressPeer{toNS(sel("ns", "z"))}),
+			egress(deny, "after", []v1beta1.ClusterNetworkPolicyEgressPeer{cnptest.PeerNamespaces(sel("ns", "z"))}),
 		}
 		s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
 			ingress(pass, "i-unknown", []v1beta1.ClusterNetworkPolicyIngressPeer{{}}),
@@ -301,7 +292,7 @@ func TestFailClosedPeers(t *testing.T) {
 // problem naming the field. A policy whose placement is invalid is left
 // out; an invalid rule fails closed where it stands.
 func TestInvalidObjects(t *testing.T) {
-	z := []v1beta1.ClusterNetworkPolicyEgressPeer{toNS(sel("ns", "z"))}
+	z := []v1beta1.ClusterNetworkPolicyEgressPeer{cnptest.PeerNamespaces(sel("ns", "z"))}
 	cases := []struct {
 		name    string
 		f       func(*v1beta1.ClusterNetworkPolicySpec)
@@ -337,22 +328,22 @@ func TestInvalidObjects(t *testing.T) {
 		}, "spec.egress[0].to[0]", false, []string{"drop"}},
 		{"no-peers", func(s *v1beta1.ClusterNetworkPolicySpec) { s.Egress[0].To = nil }, "spec.egress[0].to", false, []string{"drop"}},
 		{"port-range", func(s *v1beta1.ClusterNetworkPolicySpec) {
-			s.Egress[0].Protocols = []v1beta1.ClusterNetworkPolicyProtocol{udpRange(2000, 1000)}
+			s.Egress[0].Protocols = []v1beta1.ClusterNetworkPolicyProtocol{cnptest.UDPRange(2000, 1000)}
 		}, "spec.egress[0].protocols[0].udp.destinationPort.range", false, []string{"drop"}},
 		{"port-number", func(s *v1beta1.ClusterNetworkPolicySpec) {
-			s.Egress[0].Protocols = []v1beta1.ClusterNetworkPolicyProtocol{tcpPort(70000)}
+			s.Egress[0].Protocols = []v1beta1.ClusterNetworkPolicyProtocol{cnptest.TCP(70000)}
 		}, "spec.egress[0].protocols[0].tcp.destinationPort.number", false, []string{"drop"}},
 		{"no-port", func(s *v1beta1.ClusterNetworkPolicySpec) {
 			s.Egress[0].Protocols = []v1beta1.ClusterNetworkPolicyProtocol{{SCTP: &v1beta1.ClusterNetworkPolicyProtocolSCTP{}}}
 		}, "spec.egress[0].protocols[0].sctp.destinationPort", false, []string{"drop"}},
 		{"two-protocols", func(s *v1beta1.ClusterNetworkPolicySpec) {
-			pr := tcpPort(80)
+			pr := cnptest.TCP(80)
 			pr.DestinationNamedPort = "web"
 			s.Egress[0].Protocols = []v1beta1.ClusterNetworkPolicyProtocol{pr}
 		}, "spec.egress[0].protocols[0]", false, []string{"drop"}},
 		{"named-port-with-networks", func(s *v1beta1.ClusterNetworkPolicySpec) {
 			s.Egress[0].To = []v1beta1.ClusterNetworkPolicyEgressPeer{toNets("10.0.0.0/8")}
-			s.Egress[0].Protocols = []v1beta1.ClusterNetworkPolicyProtocol{namedPort("web")}
+			s.Egress[0].Protocols = []v1beta1.ClusterNetworkPolicyProtocol{cnptest.NamedPort("web")}
 		}, "spec.egress[0].protocols[0].destinationNamedPort", false, []string{"drop"}},
 		{"rule-name", func(s *v1beta1.ClusterNetworkPolicySpec) { s.Egress[0].Name = strings.Repeat("n", 101) }, "spec.egress[0].name", false, []string{"drop"}},
 	}
@@ -413,9 +404,9 @@ func TestLocalPodsOnly(t *testing.T) {
 	in := cluster(cnp("p", v1beta1.AdminTier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {
 		s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{ingress(deny, "", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(sel("ns", "z"))})}
 	}))
-	done := mkpod("x", "done", "10.0.9.1")
+	done := apitest.Pod("x", "done", "10.0.9.1")
 	done.Status.Phase = corev1.PodSucceeded
-	host := mkpod("x", "host", "10.0.9.2")
+	host := apitest.Pod("x", "host", "10.0.9.2")
 	host.Spec.HostNetwork = true
 	in.Pods = podtest.Append(in.Pods, done, host)
 	out := compileChecked(t, in)
@@ -430,13 +421,13 @@ func TestHostileNames(t *testing.T) {
 	var pols []*v1beta1.ClusterNetworkPolicy
 	for i, e := range evil {
 		pols = append(pols, cnp(e, v1beta1.AdminTier, int32(i), func(s *v1beta1.ClusterNetworkPolicySpec) {
-			s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{ingress(deny, e, []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(sel("ns", "z"))}, namedPort(e))}
-			s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{egress(pass, e, []v1beta1.ClusterNetworkPolicyEgressPeer{toPods(&metav1.LabelSelector{}, &metav1.LabelSelector{})}, namedPort("web"))}
+			s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{ingress(deny, e, []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(sel("ns", "z"))}, cnptest.NamedPort(e))}
+			s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{egress(pass, e, []v1beta1.ClusterNetworkPolicyEgressPeer{cnptest.PeerPods(&metav1.LabelSelector{}, &metav1.LabelSelector{})}, cnptest.NamedPort("web"))}
 		}))
 	}
 	in := cluster(pols...)
 	for _, e := range evil {
-		in.Pods = podtest.Append(in.Pods, mkpod(e, e, "10.9.9.9", port(e, 1, corev1.ProtocolTCP)))
+		in.Pods = podtest.Append(in.Pods, apitest.Pod(e, e, "10.9.9.9", apitest.Port(e, 1, corev1.ProtocolTCP)))
 	}
 	out := compileChecked(t, in)
 	if len(out.Chains) == 0 {

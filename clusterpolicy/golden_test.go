@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/nftguard/nftguard/internal/apitest"
+	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/golden"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/policy"
@@ -29,16 +31,7 @@ func goldenScenarios() map[string]Input {
 		// The README's example: an admin guardrail and baseline
 		// isolation of every namespace.
 		"admin-deny-baseline-isolation": cluster(
-			cnp("protect-y", v1beta1.AdminTier, 10, func(s *v1beta1.ClusterNetworkPolicySpec) {
-				s.Subject = v1beta1.ClusterNetworkPolicySubject{Namespaces: sel("ns", "y")}
-				s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
-					ingress(accept, "monitoring", []v1beta1.ClusterNetworkPolicyIngressPeer{fromPods(sel("ns", "z"), sel("pod", "a"))}, tcpPort(9090)),
-					ingress(deny, "everyone-else", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(&metav1.LabelSelector{})}),
-				}
-				s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{
-					egress(deny, "metadata", []v1beta1.ClusterNetworkPolicyEgressPeer{toNets("169.254.169.254/32", "fd00:ec2::254/128")}),
-				}
-			}),
+			protectY(),
 			cnp("isolate-namespaces", v1beta1.BaselineTier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {
 				s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
 					ingress(deny, "other-namespaces", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(&metav1.LabelSelector{
@@ -50,12 +43,12 @@ func goldenScenarios() map[string]Input {
 			cnp("peers", v1beta1.AdminTier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {
 				s.Subject = v1beta1.ClusterNetworkPolicySubject{Pods: &v1beta1.NamespacedPod{NamespaceSelector: *sel("ns", "x"), PodSelector: *sel("pod", "a")}}
 				s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
-					ingress(accept, "numbers", z, tcpPort(80), udpRange(1000, 2000), sctpPort(9)),
-					ingress(pass, "named", z, namedPort("web"), namedPort("dns")),
+					ingress(accept, "numbers", z, cnptest.TCP(80), cnptest.UDPRange(1000, 2000), cnptest.SCTP(9)),
+					ingress(pass, "named", z, cnptest.NamedPort("web"), cnptest.NamedPort("dns")),
 				}
 				s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{
-					egress(pass, "cluster", []v1beta1.ClusterNetworkPolicyEgressPeer{toNS(&metav1.LabelSelector{})}, namedPort("web")),
-					egress(accept, "nodes", []v1beta1.ClusterNetworkPolicyEgressPeer{toNodes(&metav1.LabelSelector{})}, tcpPort(6443)),
+					egress(pass, "cluster", []v1beta1.ClusterNetworkPolicyEgressPeer{cnptest.PeerNamespaces(&metav1.LabelSelector{})}, cnptest.NamedPort("web")),
+					egress(accept, "nodes", []v1beta1.ClusterNetworkPolicyEgressPeer{toNodes(&metav1.LabelSelector{})}, cnptest.TCP(6443)),
 					egress(deny, "world", []v1beta1.ClusterNetworkPolicyEgressPeer{toNets("0.0.0.0/0", "10.0.0.0/8", "::/0")}),
 				}
 			}),
@@ -80,23 +73,13 @@ func goldenScenarios() map[string]Input {
 		// drops); rules that fail closed drop the same way.
 		"log-denied": func() Input {
 			in := cluster(
-				cnp("protect-y", v1beta1.AdminTier, 10, func(s *v1beta1.ClusterNetworkPolicySpec) {
-					s.Subject = v1beta1.ClusterNetworkPolicySubject{Namespaces: sel("ns", "y")}
-					s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
-						ingress(accept, "monitoring", []v1beta1.ClusterNetworkPolicyIngressPeer{fromPods(sel("ns", "z"), sel("pod", "a"))}, tcpPort(9090)),
-						ingress(deny, "everyone-else", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(&metav1.LabelSelector{})}),
-					}
-					s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{
-						egress(deny, "metadata", []v1beta1.ClusterNetworkPolicyEgressPeer{toNets("169.254.169.254/32", "fd00:ec2::254/128")}),
-						egress(pass, "unknown-peer", []v1beta1.ClusterNetworkPolicyEgressPeer{{}}),
-					}
-				}),
+				protectY(egress(pass, "unknown-peer", []v1beta1.ClusterNetworkPolicyEgressPeer{{}})),
 				cnp("isolate-namespaces", v1beta1.BaselineTier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {
 					s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
 						ingress(deny, "other-namespaces", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(sel("ns", "z"))}),
 					}
 					s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{
-						egress(deny, "z", []v1beta1.ClusterNetworkPolicyEgressPeer{toNS(sel("ns", "z"))}, tcpPort(80)),
+						egress(deny, "z", []v1beta1.ClusterNetworkPolicyEgressPeer{cnptest.PeerNamespaces(sel("ns", "z"))}, cnptest.TCP(80)),
 					}
 				}),
 			)
@@ -110,12 +93,28 @@ func goldenScenarios() map[string]Input {
 			in := cluster(cnp(long, v1beta1.AdminTier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {
 				s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{ingress(deny, "a \"quoted\" rule; drop", z)}
 			}), cnp("Bad Name\"", v1beta1.BaselineTier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {
-				s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{egress(deny, "", []v1beta1.ClusterNetworkPolicyEgressPeer{toNS(sel("ns", "z"))})}
+				s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{egress(deny, "", []v1beta1.ClusterNetworkPolicyEgressPeer{cnptest.PeerNamespaces(sel("ns", "z"))})}
 			}))
-			in.Pods = podtest.Append(in.Pods, mkpod(long[:63], long, "10.0.5.5"))
+			in.Pods = podtest.Append(in.Pods, apitest.Pod(long[:63], long, "10.0.5.5"))
 			return in
 		}(),
 	}
+}
+
+// protectY is the README's admin guardrail of namespace y: monitoring
+// from z/a accepted, everyone else denied, the metadata address denied
+// for egress, then the extra egress rules.
+func protectY(extraEgress ...v1beta1.ClusterNetworkPolicyEgressRule) *v1beta1.ClusterNetworkPolicy {
+	return cnp("protect-y", v1beta1.AdminTier, 10, func(s *v1beta1.ClusterNetworkPolicySpec) {
+		s.Subject = v1beta1.ClusterNetworkPolicySubject{Namespaces: sel("ns", "y")}
+		s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{
+			ingress(accept, "monitoring", []v1beta1.ClusterNetworkPolicyIngressPeer{fromPods(sel("ns", "z"), sel("pod", "a"))}, cnptest.TCP(9090)),
+			ingress(deny, "everyone-else", []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(&metav1.LabelSelector{})}),
+		}
+		s.Egress = append([]v1beta1.ClusterNetworkPolicyEgressRule{
+			egress(deny, "metadata", []v1beta1.ClusterNetworkPolicyEgressPeer{toNets("169.254.169.254/32", "fd00:ec2::254/128")}),
+		}, extraEgress...)
+	})
 }
 
 func TestGoldenScenarios(t *testing.T) {

@@ -2,7 +2,6 @@ package clusterpolicy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -14,56 +13,19 @@ import (
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/apitest"
+	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/internal/tabletest"
 	"github.com/nftguard/nftguard/policy"
 )
 
 // --- builders -------------------------------------------------------------
 
-func labelsMap(kv ...string) map[string]string {
-	m := map[string]string{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i]] = kv[i+1]
-	}
-	return m
-}
-
-func ns(name string, kv ...string) *corev1.Namespace {
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labelsMap(kv...)}}
-}
-
-type podOpt func(*corev1.Pod)
-
-func onNode(n string) podOpt { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
-func ips(a ...string) podOpt {
-	return func(p *corev1.Pod) {
-		p.Status.PodIPs = nil
-		for _, ip := range a {
-			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
-		}
-	}
-}
-func withLabels(kv ...string) podOpt { return func(p *corev1.Pod) { p.Labels = labelsMap(kv...) } }
-func port(name string, num int32, proto corev1.Protocol) podOpt {
-	return func(p *corev1.Pod) {
-		if len(p.Spec.Containers) == 0 {
-			p.Spec.Containers = []corev1.Container{{Name: "c"}}
-		}
-		p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, corev1.ContainerPort{Name: name, ContainerPort: num, Protocol: proto})
-	}
-}
-
-func mkpod(namespace, name, ip string, opts ...podOpt) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"pod": name}}}
-	p.Spec.NodeName = "n1"
-	p.Status.Phase = corev1.PodRunning
-	p.Status.PodIPs = []corev1.PodIP{{IP: ip}}
-	for _, o := range opts {
-		o(p)
-	}
-	return p
-}
+// The namespace and pod builders are apitest's (shared with policy's
+// tests); sel, the one these tests write everywhere, keeps a short name.
+func sel(kv ...string) *metav1.LabelSelector { return apitest.Selector(kv...) }
 
 func mknode(name string, labels map[string]string, addrs ...string) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
@@ -76,10 +38,6 @@ func mknode(name string, labels map[string]string, addrs ...string) *corev1.Node
 	}
 	n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: name})
 	return n
-}
-
-func sel(kv ...string) *metav1.LabelSelector {
-	return &metav1.LabelSelector{MatchLabels: labelsMap(kv...)}
 }
 
 const (
@@ -101,7 +59,7 @@ func cnp(name string, tier v1beta1.Tier, prio int32, f func(*v1beta1.ClusterNetw
 // subjectPods makes the subject pods nsSel and podSel select.
 func subjectPods(nsSel, podSel *metav1.LabelSelector) func(*v1beta1.ClusterNetworkPolicySpec) {
 	return func(s *v1beta1.ClusterNetworkPolicySpec) {
-		s.Subject = v1beta1.ClusterNetworkPolicySubject{Pods: &v1beta1.NamespacedPod{NamespaceSelector: *nsSel, PodSelector: *podSel}}
+		s.Subject = cnptest.PodsSubject(nsSel, podSel)
 	}
 }
 
@@ -119,12 +77,6 @@ func fromNS(s *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyIngressPeer {
 func fromPods(nsSel, podSel *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyIngressPeer {
 	return v1beta1.ClusterNetworkPolicyIngressPeer{Pods: &v1beta1.NamespacedPod{NamespaceSelector: *nsSel, PodSelector: *podSel}}
 }
-func toNS(s *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyEgressPeer {
-	return v1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: s}
-}
-func toPods(nsSel, podSel *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyEgressPeer {
-	return v1beta1.ClusterNetworkPolicyEgressPeer{Pods: &v1beta1.NamespacedPod{NamespaceSelector: *nsSel, PodSelector: *podSel}}
-}
 func toNets(cidrs ...string) v1beta1.ClusterNetworkPolicyEgressPeer {
 	p := v1beta1.ClusterNetworkPolicyEgressPeer{}
 	for _, c := range cidrs {
@@ -134,19 +86,6 @@ func toNets(cidrs ...string) v1beta1.ClusterNetworkPolicyEgressPeer {
 }
 func toNodes(s *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyEgressPeer {
 	return v1beta1.ClusterNetworkPolicyEgressPeer{Nodes: s}
-}
-
-func tcpPort(n int32) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{TCP: &v1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &v1beta1.Port{Number: n}}}
-}
-func udpRange(a, b int32) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{UDP: &v1beta1.ClusterNetworkPolicyProtocolUDP{DestinationPort: &v1beta1.Port{Range: &v1beta1.PortRange{Start: a, End: b}}}}
-}
-func sctpPort(n int32) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{SCTP: &v1beta1.ClusterNetworkPolicyProtocolSCTP{DestinationPort: &v1beta1.Port{Number: n}}}
-}
-func namedPort(n string) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: n}
 }
 
 // --- helpers over the output ---------------------------------------------
@@ -177,53 +116,22 @@ func compileChecked(t *testing.T, in Input) Output {
 	return out
 }
 
+// The readers of the output are tabletest's, shared with policy.
 func chainRules(t *testing.T, out Output, name string) []string {
 	t.Helper()
-	for _, c := range out.Chains {
-		if c.Name == name {
-			var rs []string
-			for _, r := range c.Rules {
-				rs = append(rs, r.Rule)
-			}
-			return rs
-		}
-	}
-	t.Fatalf("no chain %s in %v", name, chainNames(out))
-	return nil
+	return tabletest.Rules(tabletest.Chain(t, out.Chains, name))
 }
 
-func chainNames(out Output) []string {
-	var n []string
-	for _, c := range out.Chains {
-		n = append(n, c.Name)
-	}
-	return n
-}
+func chainNames(out Output) []string { return tabletest.ChainNames(out.Chains) }
 
 func setElems(t *testing.T, out Output, name string) []string {
 	t.Helper()
-	for _, s := range out.Sets {
-		if s.Name == name {
-			var es []string
-			for _, e := range s.Elements {
-				if e.Value != "" {
-					es = append(es, e.Key+" : "+e.Value)
-				} else {
-					es = append(es, e.Key)
-				}
-			}
-			return es
-		}
-	}
-	t.Fatalf("no set %s", name)
-	return nil
+	return tabletest.Elements(tabletest.Set(t, out.Sets, name))
 }
 
 func eq(t *testing.T, what string, got, want []string) {
 	t.Helper()
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("%s:\n got  %q\n want %q", what, got, want)
-	}
+	tabletest.EqualLines(t, what, got, want)
 }
 
 // renderGolden renders the input, the problems and warnings, and the
@@ -233,23 +141,23 @@ func renderGolden(t *testing.T, in Input, out Output) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# node %s\n", in.NodeName)
 	if in.LogDenied != nil {
-		fmt.Fprintf(&b, "# log denied %s\n", jsonText(t, in.LogDenied))
+		fmt.Fprintf(&b, "# log denied %s\n", apitest.JSON(t, in.LogDenied))
 	}
 	for _, n := range in.Namespaces {
-		fmt.Fprintf(&b, "# namespace %s %s\n", n.Name, jsonText(t, n.Labels))
+		fmt.Fprintf(&b, "# namespace %s %s\n", n.Name, apitest.JSON(t, n.Labels))
 		if len(n.Annotations) > 0 {
-			fmt.Fprintf(&b, "#   annotations %s\n", jsonText(t, n.Annotations))
+			fmt.Fprintf(&b, "#   annotations %s\n", apitest.JSON(t, n.Annotations))
 		}
 	}
 	for _, p := range podtest.List(in.Pods) {
-		fmt.Fprintf(&b, "# pod %s/%s %s node=%q podIPs=%s containers=%s\n", p.Namespace, p.Name, jsonText(t, p.Labels),
-			p.Spec.NodeName, jsonText(t, p.Status.PodIPs), jsonText(t, p.Spec.Containers))
+		fmt.Fprintf(&b, "# pod %s/%s %s node=%q podIPs=%s containers=%s\n", p.Namespace, p.Name, apitest.JSON(t, p.Labels),
+			p.Spec.NodeName, apitest.JSON(t, p.Status.PodIPs), apitest.JSON(t, p.Spec.Containers))
 	}
 	for _, n := range in.Nodes {
-		fmt.Fprintf(&b, "# node %s %s %s\n", n.Name, jsonText(t, n.Labels), jsonText(t, n.Status.Addresses))
+		fmt.Fprintf(&b, "# node %s %s %s\n", n.Name, apitest.JSON(t, n.Labels), apitest.JSON(t, n.Status.Addresses))
 	}
 	for _, c := range in.Policies {
-		fmt.Fprintf(&b, "# cnp %s %s\n", c.Name, jsonText(t, c.Spec))
+		fmt.Fprintf(&b, "# cnp %s %s\n", c.Name, apitest.JSON(t, c.Spec))
 	}
 	for _, p := range out.Problems {
 		fmt.Fprintf(&b, "# problem %s\n", p.Error())
@@ -263,15 +171,6 @@ func renderGolden(t *testing.T, in Input, out Output) string {
 	}
 	b.WriteString(text)
 	return b.String()
-}
-
-func jsonText(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 func sorted(s []string) []string {

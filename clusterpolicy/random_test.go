@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/nftguard/nftguard/internal/apitest"
+	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/policy"
 )
@@ -26,7 +28,7 @@ func randomCluster(r *rand.Rand) Input {
 	pick := func(s ...string) string { return s[r.Intn(len(s))] }
 	for _, n := range []string{"x", "y", "z"} {
 		if r.Intn(4) > 0 {
-			in.Namespaces = append(in.Namespaces, ns(n, "tier", pick("a", "b", "c")))
+			in.Namespaces = append(in.Namespaces, apitest.Namespace(n, "tier", pick("a", "b", "c")))
 			optIn(r, in.Namespaces[len(in.Namespaces)-1])
 		}
 	}
@@ -43,9 +45,9 @@ func randomCluster(r *rand.Rand) Input {
 		if r.Intn(3) == 0 {
 			addrs = append(addrs, fmt.Sprintf("fd00::%d", r.Intn(20)))
 		}
-		p := mkpod(namespace, name, "", onNode(pick("n1", "n1", "n2")), ips(addrs...), withLabels("app", pick("a", "b", "c", "d")))
+		p := apitest.Pod(namespace, name, "", apitest.OnNode(pick("n1", "n1", "n2")), apitest.IPs(addrs...), apitest.WithLabels("app", pick("a", "b", "c", "d")))
 		if r.Intn(3) == 0 {
-			port(pick("web", "dns"), int32(80+r.Intn(3)), corev1.Protocol(pick("TCP", "UDP", "SCTP", "")))(p)
+			apitest.Port(pick("web", "dns"), int32(80+r.Intn(3)), corev1.Protocol(pick("TCP", "UDP", "SCTP", "")))(p)
 		}
 		if r.Intn(15) == 0 {
 			p.Status.Phase = corev1.PodFailed
@@ -53,7 +55,7 @@ func randomCluster(r *rand.Rand) Input {
 		in.Pods = podtest.Append(in.Pods, p)
 	}
 	for i, n := 0, r.Intn(3); i < n; i++ {
-		in.Nodes = append(in.Nodes, mknode(fmt.Sprintf("n%d", i+1), labelsMap("role", pick("a", "b")),
+		in.Nodes = append(in.Nodes, mknode(fmt.Sprintf("n%d", i+1), apitest.Labels("role", pick("a", "b")),
 			fmt.Sprintf("192.168.0.%d", r.Intn(4)), fmt.Sprintf("2001:db8::%d", r.Intn(4))))
 	}
 	selector := func() *metav1.LabelSelector {
@@ -73,15 +75,15 @@ func randomCluster(r *rand.Rand) Input {
 		for i, n := 0, r.Intn(3); i < n; i++ {
 			switch r.Intn(5) {
 			case 0:
-				out = append(out, tcpPort(int32(80+r.Intn(3))))
+				out = append(out, cnptest.TCP(int32(80+r.Intn(3))))
 			case 1:
-				out = append(out, udpRange(53, int32(54+r.Intn(100))))
+				out = append(out, cnptest.UDPRange(53, int32(54+r.Intn(100))))
 			case 2:
-				out = append(out, sctpPort(int32(80+r.Intn(2))))
+				out = append(out, cnptest.SCTP(int32(80+r.Intn(2))))
 			case 3:
-				out = append(out, namedPort(pick("web", "dns")))
+				out = append(out, cnptest.NamedPort(pick("web", "dns")))
 			default:
-				out = append(out, udpRange(100, 50)) // invalid
+				out = append(out, cnptest.UDPRange(100, 50)) // invalid
 			}
 		}
 		return out
@@ -125,9 +127,9 @@ func randomCluster(r *rand.Rand) Input {
 				case x == 3 && !named:
 					to = append(to, v1beta1.ClusterNetworkPolicyEgressPeer{DomainNames: []v1beta1.DomainName{"example.com"}})
 				case x <= 5:
-					to = append(to, toNS(selector()))
+					to = append(to, cnptest.PeerNamespaces(selector()))
 				default:
-					to = append(to, toPods(selector(), selector()))
+					to = append(to, cnptest.PeerPods(selector(), selector()))
 				}
 			}
 			p.Spec.Egress = append(p.Spec.Egress, egress(actions[r.Intn(3)], pick("", "r"), to, protos...))
@@ -201,22 +203,22 @@ func mutate(r *rand.Rand, in Input) Input {
 		// Logging turned on or off (a restart with another flag).
 		out.LogDenied = other.LogDenied
 	}
-	out.Namespaces = mix(r, in.Namespaces, other.Namespaces, func(n *corev1.Namespace) *corev1.Namespace {
+	out.Namespaces = apitest.Mix(r, in.Namespaces, other.Namespaces, 6, func(n *corev1.Namespace) *corev1.Namespace {
 		c := n.DeepCopy()
 		if r.Intn(2) == 0 {
 			optIn(r, c)
 		} else {
-			c.Labels = labelsMap("tier", []string{"a", "b", "c"}[r.Intn(3)])
+			c.Labels = apitest.Labels("tier", []string{"a", "b", "c"}[r.Intn(3)])
 		}
 		return c
 	})
-	out.Pods = podtest.Set(mix(r, podtest.List(in.Pods), podtest.List(other.Pods), func(p *corev1.Pod) *corev1.Pod {
+	out.Pods = podtest.Set(apitest.Mix(r, podtest.List(in.Pods), podtest.List(other.Pods), 6, func(p *corev1.Pod) *corev1.Pod {
 		c := p.DeepCopy()
 		switch r.Intn(4) {
 		case 0:
-			c.Labels = labelsMap("app", []string{"a", "b", "c", "d"}[r.Intn(4)])
+			c.Labels = apitest.Labels("app", []string{"a", "b", "c", "d"}[r.Intn(4)])
 		case 1:
-			ips(fmt.Sprintf("10.0.%d.%d", r.Intn(3), r.Intn(20)))(c)
+			apitest.IPs(fmt.Sprintf("10.0.%d.%d", r.Intn(3), r.Intn(20)))(c)
 		case 2:
 			c.Spec.NodeName = []string{"n1", "n2"}[r.Intn(2)]
 		default:
@@ -224,12 +226,12 @@ func mutate(r *rand.Rand, in Input) Input {
 		}
 		return c
 	}))
-	out.Nodes = mix(r, in.Nodes, other.Nodes, func(n *corev1.Node) *corev1.Node {
+	out.Nodes = apitest.Mix(r, in.Nodes, other.Nodes, 6, func(n *corev1.Node) *corev1.Node {
 		c := n.DeepCopy()
-		c.Labels = labelsMap("role", []string{"a", "b"}[r.Intn(2)])
+		c.Labels = apitest.Labels("role", []string{"a", "b"}[r.Intn(2)])
 		return c
 	})
-	out.Policies = mix(r, in.Policies, other.Policies, func(p *v1beta1.ClusterNetworkPolicy) *v1beta1.ClusterNetworkPolicy {
+	out.Policies = apitest.Mix(r, in.Policies, other.Policies, 6, func(p *v1beta1.ClusterNetworkPolicy) *v1beta1.ClusterNetworkPolicy {
 		c := p.DeepCopy()
 		switch r.Intn(4) {
 		case 0:
@@ -245,29 +247,5 @@ func mutate(r *rand.Rand, in Input) Input {
 		}
 		return c
 	})
-	return out
-}
-
-// mix keeps most of olds, replaces some with changed copies, drops some,
-// adds some of news, and sometimes shuffles the result.
-func mix[T any](r *rand.Rand, olds, news []T, change func(T) T) []T {
-	var out []T
-	for _, o := range olds {
-		switch x := r.Intn(20); {
-		case x == 0:
-		case x <= 2:
-			out = append(out, change(o))
-		default:
-			out = append(out, o)
-		}
-	}
-	for _, n := range news {
-		if r.Intn(6) == 0 {
-			out = append(out, n)
-		}
-	}
-	if r.Intn(3) == 0 {
-		r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	}
 	return out
 }

@@ -36,14 +36,7 @@ func TestAgentClusterNetworkPolicy(t *testing.T) {
 	cnps := cnpclient.NewForConfigOrDie(adminCfg)
 
 	t.Run("without the CRD", func(t *testing.T) {
-		a.createPolicy(ctx, &networkingv1.NetworkPolicy{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "allow-from-y"},
-			Spec: networkingv1.NetworkPolicySpec{
-				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-				Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
-					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ns": "y"}}}}}},
-			},
-		})
+		a.createPolicy(ctx, allowFromY())
 		a.converge(t, "allow-from-y", "x/b", "x/a", agentPorts[0], false, a.expect(ctx), 0)
 		// Several discovery checks (1s apart) have run by now: the log
 		// says it once.
@@ -83,17 +76,7 @@ func TestAgentClusterNetworkPolicy(t *testing.T) {
 		return base(from, to, p)
 	}
 	t.Run("Admin Deny overrides a NetworkPolicy allow", func(t *testing.T) {
-		if _, err := cnps.PolicyV1beta1().ClusterNetworkPolicies().Create(ctx, &cnpv1beta1.ClusterNetworkPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: "deny-y-to-x"},
-			Spec: cnpv1beta1.ClusterNetworkPolicySpec{
-				Tier: cnpv1beta1.AdminTier, Priority: 10,
-				Subject: cnpv1beta1.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"ns": "x"}}},
-				Ingress: []cnpv1beta1.ClusterNetworkPolicyIngressRule{{
-					Name: "no-y", Action: cnpv1beta1.ClusterNetworkPolicyRuleActionDeny,
-					From: []cnpv1beta1.ClusterNetworkPolicyIngressPeer{{Namespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"ns": "y"}}}},
-				}},
-			},
-		}, metav1.CreateOptions{}); err != nil {
+		if _, err := cnps.PolicyV1beta1().ClusterNetworkPolicies().Create(ctx, denyYToX(), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		// Every agent has it in its desired state, without a restart.
@@ -209,4 +192,35 @@ func (ag *agentProc) log(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// allowFromY is the NetworkPolicy the ClusterNetworkPolicy agent tests
+// start from: it isolates namespace x for ingress and allows namespace y.
+func allowFromY() *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "allow-from-y"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ns": "y"}}}}}},
+		},
+	}
+}
+
+// denyYToX is the Admin Deny (priority 10, rule "no-y") of namespace y to
+// namespace x that overrides allowFromY, on the given protocols (none:
+// all traffic).
+func denyYToX(protocols ...cnpv1beta1.ClusterNetworkPolicyProtocol) *cnpv1beta1.ClusterNetworkPolicy {
+	return &cnpv1beta1.ClusterNetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "deny-y-to-x"},
+		Spec: cnpv1beta1.ClusterNetworkPolicySpec{
+			Tier: cnpv1beta1.AdminTier, Priority: 10,
+			Subject: cnpv1beta1.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"ns": "x"}}},
+			Ingress: []cnpv1beta1.ClusterNetworkPolicyIngressRule{{
+				Name: "no-y", Action: cnpv1beta1.ClusterNetworkPolicyRuleActionDeny,
+				From:      []cnpv1beta1.ClusterNetworkPolicyIngressPeer{{Namespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"ns": "y"}}}},
+				Protocols: protocols,
+			}},
+		},
+	}
 }

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nftguard/nftguard/internal/childproc"
 	"github.com/nftguard/nftguard/internal/kubetest"
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/testns"
@@ -254,12 +254,12 @@ func TestAgent(t *testing.T) {
 		n3 := a.agents["n3"]
 		n3.signal(t, syscall.SIGTERM)
 		select {
-		case <-n3.done:
+		case <-n3.proc.Done():
 		case <-time.After(15 * time.Second):
 			t.Fatal("agent did not stop within 15s of SIGTERM")
 		}
-		if n3.err != nil {
-			t.Fatalf("agent exited with %v after SIGTERM:\n%s", n3.err, n3.logTail())
+		if err := n3.proc.Err(); err != nil {
+			t.Fatalf("agent exited with %v after SIGTERM:\n%s", err, n3.logTail())
 		}
 		if out, err := exec.Command("ip", "netns", "exec", a.lab.Node("n3").NetNS, "nft", "list", "table", "inet", "nftguard").CombinedOutput(); err != nil {
 			t.Fatalf("table gone after SIGTERM: %v: %s", err, out)
@@ -639,9 +639,7 @@ type agentProc struct {
 	node    string
 	addr    string // host:port of /metrics, /healthz, /readyz
 	logPath string
-	cmd     *exec.Cmd
-	done    chan struct{}
-	err     error
+	proc    *childproc.Proc // nil until started
 }
 
 // startAgent starts (or restarts) the node's agent with its RBAC-restricted
@@ -668,26 +666,10 @@ func (a *agentLab) startAgent(t *testing.T, node string) {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	ag.cmd = exec.Command(a.bin, append([]string{"run", "--kubeconfig", kc, "--node-name", node,
+	cmd := exec.Command(a.bin, append([]string{"run", "--kubeconfig", kc, "--node-name", node,
 		"--netns", a.lab.Node(node).Path, "--metrics-addr", ag.addr, "--log-format", "json"}, a.args...)...)
-	ag.cmd.Stdout, ag.cmd.Stderr = logf, logf
-	ag.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	ag.done = make(chan struct{})
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the starting thread exits: keep the thread
-		// for as long as the agent lives.
-		runtime.LockOSThread()
-		if err := ag.cmd.Start(); err != nil {
-			started <- err
-			close(ag.done)
-			return
-		}
-		started <- nil
-		ag.err = ag.cmd.Wait()
-		close(ag.done)
-	}()
-	if err := <-started; err != nil {
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if ag.proc, err = childproc.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -700,32 +682,25 @@ func (a *agentLab) startAgent(t *testing.T, node string) {
 			}
 		}
 		if ag.exited() || time.Since(start) > 30*time.Second {
-			t.Fatalf("agent %s not ready after %v (exited=%v %v):\n%s", node, time.Since(start), ag.exited(), ag.err, ag.logTail())
+			t.Fatalf("agent %s not ready after %v (exited=%v %v):\n%s", node, time.Since(start), ag.exited(), ag.proc.Err(), ag.logTail())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("agent %s ready (first sync done) %v after start", node, time.Since(start).Round(time.Millisecond))
 }
 
-func (ag *agentProc) exited() bool {
-	select {
-	case <-ag.done:
-		return true
-	default:
-		return false
-	}
-}
+func (ag *agentProc) exited() bool { return ag.proc != nil && ag.proc.Exited() }
 
 // signal sends sig to the agent by PID; SIGKILL also waits for the exit.
 func (ag *agentProc) signal(t *testing.T, sig syscall.Signal) {
-	if ag.cmd == nil || ag.exited() {
+	if ag.proc == nil || ag.exited() {
 		return
 	}
-	if err := ag.cmd.Process.Signal(sig); err != nil {
+	if err := ag.proc.Signal(sig); err != nil {
 		t.Errorf("signal agent %s: %v", ag.node, err)
 	}
 	if sig == syscall.SIGKILL {
-		<-ag.done
+		<-ag.proc.Done()
 	}
 }
 
@@ -747,7 +722,7 @@ func (ag *agentProc) metrics(t *testing.T) string {
 }
 
 func (ag *agentProc) rssKiB(t *testing.T) int {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", ag.cmd.Process.Pid))
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", ag.proc.Pid()))
 	if err != nil {
 		t.Fatalf("agent %s: %v", ag.node, err)
 	}

@@ -188,6 +188,13 @@ type allowedFunc func(from, to string, port netlab.Port) bool
 // reaches itself.
 func (c *cluster) check(f netlab.Family, ports []netlab.Port, want allowedFunc) {
 	c.t.Helper()
+	c.compare(f, ports, want, "rendered table", c.render)
+}
+
+// compare probes the matrix and compares it with the expectation (a pod
+// always reaches itself); a failure shows the table, table gives it.
+func (c *cluster) compare(f netlab.Family, ports []netlab.Port, want allowedFunc, tableTitle string, table func() string) {
+	c.t.Helper()
 	exp := c.lab.NewExpected(f, false, ports...)
 	for _, from := range exp.From {
 		for _, to := range exp.To {
@@ -203,7 +210,7 @@ func (c *cluster) check(f netlab.Family, ports []netlab.Port, want allowedFunc) 
 		c.t.Fatalf("probe: %v", err)
 	}
 	if diff := netlab.Compare(exp, got); diff != "" {
-		c.t.Fatalf("%v connectivity differs from the expectation:\n%s\nrendered table:\n%s", f, diff, c.render())
+		c.t.Fatalf("%v connectivity differs from the expectation:\n%s\n%s:\n%s", f, diff, tableTitle, table())
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/podtest"
 )
@@ -85,24 +86,10 @@ func (c *cnpCluster) checkCNP(f netlab.Family, ports []netlab.Port, want allowed
 	if err := errors.Join(c.lab.FlushNeighbours(), c.lab.FlushConntrack()); err != nil {
 		c.t.Fatal(err)
 	}
-	exp := c.lab.NewExpected(f, false, ports...)
-	for _, from := range exp.From {
-		for _, to := range exp.To {
-			for _, p := range ports {
-				exp.Expect(from, to, from == to || want(from, to, p), p)
-			}
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	got, err := c.lab.Reachability(ctx, f, ports...)
-	if err != nil {
-		c.t.Fatalf("probe: %v", err)
-	}
-	if diff := netlab.Compare(exp, got); diff != "" {
+	c.compare(f, ports, want, "table", func() string {
 		text, _ := engine.Render(compose.Table(), c.last)
-		c.t.Fatalf("%v connectivity differs from the expectation:\n%s\ntable:\n%s", f, diff, text)
-	}
+		return text
+	})
 }
 
 // --- ClusterNetworkPolicy builders ----------------------------------------
@@ -160,22 +147,6 @@ func toNetworks(cidrs ...string) []v1beta1.ClusterNetworkPolicyEgressPeer {
 		p.Networks = append(p.Networks, v1beta1.CIDR(c))
 	}
 	return []v1beta1.ClusterNetworkPolicyEgressPeer{p}
-}
-
-func cTCP(n int32) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{TCP: &v1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &v1beta1.Port{Number: n}}}
-}
-
-func cUDPRange(a, b int32) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{UDP: &v1beta1.ClusterNetworkPolicyProtocolUDP{DestinationPort: &v1beta1.Port{Range: &v1beta1.PortRange{Start: a, End: b}}}}
-}
-
-func cSCTP(n int32) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{SCTP: &v1beta1.ClusterNetworkPolicyProtocolSCTP{DestinationPort: &v1beta1.Port{Number: n}}}
-}
-
-func cNamed(n string) v1beta1.ClusterNetworkPolicyProtocol {
-	return v1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: n}
 }
 
 // --- scenarios --------------------------------------------------------------
@@ -255,13 +226,13 @@ func cnpScenarios(c *cnpCluster, f netlab.Family) []cnpScenario {
 		}, onlyInto(toNS("x"), from("z/c"))),
 		one("ports: TCP number, UDP range and SCTP number", func(c *cnpCluster) {
 			c.addCNP(cnpOf("ports", v1beta1.AdminTier, 0, "x", func(s *cnpSpec) {
-				s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{cIn(cDeny, fromNSs("y"), cTCP(80), cUDPRange(80, 81), cSCTP(81))}
+				s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{cIn(cDeny, fromNSs("y"), cnptest.TCP(80), cnptest.UDPRange(80, 81), cnptest.SCTP(81))}
 			}))
 		}, not(and(fromNS("y"), toNS("x"), onPorts(tcp80, udp80, udp81, sctp81)))),
 		one("named ports: ingress on the pod, egress per destination", func(c *cnpCluster) {
 			c.addCNP(cnpOf("named", v1beta1.AdminTier, 0, "x", func(s *cnpSpec) {
-				s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{cIn(cDeny, fromNSs("y"), cNamed("serve-81-tcp"))}
-				s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{cOut(cDeny, toNSs("z"), cNamed("serve-80-udp"))}
+				s.Ingress = []v1beta1.ClusterNetworkPolicyIngressRule{cIn(cDeny, fromNSs("y"), cnptest.NamedPort("serve-81-tcp"))}
+				s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{cOut(cDeny, toNSs("z"), cnptest.NamedPort("serve-80-udp"))}
 			}))
 		}, and(not(and(fromNS("y"), toNS("x"), onPorts(tcp81))), not(and(fromNS("x"), toNS("z"), onPorts(udp80))))),
 		one("networks: admin egress Deny to one address", func(c *cnpCluster) {

@@ -2,15 +2,10 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/netip"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 	cnpclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned"
@@ -35,36 +30,13 @@ func TestAgentLogDeniedClusterNetworkPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.waitMetric(t, "nftguard_cluster_network_policy_crd_served", 1, 30*time.Second)
-	ns, err := a.admin.CoreV1().Namespaces().Get(ctx, "x", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Annotations = map[string]string{"nftguard.io/log-denied": "true"}
-	if _, err := a.admin.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	a.createPolicy(ctx, &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "allow-from-y"},
-		Spec: networkingv1.NetworkPolicySpec{
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ns": "y"}}}}}},
-		},
-	})
+	a.logDeniedIn(ctx, t, "x")
+	a.createPolicy(ctx, allowFromY())
 	base := a.expect(ctx)
 	deny81 := agentPorts[1]
-	if _, err := cnpclient.NewForConfigOrDie(adminCfg).PolicyV1beta1().ClusterNetworkPolicies().Create(ctx, &cnpv1beta1.ClusterNetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "deny-y-to-x"},
-		Spec: cnpv1beta1.ClusterNetworkPolicySpec{
-			Tier: cnpv1beta1.AdminTier, Priority: 10,
-			Subject: cnpv1beta1.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"ns": "x"}}},
-			Ingress: []cnpv1beta1.ClusterNetworkPolicyIngressRule{{
-				Name: "no-y", Action: cnpv1beta1.ClusterNetworkPolicyRuleActionDeny,
-				From:      []cnpv1beta1.ClusterNetworkPolicyIngressPeer{{Namespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"ns": "y"}}}},
-				Protocols: []cnpv1beta1.ClusterNetworkPolicyProtocol{{TCP: &cnpv1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnpv1beta1.Port{Number: int32(deny81.Num)}}}},
-			}},
-		},
-	}, metav1.CreateOptions{}); err != nil {
+	if _, err := cnpclient.NewForConfigOrDie(adminCfg).PolicyV1beta1().ClusterNetworkPolicies().Create(ctx, denyYToX(
+		cnpv1beta1.ClusterNetworkPolicyProtocol{TCP: &cnpv1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnpv1beta1.Port{Number: int32(deny81.Num)}}},
+	), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	a.waitMetric(t, "nftguard_cluster_network_policies", 1, 30*time.Second)
@@ -77,62 +49,16 @@ func TestAgentLogDeniedClusterNetworkPolicy(t *testing.T) {
 	a.converge(t, "Admin Deny y -> x:81", "y/a", "x/a", deny81, false, want, 0)
 	// Wait for n1's Admin chain of x/a to log, then for the records of
 	// the convergence probes.
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(nftList(t, a.lab.Node("n1").NetNS), "goto np_denied_ingress comment \"cnp deny-y-to-x ingress[0] Deny no-y\"") {
-		if time.Now().After(deadline) {
-			t.Fatalf("n1's table does not log the Deny rule:\n%s", nftList(t, a.lab.Node("n1").NetNS))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	a.waitTableHas(t, "n1", "goto np_denied_ingress comment \"cnp deny-y-to-x ingress[0] Deny no-y\"", "log the Deny rule")
 	time.Sleep(500 * time.Millisecond)
 
 	n1 := a.agents["n1"]
-	before := n1.metrics(t)
-	logBefore, err := os.ReadFile(n1.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	xa := a.lab.Endpoint("x/a")
-	sends := []struct {
-		from    string
-		port    int
-		n       int
-		allowed bool
-	}{{"y/a", 81, 4, false}, {"y/b", 81, 3, false}, {"y/a", 80, 2, true}, {"y/b", 80, 2, true}} // y/a is on n1 with x/a, y/b on n2
-	total := 0
-	for _, s := range sends {
-		for range s.n {
-			if got := syn(t, a.lab, s.from, netip.AddrPortFrom(xa.IPv4, uint16(s.port))); got != s.allowed {
-				t.Fatalf("%s -> x/a:%d: connected=%v, want %v", s.from, s.port, got, s.allowed)
-			}
-			if !s.allowed {
-				total++
-			}
-		}
-	}
+	mark := n1.markDenied(t)
+	before := mark.metrics
+	sends := []synSend{{"y/a", 81, 4, false}, {"y/b", 81, 3, false}, {"y/a", 80, 2, true}, {"y/b", 80, 2, true}} // y/a is on n1 with x/a, y/b on n2
+	total := sendSYNs(t, a.lab, "x/a", sends)
 
-	var recs []map[string]any
-	var after string
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		all, err := os.ReadFile(n1.logPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = recs[:0]
-		for _, line := range strings.Split(string(all[len(logBefore):]), "\n") {
-			var m map[string]any
-			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "denied" {
-				recs = append(recs, m)
-			}
-		}
-		after = n1.metrics(t)
-		grew := metricValue(after, "nftguard_denied_log_records_total") - metricValue(before, "nftguard_denied_log_records_total")
-		if (len(recs) >= total && grew >= float64(total)) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	recs, after := n1.deniedRecordsSince(t, mark, total)
 	if len(recs) > 0 {
 		t.Logf("first record: %v", recs[0])
 	}
@@ -165,11 +91,5 @@ func TestAgentLogDeniedClusterNetworkPolicy(t *testing.T) {
 	if d := delta(`nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="x"}`); d != 0 {
 		t.Errorf("NetworkPolicy denied packets of x grew by %v, want 0 (the Admin tier decided)", d)
 	}
-	var shown []string
-	for _, line := range strings.Split(after, "\n") {
-		if strings.HasPrefix(line, "nftguard_denied_") {
-			shown = append(shown, line)
-		}
-	}
-	t.Logf("n1's metrics after %d denied SYNs:\n%s", total, strings.Join(shown, "\n"))
+	logDeniedMetrics(t, "n1", after, total)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -29,14 +28,7 @@ func TestAgentLogDenied(t *testing.T) {
 	a := newAgentLabWith(t, agentLabOptions{args: []string{"--min-sync-interval", "50ms", "--max-sync-interval", "500ms",
 		"--log-denied", "--log-group", "1610", "--log-rate", "1000", "--log-burst", "1000"}})
 	ctx := context.Background()
-	ns, err := a.admin.CoreV1().Namespaces().Get(ctx, "x", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Annotations = map[string]string{"nftguard.io/log-denied": "true"}
-	if _, err := a.admin.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	a.logDeniedIn(ctx, t, "x")
 	a.createPolicy(ctx, &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "deny-ingress"},
 		Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
@@ -45,61 +37,19 @@ func TestAgentLogDenied(t *testing.T) {
 	a.converge(t, "deny-ingress", "y/a", "x/a", agentPorts[0], false, want, 0)
 	// The table logs x's pods once the annotation is compiled too: wait
 	// for n1's shared chain before counting.
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(nftList(t, a.lab.Node("n1").NetNS), "goto np_denied_ingress") {
-		if time.Now().After(deadline) {
-			t.Fatalf("n1's table does not log x/a:\n%s", nftList(t, a.lab.Node("n1").NetNS))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	a.waitTableHas(t, "n1", "goto np_denied_ingress", "log x/a")
 	time.Sleep(500 * time.Millisecond) // records of the convergence probes arrive
 
 	n1 := a.agents["n1"]
-	before := n1.metrics(t)
+	mark := n1.markDenied(t)
+	before := mark.metrics
 	n2Before := metricValue(a.agents["n2"].metrics(t), `nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="x"}`)
-	logBefore, err := os.ReadFile(n1.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	xa := a.lab.Endpoint("x/a")
-	sends := []struct {
-		from string
-		port int
-		n    int
-	}{{"y/a", 81, 4}, {"y/b", 80, 3}} // y/a is on n1 with x/a, y/b on n2
-	total := 0
-	for _, s := range sends {
-		for range s.n {
-			if syn(t, a.lab, s.from, netip.AddrPortFrom(xa.IPv4, uint16(s.port))) {
-				t.Fatalf("%s reached x/a:%d, which deny-ingress denies", s.from, s.port)
-			}
-			total++
-		}
-	}
+	// deny-ingress denies them all; y/a is on n1 with x/a, y/b on n2.
+	sends := []synSend{{"y/a", 81, 4, false}, {"y/b", 80, 3, false}}
+	total := sendSYNs(t, a.lab, "x/a", sends)
 
 	// The records, from n1's output after the mark.
-	var recs []map[string]any
-	var after string
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		all, err := os.ReadFile(n1.logPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = recs[:0]
-		for _, line := range strings.Split(string(all[len(logBefore):]), "\n") {
-			var m map[string]any
-			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "denied" {
-				recs = append(recs, m)
-			}
-		}
-		after = n1.metrics(t)
-		grew := metricValue(after, "nftguard_denied_log_records_total") - metricValue(before, "nftguard_denied_log_records_total")
-		if (len(recs) >= total && grew >= float64(total)) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	recs, after := n1.deniedRecordsSince(t, mark, total)
 	t.Logf("first record: %v", recs[0])
 	if len(recs) != total {
 		t.Errorf("%d denied records in n1's output for %d denied SYNs", len(recs), total)
@@ -134,13 +84,7 @@ func TestAgentLogDenied(t *testing.T) {
 	if v := metricValue(after, `nftguard_denied_log_suppressed_total{reason="rate_limit"}`); v != 0 {
 		t.Errorf("rate-limited: %v, want 0 at rate 1000", v)
 	}
-	var shown []string
-	for _, line := range strings.Split(after, "\n") {
-		if strings.HasPrefix(line, "nftguard_denied_") {
-			shown = append(shown, line)
-		}
-	}
-	t.Logf("n1's metrics after %d denied SYNs:\n%s", total, strings.Join(shown, "\n"))
+	logDeniedMetrics(t, "n1", after, total)
 	// n2's agent saw y/b's SYNs leave (y/b is not isolated): it counts
 	// none of them, although its x/b is isolated too.
 	if d := metricValue(a.agents["n2"].metrics(t), "nftguard_denied_packets_total"+series) - n2Before; d != 0 {
@@ -152,16 +96,121 @@ func TestAgentLogDenied(t *testing.T) {
 // retransmission. It reports whether the connection was made.
 func syn(t *testing.T, lab *netlab.Lab, from string, to netip.AddrPort) bool {
 	t.Helper()
-	ok := false
-	if err := lab.Run(from, func() error {
-		c, err := net.DialTimeout("tcp", to.String(), 400*time.Millisecond)
-		if err == nil {
-			ok = true
-			c.Close()
-		}
-		return nil
-	}); err != nil {
+	ok, err := lab.DialTCP(from, to, 400*time.Millisecond)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return ok
+}
+
+// logDeniedIn opts namespace ns in to denied logging with its annotation.
+func (a *agentLab) logDeniedIn(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	obj, err := a.admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj.Annotations = map[string]string{"nftguard.io/log-denied": "true"}
+	if _, err := a.admin.CoreV1().Namespaces().Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitTableHas waits up to 10s until node's table, listed by nft, holds
+// text; what says what that text means, for the failure.
+func (a *agentLab) waitTableHas(t *testing.T, node, text, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(nftList(t, a.lab.Node(node).NetNS), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's table does not %s:\n%s", node, what, nftList(t, a.lab.Node(node).NetNS))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// deniedMark is an agent's metrics text and output at one moment, to count
+// denied records and metrics from.
+type deniedMark struct {
+	metrics string
+	log     []byte
+}
+
+func (ag *agentProc) markDenied(t *testing.T) deniedMark {
+	t.Helper()
+	m := deniedMark{metrics: ag.metrics(t)}
+	var err error
+	if m.log, err = os.ReadFile(ag.logPath); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// synSend is n single SYNs from a pod to a port, and whether each must
+// connect.
+type synSend struct {
+	from    string
+	port    int
+	n       int
+	allowed bool
+}
+
+// sendSYNs sends the SYNs of sends, in order, to the IPv4 address of the
+// lab pod to, failing at the first that connects when it must not or the
+// other way round; it returns how many SYNs were denied.
+func sendSYNs(t *testing.T, lab *netlab.Lab, to string, sends []synSend) (denied int) {
+	t.Helper()
+	addr := lab.Endpoint(to).IPv4
+	for _, s := range sends {
+		for range s.n {
+			if got := syn(t, lab, s.from, netip.AddrPortFrom(addr, uint16(s.port))); got != s.allowed {
+				t.Fatalf("%s -> %s:%d: connected=%v, want %v", s.from, to, s.port, got, s.allowed)
+			}
+			if !s.allowed {
+				denied++
+			}
+		}
+	}
+	return denied
+}
+
+// deniedRecordsSince reads the "denied" JSON records of ag's output after
+// mark, and its metrics text: once there are n records and
+// nftguard_denied_log_records_total grew by n since mark, or after 10s
+// with what there is.
+func (ag *agentProc) deniedRecordsSince(t *testing.T, mark deniedMark, n int) (recs []map[string]any, after string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		all, err := os.ReadFile(ag.logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = recs[:0]
+		for _, line := range strings.Split(string(all[len(mark.log):]), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "denied" {
+				recs = append(recs, m)
+			}
+		}
+		after = ag.metrics(t)
+		grew := metricValue(after, "nftguard_denied_log_records_total") - metricValue(mark.metrics, "nftguard_denied_log_records_total")
+		if (len(recs) >= n && grew >= float64(n)) || time.Now().After(deadline) {
+			return recs, after
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// logDeniedMetrics logs the nftguard_denied_ series of a node's metrics
+// text, for the reader of a passing run.
+func logDeniedMetrics(t *testing.T, node, metrics string, denied int) {
+	t.Helper()
+	var shown []string
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "nftguard_denied_") {
+			shown = append(shown, line)
+		}
+	}
+	t.Logf("%s's metrics after %d denied SYNs:\n%s", node, denied, strings.Join(shown, "\n"))
 }

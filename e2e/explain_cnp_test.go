@@ -17,6 +17,7 @@ import (
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/explain"
+	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/problem"
@@ -235,63 +236,16 @@ func (l *ecnpLab) listTable() string {
 	return string(out)
 }
 
-// Builders for ClusterNetworkPolicies.
+// The ClusterNetworkPolicy builders are cnptest's (shared with explain's
+// tables), under the names these scenarios use. Never assigned.
+type ecnpRule = cnptest.Rule
 
-type ecnpRule struct {
-	name      string
-	action    cnpv1beta1.ClusterNetworkPolicyRuleAction
-	peers     []cnpv1beta1.ClusterNetworkPolicyEgressPeer
-	protocols []cnpv1beta1.ClusterNetworkPolicyProtocol
-}
-
-func ecnpR(name string, a cnpv1beta1.ClusterNetworkPolicyRuleAction, peers ...cnpv1beta1.ClusterNetworkPolicyEgressPeer) ecnpRule {
-	return ecnpRule{name: name, action: a, peers: peers}
-}
-
-func (r ecnpRule) on(ps ...cnpv1beta1.ClusterNetworkPolicyProtocol) ecnpRule {
-	r.protocols = ps
-	return r
-}
-
-func ecnpPolicy(name string, tier cnpv1beta1.Tier, prio int32, subj cnpv1beta1.ClusterNetworkPolicySubject, ingress, egress []ecnpRule) *cnpv1beta1.ClusterNetworkPolicy {
-	p := &cnpv1beta1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: cnpv1beta1.ClusterNetworkPolicySpec{Tier: tier, Priority: prio, Subject: subj}}
-	for _, r := range ingress {
-		in := cnpv1beta1.ClusterNetworkPolicyIngressRule{Name: r.name, Action: r.action, Protocols: r.protocols}
-		for _, pr := range r.peers {
-			in.From = append(in.From, cnpv1beta1.ClusterNetworkPolicyIngressPeer{Namespaces: pr.Namespaces, Pods: pr.Pods})
-		}
-		p.Spec.Ingress = append(p.Spec.Ingress, in)
-	}
-	for _, r := range egress {
-		p.Spec.Egress = append(p.Spec.Egress, cnpv1beta1.ClusterNetworkPolicyEgressRule{Name: r.name, Action: r.action, To: r.peers, Protocols: r.protocols})
-	}
-	return p
-}
-
-func ecnpNS(kv ...string) cnpv1beta1.ClusterNetworkPolicySubject {
-	return cnpv1beta1.ClusterNetworkPolicySubject{Namespaces: match(kv...)}
-}
-
-func ecnpPodSubject(ns, pod *metav1.LabelSelector) cnpv1beta1.ClusterNetworkPolicySubject {
-	return cnpv1beta1.ClusterNetworkPolicySubject{Pods: &cnpv1beta1.NamespacedPod{NamespaceSelector: *ns, PodSelector: *pod}}
-}
-
-func ecnpPeerNS(kv ...string) cnpv1beta1.ClusterNetworkPolicyEgressPeer {
-	return cnpv1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: match(kv...)}
-}
-
-func ecnpPeerPods(ns, pod *metav1.LabelSelector) cnpv1beta1.ClusterNetworkPolicyEgressPeer {
-	return cnpv1beta1.ClusterNetworkPolicyEgressPeer{Pods: &cnpv1beta1.NamespacedPod{NamespaceSelector: *ns, PodSelector: *pod}}
-}
-
-func ecnpTCP(n int32) cnpv1beta1.ClusterNetworkPolicyProtocol {
-	return cnpv1beta1.ClusterNetworkPolicyProtocol{TCP: &cnpv1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnpv1beta1.Port{Number: n}}}
-}
-
-func ecnpUDPRange(a, b int32) cnpv1beta1.ClusterNetworkPolicyProtocol {
-	return cnpv1beta1.ClusterNetworkPolicyProtocol{UDP: &cnpv1beta1.ClusterNetworkPolicyProtocolUDP{DestinationPort: &cnpv1beta1.Port{Range: &cnpv1beta1.PortRange{Start: a, End: b}}}}
-}
+var (
+	ecnpR      = cnptest.R
+	ecnpPolicy = cnptest.Policy
+	ecnpNS     = cnptest.NamespacesSubjectOf
+	ecnpPeerNS = cnptest.PeerNamespacesOf
+)
 
 const (
 	cnpAccept = cnpv1beta1.ClusterNetworkPolicyRuleActionAccept
@@ -325,15 +279,15 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			nps:   []*networkingv1.NetworkPolicy{allowAllIngressX},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, false}, {"x/b", "x/a", tcp80, true}}},
 		{name: "admin-accept-overrides-a-networkpolicy-deny",
-			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("b-in", cnpAdmin, 10, ecnpPodSubject(match("ns", "x"), match("pod", "a")),
-				[]ecnpRule{ecnpR("from-b", cnpAccept, ecnpPeerPods(all, match("pod", "b")))}, nil)},
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("b-in", cnpAdmin, 10, cnptest.PodsSubject(match("ns", "x"), match("pod", "a")),
+				[]ecnpRule{ecnpR("from-b", cnpAccept, cnptest.PeerPods(all, match("pod", "b")))}, nil)},
 			nps:   []*networkingv1.NetworkPolicy{denyIngressX},
 			cells: []ecnpCell{{"y/b", "x/a", udp80, true}, {"x/b", "x/a", sctp80, true}, {"y/a", "x/a", tcp80, false}, {"y/b", "x/b", tcp80, false}}},
 		{name: "pass-chains-through-the-tiers",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
 				ecnpPolicy("pass-y", cnpAdmin, 5, ecnpNS("ns", "x"), []ecnpRule{ecnpR("pass-y", cnpPass, ecnpPeerNS("ns", "y"))}, nil),
 				ecnpPolicy("deny-rest", cnpAdmin, 6, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS())}, nil),
-				ecnpPolicy("base-81", cnpBase, 0, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS("ns", "y")).on(ecnpTCP(81))}, nil),
+				ecnpPolicy("base-81", cnpBase, 0, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS("ns", "y")).On(cnptest.TCP(81))}, nil),
 			},
 			nps: []*networkingv1.NetworkPolicy{denyIngressXA},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, false}, {"y/a", "x/b", tcp80, true}, {"y/a", "x/b", tcp81, false},
@@ -351,8 +305,8 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, true}, {"x/b", "x/a", tcp80, false}}},
 		{name: "ports-ranges-and-named-ports",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("ports", cnpAdmin, 1, ecnpNS("ns", "y"), nil, []ecnpRule{
-				ecnpR("pods", cnpDeny, ecnpPeerNS()).on(ecnpTCP(81), ecnpUDPRange(70, 90), cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "serve-80-sctp"}),
-				ecnpR("ext", cnpDeny, extNets).on(ecnpTCP(81)),
+				ecnpR("pods", cnpDeny, ecnpPeerNS()).On(cnptest.TCP(81), cnptest.UDPRange(70, 90), cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "serve-80-sctp"}),
+				ecnpR("ext", cnpDeny, extNets).On(cnptest.TCP(81)),
 			})},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, true}, {"y/a", "x/a", tcp81, false}, {"y/a", "x/a", udp80, false}, {"y/a", "x/a", sctp80, false},
 				{"y/a", "ext", sctp80, true}, {"y/a", "ext", udp80, true}, {"y/a", "ext", tcp81, false}}},
@@ -364,7 +318,7 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
 				ecnpPolicy("future-accept", cnpAdmin, 1, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("", cnpAccept, everywhere, cnpv1beta1.ClusterNetworkPolicyEgressPeer{})}),
 				ecnpPolicy("deny-y", cnpAdmin, 2, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS("ns", "y"))}),
-				ecnpPolicy("future-pass", cnpBase, 1, ecnpPodSubject(match("ns", "y"), match("pod", "b")), nil, []ecnpRule{ecnpR("", cnpPass, cnpv1beta1.ClusterNetworkPolicyEgressPeer{})}),
+				ecnpPolicy("future-pass", cnpBase, 1, cnptest.PodsSubject(match("ns", "y"), match("pod", "b")), nil, []ecnpRule{ecnpR("", cnpPass, cnpv1beta1.ClusterNetworkPolicyEgressPeer{})}),
 			},
 			cells: []ecnpCell{{"x/a", "y/a", tcp80, false}, {"x/a", "ext", tcp80, true}, {"y/b", "x/a", tcp80, false}, {"y/b", "ext", udp80, false}, {"y/a", "x/a", tcp80, true}}},
 		{name: "domain-names-accept-fails-closed",
@@ -378,7 +332,7 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 		{name: "invalid-rule-peer-selector-fails-the-rule-closed",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
 				ecnpPolicy("guard-x", cnpAdmin, 1, ecnpNS("ns", "x"),
-					[]ecnpRule{ecnpR("from-b", cnpAccept, ecnpPeerPods(all, match("pod", "b"))), ecnpR("bad", cnpDeny, ecnpPeerPods(all, badSelector))},
+					[]ecnpRule{ecnpR("from-b", cnpAccept, cnptest.PeerPods(all, match("pod", "b"))), ecnpR("bad", cnpDeny, cnptest.PeerPods(all, badSelector))},
 					nil),
 				ecnpPolicy("guard-y", cnpAdmin, 2, ecnpNS("ns", "y"), nil,
 					[]ecnpRule{ecnpR("bad", cnpAccept, ecnpPeerNS("ns", "x"), cnpv1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: badSelector}), ecnpR("no-x", cnpDeny, ecnpPeerNS("ns", "x"))}),
@@ -389,10 +343,10 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 		{name: "empty-protocol-entry-and-list-fail-the-rule-closed",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
 				ecnpPolicy("y-out", cnpBase, 1, ecnpNS("ns", "y"), nil,
-					[]ecnpRule{ecnpR("", cnpPass, ecnpPeerNS("ns", "x")).on(ecnpTCP(81), cnpv1beta1.ClusterNetworkPolicyProtocol{})}),
+					[]ecnpRule{ecnpR("", cnpPass, ecnpPeerNS("ns", "x")).On(cnptest.TCP(81), cnpv1beta1.ClusterNetworkPolicyProtocol{})}),
 				ecnpPolicy("x-out", cnpAdmin, 1, ecnpNS("ns", "x"), nil,
 					// An empty list (not nil: every protocol) is invalid.
-					[]ecnpRule{ecnpR("none", cnpAccept, extNets).on([]cnpv1beta1.ClusterNetworkPolicyProtocol{}...), ecnpR("no-ext", cnpDeny, extNets).on(ecnpTCP(80))}),
+					[]ecnpRule{ecnpR("none", cnpAccept, extNets).On([]cnpv1beta1.ClusterNetworkPolicyProtocol{}...), ecnpR("no-ext", cnpDeny, extNets).On(cnptest.TCP(80))}),
 			},
 			problems: []string{"ClusterNetworkPolicy y-out: spec.egress[0].protocols[1]: exactly one of", "ClusterNetworkPolicy x-out: spec.egress[0].protocols: 0 protocols"},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, false}, {"y/b", "ext", udp80, false}, {"y/a", "y/b", sctp80, false}, {"x/a", "y/a", tcp80, true},
@@ -410,10 +364,10 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 				in.Pods = podtest.Set(podList)
 			},
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
-				ecnpPolicy("dual-in", cnpAdmin, 1, ecnpPodSubject(match("ns", "x"), match("pod", "a")),
-					[]ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS()).on(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}, nil),
-				ecnpPolicy("dual-out", cnpAdmin, 1, ecnpPodSubject(match("ns", "y"), match("pod", "b")), nil,
-					[]ecnpRule{ecnpR("", cnpDeny, ecnpPeerPods(all, all)).on(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}),
+				ecnpPolicy("dual-in", cnpAdmin, 1, cnptest.PodsSubject(match("ns", "x"), match("pod", "a")),
+					[]ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS()).On(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}, nil),
+				ecnpPolicy("dual-out", cnpAdmin, 1, cnptest.PodsSubject(match("ns", "y"), match("pod", "b")), nil,
+					[]ecnpRule{ecnpR("", cnpDeny, cnptest.PeerPods(all, all)).On(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}),
 			},
 			cells: []ecnpCell{{"y/a", "x/a", udp80, false}, {"y/a", "x/a", tcp81, false}, {"y/a", "x/a", tcp80, true}, {"y/a", "x/b", udp80, true},
 				{"y/b", "x/b", udp80, false}, {"y/b", "x/b", tcp81, false}, {"y/b", "x/b", sctp80, true}, {"y/b", "ext", udp80, true}}},
@@ -433,7 +387,7 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			},
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("nodes", cnpAdmin, 1, ecnpNS("ns", "x"), nil, []ecnpRule{
 				ecnpR("by-hostname", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext")}),
-				ecnpR("by-external-ip", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext2")}).on(ecnpTCP(81)),
+				ecnpR("by-external-ip", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext2")}).On(cnptest.TCP(81)),
 			})},
 			cells: []ecnpCell{{"x/a", "ext", tcp80, true}, {"x/a", "ext", tcp81, false}, {"x/b", "ext", udp80, true}, {"y/a", "ext", tcp81, true}}},
 		{name: "left-out-policies-and-namesakes",
@@ -447,7 +401,7 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 			cells:    []ecnpCell{{"y/a", "x/a", tcp80, true}, {"x/a", "ext", tcp80, true}, {"x/a", "x/b", udp80, true}, {"x/a", "y/a", tcp80, false}}},
 		{name: "unknown-action-fails-closed",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("allow", cnpAdmin, 1, ecnpNS("ns", "y"),
-				[]ecnpRule{ecnpR("from-x", cnpAccept, ecnpPeerNS("ns", "x")).on(ecnpTCP(80)), ecnpR("", "Allow", ecnpPeerNS("ns", "x"))}, nil)},
+				[]ecnpRule{ecnpR("from-x", cnpAccept, ecnpPeerNS("ns", "x")).On(cnptest.TCP(80)), ecnpR("", "Allow", ecnpPeerNS("ns", "x"))}, nil)},
 			problems: []string{`ClusterNetworkPolicy allow: spec.ingress[1].action: unsupported value "Allow"`},
 			cells:    []ecnpCell{{"x/a", "y/a", tcp80, true}, {"x/a", "y/a", tcp81, false}, {"ext", "y/b", udp80, false}, {"y/a", "x/a", tcp80, true}}},
 	}
@@ -484,9 +438,9 @@ func ecnpRandom(seed int64, extNets, everywhere cnpv1beta1.ClusterNetworkPolicyE
 		case 1:
 			return cnpv1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: nsSel()}
 		case 2:
-			return ecnpPeerPods(nsSel(), match("pod", pick("a", "b")))
+			return cnptest.PeerPods(nsSel(), match("pod", pick("a", "b")))
 		case 3:
-			return ecnpPeerPods(all, badSelector) // invalid
+			return cnptest.PeerPods(all, badSelector) // invalid
 		case 4:
 			return extNets
 		case 5:
@@ -499,13 +453,13 @@ func ecnpRandom(seed int64, extNets, everywhere cnpv1beta1.ClusterNetworkPolicyE
 	protocols := func() []cnpv1beta1.ClusterNetworkPolicyProtocol {
 		switch r.Intn(9) {
 		case 0:
-			return []cnpv1beta1.ClusterNetworkPolicyProtocol{ecnpTCP(80)}
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{cnptest.TCP(80)}
 		case 1:
-			return []cnpv1beta1.ClusterNetworkPolicyProtocol{ecnpTCP(81), ecnpUDPRange(70, 90)}
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{cnptest.TCP(81), cnptest.UDPRange(70, 90)}
 		case 2:
 			return []cnpv1beta1.ClusterNetworkPolicyProtocol{{DestinationNamedPort: pick("serve-80-udp", "serve-81-tcp", "serve-80-sctp")}}
 		case 3:
-			return []cnpv1beta1.ClusterNetworkPolicyProtocol{ecnpTCP(80), {}} // invalid entry
+			return []cnpv1beta1.ClusterNetworkPolicyProtocol{cnptest.TCP(80), {}} // invalid entry
 		case 4:
 			return []cnpv1beta1.ClusterNetworkPolicyProtocol{} // invalid list
 		}
@@ -517,9 +471,9 @@ func ecnpRandom(seed int64, extNets, everywhere cnpv1beta1.ClusterNetworkPolicyE
 		for i, n := 0, r.Intn(3); i < n; i++ {
 			x := ecnpR(pick("", "r"), actions[r.Intn(len(actions))], peer(egress))
 			if r.Intn(3) == 0 {
-				x.peers = append(x.peers, peer(egress))
+				x.Peers = append(x.Peers, peer(egress))
 			}
-			out = append(out, x.on(protocols()...))
+			out = append(out, x.On(protocols()...))
 		}
 		return out
 	}
@@ -528,7 +482,7 @@ func ecnpRandom(seed int64, extNets, everywhere cnpv1beta1.ClusterNetworkPolicyE
 		tier := cnpv1beta1.Tier(pick("Admin", "Baseline", "Admin", "Baseline", "Other"))
 		subj := ecnpNS("ns", pick("x", "y"))
 		if r.Intn(3) == 0 {
-			subj = ecnpPodSubject(nsSel(), match("pod", pick("a", "b")))
+			subj = cnptest.PodsSubject(nsSel(), match("pod", pick("a", "b")))
 		}
 		sc.cnps = append(sc.cnps, ecnpPolicy(pick("p", "q", "r", "s"), tier, int32(r.Intn(3)), subj, rules(false), rules(true)))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/internal/tabletest"
 )
 
 func svc(ns, name string, created time.Time, ann map[string]string, lbIPs ...string) *corev1.Service {
@@ -66,13 +67,7 @@ func compileChecked(t *testing.T, in Input) Output {
 
 func findSet(t *testing.T, out Output, name string) engine.Set {
 	t.Helper()
-	for _, s := range out.Sets {
-		if s.Name == name {
-			return s
-		}
-	}
-	t.Fatalf("no set %s", name)
-	return engine.Set{}
+	return tabletest.Set(t, out.Sets, name)
 }
 
 func findChain(out Output, name string) (engine.Chain, bool) {
@@ -84,25 +79,9 @@ func findChain(out Output, name string) (engine.Chain, bool) {
 	return engine.Chain{}, false
 }
 
-func elems(s engine.Set) string {
-	var out []string
-	for _, e := range s.Elements {
-		if e.Value != "" {
-			out = append(out, e.Key+" : "+e.Value)
-		} else {
-			out = append(out, e.Key)
-		}
-	}
-	return strings.Join(out, ", ")
-}
+func elems(s engine.Set) string { return strings.Join(tabletest.Elements(s), ", ") }
 
-func rules(c engine.Chain) string {
-	var out []string
-	for _, r := range c.Rules {
-		out = append(out, r.Rule)
-	}
-	return strings.Join(out, "\n")
-}
+func rules(c engine.Chain) string { return strings.Join(tabletest.Rules(c), "\n") }
 
 func TestUnrestrictedServiceUsesTheSNATMap(t *testing.T) {
 	in := baseInput()

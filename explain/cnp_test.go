@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/podset"
 )
 
@@ -22,44 +23,18 @@ const (
 	base   = cnp.BaselineTier
 )
 
-// Builders for ClusterNetworkPolicies; a rule is written for either
-// direction and split by the policy builders.
-type rule struct {
-	name      string
-	action    cnp.ClusterNetworkPolicyRuleAction
-	peers     []cnp.ClusterNetworkPolicyEgressPeer
-	protocols []cnp.ClusterNetworkPolicyProtocol
-}
+// The ClusterNetworkPolicy builders are cnptest's (shared with the e2e
+// and compiler tests), under the short names these tables use. Never
+// assigned. A rule is written for either direction and split by the
+// policy builders.
+type rule = cnptest.Rule
 
-func r(name string, a cnp.ClusterNetworkPolicyRuleAction, peers ...cnp.ClusterNetworkPolicyEgressPeer) rule {
-	return rule{name: name, action: a, peers: peers}
-}
-
-func (x rule) on(ps ...cnp.ClusterNetworkPolicyProtocol) rule { x.protocols = ps; return x }
-
-func nsSubject(kv ...string) cnp.ClusterNetworkPolicySubject {
-	return cnp.ClusterNetworkPolicySubject{Namespaces: sel(kv...)}
-}
-
-func podSubject(ns, pod *metav1.LabelSelector) cnp.ClusterNetworkPolicySubject {
-	return cnp.ClusterNetworkPolicySubject{Pods: &cnp.NamespacedPod{NamespaceSelector: *ns, PodSelector: *pod}}
-}
-
-func cnpOf(name string, tier cnp.Tier, prio int32, subj cnp.ClusterNetworkPolicySubject, ingress, egress []rule) *cnp.ClusterNetworkPolicy {
-	p := &cnp.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: cnp.ClusterNetworkPolicySpec{Tier: tier, Priority: prio, Subject: subj}}
-	for _, x := range ingress {
-		in := cnp.ClusterNetworkPolicyIngressRule{Name: x.name, Action: x.action, Protocols: x.protocols}
-		for _, pr := range x.peers {
-			in.From = append(in.From, cnp.ClusterNetworkPolicyIngressPeer{Namespaces: pr.Namespaces, Pods: pr.Pods})
-		}
-		p.Spec.Ingress = append(p.Spec.Ingress, in)
-	}
-	for _, x := range egress {
-		p.Spec.Egress = append(p.Spec.Egress, cnp.ClusterNetworkPolicyEgressRule{Name: x.name, Action: x.action, To: x.peers, Protocols: x.protocols})
-	}
-	return p
-}
+var (
+	r         = cnptest.R
+	cnpOf     = cnptest.Policy
+	nsSubject = cnptest.NamespacesSubjectOf
+	peerNS    = cnptest.PeerNamespacesOf
+)
 
 func ingressCNP(name string, tier cnp.Tier, prio int32, subj cnp.ClusterNetworkPolicySubject, rules ...rule) *cnp.ClusterNetworkPolicy {
 	return cnpOf(name, tier, prio, subj, rules, nil)
@@ -67,14 +42,6 @@ func ingressCNP(name string, tier cnp.Tier, prio int32, subj cnp.ClusterNetworkP
 
 func egressCNP(name string, tier cnp.Tier, prio int32, subj cnp.ClusterNetworkPolicySubject, rules ...rule) *cnp.ClusterNetworkPolicy {
 	return cnpOf(name, tier, prio, subj, nil, rules)
-}
-
-func peerNS(kv ...string) cnp.ClusterNetworkPolicyEgressPeer {
-	return cnp.ClusterNetworkPolicyEgressPeer{Namespaces: sel(kv...)}
-}
-
-func peerPods(ns, pod *metav1.LabelSelector) cnp.ClusterNetworkPolicyEgressPeer {
-	return cnp.ClusterNetworkPolicyEgressPeer{Pods: &cnp.NamespacedPod{NamespaceSelector: *ns, PodSelector: *pod}}
 }
 
 func peerNodes(kv ...string) cnp.ClusterNetworkPolicyEgressPeer {
@@ -87,22 +54,6 @@ func peerNets(cidrs ...cnp.CIDR) cnp.ClusterNetworkPolicyEgressPeer {
 
 func peerDomains(names ...cnp.DomainName) cnp.ClusterNetworkPolicyEgressPeer {
 	return cnp.ClusterNetworkPolicyEgressPeer{DomainNames: names}
-}
-
-func tcpPort(n int32) cnp.ClusterNetworkPolicyProtocol {
-	return cnp.ClusterNetworkPolicyProtocol{TCP: &cnp.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnp.Port{Number: n}}}
-}
-
-func udpRange(a, b int32) cnp.ClusterNetworkPolicyProtocol {
-	return cnp.ClusterNetworkPolicyProtocol{UDP: &cnp.ClusterNetworkPolicyProtocolUDP{DestinationPort: &cnp.Port{Range: &cnp.PortRange{Start: a, End: b}}}}
-}
-
-func sctpPort(n int32) cnp.ClusterNetworkPolicyProtocol {
-	return cnp.ClusterNetworkPolicyProtocol{SCTP: &cnp.ClusterNetworkPolicyProtocolSCTP{DestinationPort: &cnp.Port{Number: n}}}
-}
-
-func named(name string) cnp.ClusterNetworkPolicyProtocol {
-	return cnp.ClusterNetworkPolicyProtocol{DestinationNamedPort: name}
 }
 
 var (
@@ -203,11 +154,11 @@ func TestClusterNetworkPolicyMatrix(t *testing.T) {
 	kinds := []peerKind{
 		{"ingress namespaces", true, peerNS("ns", "y"), Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 80}, "from[0] namespaces ns=y",
 			Flow{From: "x/b", To: "x/a", Protocol: tcp, Port: 80}},
-		{"ingress pods", true, peerPods(sel("ns", "y"), sel("pod", "a")), Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 80},
+		{"ingress pods", true, cnptest.PeerPods(sel("ns", "y"), sel("pod", "a")), Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 80},
 			"from[0] pods namespaceSelector ns=y AND podSelector pod=a", Flow{From: "x/b", To: "x/a", Protocol: tcp, Port: 80}},
 		{"egress namespaces", false, peerNS("ns", "y"), Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80}, "to[0] namespaces ns=y",
 			Flow{From: "x/a", To: "x/b", Protocol: tcp, Port: 80}},
-		{"egress pods", false, peerPods(allNS, sel("pod", "a")), Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 53},
+		{"egress pods", false, cnptest.PeerPods(allNS, sel("pod", "a")), Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 53},
 			"to[0] pods namespaceSelector {} (all) AND podSelector pod=a", Flow{From: "x/a", To: "x/b", Protocol: udp, Port: 53}},
 		{"egress nodes", false, peerNodes("role", "infra"), Flow{From: "x/a", To: "192.168.0.2", Protocol: tcp, Port: 10250},
 			"to[0] nodes role=infra (node n2)", Flow{From: "x/a", To: "192.168.0.3", Protocol: tcp, Port: 10250}},
@@ -300,13 +251,13 @@ func TestClusterNetworkPolicyOrder(t *testing.T) {
 			flow: toYA, want: []string{"allowed by ClusterNetworkPolicy a-accept"}, not: []string{"note"}, tier: TierAdmin, allowed: true},
 		{name: "rules in written order: the first match decides",
 			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("web", admin, 1, xa,
-				r("web", accept, peerNS()).on(tcpPort(81), tcpPort(80)),
+				r("web", accept, peerNS()).On(cnptest.TCP(81), cnptest.TCP(80)),
 				r("rest", deny, peerNS()))},
 			flow: fromB, ingress: true, want: []string{`allowed by ClusterNetworkPolicy web (Admin, priority 1) rule ingress[0] "web" (peer from[0] namespaces {} (all), port protocols[1] TCP/80)`},
 			tier: TierAdmin, allowed: true},
 		{name: "rules in written order: a later rule when the first misses",
 			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("web", admin, 1, xa,
-				r("web", accept, peerNS()).on(tcpPort(81)),
+				r("web", accept, peerNS()).On(cnptest.TCP(81)),
 				r("rest", deny, peerNS()))},
 			flow: fromB, ingress: true, want: []string{`denied by ClusterNetworkPolicy web (Admin, priority 1) rule ingress[1] "rest"`}, tier: TierAdmin},
 		{name: "a policy without rules for the direction does not select",
@@ -335,13 +286,18 @@ func TestClusterNetworkPolicyOrder(t *testing.T) {
 func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 	xa := nsSubject("ns", "x")
 	toYA := Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80}
+	// Accepts x, then denies pods by a selector the API server would
+	// refuse: the Deny fails closed where it stands.
+	badSelector := []*cnp.ClusterNetworkPolicy{ingressCNP("p", base, 1, xa,
+		r("ok", accept, peerNS("ns", "x")),
+		r("bad", deny, cnptest.PeerPods(allNS, &metav1.LabelSelector{MatchLabels: map[string]string{"a b": "c"}})))}
 	for _, tt := range []cnpCase{
 		// Subjects.
 		{name: "pods subject selects only its pods",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("only-b", admin, 1, podSubject(allNS, sel("pod", "b")), r("", deny, anyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("only-b", admin, 1, cnptest.PodsSubject(allNS, sel("pod", "b")), r("", deny, anyPeer))},
 			flow: toYA, want: []string{"no policy selects the pod"}, allowed: true},
 		{name: "pods subject",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("only-a", admin, 1, podSubject(sel("ns", "x"), sel("pod", "a")), r("", deny, anyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("only-a", admin, 1, cnptest.PodsSubject(sel("ns", "x"), sel("pod", "a")), r("", deny, anyPeer))},
 			flow: toYA, want: []string{"denied by ClusterNetworkPolicy only-a"}, tier: TierAdmin},
 		{name: "namespaces subject by metadata name",
 			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("x", admin, 1, nsSubject(corev1.LabelMetadataName, "x"), r("", deny, anyPeer))},
@@ -351,7 +307,7 @@ func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 			nodeName: "n1", flow: toYA, ingress: true, want: []string{"not enforced on node n1"}, allowed: true},
 		// Fail-closed peers.
 		{name: "a Deny rule with a peer of no field denies all",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("new", admin, 1, xa, r("future", deny, peerNS("ns", "nowhere"), emptyPeer).on(tcpPort(1)))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("new", admin, 1, xa, r("future", deny, peerNS("ns", "nowhere"), emptyPeer).On(cnptest.TCP(1)))},
 			flow: toYA,
 			want: []string{`denied by ClusterNetworkPolicy new (Admin, priority 1) rule egress[0] "future" (to[1]: no known peer field is set (a newer API version?): fail closed, this Deny rule denies all traffic)`},
 			tier: TierAdmin},
@@ -377,39 +333,39 @@ func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 			flow: toYA, want: []string{"to[0].domainNames: domainNames peers are not supported by nftguard: fail closed, this Deny rule denies all traffic"}, tier: TierBaseline},
 		// Protocols.
 		{name: "named port on the destination pod (ingress)",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", accept, peerNS()).on(named("http")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", accept, peerNS()).On(cnptest.NamedPort("http")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 8080}, ingress: true,
 			want: []string{`port protocols[0] destinationNamedPort "http" (TCP/8080 on x/a)`}, tier: TierAdmin, allowed: true},
 		{name: "named port brings its protocol",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).on(named("dns")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).On(cnptest.NamedPort("dns")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 53}, ingress: true, want: []string{"(Admin: named) decided"}, allowed: true},
 		{name: "named port on the destination pod (egress)",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, peerPods(allNS, allNS)).on(named("dns")))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, cnptest.PeerPods(allNS, allNS)).On(cnptest.NamedPort("dns")))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 53},
 			want: []string{`port protocols[0] destinationNamedPort "dns" (UDP/53 on y/a)`}, tier: TierAdmin},
 		{name: "named port not on the pod",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, peerPods(allNS, allNS)).on(named("metrics")))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, cnptest.PeerPods(allNS, allNS)).On(cnptest.NamedPort("metrics")))},
 			flow: toYA, want: []string{"(Admin: named) decided"}, allowed: true},
 		// A name declared for two protocols (in two containers) matches
 		// each protocol on its own port, as the compiler programs it; not
 		// only the first port of that name.
 		{name: "named port declared for two protocols: the second one",
 			edit: addNamedPort("x", "a", "http", corev1.ProtocolUDP, 8053),
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).on(named("http")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).On(cnptest.NamedPort("http")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: udp, Port: 8053}, ingress: true,
 			want: []string{`port protocols[0] destinationNamedPort "http" (UDP/8053 on x/a)`}, tier: TierAdmin},
 		{name: "named port declared for two protocols: the first one",
 			edit: addNamedPort("x", "a", "http", corev1.ProtocolUDP, 8053),
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).on(named("http")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).On(cnptest.NamedPort("http")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 8080}, ingress: true,
 			want: []string{`port protocols[0] destinationNamedPort "http" (TCP/8080 on x/a)`}, tier: TierAdmin},
 		{name: "named port declared for two protocols: not crossed",
 			edit: addNamedPort("x", "a", "http", corev1.ProtocolUDP, 8053),
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).on(named("http")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).On(cnptest.NamedPort("http")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: udp, Port: 8080}, ingress: true, want: []string{"(Admin: named) decided"}, allowed: true},
 		{name: "named port declared for two protocols (egress)",
 			edit: addNamedPort("y", "a", "dns", corev1.ProtocolTCP, 5353),
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, peerPods(allNS, allNS)).on(named("dns")))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, cnptest.PeerPods(allNS, allNS)).On(cnptest.NamedPort("dns")))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 5353},
 			want: []string{`port protocols[0] destinationNamedPort "dns" (TCP/5353 on y/a)`}, tier: TierAdmin},
 		// Invalid rules fail closed where they stand; the policy stays.
@@ -420,39 +376,35 @@ func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 				`note: ClusterNetworkPolicy p (Admin, priority 1) rule egress[0] "bad" fails closed: to[0].networks[0]: invalid CIDR "10.0.0.0/33"; this Accept rule matches no traffic`},
 			tier: TierAdmin},
 		{name: "an invalid selector in a rule peer fails that rule closed",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("p", base, 1, xa,
-				r("ok", accept, peerNS("ns", "x")),
-				r("bad", deny, peerPods(allNS, &metav1.LabelSelector{MatchLabels: map[string]string{"a b": "c"}})))},
+			cnps: badSelector,
 			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 80}, ingress: true, problem: "spec.ingress[1].from[0].pods.podSelector",
 			want: []string{`denied by ClusterNetworkPolicy p (Baseline, priority 1) rule ingress[1] "bad" (from[0].pods.podSelector: `, "fail closed, this Deny rule denies all traffic"},
 			tier: TierBaseline},
 		{name: "a rule before the invalid one still decides first",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("p", base, 1, xa,
-				r("ok", accept, peerNS("ns", "x")),
-				r("bad", deny, peerPods(allNS, &metav1.LabelSelector{MatchLabels: map[string]string{"a b": "c"}})))},
+			cnps: badSelector,
 			flow: Flow{From: "x/b", To: "x/a", Protocol: tcp, Port: 80}, ingress: true, problem: "spec.ingress[1].from[0].pods.podSelector",
 			want: []string{`allowed by ClusterNetworkPolicy p (Baseline, priority 1) rule ingress[0] "ok"`}, tier: TierBaseline, allowed: true},
 		{name: "an empty protocol entry fails the Pass rule closed: it denies every protocol",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, r("", pass, peerNS("ns", "z")).on(tcpPort(80), cnp.ClusterNetworkPolicyProtocol{}))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, r("", pass, peerNS("ns", "z")).On(cnptest.TCP(80), cnp.ClusterNetworkPolicyProtocol{}))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 53}, problem: "spec.egress[0].protocols[1]",
 			want: []string{"(protocols[1]: exactly one of tcp, udp, sctp and destinationNamedPort must be set: fail closed, this Pass rule denies all traffic)"}, tier: TierAdmin},
 		{name: "an empty protocols list fails the Accept rule closed",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, rule{name: "none", action: accept, peers: []cnp.ClusterNetworkPolicyEgressPeer{anyPeer}, protocols: []cnp.ClusterNetworkPolicyProtocol{}},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, rule{Name: "none", Action: accept, Peers: []cnp.ClusterNetworkPolicyEgressPeer{anyPeer}, Protocols: []cnp.ClusterNetworkPolicyProtocol{}},
 				r("rest", deny, anyPeer))},
 			flow: toYA, problem: "spec.egress[0].protocols: 0 protocols",
 			want: []string{`rule egress[0] "none" fails closed: protocols: 0 protocols: 1 to 25 are required; this Accept rule matches no traffic`, `denied by ClusterNetworkPolicy p (Admin, priority 1) rule egress[1] "rest"`},
 			tier: TierAdmin},
 		{name: "UDP range",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("r", base, 1, xa, r("", deny, anyPeer).on(tcpPort(5000), udpRange(5000, 6000)))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("r", base, 1, xa, r("", deny, anyPeer).On(cnptest.TCP(5000), cnptest.UDPRange(5000, 6000)))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 6000}, want: []string{"port protocols[1] UDP/5000-6000"}, tier: TierBaseline},
 		{name: "SCTP port: TCP on it does not match",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", base, 1, xa, r("", deny, anyPeer).on(sctpPort(80)))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", base, 1, xa, r("", deny, anyPeer).On(cnptest.SCTP(80)))},
 			flow: toYA, want: []string{"(Baseline: s) decided"}, allowed: true},
 		{name: "SCTP port",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", base, 1, xa, r("", deny, anyPeer).on(sctpPort(80)))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", base, 1, xa, r("", deny, anyPeer).On(cnptest.SCTP(80)))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: sctp, Port: 80}, want: []string{"port protocols[0] SCTP/80"}, tier: TierBaseline},
 		{name: "ICMPv6 meets only rules without protocols",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", admin, 1, xa, r("tcp", accept, anyPeer).on(tcpPort(80)), r("all", deny, anyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", admin, 1, xa, r("tcp", accept, anyPeer).On(cnptest.TCP(80)), r("all", deny, anyPeer))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: ProtocolICMPv6, Port: 128}, want: []string{`rule egress[1] "all" (peer to[0] networks ::/0, port any port)`}, tier: TierAdmin},
 		// Networks, nodes, and what pods peers never select.
 		{name: "IPv6 networks",
@@ -491,7 +443,7 @@ func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in", admin, 1, nsSubject("ns", "y"), r("", deny, peerNS()))},
 			flow: Flow{From: "y/host", To: "y/a", Protocol: tcp, Port: 80}, ingress: true, want: []string{"(Admin: in) decided"}, allowed: true},
 		{name: "networks peer does select a hostNetwork pod's address",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in", admin, 1, nsSubject("ns", "y"), rule{action: deny, peers: []cnp.ClusterNetworkPolicyEgressPeer{peerNS()}}),
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in", admin, 1, nsSubject("ns", "y"), rule{Action: deny, Peers: []cnp.ClusterNetworkPolicyEgressPeer{peerNS()}}),
 				egressCNP("out", admin, 1, nsSubject("ns", "x"), r("", deny, peerNets("192.168.0.0/24")))},
 			flow: Flow{From: "x/a", To: "y/host", Protocol: tcp, Port: 80}, want: []string{"own node"}, allowed: true},
 		{name: "a hostNetwork pod is never a subject",
@@ -600,7 +552,7 @@ func TestClusterNetworkPolicyValidation(t *testing.T) {
 		{"ingress two peer fields", func(p *cnp.ClusterNetworkPolicy) {
 			p.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{{Action: deny, From: []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: allNS, Pods: &cnp.NamespacedPod{}}}}}
 		}, "spec.ingress[0].from[0]: exactly one peer field", failClosed, "from[0]: exactly one"},
-		{"invalid peer selector", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0] = peerPods(allNS, badSel) }, "spec.egress[0].to[0].pods.podSelector", failClosed, "to[0].pods.podSelector"},
+		{"invalid peer selector", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0] = cnptest.PeerPods(allNS, badSel) }, "spec.egress[0].to[0].pods.podSelector", failClosed, "to[0].pods.podSelector"},
 		{"invalid ingress peer selector", func(p *cnp.ClusterNetworkPolicy) {
 			p.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{{Action: deny, From: []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: badSel}}}}
 		}, "spec.ingress[0].from[0].namespaces", failClosed, "from[0].namespaces"},
@@ -608,34 +560,34 @@ func TestClusterNetworkPolicyValidation(t *testing.T) {
 		{"CIDR host bits", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Networks = []cnp.CIDR{"10.0.0.1/8"} }, "has host bits set (want 10.0.0.0/8)", failClosed, "host bits"},
 		{"domain name", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0] = peerDomains("exa mple.com") }, "spec.egress[0].to[0].domainNames: domainNames peers are not supported", failClosed, "to[0].domainNames"},
 		{"named port with networks", func(p *cnp.ClusterNetworkPolicy) {
-			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{named("http")}
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{cnptest.NamedPort("http")}
 		}, "spec.egress[0].protocols[0].destinationNamedPort: networks/nodes/domainNames peer cannot be set with namedPorts", failClosed, "protocols[0].destinationNamedPort"},
 		{"empty protocols", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{} }, "spec.egress[0].protocols: 0 protocols", failClosed, "protocols: 0 protocols"},
 		{"empty protocol", func(p *cnp.ClusterNetworkPolicy) {
-			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{udpRange(1, 2), {}}
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{cnptest.UDPRange(1, 2), {}}
 		}, "spec.egress[0].protocols[1]: exactly one of tcp, udp, sctp", failClosed, "protocols[1]: exactly one"},
 		{"two protocols in one", func(p *cnp.ClusterNetworkPolicy) {
-			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{{TCP: tcpPort(1).TCP, UDP: udpRange(1, 2).UDP}}
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{{TCP: cnptest.TCP(1).TCP, UDP: cnptest.UDPRange(1, 2).UDP}}
 		}, "spec.egress[0].protocols[0]: exactly one of tcp", failClosed, "protocols[0]"},
 		{"no destination port", func(p *cnp.ClusterNetworkPolicy) {
 			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{{TCP: &cnp.ClusterNetworkPolicyProtocolTCP{}}}
 		}, "protocols[0].tcp.destinationPort: required", failClosed, "protocols[0].tcp.destinationPort: required"},
 		{"port 0", func(p *cnp.ClusterNetworkPolicy) {
-			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{sctpPort(0)}
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{cnptest.SCTP(0)}
 		}, "sctp.destinationPort: exactly one of number and range", failClosed, "sctp.destinationPort"}, // 0 is unset
 		{"port 70000", func(p *cnp.ClusterNetworkPolicy) {
-			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{sctpPort(70000)}
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{cnptest.SCTP(70000)}
 		}, "sctp.destinationPort.number: 70000 is not a port", failClosed, "sctp.destinationPort.number"},
 		{"port and range", func(p *cnp.ClusterNetworkPolicy) {
-			pr := udpRange(1, 2)
+			pr := cnptest.UDPRange(1, 2)
 			pr.UDP.DestinationPort.Number = 5
 			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{pr}
 		}, "exactly one of number and range", failClosed, "udp.destinationPort"},
 		{"range order", func(p *cnp.ClusterNetworkPolicy) {
-			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{udpRange(5, 5)}
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{cnptest.UDPRange(5, 5)}
 		}, "range: start port must be less than end port", failClosed, "range"},
 		{"range end", func(p *cnp.ClusterNetworkPolicy) {
-			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{udpRange(5, 70000)}
+			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{cnptest.UDPRange(5, 70000)}
 		}, "range: ports must be 1-65535", failClosed, "range"},
 		// The API server would refuse these; the compiler enforces them
 		// as written, so the kernel does, so explain does.
@@ -729,18 +681,7 @@ func TestClusterNetworkPolicyDuplicateNames(t *testing.T) {
 // compiler enforces it), and printed quoted so that it cannot forge a line
 // of the verdict or reach a terminal's escape sequences.
 func TestClusterNetworkPolicyHostileName(t *testing.T) {
-	in := cnpInput()
-	in.ClusterNetworkPolicies = []*cnp.ClusterNetworkPolicy{
-		egressCNP("a\x1b[2J\nverdict: allowed", admin, 1, nsSubject("ns", "x"), r("", deny, anyPeer)),
-	}
-	c, probs := New(in)
-	if len(probs) > 0 {
-		t.Fatal(probs)
-	}
-	res, err := c.Explain(Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := explainXAToYA(t, egressCNP("a\x1b[2J\nverdict: allowed", admin, 1, nsSubject("ns", "x"), r("", deny, anyPeer)))
 	out := res.String()
 	if res.Allowed || strings.Count(out, "\n") != 4 || strings.Contains(out, "\x1b") ||
 		!strings.Contains(out, `denied by ClusterNetworkPolicy "a\x1b[2J\nverdict: allowed" (Admin, priority 1)`) {
@@ -751,10 +692,18 @@ func TestClusterNetworkPolicyHostileName(t *testing.T) {
 // A rule name is free text a tenant with CNP rights writes: it is quoted,
 // so it cannot forge a line of the verdict.
 func TestClusterNetworkPolicyHostileRuleName(t *testing.T) {
-	in := cnpInput()
-	in.ClusterNetworkPolicies = []*cnp.ClusterNetworkPolicy{
-		egressCNP("p", admin, 1, nsSubject("ns", "x"), r("x\nverdict: allowed\x1b[1A", deny, anyPeer)),
+	out := explainXAToYA(t, egressCNP("p", admin, 1, nsSubject("ns", "x"), r("x\nverdict: allowed\x1b[1A", deny, anyPeer))).String()
+	if strings.Count(out, "\n") != 4 || strings.Contains(out, "\x1b") || !strings.Contains(out, `rule egress[0] "x\nverdict: allowed\x1b[1A"`) {
+		t.Errorf("hostile rule name:\n%s", out)
 	}
+}
+
+// explainXAToYA explains TCP 80 from x/a to y/a in cnpInput's cluster
+// with these ClusterNetworkPolicies, which must raise no problem.
+func explainXAToYA(t *testing.T, cnps ...*cnp.ClusterNetworkPolicy) *Result {
+	t.Helper()
+	in := cnpInput()
+	in.ClusterNetworkPolicies = cnps
 	c, probs := New(in)
 	if len(probs) > 0 {
 		t.Fatal(probs)
@@ -763,8 +712,5 @@ func TestClusterNetworkPolicyHostileRuleName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := res.String()
-	if strings.Count(out, "\n") != 4 || strings.Contains(out, "\x1b") || !strings.Contains(out, `rule egress[0] "x\nverdict: allowed\x1b[1A"`) {
-		t.Errorf("hostile rule name:\n%s", out)
-	}
+	return res
 }

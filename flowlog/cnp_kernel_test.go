@@ -2,14 +2,10 @@ package flowlog
 
 import (
 	"context"
-	"fmt"
-	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
@@ -36,16 +32,7 @@ import (
 //	no-egress-81          Admin, priority 5, subject namespace y:
 //	                      egress[0] "to-x-81" denies namespace x on port 81
 func cnpCluster(t *testing.T) (*labCluster, []*cnp.ClusterNetworkPolicy) {
-	lab := netlab.New(t, netlab.Spec{Nodes: []netlab.NodeSpec{{Name: "n1", Pods: []string{"x/a", "x/b", "y/a"}}}})
-	c := &labCluster{lab: lab, node: lab.Nodes[0]}
-	for _, e := range lab.Pods {
-		ns, name, _ := strings.Cut(e.Name, "/")
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"pod": name}}}
-		p.Spec.NodeName = "n1"
-		p.Status.Phase = corev1.PodRunning
-		p.Status.PodIPs = []corev1.PodIP{{IP: e.IPv4.String()}, {IP: e.IPv6.String()}}
-		c.pods = append(c.pods, p)
-	}
+	c := newLabPods(t, "x/a", "x/b", "y/a")
 	sel := func(k, v string) *metav1.LabelSelector {
 		return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
 	}
@@ -54,11 +41,7 @@ func cnpCluster(t *testing.T) (*labCluster, []*cnp.ClusterNetworkPolicy) {
 		Spec: networkingv1.NetworkPolicySpec{PodSelector: *sel("pod", "b"),
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}}}},
 	}}
-	logged := map[string]string{policy.AnnotationLogDenied: "true"}
-	c.nss = []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"ns": "x"}, Annotations: logged}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "y", Labels: map[string]string{"ns": "y"}, Annotations: logged}},
-	}
+	c.nss = loggedNamespaces("x", "y")
 	ports := func(n int32) []cnp.ClusterNetworkPolicyProtocol {
 		p := &cnp.Port{Number: n}
 		return []cnp.ClusterNetworkPolicyProtocol{{TCP: &cnp.ClusterNetworkPolicyProtocolTCP{DestinationPort: p}},
@@ -150,63 +133,28 @@ func TestClusterDenyRecordsAndCounters(t *testing.T) {
 	cnpBefore, npBefore := drops()
 
 	type flow struct {
-		from, to *netlab.Endpoint
-		port     netlab.Port
-		fam      netlab.Family
-		rule     *ClusterRule
-		pod      string
-		allowed  bool
+		*labFlow
+		rule *ClusterRule
+		pod  string
 	}
-	var flows []*flow
-	for _, f := range []netlab.Family{netlab.IPv4, netlab.IPv6} {
-		for _, from := range c.lab.Pods {
-			for _, to := range c.lab.Pods {
-				if from == to {
-					continue
-				}
-				for _, p := range netlab.DefaultPorts {
-					rule, pod := cnpDenial(from.Name, to.Name, p.Num)
-					flows = append(flows, &flow{from: from, to: to, port: p, fam: f, rule: rule, pod: pod})
-				}
-			}
-		}
+	var flows []flow
+	sent := labFlows(c.lab, netlab.DefaultPorts)
+	for _, lf := range sent {
+		rule, pod := cnpDenial(lf.from.Name, lf.to.Name, lf.port.Num)
+		flows = append(flows, flow{labFlow: lf, rule: rule, pod: pod})
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	errs := make(chan error, len(flows))
-	for _, fl := range flows {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			var err error
-			fl.allowed, err = onePacket(c.lab, fl.from.Name, netip.AddrPortFrom(fl.to.Addr(fl.fam), uint16(fl.port.Num)), fl.port.Proto)
-			if err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	sendOnePacketEach(t, c.lab, sent)
 	recs := waitRecords(col, 700*time.Millisecond)
 	cnpAfter, npAfter := drops()
 
 	want := map[string]uint64{}
 	nDenied := 0
 	for _, fl := range flows {
-		src, dst := fl.from.Addr(fl.fam), fl.to.Addr(fl.fam)
-		name := fmt.Sprintf("%s -> %s %v %v", fl.from.Name, fl.to.Name, fl.port, fl.fam)
+		name := fl.String()
 		if fl.port.Proto != netlab.SCTP && fl.allowed != (fl.rule == nil) {
 			t.Errorf("%s: one packet allowed=%v, the policies say denied by %v", name, fl.allowed, fl.rule)
 		}
-		var mine []Record
-		for _, rec := range recs {
-			if rec.Src == src && rec.Dst == dst && rec.DstPort == uint16(fl.port.Num) && rec.ProtocolName() == string(fl.port.Proto) {
-				mine = append(mine, rec)
-			}
-		}
+		mine := fl.records(recs)
 		if fl.rule == nil {
 			if len(mine) != 0 {
 				t.Errorf("%s is allowed, yet recorded: %s", name, recText(mine[0]))

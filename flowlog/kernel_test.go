@@ -42,8 +42,11 @@ type labCluster struct {
 	nss      []*corev1.Namespace
 }
 
-func newLabCluster(t *testing.T) *labCluster {
-	lab := netlab.New(t, netlab.Spec{Nodes: []netlab.NodeSpec{{Name: "n1", Pods: []string{"x/a", "x/b", "y/a", "z/a"}}}})
+// newLabPods is a lab of one node n1 with these pods ("ns/name"), and
+// them as running API objects labelled pod=name with the lab's IPv4 and
+// IPv6 addresses; the caller adds namespaces and policies.
+func newLabPods(t *testing.T, pods ...string) *labCluster {
+	lab := netlab.New(t, netlab.Spec{Nodes: []netlab.NodeSpec{{Name: "n1", Pods: pods}}})
 	c := &labCluster{lab: lab, node: lab.Nodes[0]}
 	for _, e := range lab.Pods {
 		ns, name, _ := strings.Cut(e.Name, "/")
@@ -53,6 +56,11 @@ func newLabCluster(t *testing.T) *labCluster {
 		p.Status.PodIPs = []corev1.PodIP{{IP: e.IPv4.String()}, {IP: e.IPv6.String()}}
 		c.pods = append(c.pods, p)
 	}
+	return c
+}
+
+func newLabCluster(t *testing.T) *labCluster {
+	c := newLabPods(t, "x/a", "x/b", "y/a", "z/a")
 	tcp80 := intstr.FromInt32(80)
 	ports := []networkingv1.NetworkPolicyPort{{Port: &tcp80}}
 	only := func(name string) []networkingv1.NetworkPolicyPeer {
@@ -199,15 +207,8 @@ func icmpChecksum(b []byte) uint16 {
 // was established.
 func dialTCP(t *testing.T, lab *netlab.Lab, from string, to netip.AddrPort, timeout time.Duration) bool {
 	t.Helper()
-	ok := false
-	if err := lab.Run(from, func() error {
-		c, err := net.DialTimeout("tcp", to.String(), timeout)
-		if err == nil {
-			ok = true
-			c.Close()
-		}
-		return nil
-	}); err != nil {
+	ok, err := lab.DialTCP(from, to, timeout)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return ok

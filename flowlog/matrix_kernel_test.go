@@ -31,16 +31,7 @@ import (
 //
 // x/a and y/b are isolated in no direction.
 func matrixCluster(t *testing.T) *labCluster {
-	lab := netlab.New(t, netlab.Spec{Nodes: []netlab.NodeSpec{{Name: "n1", Pods: []string{"x/a", "x/b", "y/a", "y/b"}}}})
-	c := &labCluster{lab: lab, node: lab.Nodes[0]}
-	for _, e := range lab.Pods {
-		ns, name, _ := strings.Cut(e.Name, "/")
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"pod": name}}}
-		p.Spec.NodeName = "n1"
-		p.Status.Phase = corev1.PodRunning
-		p.Status.PodIPs = []corev1.PodIP{{IP: e.IPv4.String()}, {IP: e.IPv6.String()}}
-		c.pods = append(c.pods, p)
-	}
+	c := newLabPods(t, "x/a", "x/b", "y/a", "y/b")
 	ports := func(n int32) []networkingv1.NetworkPolicyPort {
 		var out []networkingv1.NetworkPolicyPort
 		for _, proto := range []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP} {
@@ -63,11 +54,7 @@ func matrixCluster(t *testing.T) *labCluster {
 			Egress:      []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("ns", "x")}}, Ports: ports(81)}},
 		}},
 	}
-	logged := map[string]string{policy.AnnotationLogDenied: "true"}
-	c.nss = []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"ns": "x"}, Annotations: logged}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "y", Labels: map[string]string{"ns": "y"}, Annotations: logged}},
-	}
+	c.nss = loggedNamespaces("x", "y")
 	return c
 }
 
@@ -149,63 +136,28 @@ func TestMatrixEveryDeniedPacketOneRecord(t *testing.T) {
 	before := drops()
 
 	type flow struct {
-		from, to *netlab.Endpoint
-		port     netlab.Port
-		fam      netlab.Family
+		*labFlow
 		dir      Direction
 		pod, pol string
-		allowed  bool // what the single packet saw, for TCP and UDP
 	}
-	var flows []*flow
-	for _, f := range []netlab.Family{netlab.IPv4, netlab.IPv6} {
-		for _, from := range c.lab.Pods {
-			for _, to := range c.lab.Pods {
-				if from == to {
-					continue
-				}
-				for _, p := range ports {
-					dir, pod, pol := matrixDenial(from.Name, to.Name, p.Num)
-					flows = append(flows, &flow{from: from, to: to, port: p, fam: f, dir: dir, pod: pod, pol: pol})
-				}
-			}
-		}
+	var flows []flow
+	sent := labFlows(c.lab, ports)
+	for _, lf := range sent {
+		dir, pod, pol := matrixDenial(lf.from.Name, lf.to.Name, lf.port.Num)
+		flows = append(flows, flow{labFlow: lf, dir: dir, pod: pod, pol: pol})
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	errs := make(chan error, len(flows))
-	for _, fl := range flows {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			var err error
-			fl.allowed, err = onePacket(c.lab, fl.from.Name, netip.AddrPortFrom(fl.to.Addr(fl.fam), uint16(fl.port.Num)), fl.port.Proto)
-			if err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	sendOnePacketEach(t, c.lab, sent)
 	recs := waitRecords(col, 700*time.Millisecond)
 	after := drops()
 
 	denied := map[string]uint64{}
 	var nDenied int
 	for _, fl := range flows {
-		src, dst := fl.from.Addr(fl.fam), fl.to.Addr(fl.fam)
-		name := fmt.Sprintf("%s -> %s %v %v", fl.from.Name, fl.to.Name, fl.port, fl.fam)
+		name := fl.String()
 		if fl.port.Proto != netlab.SCTP && fl.allowed != (fl.dir == "") {
 			t.Errorf("%s: one packet allowed=%v, the policies say denied=%q", name, fl.allowed, fl.dir)
 		}
-		var mine []Record
-		for _, rec := range recs {
-			if rec.Src == src && rec.Dst == dst && rec.DstPort == uint16(fl.port.Num) && rec.ProtocolName() == string(fl.port.Proto) {
-				mine = append(mine, rec)
-			}
-		}
+		mine := fl.records(recs)
 		if fl.dir == "" {
 			if len(mine) != 0 {
 				t.Errorf("%s is allowed, yet recorded: %s", name, recText(mine[0]))
@@ -235,6 +187,88 @@ func TestMatrixEveryDeniedPacketOneRecord(t *testing.T) {
 	t.Logf("%d flows, %d denied, %d records; drop counters %v -> %v", len(flows), nDenied, len(recs), before, after)
 }
 
+// labFlow is one flow of a matrix test: from one lab pod to another on a
+// port over a family, and whether its single packet got through (for TCP
+// and UDP; see onePacket).
+type labFlow struct {
+	from, to *netlab.Endpoint
+	port     netlab.Port
+	fam      netlab.Family
+	allowed  bool
+}
+
+// labFlows is every flow between two different pods of lab, over IPv4 and
+// IPv6 and the given ports.
+func labFlows(lab *netlab.Lab, ports []netlab.Port) []*labFlow {
+	var flows []*labFlow
+	for _, f := range []netlab.Family{netlab.IPv4, netlab.IPv6} {
+		for _, from := range lab.Pods {
+			for _, to := range lab.Pods {
+				if from == to {
+					continue
+				}
+				for _, p := range ports {
+					flows = append(flows, &labFlow{from: from, to: to, port: p, fam: f})
+				}
+			}
+		}
+	}
+	return flows
+}
+
+func (fl *labFlow) String() string {
+	return fmt.Sprintf("%s -> %s %v %v", fl.from.Name, fl.to.Name, fl.port, fl.fam)
+}
+
+// records are the records among recs of fl's addresses, port and protocol.
+func (fl *labFlow) records(recs []Record) []Record {
+	src, dst := fl.from.Addr(fl.fam), fl.to.Addr(fl.fam)
+	var mine []Record
+	for _, rec := range recs {
+		if rec.Src == src && rec.Dst == dst && rec.DstPort == uint16(fl.port.Num) && rec.ProtocolName() == string(fl.port.Proto) {
+			mine = append(mine, rec)
+		}
+	}
+	return mine
+}
+
+// sendOnePacketEach sends each flow's one packet (onePacket), 16 at a
+// time so that the whole matrix fits the test's time, and notes whether
+// it got through.
+func sendOnePacketEach(t *testing.T, lab *netlab.Lab, flows []*labFlow) {
+	t.Helper()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	errs := make(chan error, len(flows))
+	for _, fl := range flows {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			var err error
+			fl.allowed, err = onePacket(lab, fl.from.Name, netip.AddrPortFrom(fl.to.Addr(fl.fam), uint16(fl.port.Num)), fl.port.Proto)
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// loggedNamespaces are namespaces labelled ns=name that opt in to denied
+// logging.
+func loggedNamespaces(names ...string) []*corev1.Namespace {
+	var out []*corev1.Namespace
+	for _, n := range names {
+		out = append(out, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"ns": n},
+			Annotations: map[string]string{policy.AnnotationLogDenied: "true"}}})
+	}
+	return out
+}
+
 func chainOf(d Direction, pod string) string {
 	ns, name, _ := strings.Cut(pod, "/")
 	if d == Egress {
@@ -248,14 +282,11 @@ func chainOf(d Direction, pod string) string {
 // (allowed if the server's echo comes back) or an SCTP INIT over a raw
 // socket (allowed is always false: its answer is not awaited).
 func onePacket(lab *netlab.Lab, from string, to netip.AddrPort, proto netlab.Proto) (allowed bool, err error) {
+	if proto == netlab.TCP {
+		return lab.DialTCP(from, to, 400*time.Millisecond)
+	}
 	err = lab.Run(from, func() error {
 		switch proto {
-		case netlab.TCP:
-			c, err := net.DialTimeout("tcp", to.String(), 400*time.Millisecond)
-			if err == nil {
-				allowed = true
-				c.Close()
-			}
 		case netlab.UDP:
 			c, err := net.Dial("udp", to.String())
 			if err != nil {

@@ -12,61 +12,31 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/internal/tabletest"
 )
 
 // --- builders -------------------------------------------------------------
 
-func ns(name string, kv ...string) *corev1.Namespace {
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labelsOf(kv...)}}
-}
+// The object builders are apitest's (shared with clusterpolicy's tests),
+// under the short names these tests were written with. Never assigned.
+type podOpt = apitest.PodOpt
 
-func labelsOf(kv ...string) map[string]string {
-	m := map[string]string{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i]] = kv[i+1]
-	}
-	return m
-}
-
-type podOpt func(*corev1.Pod)
-
-func onNode(n string) podOpt { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
-func ips(a ...string) podOpt {
-	return func(p *corev1.Pod) {
-		p.Status.PodIPs = nil
-		for _, ip := range a {
-			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
-		}
-	}
-}
-func withLabels(kv ...string) podOpt { return func(p *corev1.Pod) { p.Labels = labelsOf(kv...) } }
-func port(name string, num int32, proto corev1.Protocol) podOpt {
-	return func(p *corev1.Pod) {
-		if len(p.Spec.Containers) == 0 {
-			p.Spec.Containers = []corev1.Container{{Name: "c"}}
-		}
-		p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, corev1.ContainerPort{Name: name, ContainerPort: num, Protocol: proto})
-	}
-}
-func phase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
-func hostNet() podOpt                 { return func(p *corev1.Pod) { p.Spec.HostNetwork = true } }
-
-func mkpod(namespace, name, ip string, opts ...podOpt) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"pod": name}}}
-	p.Spec.NodeName = "n1"
-	p.Status.Phase = corev1.PodRunning
-	p.Status.PodIPs = []corev1.PodIP{{IP: ip}}
-	for _, o := range opts {
-		o(p)
-	}
-	return p
-}
-
-func sel(kv ...string) *metav1.LabelSelector {
-	return &metav1.LabelSelector{MatchLabels: labelsOf(kv...)}
-}
+var (
+	ns         = apitest.Namespace
+	labelsOf   = apitest.Labels
+	sel        = apitest.Selector
+	mkpod      = apitest.Pod
+	onNode     = apitest.OnNode
+	ips        = apitest.IPs
+	withLabels = apitest.WithLabels
+	port       = apitest.Port
+	phase      = apitest.Phase
+	hostNet    = apitest.HostNetwork
+	jsonText   = apitest.JSON
+)
 
 func tcp(p int) networkingv1.NetworkPolicyPort {
 	v := intstr.FromInt32(int32(p))
@@ -108,15 +78,10 @@ func compileChecked(t *testing.T, in Input) Output {
 	return out
 }
 
+// The readers of the output are tabletest's, shared with clusterpolicy.
 func chain(t *testing.T, out Output, name string) engine.Chain {
 	t.Helper()
-	for _, c := range out.Chains {
-		if c.Name == name {
-			return c
-		}
-	}
-	t.Fatalf("no chain %q; chains: %v", name, chainNames(out))
-	return engine.Chain{}
+	return tabletest.Chain(t, out.Chains, name)
 }
 
 func hasChain(out Output, name string) bool {
@@ -128,54 +93,20 @@ func hasChain(out Output, name string) bool {
 	return false
 }
 
-func chainNames(out Output) []string {
-	var n []string
-	for _, c := range out.Chains {
-		n = append(n, c.Name)
-	}
-	return n
-}
+func chainNames(out Output) []string { return tabletest.ChainNames(out.Chains) }
 
 func set(t *testing.T, out Output, name string) engine.Set {
 	t.Helper()
-	for _, s := range out.Sets {
-		if s.Name == name {
-			return s
-		}
-	}
-	var names []string
-	for _, s := range out.Sets {
-		names = append(names, s.Name)
-	}
-	t.Fatalf("no set %q; sets: %v", name, names)
-	return engine.Set{}
+	return tabletest.Set(t, out.Sets, name)
 }
 
-func keys(s engine.Set) []string {
-	var k []string
-	for _, e := range s.Elements {
-		if e.Value != "" {
-			k = append(k, e.Key+" : "+e.Value)
-		} else {
-			k = append(k, e.Key)
-		}
-	}
-	return k
-}
+func keys(s engine.Set) []string { return tabletest.Elements(s) }
 
-func ruleTexts(c engine.Chain) []string {
-	var r []string
-	for _, x := range c.Rules {
-		r = append(r, x.Rule)
-	}
-	return r
-}
+func ruleTexts(c engine.Chain) []string { return tabletest.Rules(c) }
 
 func eq(t *testing.T, what string, got, want []string) {
 	t.Helper()
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("%s:\n got: %q\nwant: %q", what, got, want)
-	}
+	tabletest.EqualLines(t, what, got, want)
 }
 
 // --- tests ----------------------------------------------------------------

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand"
@@ -96,15 +95,6 @@ func portsText(p *corev1.Pod) string {
 		}
 	}
 	return "[" + strings.Join(out, ",") + "]"
-}
-
-func jsonText(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 var equivSeeds = flag.Int("equiv.seeds", goldenRandomSums, "random clusters TestGoldenRandomClusters compares with their recorded tables")

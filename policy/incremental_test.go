@@ -11,6 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/podtest"
 )
 
@@ -51,7 +52,7 @@ func mutate(r *rand.Rand, in Input) Input {
 			out.NodeName = "n2"
 		}
 	}
-	out.Namespaces = mix(r, in.Namespaces, other.Namespaces, func(ns *corev1.Namespace) *corev1.Namespace {
+	out.Namespaces = apitest.Mix(r, in.Namespaces, other.Namespaces, 8, func(ns *corev1.Namespace) *corev1.Namespace {
 		c := ns.DeepCopy()
 		if c.Labels == nil {
 			c.Labels = map[string]string{}
@@ -59,7 +60,7 @@ func mutate(r *rand.Rand, in Input) Input {
 		c.Labels["tier"] = []string{"a", "b", "c"}[r.Intn(3)]
 		return c
 	})
-	out.Pods = podtest.Set(mix(r, podtest.List(in.Pods), podtest.List(other.Pods), func(p *corev1.Pod) *corev1.Pod {
+	out.Pods = podtest.Set(apitest.Mix(r, podtest.List(in.Pods), podtest.List(other.Pods), 8, func(p *corev1.Pod) *corev1.Pod {
 		c := p.DeepCopy()
 		switch r.Intn(5) {
 		case 0:
@@ -80,7 +81,7 @@ func mutate(r *rand.Rand, in Input) Input {
 		}
 		return c
 	}))
-	out.Policies = mix(r, in.Policies, other.Policies, func(np *networkingv1.NetworkPolicy) *networkingv1.NetworkPolicy {
+	out.Policies = apitest.Mix(r, in.Policies, other.Policies, 8, func(np *networkingv1.NetworkPolicy) *networkingv1.NetworkPolicy {
 		c := np.DeepCopy()
 		switch r.Intn(3) {
 		case 0:
@@ -95,31 +96,6 @@ func mutate(r *rand.Rand, in Input) Input {
 		}
 		return c
 	})
-	return out
-}
-
-// mix keeps most of olds, replaces some with changed copies, drops some,
-// adds some of news, and sometimes shuffles the result.
-func mix[T any](r *rand.Rand, olds, news []T, change func(T) T) []T {
-	var out []T
-	for _, o := range olds {
-		switch x := r.Intn(20); {
-		case x == 0:
-			// deleted
-		case x <= 2:
-			out = append(out, change(o))
-		default:
-			out = append(out, o)
-		}
-	}
-	for _, n := range news {
-		if r.Intn(8) == 0 {
-			out = append(out, n)
-		}
-	}
-	if r.Intn(3) == 0 {
-		r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	}
 	return out
 }
 

@@ -26,23 +26,15 @@ func TestExplainLiveClusterNetworkPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ns := range []string{"x", "y"} {
-		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"ns": ns}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	if err := kubetest.CreateNamespaces(ctx, admin, "x", "y"); err != nil {
+		t.Fatal(err)
 	}
 	for key, ip := range map[string]string{"x/a": "10.1.0.1", "y/a": "10.1.1.1"} {
 		ns, name, _ := strings.Cut(key, "/")
-		p, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pod": name}},
+		if _, err := kubetest.CreateRunningPod(ctx, admin, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"pod": name}},
 			Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c", Image: "agnhost"}}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Status.Phase = corev1.PodRunning
-		p.Status.PodIPs = []corev1.PodIP{{IP: ip}}
-		if _, err := admin.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		}, ip); err != nil {
 			t.Fatal(err)
 		}
 	}

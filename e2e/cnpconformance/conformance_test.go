@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nftguard/nftguard/internal/childproc"
 	"github.com/nftguard/nftguard/internal/kerneltest"
 	"github.com/nftguard/nftguard/internal/kubetest"
 	"github.com/nftguard/nftguard/internal/netlab"
@@ -158,7 +159,7 @@ func TestUpstreamConformance(t *testing.T) {
 	}
 	for node, ag := range agents {
 		if ag.exited() {
-			t.Errorf("agent %s exited during the run: %v", node, ag.err)
+			t.Errorf("agent %s exited during the run: %v", node, ag.proc.Err())
 		}
 	}
 	if !res.OK() {
@@ -336,9 +337,7 @@ func createNodes(ctx context.Context, t *testing.T, cs kubernetes.Interface, lab
 type agent struct {
 	node    string
 	logPath string
-	cmd     *exec.Cmd
-	done    chan struct{}
-	err     error
+	proc    *childproc.Proc
 }
 
 // startAgent starts the node's agent with its RBAC-restricted kubeconfig
@@ -355,39 +354,19 @@ func startAgent(t *testing.T, srv *kubetest.Server, bin, dir string, n *netlab.N
 	}
 	addr := l.Addr().String()
 	l.Close()
-	ag := &agent{node: n.Name, logPath: filepath.Join(dir, "agent-"+n.Name+".log"), done: make(chan struct{})}
+	ag := &agent{node: n.Name, logPath: filepath.Join(dir, "agent-"+n.Name+".log")}
 	logf, err := os.Create(ag.logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	ag.cmd = exec.Command(bin, "run", "--kubeconfig", kc, "--node-name", n.Name, "--netns", n.Path,
+	cmd := exec.Command(bin, "run", "--kubeconfig", kc, "--node-name", n.Name, "--netns", n.Path,
 		"--metrics-addr", addr, "--log-format", "json")
-	ag.cmd.Stdout, ag.cmd.Stderr = logf, logf
-	ag.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the starting thread exits: keep the
-		// thread for as long as the agent lives.
-		runtime.LockOSThread()
-		if err := ag.cmd.Start(); err != nil {
-			started <- err
-			close(ag.done)
-			return
-		}
-		started <- nil
-		ag.err = ag.cmd.Wait()
-		close(ag.done)
-	}()
-	if err := <-started; err != nil {
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if ag.proc, err = childproc.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if !ag.exited() {
-			ag.cmd.Process.Signal(syscall.SIGKILL)
-			<-ag.done
-		}
-	})
+	t.Cleanup(ag.proc.Kill)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get("http://" + addr + "/readyz")
@@ -398,20 +377,13 @@ func startAgent(t *testing.T, srv *kubetest.Server, bin, dir string, n *netlab.N
 			}
 		}
 		if ag.exited() || time.Now().After(deadline) {
-			t.Fatalf("agent %s not ready (exited=%v %v):\n%s", n.Name, ag.exited(), ag.err, ag.logTail(3000))
+			t.Fatalf("agent %s not ready (exited=%v %v):\n%s", n.Name, ag.exited(), ag.proc.Err(), ag.logTail(3000))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-func (ag *agent) exited() bool {
-	select {
-	case <-ag.done:
-		return true
-	default:
-		return false
-	}
-}
+func (ag *agent) exited() bool { return ag.proc.Exited() }
 
 func (ag *agent) logTail(n int) string {
 	b, err := os.ReadFile(ag.logPath)

@@ -6,70 +6,33 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
-	"syscall"
 	"time"
+
+	"github.com/nftguard/nftguard/internal/childproc"
 )
 
-// proc is a child process that dies with the test process: Pdeathsig is
-// delivered when the *thread* that started the child exits, so the child is
-// started and waited for on a goroutine locked to its own thread, which
-// lives exactly as long as the child. A test binary killed by a timeout
-// therefore leaves no API server behind.
+// proc is a named child process that dies with the test process (see
+// childproc), so a test binary killed by a timeout leaves no API server
+// behind.
 type proc struct {
 	name string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
-	err  error         // exit status, valid after done
+	*childproc.Proc
 }
 
-// startProc starts cmd as a child that is killed (SIGKILL) if the test
-// process dies first. cmd's output fields are used as set by the caller.
+// startProc starts cmd as such a child. cmd's output fields are used as
+// set by the caller.
 func startProc(name string, cmd *exec.Cmd) (*proc, error) {
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	started := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread exits with this goroutine, after the
-		// child is gone.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			close(p.done)
-			return
-		}
-		started <- nil
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
+	p, err := childproc.Start(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	return p, nil
+	return &proc{name: name, Proc: p}, nil
 }
 
 // stop kills the process by its PID and waits for it.
-func (p *proc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
+func (p *proc) stop() { p.Kill() }
 
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *proc) exited() bool { return p.Exited() }
 
 // freePort asks the kernel for an unused loopback port.
 func freePort() (int, error) {

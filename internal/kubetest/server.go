@@ -234,7 +234,7 @@ func (s *Server) waitReady(timeout time.Duration) error {
 	var last string
 	ok := poll(timeout, 200*time.Millisecond, func() bool {
 		if s.api.exited() {
-			last = fmt.Sprintf("exited: %v", s.api.err)
+			last = fmt.Sprintf("exited: %v", s.api.Err())
 			return true
 		}
 		cfg := s.Config(Admin)

@@ -160,22 +160,7 @@ func (s Spec) validate() error {
 			return err
 		}
 	}
-	served := map[Port]bool{}
-	for _, p := range s.ports() {
-		switch p.Proto {
-		case TCP, UDP, SCTP:
-		default:
-			return fmt.Errorf("port %v: protocol must be tcp, udp or sctp", p)
-		}
-		if p.Num < 1 || p.Num > 65535 {
-			return fmt.Errorf("port %v: number out of range", p)
-		}
-		if served[p] {
-			return fmt.Errorf("port %v listed twice", p)
-		}
-		served[p] = true
-	}
-	return nil
+	return validPorts(s.ports())
 }
 
 // Address plan; see the package comment.
