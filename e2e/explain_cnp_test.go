@@ -240,13 +240,6 @@ func (l *ecnpLab) listTable() string {
 // tables), under the names these scenarios use. Never assigned.
 type ecnpRule = cnptest.Rule
 
-var (
-	ecnpR      = cnptest.R
-	ecnpPolicy = cnptest.Policy
-	ecnpNS     = cnptest.NamespacesSubjectOf
-	ecnpPeerNS = cnptest.PeerNamespacesOf
-)
-
 const (
 	cnpAccept = cnpv1beta1.ClusterNetworkPolicyRuleActionAccept
 	cnpDeny   = cnpv1beta1.ClusterNetworkPolicyRuleActionDeny
@@ -269,84 +262,84 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 		{name: "no-policies-at-all",
 			cells: []ecnpCell{{"x/a", "y/a", tcp80, true}, {"y/b", "ext", sctp80, true}}},
 		{name: "policies-selecting-no-probed-pod",
-			cnps:  []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("z-deny", cnpAdmin, 0, ecnpNS("ns", "z"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS())}, []ecnpRule{ecnpR("", cnpDeny, everywhere)})},
+			cnps:  []*cnpv1beta1.ClusterNetworkPolicy{cnptest.Policy("z-deny", cnpAdmin, 0, cnptest.NamespacesSubjectOf("ns", "z"), []ecnpRule{cnptest.R("", cnpDeny, cnptest.PeerNamespacesOf())}, []ecnpRule{cnptest.R("", cnpDeny, everywhere)})},
 			cells: []ecnpCell{{"x/a", "y/a", tcp80, true}}},
 		{name: "admin-deny-egress-to-a-network",
-			cnps:  []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("no-ext", cnpAdmin, 10, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("no-ext", cnpDeny, extNets)})},
+			cnps:  []*cnpv1beta1.ClusterNetworkPolicy{cnptest.Policy("no-ext", cnpAdmin, 10, cnptest.NamespacesSubjectOf("ns", "x"), nil, []ecnpRule{cnptest.R("no-ext", cnpDeny, extNets)})},
 			cells: []ecnpCell{{"x/a", "ext", tcp80, false}, {"y/a", "ext", tcp80, true}, {"x/a", "y/a", udp80, true}}},
 		{name: "admin-deny-overrides-a-networkpolicy-allow",
-			cnps:  []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("no-y", cnpAdmin, 10, ecnpNS("ns", "x"), []ecnpRule{ecnpR("no-y", cnpDeny, ecnpPeerNS("ns", "y"))}, nil)},
+			cnps:  []*cnpv1beta1.ClusterNetworkPolicy{cnptest.Policy("no-y", cnpAdmin, 10, cnptest.NamespacesSubjectOf("ns", "x"), []ecnpRule{cnptest.R("no-y", cnpDeny, cnptest.PeerNamespacesOf("ns", "y"))}, nil)},
 			nps:   []*networkingv1.NetworkPolicy{allowAllIngressX},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, false}, {"x/b", "x/a", tcp80, true}}},
 		{name: "admin-accept-overrides-a-networkpolicy-deny",
-			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("b-in", cnpAdmin, 10, cnptest.PodsSubject(match("ns", "x"), match("pod", "a")),
-				[]ecnpRule{ecnpR("from-b", cnpAccept, cnptest.PeerPods(all, match("pod", "b")))}, nil)},
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{cnptest.Policy("b-in", cnpAdmin, 10, cnptest.PodsSubject(match("ns", "x"), match("pod", "a")),
+				[]ecnpRule{cnptest.R("from-b", cnpAccept, cnptest.PeerPods(all, match("pod", "b")))}, nil)},
 			nps:   []*networkingv1.NetworkPolicy{denyIngressX},
 			cells: []ecnpCell{{"y/b", "x/a", udp80, true}, {"x/b", "x/a", sctp80, true}, {"y/a", "x/a", tcp80, false}, {"y/b", "x/b", tcp80, false}}},
 		{name: "pass-chains-through-the-tiers",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
-				ecnpPolicy("pass-y", cnpAdmin, 5, ecnpNS("ns", "x"), []ecnpRule{ecnpR("pass-y", cnpPass, ecnpPeerNS("ns", "y"))}, nil),
-				ecnpPolicy("deny-rest", cnpAdmin, 6, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS())}, nil),
-				ecnpPolicy("base-81", cnpBase, 0, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS("ns", "y")).On(cnptest.TCP(81))}, nil),
+				cnptest.Policy("pass-y", cnpAdmin, 5, cnptest.NamespacesSubjectOf("ns", "x"), []ecnpRule{cnptest.R("pass-y", cnpPass, cnptest.PeerNamespacesOf("ns", "y"))}, nil),
+				cnptest.Policy("deny-rest", cnpAdmin, 6, cnptest.NamespacesSubjectOf("ns", "x"), []ecnpRule{cnptest.R("", cnpDeny, cnptest.PeerNamespacesOf())}, nil),
+				cnptest.Policy("base-81", cnpBase, 0, cnptest.NamespacesSubjectOf("ns", "x"), []ecnpRule{cnptest.R("", cnpDeny, cnptest.PeerNamespacesOf("ns", "y")).On(cnptest.TCP(81))}, nil),
 			},
 			nps: []*networkingv1.NetworkPolicy{denyIngressXA},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, false}, {"y/a", "x/b", tcp80, true}, {"y/a", "x/b", tcp81, false},
 				{"x/a", "x/b", tcp80, false}}},
 		{name: "baseline-isolation-refined-by-a-networkpolicy",
-			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("isolate", cnpBase, 100, ecnpNS(), []ecnpRule{ecnpR("isolate", cnpDeny, ecnpPeerNS())}, nil)},
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{cnptest.Policy("isolate", cnpBase, 100, cnptest.NamespacesSubjectOf(), []ecnpRule{cnptest.R("isolate", cnpDeny, cnptest.PeerNamespacesOf())}, nil)},
 			nps: []*networkingv1.NetworkPolicy{np("y", "from-x", spec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 				Ingress: ingress([]peer{nss("ns", "x")})})},
 			cells: []ecnpCell{{"x/a", "y/a", tcp80, true}, {"y/a", "y/b", tcp80, false}, {"y/a", "x/a", tcp80, false}}},
 		{name: "equal-priorities-by-name",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
-				ecnpPolicy("b-deny", cnpAdmin, 5, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS())}, nil),
-				ecnpPolicy("a-accept", cnpAdmin, 5, ecnpNS("ns", "x"), []ecnpRule{ecnpR("", cnpAccept, ecnpPeerNS("ns", "y"))}, nil),
+				cnptest.Policy("b-deny", cnpAdmin, 5, cnptest.NamespacesSubjectOf("ns", "x"), []ecnpRule{cnptest.R("", cnpDeny, cnptest.PeerNamespacesOf())}, nil),
+				cnptest.Policy("a-accept", cnpAdmin, 5, cnptest.NamespacesSubjectOf("ns", "x"), []ecnpRule{cnptest.R("", cnpAccept, cnptest.PeerNamespacesOf("ns", "y"))}, nil),
 			},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, true}, {"x/b", "x/a", tcp80, false}}},
 		{name: "ports-ranges-and-named-ports",
-			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("ports", cnpAdmin, 1, ecnpNS("ns", "y"), nil, []ecnpRule{
-				ecnpR("pods", cnpDeny, ecnpPeerNS()).On(cnptest.TCP(81), cnptest.UDPRange(70, 90), cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "serve-80-sctp"}),
-				ecnpR("ext", cnpDeny, extNets).On(cnptest.TCP(81)),
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{cnptest.Policy("ports", cnpAdmin, 1, cnptest.NamespacesSubjectOf("ns", "y"), nil, []ecnpRule{
+				cnptest.R("pods", cnpDeny, cnptest.PeerNamespacesOf()).On(cnptest.TCP(81), cnptest.UDPRange(70, 90), cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "serve-80-sctp"}),
+				cnptest.R("ext", cnpDeny, extNets).On(cnptest.TCP(81)),
 			})},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, true}, {"y/a", "x/a", tcp81, false}, {"y/a", "x/a", udp80, false}, {"y/a", "x/a", sctp80, false},
 				{"y/a", "ext", sctp80, true}, {"y/a", "ext", udp80, true}, {"y/a", "ext", tcp81, false}}},
 		{name: "nodes-peer",
-			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("no-ext-node", cnpAdmin, 1, ecnpNS("ns", "x"), nil, []ecnpRule{
-				ecnpR("", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext")})})},
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{cnptest.Policy("no-ext-node", cnpAdmin, 1, cnptest.NamespacesSubjectOf("ns", "x"), nil, []ecnpRule{
+				cnptest.R("", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext")})})},
 			cells: []ecnpCell{{"x/a", "ext", tcp80, false}, {"y/a", "ext", tcp80, true}, {"x/a", "y/a", tcp80, true}}},
 		{name: "fail-closed-peers",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
-				ecnpPolicy("future-accept", cnpAdmin, 1, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("", cnpAccept, everywhere, cnpv1beta1.ClusterNetworkPolicyEgressPeer{})}),
-				ecnpPolicy("deny-y", cnpAdmin, 2, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS("ns", "y"))}),
-				ecnpPolicy("future-pass", cnpBase, 1, cnptest.PodsSubject(match("ns", "y"), match("pod", "b")), nil, []ecnpRule{ecnpR("", cnpPass, cnpv1beta1.ClusterNetworkPolicyEgressPeer{})}),
+				cnptest.Policy("future-accept", cnpAdmin, 1, cnptest.NamespacesSubjectOf("ns", "x"), nil, []ecnpRule{cnptest.R("", cnpAccept, everywhere, cnpv1beta1.ClusterNetworkPolicyEgressPeer{})}),
+				cnptest.Policy("deny-y", cnpAdmin, 2, cnptest.NamespacesSubjectOf("ns", "x"), nil, []ecnpRule{cnptest.R("", cnpDeny, cnptest.PeerNamespacesOf("ns", "y"))}),
+				cnptest.Policy("future-pass", cnpBase, 1, cnptest.PodsSubject(match("ns", "y"), match("pod", "b")), nil, []ecnpRule{cnptest.R("", cnpPass, cnpv1beta1.ClusterNetworkPolicyEgressPeer{})}),
 			},
 			cells: []ecnpCell{{"x/a", "y/a", tcp80, false}, {"x/a", "ext", tcp80, true}, {"y/b", "x/a", tcp80, false}, {"y/b", "ext", udp80, false}, {"y/a", "x/a", tcp80, true}}},
 		{name: "domain-names-accept-fails-closed",
-			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("allowlist", cnpAdmin, 1, ecnpNS("ns", "y"), nil, []ecnpRule{
-				ecnpR("docs", cnpAccept, cnpv1beta1.ClusterNetworkPolicyEgressPeer{DomainNames: []cnpv1beta1.DomainName{"kubernetes.io"}}),
-				ecnpR("rest", cnpDeny, everywhere),
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{cnptest.Policy("allowlist", cnpAdmin, 1, cnptest.NamespacesSubjectOf("ns", "y"), nil, []ecnpRule{
+				cnptest.R("docs", cnpAccept, cnpv1beta1.ClusterNetworkPolicyEgressPeer{DomainNames: []cnpv1beta1.DomainName{"kubernetes.io"}}),
+				cnptest.R("rest", cnpDeny, everywhere),
 			})},
 			cells: []ecnpCell{{"y/a", "ext", tcp80, false}, {"y/a", "x/a", tcp80, false}, {"x/a", "y/a", tcp80, true}}},
 		// Invalid policies: the compiler's classification, which the
 		// kernel enforces and explain must follow.
 		{name: "invalid-rule-peer-selector-fails-the-rule-closed",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
-				ecnpPolicy("guard-x", cnpAdmin, 1, ecnpNS("ns", "x"),
-					[]ecnpRule{ecnpR("from-b", cnpAccept, cnptest.PeerPods(all, match("pod", "b"))), ecnpR("bad", cnpDeny, cnptest.PeerPods(all, badSelector))},
+				cnptest.Policy("guard-x", cnpAdmin, 1, cnptest.NamespacesSubjectOf("ns", "x"),
+					[]ecnpRule{cnptest.R("from-b", cnpAccept, cnptest.PeerPods(all, match("pod", "b"))), cnptest.R("bad", cnpDeny, cnptest.PeerPods(all, badSelector))},
 					nil),
-				ecnpPolicy("guard-y", cnpAdmin, 2, ecnpNS("ns", "y"), nil,
-					[]ecnpRule{ecnpR("bad", cnpAccept, ecnpPeerNS("ns", "x"), cnpv1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: badSelector}), ecnpR("no-x", cnpDeny, ecnpPeerNS("ns", "x"))}),
+				cnptest.Policy("guard-y", cnpAdmin, 2, cnptest.NamespacesSubjectOf("ns", "y"), nil,
+					[]ecnpRule{cnptest.R("bad", cnpAccept, cnptest.PeerNamespacesOf("ns", "x"), cnpv1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: badSelector}), cnptest.R("no-x", cnpDeny, cnptest.PeerNamespacesOf("ns", "x"))}),
 			},
 			problems: []string{"ClusterNetworkPolicy guard-x: spec.ingress[1].from[0].pods.podSelector", "ClusterNetworkPolicy guard-y: spec.egress[0].to[1].namespaces"},
 			cells: []ecnpCell{{"x/b", "x/a", tcp80, true}, {"y/b", "x/a", udp80, false}, {"x/a", "x/b", udp80, false}, {"ext", "x/b", sctp80, false},
 				{"y/a", "ext", tcp80, true}, {"y/b", "y/a", tcp80, true}, {"y/a", "x/b", tcp80, false}}},
 		{name: "empty-protocol-entry-and-list-fail-the-rule-closed",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
-				ecnpPolicy("y-out", cnpBase, 1, ecnpNS("ns", "y"), nil,
-					[]ecnpRule{ecnpR("", cnpPass, ecnpPeerNS("ns", "x")).On(cnptest.TCP(81), cnpv1beta1.ClusterNetworkPolicyProtocol{})}),
-				ecnpPolicy("x-out", cnpAdmin, 1, ecnpNS("ns", "x"), nil,
+				cnptest.Policy("y-out", cnpBase, 1, cnptest.NamespacesSubjectOf("ns", "y"), nil,
+					[]ecnpRule{cnptest.R("", cnpPass, cnptest.PeerNamespacesOf("ns", "x")).On(cnptest.TCP(81), cnpv1beta1.ClusterNetworkPolicyProtocol{})}),
+				cnptest.Policy("x-out", cnpAdmin, 1, cnptest.NamespacesSubjectOf("ns", "x"), nil,
 					// An empty list (not nil: every protocol) is invalid.
-					[]ecnpRule{ecnpR("none", cnpAccept, extNets).On([]cnpv1beta1.ClusterNetworkPolicyProtocol{}...), ecnpR("no-ext", cnpDeny, extNets).On(cnptest.TCP(80))}),
+					[]ecnpRule{cnptest.R("none", cnpAccept, extNets).On([]cnpv1beta1.ClusterNetworkPolicyProtocol{}...), cnptest.R("no-ext", cnpDeny, extNets).On(cnptest.TCP(80))}),
 			},
 			problems: []string{"ClusterNetworkPolicy y-out: spec.egress[0].protocols[1]: exactly one of", "ClusterNetworkPolicy x-out: spec.egress[0].protocols: 0 protocols"},
 			cells: []ecnpCell{{"y/a", "x/a", tcp80, false}, {"y/b", "ext", udp80, false}, {"y/a", "y/b", sctp80, false}, {"x/a", "y/a", tcp80, true},
@@ -364,10 +357,10 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 				in.Pods = podtest.Set(podList)
 			},
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
-				ecnpPolicy("dual-in", cnpAdmin, 1, cnptest.PodsSubject(match("ns", "x"), match("pod", "a")),
-					[]ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS()).On(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}, nil),
-				ecnpPolicy("dual-out", cnpAdmin, 1, cnptest.PodsSubject(match("ns", "y"), match("pod", "b")), nil,
-					[]ecnpRule{ecnpR("", cnpDeny, cnptest.PeerPods(all, all)).On(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}),
+				cnptest.Policy("dual-in", cnpAdmin, 1, cnptest.PodsSubject(match("ns", "x"), match("pod", "a")),
+					[]ecnpRule{cnptest.R("", cnpDeny, cnptest.PeerNamespacesOf()).On(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}, nil),
+				cnptest.Policy("dual-out", cnpAdmin, 1, cnptest.PodsSubject(match("ns", "y"), match("pod", "b")), nil,
+					[]ecnpRule{cnptest.R("", cnpDeny, cnptest.PeerPods(all, all)).On(cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: "dual"})}),
 			},
 			cells: []ecnpCell{{"y/a", "x/a", udp80, false}, {"y/a", "x/a", tcp81, false}, {"y/a", "x/a", tcp80, true}, {"y/a", "x/b", udp80, true},
 				{"y/b", "x/b", udp80, false}, {"y/b", "x/b", tcp81, false}, {"y/b", "x/b", sctp80, true}, {"y/b", "ext", udp80, true}}},
@@ -385,23 +378,23 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 					Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
 						{Type: corev1.NodeExternalIP, Address: ext.IPv4.String()}, {Type: corev1.NodeExternalIP, Address: ext.IPv6.String()}}}})
 			},
-			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("nodes", cnpAdmin, 1, ecnpNS("ns", "x"), nil, []ecnpRule{
-				ecnpR("by-hostname", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext")}),
-				ecnpR("by-external-ip", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext2")}).On(cnptest.TCP(81)),
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{cnptest.Policy("nodes", cnpAdmin, 1, cnptest.NamespacesSubjectOf("ns", "x"), nil, []ecnpRule{
+				cnptest.R("by-hostname", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext")}),
+				cnptest.R("by-external-ip", cnpDeny, cnpv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: match("role", "ext2")}).On(cnptest.TCP(81)),
 			})},
 			cells: []ecnpCell{{"x/a", "ext", tcp80, true}, {"x/a", "ext", tcp81, false}, {"x/b", "ext", udp80, true}, {"y/a", "ext", tcp81, true}}},
 		{name: "left-out-policies-and-namesakes",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{
-				ecnpPolicy("bad-priority", cnpAdmin, 1001, ecnpNS(), []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS())}, nil),
-				ecnpPolicy("dup", cnpAdmin, 5, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("ext-ok", cnpAccept, extNets)}),
-				ecnpPolicy("dup", cnpAdmin, 0, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("nothing", cnpDeny, everywhere, ecnpPeerNS())}),
-				ecnpPolicy("x-rest", cnpAdmin, 6, ecnpNS("ns", "x"), nil, []ecnpRule{ecnpR("", cnpDeny, ecnpPeerNS("ns", "y"))}),
+				cnptest.Policy("bad-priority", cnpAdmin, 1001, cnptest.NamespacesSubjectOf(), []ecnpRule{cnptest.R("", cnpDeny, cnptest.PeerNamespacesOf())}, nil),
+				cnptest.Policy("dup", cnpAdmin, 5, cnptest.NamespacesSubjectOf("ns", "x"), nil, []ecnpRule{cnptest.R("ext-ok", cnpAccept, extNets)}),
+				cnptest.Policy("dup", cnpAdmin, 0, cnptest.NamespacesSubjectOf("ns", "x"), nil, []ecnpRule{cnptest.R("nothing", cnpDeny, everywhere, cnptest.PeerNamespacesOf())}),
+				cnptest.Policy("x-rest", cnpAdmin, 6, cnptest.NamespacesSubjectOf("ns", "x"), nil, []ecnpRule{cnptest.R("", cnpDeny, cnptest.PeerNamespacesOf("ns", "y"))}),
 			},
 			problems: []string{"ClusterNetworkPolicy bad-priority: spec.priority", "ClusterNetworkPolicy dup: another ClusterNetworkPolicy of the same name comes first"},
 			cells:    []ecnpCell{{"y/a", "x/a", tcp80, true}, {"x/a", "ext", tcp80, true}, {"x/a", "x/b", udp80, true}, {"x/a", "y/a", tcp80, false}}},
 		{name: "unknown-action-fails-closed",
-			cnps: []*cnpv1beta1.ClusterNetworkPolicy{ecnpPolicy("allow", cnpAdmin, 1, ecnpNS("ns", "y"),
-				[]ecnpRule{ecnpR("from-x", cnpAccept, ecnpPeerNS("ns", "x")).On(cnptest.TCP(80)), ecnpR("", "Allow", ecnpPeerNS("ns", "x"))}, nil)},
+			cnps: []*cnpv1beta1.ClusterNetworkPolicy{cnptest.Policy("allow", cnpAdmin, 1, cnptest.NamespacesSubjectOf("ns", "y"),
+				[]ecnpRule{cnptest.R("from-x", cnpAccept, cnptest.PeerNamespacesOf("ns", "x")).On(cnptest.TCP(80)), cnptest.R("", "Allow", cnptest.PeerNamespacesOf("ns", "x"))}, nil)},
 			problems: []string{`ClusterNetworkPolicy allow: spec.ingress[1].action: unsupported value "Allow"`},
 			cells:    []ecnpCell{{"x/a", "y/a", tcp80, true}, {"x/a", "y/a", tcp81, false}, {"ext", "y/b", udp80, false}, {"y/a", "x/a", tcp80, true}}},
 	}
@@ -434,7 +427,7 @@ func ecnpRandom(seed int64, extNets, everywhere cnpv1beta1.ClusterNetworkPolicyE
 		}
 		switch r.Intn(n) {
 		case 0:
-			return ecnpPeerNS("ns", pick("x", "y"))
+			return cnptest.PeerNamespacesOf("ns", pick("x", "y"))
 		case 1:
 			return cnpv1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: nsSel()}
 		case 2:
@@ -469,7 +462,7 @@ func ecnpRandom(seed int64, extNets, everywhere cnpv1beta1.ClusterNetworkPolicyE
 	rules := func(egress bool) []ecnpRule {
 		var out []ecnpRule
 		for i, n := 0, r.Intn(3); i < n; i++ {
-			x := ecnpR(pick("", "r"), actions[r.Intn(len(actions))], peer(egress))
+			x := cnptest.R(pick("", "r"), actions[r.Intn(len(actions))], peer(egress))
 			if r.Intn(3) == 0 {
 				x.Peers = append(x.Peers, peer(egress))
 			}
@@ -480,11 +473,11 @@ func ecnpRandom(seed int64, extNets, everywhere cnpv1beta1.ClusterNetworkPolicyE
 	sc := ecnpScenario{name: fmt.Sprintf("random-%d", seed), random: true}
 	for i, n := 0, 2+r.Intn(3); i < n; i++ {
 		tier := cnpv1beta1.Tier(pick("Admin", "Baseline", "Admin", "Baseline", "Other"))
-		subj := ecnpNS("ns", pick("x", "y"))
+		subj := cnptest.NamespacesSubjectOf("ns", pick("x", "y"))
 		if r.Intn(3) == 0 {
 			subj = cnptest.PodsSubject(nsSel(), match("pod", pick("a", "b")))
 		}
-		sc.cnps = append(sc.cnps, ecnpPolicy(pick("p", "q", "r", "s"), tier, int32(r.Intn(3)), subj, rules(false), rules(true)))
+		sc.cnps = append(sc.cnps, cnptest.Policy(pick("p", "q", "r", "s"), tier, int32(r.Intn(3)), subj, rules(false), rules(true)))
 	}
 	return sc
 }

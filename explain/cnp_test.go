@@ -29,19 +29,12 @@ const (
 // policy builders.
 type rule = cnptest.Rule
 
-var (
-	r         = cnptest.R
-	cnpOf     = cnptest.Policy
-	nsSubject = cnptest.NamespacesSubjectOf
-	peerNS    = cnptest.PeerNamespacesOf
-)
-
 func ingressCNP(name string, tier cnp.Tier, prio int32, subj cnp.ClusterNetworkPolicySubject, rules ...rule) *cnp.ClusterNetworkPolicy {
-	return cnpOf(name, tier, prio, subj, rules, nil)
+	return cnptest.Policy(name, tier, prio, subj, rules, nil)
 }
 
 func egressCNP(name string, tier cnp.Tier, prio int32, subj cnp.ClusterNetworkPolicySubject, rules ...rule) *cnp.ClusterNetworkPolicy {
-	return cnpOf(name, tier, prio, subj, nil, rules)
+	return cnptest.Policy(name, tier, prio, subj, nil, rules)
 }
 
 func peerNodes(kv ...string) cnp.ClusterNetworkPolicyEgressPeer {
@@ -150,13 +143,13 @@ func TestClusterNetworkPolicyMatrix(t *testing.T) {
 		text    string // how the matched peer is shown
 		miss    Flow   // a flow the peer does not match
 	}
-	xa := nsSubject("ns", "x")
+	xa := cnptest.NamespacesSubjectOf("ns", "x")
 	kinds := []peerKind{
-		{"ingress namespaces", true, peerNS("ns", "y"), Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 80}, "from[0] namespaces ns=y",
+		{"ingress namespaces", true, cnptest.PeerNamespacesOf("ns", "y"), Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 80}, "from[0] namespaces ns=y",
 			Flow{From: "x/b", To: "x/a", Protocol: tcp, Port: 80}},
 		{"ingress pods", true, cnptest.PeerPods(sel("ns", "y"), sel("pod", "a")), Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 80},
 			"from[0] pods namespaceSelector ns=y AND podSelector pod=a", Flow{From: "x/b", To: "x/a", Protocol: tcp, Port: 80}},
-		{"egress namespaces", false, peerNS("ns", "y"), Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80}, "to[0] namespaces ns=y",
+		{"egress namespaces", false, cnptest.PeerNamespacesOf("ns", "y"), Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80}, "to[0] namespaces ns=y",
 			Flow{From: "x/a", To: "x/b", Protocol: tcp, Port: 80}},
 		{"egress pods", false, cnptest.PeerPods(allNS, sel("pod", "a")), Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 53},
 			"to[0] pods namespaceSelector {} (all) AND podSelector pod=a", Flow{From: "x/a", To: "x/b", Protocol: udp, Port: 53}},
@@ -173,9 +166,9 @@ func TestClusterNetworkPolicyMatrix(t *testing.T) {
 		}
 		mk := func(name string, tier cnp.Tier, a cnp.ClusterNetworkPolicyRuleAction, prio int32) *cnp.ClusterNetworkPolicy {
 			if k.ingress {
-				return ingressCNP(name, tier, prio, xa, r("the-rule", a, k.peer))
+				return ingressCNP(name, tier, prio, xa, cnptest.R("the-rule", a, k.peer))
 			}
-			return egressCNP(name, tier, prio, xa, r("the-rule", a, k.peer))
+			return egressCNP(name, tier, prio, xa, cnptest.R("the-rule", a, k.peer))
 		}
 		head := func(name, tier string, prio int) string {
 			return fmt.Sprintf("ClusterNetworkPolicy %s (%s, priority %d) rule %s[0] \"the-rule\" (peer %s, port any port)", name, tier, prio, dir, k.text)
@@ -215,16 +208,16 @@ func TestClusterNetworkPolicyMatrix(t *testing.T) {
 // TestClusterNetworkPolicyOrder checks the order of tiers, priorities,
 // names and rules, Pass chains and the equal-priority note.
 func TestClusterNetworkPolicyOrder(t *testing.T) {
-	xa := nsSubject("ns", "x")
+	xa := cnptest.NamespacesSubjectOf("ns", "x")
 	toYA := Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80}
 	fromB := Flow{From: "x/b", To: "x/a", Protocol: tcp, Port: 80}
 	for _, tt := range []cnpCase{
 		{name: "Pass through all three tiers to the default allow",
 			cnps: []*cnp.ClusterNetworkPolicy{
-				egressCNP("b-pass", base, 0, xa, r("", pass, peerNS("ns", "y"))),
-				egressCNP("a-pass", admin, 500, xa, r("p", pass, anyPeer)),
-				egressCNP("a-deny", admin, 501, xa, r("", deny, anyPeer)),
-				egressCNP("b-deny", base, 1, xa, r("", deny, anyPeer)),
+				egressCNP("b-pass", base, 0, xa, cnptest.R("", pass, cnptest.PeerNamespacesOf("ns", "y"))),
+				egressCNP("a-pass", admin, 500, xa, cnptest.R("p", pass, anyPeer)),
+				egressCNP("a-deny", admin, 501, xa, cnptest.R("", deny, anyPeer)),
+				egressCNP("b-deny", base, 1, xa, cnptest.R("", deny, anyPeer)),
 			},
 			flow: toYA,
 			want: []string{`passed by ClusterNetworkPolicy a-pass (Admin, priority 500) rule egress[0] "p" (peer to[0] networks 0.0.0.0/0, port any port), ` +
@@ -232,43 +225,43 @@ func TestClusterNetworkPolicyOrder(t *testing.T) {
 				`then allowed: not isolated for egress: no NetworkPolicy selects the pod, and no rule of the ClusterNetworkPolicies that select it (Admin: a-pass, a-deny; Baseline: b-pass, b-deny) decided`},
 			allowed: true},
 		{name: "Admin Pass then NetworkPolicy allow: Baseline never consulted",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("a-pass", admin, 1, xa, r("", pass, anyPeer)), egressCNP("b-deny", base, 1, xa, r("", deny, anyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("a-pass", admin, 1, xa, cnptest.R("", pass, anyPeer)), egressCNP("b-deny", base, 1, xa, cnptest.R("", deny, anyPeer))},
 			nps:  []*networkingv1.NetworkPolicy{allowAllX}, flow: toYA,
 			want: []string{"passed by ClusterNetworkPolicy a-pass", "then allowed by NetworkPolicy x/allow-all egress[0]"}, not: []string{"b-deny"},
 			tier: TierNetworkPolicy, allowed: true},
 		{name: "lower priority value first, whatever the names",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("a-deny", admin, 6, xa, r("", deny, anyPeer)), egressCNP("z-accept", admin, 5, xa, r("", accept, anyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("a-deny", admin, 6, xa, cnptest.R("", deny, anyPeer)), egressCNP("z-accept", admin, 5, xa, cnptest.R("", accept, anyPeer))},
 			flow: toYA, want: []string{"allowed by ClusterNetworkPolicy z-accept (Admin, priority 5)"}, not: []string{"note"}, tier: TierAdmin, allowed: true},
 		{name: "equal priorities by name, and explain says so",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("b-deny", admin, 10, xa, r("no", deny, anyPeer)), egressCNP("a-accept", admin, 10, xa, r("yes", accept, peerNS("ns", "y")))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("b-deny", admin, 10, xa, cnptest.R("no", deny, anyPeer)), egressCNP("a-accept", admin, 10, xa, cnptest.R("yes", accept, cnptest.PeerNamespacesOf("ns", "y")))},
 			flow: toYA,
 			want: []string{`allowed by ClusterNetworkPolicy a-accept (Admin, priority 10) rule egress[0] "yes"`,
 				`note: priority 10 is shared with ClusterNetworkPolicy b-deny (Admin, priority 10) rule egress[0] "no" (peer to[0] networks 0.0.0.0/0, port any port), which would deny: ` +
 					`the API leaves the order of equal priorities open; nftguard orders them by name, so a-accept decides`},
 			tier: TierAdmin, allowed: true},
 		{name: "equal priorities without another match: no note",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("b-deny", admin, 10, xa, r("no", deny, peerNS("ns", "z"))), egressCNP("a-accept", admin, 10, xa, r("yes", accept, anyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("b-deny", admin, 10, xa, cnptest.R("no", deny, cnptest.PeerNamespacesOf("ns", "z"))), egressCNP("a-accept", admin, 10, xa, cnptest.R("yes", accept, anyPeer))},
 			flow: toYA, want: []string{"allowed by ClusterNetworkPolicy a-accept"}, not: []string{"note"}, tier: TierAdmin, allowed: true},
 		{name: "rules in written order: the first match decides",
 			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("web", admin, 1, xa,
-				r("web", accept, peerNS()).On(cnptest.TCP(81), cnptest.TCP(80)),
-				r("rest", deny, peerNS()))},
+				cnptest.R("web", accept, cnptest.PeerNamespacesOf()).On(cnptest.TCP(81), cnptest.TCP(80)),
+				cnptest.R("rest", deny, cnptest.PeerNamespacesOf()))},
 			flow: fromB, ingress: true, want: []string{`allowed by ClusterNetworkPolicy web (Admin, priority 1) rule ingress[0] "web" (peer from[0] namespaces {} (all), port protocols[1] TCP/80)`},
 			tier: TierAdmin, allowed: true},
 		{name: "rules in written order: a later rule when the first misses",
 			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("web", admin, 1, xa,
-				r("web", accept, peerNS()).On(cnptest.TCP(81)),
-				r("rest", deny, peerNS()))},
+				cnptest.R("web", accept, cnptest.PeerNamespacesOf()).On(cnptest.TCP(81)),
+				cnptest.R("rest", deny, cnptest.PeerNamespacesOf()))},
 			flow: fromB, ingress: true, want: []string{`denied by ClusterNetworkPolicy web (Admin, priority 1) rule ingress[1] "rest"`}, tier: TierAdmin},
 		{name: "a policy without rules for the direction does not select",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in-only", admin, 1, xa, r("", deny, peerNS()))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in-only", admin, 1, xa, cnptest.R("", deny, cnptest.PeerNamespacesOf()))},
 			flow: toYA, want: []string{"not isolated for egress: no policy selects the pod"}, allowed: true},
 	} {
 		t.Run(tt.name, tt.run)
 	}
 	// An Admin egress Accept does not open the destination's ingress.
 	in := cnpInput()
-	in.ClusterNetworkPolicies = []*cnp.ClusterNetworkPolicy{egressCNP("out", admin, 1, xa, r("", accept, anyPeer)), ingressCNP("in", admin, 2, nsSubject("ns", "y"), r("", deny, peerNS("ns", "x")))}
+	in.ClusterNetworkPolicies = []*cnp.ClusterNetworkPolicy{egressCNP("out", admin, 1, xa, cnptest.R("", accept, anyPeer)), ingressCNP("in", admin, 2, cnptest.NamespacesSubjectOf("ns", "y"), cnptest.R("", deny, cnptest.PeerNamespacesOf("ns", "x")))}
 	c, _ := New(in)
 	res, err := c.Explain(toYA)
 	if err != nil {
@@ -284,93 +277,93 @@ func TestClusterNetworkPolicyOrder(t *testing.T) {
 // TestClusterNetworkPolicyPeersAndPorts covers subjects, fail-closed peers,
 // named ports, protocol forms, IPv6 networks and nodes peers.
 func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
-	xa := nsSubject("ns", "x")
+	xa := cnptest.NamespacesSubjectOf("ns", "x")
 	toYA := Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80}
 	// Accepts x, then denies pods by a selector the API server would
 	// refuse: the Deny fails closed where it stands.
 	badSelector := []*cnp.ClusterNetworkPolicy{ingressCNP("p", base, 1, xa,
-		r("ok", accept, peerNS("ns", "x")),
-		r("bad", deny, cnptest.PeerPods(allNS, &metav1.LabelSelector{MatchLabels: map[string]string{"a b": "c"}})))}
+		cnptest.R("ok", accept, cnptest.PeerNamespacesOf("ns", "x")),
+		cnptest.R("bad", deny, cnptest.PeerPods(allNS, &metav1.LabelSelector{MatchLabels: map[string]string{"a b": "c"}})))}
 	for _, tt := range []cnpCase{
 		// Subjects.
 		{name: "pods subject selects only its pods",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("only-b", admin, 1, cnptest.PodsSubject(allNS, sel("pod", "b")), r("", deny, anyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("only-b", admin, 1, cnptest.PodsSubject(allNS, sel("pod", "b")), cnptest.R("", deny, anyPeer))},
 			flow: toYA, want: []string{"no policy selects the pod"}, allowed: true},
 		{name: "pods subject",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("only-a", admin, 1, cnptest.PodsSubject(sel("ns", "x"), sel("pod", "a")), r("", deny, anyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("only-a", admin, 1, cnptest.PodsSubject(sel("ns", "x"), sel("pod", "a")), cnptest.R("", deny, anyPeer))},
 			flow: toYA, want: []string{"denied by ClusterNetworkPolicy only-a"}, tier: TierAdmin},
 		{name: "namespaces subject by metadata name",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("x", admin, 1, nsSubject(corev1.LabelMetadataName, "x"), r("", deny, anyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("x", admin, 1, cnptest.NamespacesSubjectOf(corev1.LabelMetadataName, "x"), cnptest.R("", deny, anyPeer))},
 			flow: toYA, want: []string{"denied by ClusterNetworkPolicy x"}, tier: TierAdmin},
 		{name: "not enforced for pods of other nodes",
-			cnps:     []*cnp.ClusterNetworkPolicy{ingressCNP("y", admin, 1, nsSubject("ns", "y"), r("", deny, peerNS()))},
+			cnps:     []*cnp.ClusterNetworkPolicy{ingressCNP("y", admin, 1, cnptest.NamespacesSubjectOf("ns", "y"), cnptest.R("", deny, cnptest.PeerNamespacesOf()))},
 			nodeName: "n1", flow: toYA, ingress: true, want: []string{"not enforced on node n1"}, allowed: true},
 		// Fail-closed peers.
 		{name: "a Deny rule with a peer of no field denies all",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("new", admin, 1, xa, r("future", deny, peerNS("ns", "nowhere"), emptyPeer).On(cnptest.TCP(1)))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("new", admin, 1, xa, cnptest.R("future", deny, cnptest.PeerNamespacesOf("ns", "nowhere"), emptyPeer).On(cnptest.TCP(1)))},
 			flow: toYA,
 			want: []string{`denied by ClusterNetworkPolicy new (Admin, priority 1) rule egress[0] "future" (to[1]: no known peer field is set (a newer API version?): fail closed, this Deny rule denies all traffic)`},
 			tier: TierAdmin},
 		{name: "a Pass rule with a peer of no field denies all",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("new", base, 1, xa, r("", pass, emptyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("new", base, 1, xa, cnptest.R("", pass, emptyPeer))},
 			flow: Flow{From: "8.8.8.8", To: "x/a", Protocol: udp, Port: 53}, ingress: true,
 			want: []string{"denied by ClusterNetworkPolicy new (Baseline, priority 1) rule ingress[0] (from[0]: no known peer field is set", "this Pass rule denies all traffic"},
 			tier: TierBaseline},
 		{name: "an Accept rule with a peer of no field matches nothing",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("new", admin, 1, xa, r("future", accept, peerNS("ns", "y"), emptyPeer), r("rest", deny, anyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("new", admin, 1, xa, cnptest.R("future", accept, cnptest.PeerNamespacesOf("ns", "y"), emptyPeer), cnptest.R("rest", deny, anyPeer))},
 			flow: toYA,
 			want: []string{`denied by ClusterNetworkPolicy new (Admin, priority 1) rule egress[1] "rest"`,
 				`note: ClusterNetworkPolicy new (Admin, priority 1) rule egress[0] "future" fails closed: to[1]: no known peer field is set (a newer API version?); this Accept rule matches no traffic`},
 			tier: TierAdmin},
 		{name: "domainNames: the Accept rule matches nothing, the deny behind it decides",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("dns", admin, 1, xa, r("example", accept, peerDomains("example.com")), r("rest", deny, anyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("dns", admin, 1, xa, cnptest.R("example", accept, peerDomains("example.com")), cnptest.R("rest", deny, anyPeer))},
 			flow: Flow{From: "x/a", To: "93.184.216.34", Protocol: tcp, Port: 443},
 			want: []string{`denied by ClusterNetworkPolicy dns (Admin, priority 1) rule egress[1] "rest"`,
 				`rule egress[0] "example" fails closed: to[0].domainNames: domainNames peers are not supported by nftguard; this Accept rule matches no traffic`},
 			tier: TierAdmin},
 		{name: "domainNames in a Deny rule denies all",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("dns", base, 1, xa, r("", deny, peerDomains("*.example.com")))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("dns", base, 1, xa, cnptest.R("", deny, peerDomains("*.example.com")))},
 			flow: toYA, want: []string{"to[0].domainNames: domainNames peers are not supported by nftguard: fail closed, this Deny rule denies all traffic"}, tier: TierBaseline},
 		// Protocols.
 		{name: "named port on the destination pod (ingress)",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", accept, peerNS()).On(cnptest.NamedPort("http")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, cnptest.R("", accept, cnptest.PeerNamespacesOf()).On(cnptest.NamedPort("http")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 8080}, ingress: true,
 			want: []string{`port protocols[0] destinationNamedPort "http" (TCP/8080 on x/a)`}, tier: TierAdmin, allowed: true},
 		{name: "named port brings its protocol",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).On(cnptest.NamedPort("dns")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, cnptest.R("", deny, cnptest.PeerNamespacesOf()).On(cnptest.NamedPort("dns")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 53}, ingress: true, want: []string{"(Admin: named) decided"}, allowed: true},
 		{name: "named port on the destination pod (egress)",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, cnptest.PeerPods(allNS, allNS)).On(cnptest.NamedPort("dns")))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, cnptest.R("", deny, cnptest.PeerPods(allNS, allNS)).On(cnptest.NamedPort("dns")))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 53},
 			want: []string{`port protocols[0] destinationNamedPort "dns" (UDP/53 on y/a)`}, tier: TierAdmin},
 		{name: "named port not on the pod",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, cnptest.PeerPods(allNS, allNS)).On(cnptest.NamedPort("metrics")))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, cnptest.R("", deny, cnptest.PeerPods(allNS, allNS)).On(cnptest.NamedPort("metrics")))},
 			flow: toYA, want: []string{"(Admin: named) decided"}, allowed: true},
 		// A name declared for two protocols (in two containers) matches
 		// each protocol on its own port, as the compiler programs it; not
 		// only the first port of that name.
 		{name: "named port declared for two protocols: the second one",
 			edit: addNamedPort("x", "a", "http", corev1.ProtocolUDP, 8053),
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).On(cnptest.NamedPort("http")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, cnptest.R("", deny, cnptest.PeerNamespacesOf()).On(cnptest.NamedPort("http")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: udp, Port: 8053}, ingress: true,
 			want: []string{`port protocols[0] destinationNamedPort "http" (UDP/8053 on x/a)`}, tier: TierAdmin},
 		{name: "named port declared for two protocols: the first one",
 			edit: addNamedPort("x", "a", "http", corev1.ProtocolUDP, 8053),
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).On(cnptest.NamedPort("http")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, cnptest.R("", deny, cnptest.PeerNamespacesOf()).On(cnptest.NamedPort("http")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 8080}, ingress: true,
 			want: []string{`port protocols[0] destinationNamedPort "http" (TCP/8080 on x/a)`}, tier: TierAdmin},
 		{name: "named port declared for two protocols: not crossed",
 			edit: addNamedPort("x", "a", "http", corev1.ProtocolUDP, 8053),
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, r("", deny, peerNS()).On(cnptest.NamedPort("http")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, cnptest.R("", deny, cnptest.PeerNamespacesOf()).On(cnptest.NamedPort("http")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: udp, Port: 8080}, ingress: true, want: []string{"(Admin: named) decided"}, allowed: true},
 		{name: "named port declared for two protocols (egress)",
 			edit: addNamedPort("y", "a", "dns", corev1.ProtocolTCP, 5353),
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, r("", deny, cnptest.PeerPods(allNS, allNS)).On(cnptest.NamedPort("dns")))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("named", admin, 1, xa, cnptest.R("", deny, cnptest.PeerPods(allNS, allNS)).On(cnptest.NamedPort("dns")))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 5353},
 			want: []string{`port protocols[0] destinationNamedPort "dns" (TCP/5353 on y/a)`}, tier: TierAdmin},
 		// Invalid rules fail closed where they stand; the policy stays.
 		{name: "an invalid Accept rule matches nothing, the rule behind it decides",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, r("bad", accept, peerNets("10.0.0.0/33")), r("rest", deny, anyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, cnptest.R("bad", accept, peerNets("10.0.0.0/33")), cnptest.R("rest", deny, anyPeer))},
 			flow: toYA, problem: "spec.egress[0].to[0].networks[0]: invalid CIDR",
 			want: []string{`denied by ClusterNetworkPolicy p (Admin, priority 1) rule egress[1] "rest"`,
 				`note: ClusterNetworkPolicy p (Admin, priority 1) rule egress[0] "bad" fails closed: to[0].networks[0]: invalid CIDR "10.0.0.0/33"; this Accept rule matches no traffic`},
@@ -385,69 +378,69 @@ func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 			flow: Flow{From: "x/b", To: "x/a", Protocol: tcp, Port: 80}, ingress: true, problem: "spec.ingress[1].from[0].pods.podSelector",
 			want: []string{`allowed by ClusterNetworkPolicy p (Baseline, priority 1) rule ingress[0] "ok"`}, tier: TierBaseline, allowed: true},
 		{name: "an empty protocol entry fails the Pass rule closed: it denies every protocol",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, r("", pass, peerNS("ns", "z")).On(cnptest.TCP(80), cnp.ClusterNetworkPolicyProtocol{}))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, cnptest.R("", pass, cnptest.PeerNamespacesOf("ns", "z")).On(cnptest.TCP(80), cnp.ClusterNetworkPolicyProtocol{}))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 53}, problem: "spec.egress[0].protocols[1]",
 			want: []string{"(protocols[1]: exactly one of tcp, udp, sctp and destinationNamedPort must be set: fail closed, this Pass rule denies all traffic)"}, tier: TierAdmin},
 		{name: "an empty protocols list fails the Accept rule closed",
 			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 1, xa, rule{Name: "none", Action: accept, Peers: []cnp.ClusterNetworkPolicyEgressPeer{anyPeer}, Protocols: []cnp.ClusterNetworkPolicyProtocol{}},
-				r("rest", deny, anyPeer))},
+				cnptest.R("rest", deny, anyPeer))},
 			flow: toYA, problem: "spec.egress[0].protocols: 0 protocols",
 			want: []string{`rule egress[0] "none" fails closed: protocols: 0 protocols: 1 to 25 are required; this Accept rule matches no traffic`, `denied by ClusterNetworkPolicy p (Admin, priority 1) rule egress[1] "rest"`},
 			tier: TierAdmin},
 		{name: "UDP range",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("r", base, 1, xa, r("", deny, anyPeer).On(cnptest.TCP(5000), cnptest.UDPRange(5000, 6000)))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("r", base, 1, xa, cnptest.R("", deny, anyPeer).On(cnptest.TCP(5000), cnptest.UDPRange(5000, 6000)))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: udp, Port: 6000}, want: []string{"port protocols[1] UDP/5000-6000"}, tier: TierBaseline},
 		{name: "SCTP port: TCP on it does not match",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", base, 1, xa, r("", deny, anyPeer).On(cnptest.SCTP(80)))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", base, 1, xa, cnptest.R("", deny, anyPeer).On(cnptest.SCTP(80)))},
 			flow: toYA, want: []string{"(Baseline: s) decided"}, allowed: true},
 		{name: "SCTP port",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", base, 1, xa, r("", deny, anyPeer).On(cnptest.SCTP(80)))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", base, 1, xa, cnptest.R("", deny, anyPeer).On(cnptest.SCTP(80)))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: sctp, Port: 80}, want: []string{"port protocols[0] SCTP/80"}, tier: TierBaseline},
 		{name: "ICMPv6 meets only rules without protocols",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", admin, 1, xa, r("tcp", accept, anyPeer).On(cnptest.TCP(80)), r("all", deny, anyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("s", admin, 1, xa, cnptest.R("tcp", accept, anyPeer).On(cnptest.TCP(80)), cnptest.R("all", deny, anyPeer))},
 			flow: Flow{From: "x/a", To: "y/a", Protocol: ProtocolICMPv6, Port: 128}, want: []string{`rule egress[1] "all" (peer to[0] networks ::/0, port any port)`}, tier: TierAdmin},
 		// Networks, nodes, and what pods peers never select.
 		{name: "IPv6 networks",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("v6", admin, 1, xa, r("", deny, peerNets("10.0.0.0/8", "fd00::/64")))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("v6", admin, 1, xa, cnptest.R("", deny, peerNets("10.0.0.0/8", "fd00::/64")))},
 			flow: Flow{From: "x/a", To: "x/b", Protocol: tcp, Port: 80, Family: 6}, want: []string{"peer to[0] networks fd00::/64"}, tier: TierAdmin},
 		{name: "IPv6 networks do not match the IPv4 flow",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("v6", admin, 1, xa, r("", deny, peerNets("fd00::/16")))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("v6", admin, 1, xa, cnptest.R("", deny, peerNets("fd00::/16")))},
 			flow: Flow{From: "x/a", To: "x/b", Protocol: tcp, Port: 80}, want: []string{"(Admin: v6) decided"}, allowed: true},
 		{name: "networks match pod addresses too",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in", admin, 1, xa, r("", deny, peerNS("ns", "z")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in", admin, 1, xa, cnptest.R("", deny, cnptest.PeerNamespacesOf("ns", "z")))},
 			flow: Flow{From: "y/a", To: "x/a", Protocol: tcp, Port: 80}, ingress: true, want: []string{"(Admin: in) decided"}, allowed: true},
 		{name: "nodes peer: every node",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, r("", deny, peerNodes()))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, cnptest.R("", deny, peerNodes()))},
 			flow: Flow{From: "x/a", To: "192.168.0.2", Protocol: tcp, Port: 22}, want: []string{"to[0] nodes {} (all) (node n2)"}, tier: TierAdmin},
 		// A nodes peer matches a Node's InternalIP and ExternalIP
 		// addresses only, as the compiler programs it.
 		{name: "nodes peer: an ExternalIP address",
 			edit: nodeAddresses("n2", corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "203.0.113.9"}),
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, r("", deny, peerNodes("role", "infra")))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, cnptest.R("", deny, peerNodes("role", "infra")))},
 			flow: Flow{From: "x/a", To: "203.0.113.9", Protocol: tcp, Port: 22}, want: []string{"to[0] nodes role=infra (node n2)"}, tier: TierAdmin},
 		{name: "nodes peer: not a Hostname address",
 			edit: nodeAddresses("n2", corev1.NodeAddress{Type: corev1.NodeHostName, Address: "192.168.0.5"}),
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, r("", deny, peerNodes("role", "infra")))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, cnptest.R("", deny, peerNodes("role", "infra")))},
 			flow: Flow{From: "x/a", To: "192.168.0.5", Protocol: tcp, Port: 22}, want: []string{"(Admin: nodes) decided"}, allowed: true},
 		{name: "nodes peer: not an InternalDNS address",
 			edit: nodeAddresses("n2", corev1.NodeAddress{Type: corev1.NodeInternalDNS, Address: "fd00:9::1"}),
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, r("", deny, peerNodes()))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, cnptest.R("", deny, peerNodes()))},
 			flow: Flow{From: "x/a", To: "fd00:9::1", Protocol: tcp, Port: 22}, want: []string{"(Admin: nodes) decided"}, allowed: true},
 		{name: "nodes peer: the pod's own node is always allowed",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, r("", deny, peerNodes()))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, cnptest.R("", deny, peerNodes()))},
 			flow: Flow{From: "x/a", To: "192.168.0.1", Protocol: tcp, Port: 22}, want: []string{"own node"}, allowed: true},
 		{name: "nodes peer does not select pods",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, r("", deny, peerNodes()))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("nodes", admin, 1, xa, cnptest.R("", deny, peerNodes()))},
 			flow: toYA, want: []string{"(Admin: nodes) decided"}, allowed: true},
 		{name: "namespaces peer does not select a hostNetwork pod",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in", admin, 1, nsSubject("ns", "y"), r("", deny, peerNS()))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in", admin, 1, cnptest.NamespacesSubjectOf("ns", "y"), cnptest.R("", deny, cnptest.PeerNamespacesOf()))},
 			flow: Flow{From: "y/host", To: "y/a", Protocol: tcp, Port: 80}, ingress: true, want: []string{"(Admin: in) decided"}, allowed: true},
 		{name: "networks peer does select a hostNetwork pod's address",
-			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in", admin, 1, nsSubject("ns", "y"), rule{Action: deny, Peers: []cnp.ClusterNetworkPolicyEgressPeer{peerNS()}}),
-				egressCNP("out", admin, 1, nsSubject("ns", "x"), r("", deny, peerNets("192.168.0.0/24")))},
+			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("in", admin, 1, cnptest.NamespacesSubjectOf("ns", "y"), rule{Action: deny, Peers: []cnp.ClusterNetworkPolicyEgressPeer{cnptest.PeerNamespacesOf()}}),
+				egressCNP("out", admin, 1, cnptest.NamespacesSubjectOf("ns", "x"), cnptest.R("", deny, peerNets("192.168.0.0/24")))},
 			flow: Flow{From: "x/a", To: "y/host", Protocol: tcp, Port: 80}, want: []string{"own node"}, allowed: true},
 		{name: "a hostNetwork pod is never a subject",
-			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("y", admin, 1, nsSubject("ns", "y"), r("", deny, anyPeer))},
+			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("y", admin, 1, cnptest.NamespacesSubjectOf("ns", "y"), cnptest.R("", deny, anyPeer))},
 			flow: Flow{From: "y/host", To: "x/a", Protocol: tcp, Port: 80}, want: []string{"hostNetwork pod: never isolated"}, allowed: true},
 	} {
 		t.Run(tt.name, tt.run)
@@ -483,8 +476,8 @@ func nodeAddresses(node string, addrs ...corev1.NodeAddress) func(*Input) {
 func TestClusterNetworkPolicyWarnings(t *testing.T) {
 	in := cnpInput()
 	in.ClusterNetworkPolicies = []*cnp.ClusterNetworkPolicy{
-		egressCNP("dns", admin, 1, nsSubject(), r("", accept, peerNets("10.0.0.0/8")), r("", accept, peerDomains("example.com"))),
-		ingressCNP("new", base, 1, nsSubject(), r("", pass, emptyPeer)),
+		egressCNP("dns", admin, 1, cnptest.NamespacesSubjectOf(), cnptest.R("", accept, peerNets("10.0.0.0/8")), cnptest.R("", accept, peerDomains("example.com"))),
+		ingressCNP("new", base, 1, cnptest.NamespacesSubjectOf(), cnptest.R("", pass, emptyPeer)),
 	}
 	c, probs := New(in)
 	if len(probs) > 0 {
@@ -511,7 +504,7 @@ func TestClusterNetworkPolicyWarnings(t *testing.T) {
 // server would refuse but the compiler enforces as written is enforced.
 func TestClusterNetworkPolicyValidation(t *testing.T) {
 	ok := func() *cnp.ClusterNetworkPolicy {
-		return egressCNP("p", admin, 1, nsSubject("ns", "x"), r("", deny, anyPeer))
+		return egressCNP("p", admin, 1, cnptest.NamespacesSubjectOf("ns", "x"), cnptest.R("", deny, anyPeer))
 	}
 	badSel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}
 	long := strings.Repeat("n", 101)
@@ -648,16 +641,16 @@ func TestClusterNetworkPolicyValidation(t *testing.T) {
 // (possible only in manifests) the first in input order counts, as in the
 // compiler, whatever their priorities.
 func TestClusterNetworkPolicyDuplicateNames(t *testing.T) {
-	xa := nsSubject("ns", "x")
+	xa := cnptest.NamespacesSubjectOf("ns", "x")
 	for _, tt := range []struct {
 		name    string
 		cnps    []*cnp.ClusterNetworkPolicy
 		allowed bool
 	}{
-		{"Accept first", []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 5, xa, r("", accept, anyPeer)), egressCNP("p", admin, 1, xa, r("", deny, anyPeer))}, true},
-		{"Deny first", []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 5, xa, r("", deny, anyPeer)), egressCNP("p", admin, 1, xa, r("", accept, anyPeer))}, false},
+		{"Accept first", []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 5, xa, cnptest.R("", accept, anyPeer)), egressCNP("p", admin, 1, xa, cnptest.R("", deny, anyPeer))}, true},
+		{"Deny first", []*cnp.ClusterNetworkPolicy{egressCNP("p", admin, 5, xa, cnptest.R("", deny, anyPeer)), egressCNP("p", admin, 1, xa, cnptest.R("", accept, anyPeer))}, false},
 		// A left-out policy does not take the name.
-		{"left-out first", []*cnp.ClusterNetworkPolicy{egressCNP("p", "Other", 1, xa, r("", accept, anyPeer)), egressCNP("p", admin, 5, xa, r("", deny, anyPeer))}, false},
+		{"left-out first", []*cnp.ClusterNetworkPolicy{egressCNP("p", "Other", 1, xa, cnptest.R("", accept, anyPeer)), egressCNP("p", admin, 5, xa, cnptest.R("", deny, anyPeer))}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			in := cnpInput()
@@ -681,7 +674,7 @@ func TestClusterNetworkPolicyDuplicateNames(t *testing.T) {
 // compiler enforces it), and printed quoted so that it cannot forge a line
 // of the verdict or reach a terminal's escape sequences.
 func TestClusterNetworkPolicyHostileName(t *testing.T) {
-	res := explainXAToYA(t, egressCNP("a\x1b[2J\nverdict: allowed", admin, 1, nsSubject("ns", "x"), r("", deny, anyPeer)))
+	res := explainXAToYA(t, egressCNP("a\x1b[2J\nverdict: allowed", admin, 1, cnptest.NamespacesSubjectOf("ns", "x"), cnptest.R("", deny, anyPeer)))
 	out := res.String()
 	if res.Allowed || strings.Count(out, "\n") != 4 || strings.Contains(out, "\x1b") ||
 		!strings.Contains(out, `denied by ClusterNetworkPolicy "a\x1b[2J\nverdict: allowed" (Admin, priority 1)`) {
@@ -692,7 +685,7 @@ func TestClusterNetworkPolicyHostileName(t *testing.T) {
 // A rule name is free text a tenant with CNP rights writes: it is quoted,
 // so it cannot forge a line of the verdict.
 func TestClusterNetworkPolicyHostileRuleName(t *testing.T) {
-	out := explainXAToYA(t, egressCNP("p", admin, 1, nsSubject("ns", "x"), r("x\nverdict: allowed\x1b[1A", deny, anyPeer))).String()
+	out := explainXAToYA(t, egressCNP("p", admin, 1, cnptest.NamespacesSubjectOf("ns", "x"), cnptest.R("x\nverdict: allowed\x1b[1A", deny, anyPeer))).String()
 	if strings.Count(out, "\n") != 4 || strings.Contains(out, "\x1b") || !strings.Contains(out, `rule egress[0] "x\nverdict: allowed\x1b[1A"`) {
 		t.Errorf("hostile rule name:\n%s", out)
 	}

@@ -24,20 +24,6 @@ import (
 // under the short names these tests were written with. Never assigned.
 type podOpt = apitest.PodOpt
 
-var (
-	ns         = apitest.Namespace
-	labelsOf   = apitest.Labels
-	sel        = apitest.Selector
-	mkpod      = apitest.Pod
-	onNode     = apitest.OnNode
-	ips        = apitest.IPs
-	withLabels = apitest.WithLabels
-	port       = apitest.Port
-	phase      = apitest.Phase
-	hostNet    = apitest.HostNetwork
-	jsonText   = apitest.JSON
-)
-
 func tcp(p int) networkingv1.NetworkPolicyPort {
 	v := intstr.FromInt32(int32(p))
 	return networkingv1.NetworkPolicyPort{Port: &v}
@@ -112,7 +98,7 @@ func eq(t *testing.T, what string, got, want []string) {
 // --- tests ----------------------------------------------------------------
 
 func TestNoPoliciesMeansNothingIsolated(t *testing.T) {
-	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{mkpod("x", "a", "10.0.0.1")})})
+	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1")})})
 	for _, m := range []string{MapIngress4, MapIngress6, MapEgress4, MapEgress6} {
 		if s := set(t, out, m); len(s.Elements) != 0 {
 			t.Errorf("%s has elements %v without any policy", m, keys(s))
@@ -131,9 +117,9 @@ func TestNoPoliciesMeansNothingIsolated(t *testing.T) {
 func TestDefaultDenyIngressIsolatesOnlyLocalSelectedPods(t *testing.T) {
 	in := Input{NodeName: "n1",
 		Pods: podtest.Set([]*corev1.Pod{
-			mkpod("x", "a", "10.0.0.1"),
-			mkpod("x", "b", "10.0.0.2", onNode("n2")),
-			mkpod("y", "a", "10.0.1.1"),
+			apitest.Pod("x", "a", "10.0.0.1"),
+			apitest.Pod("x", "b", "10.0.0.2", apitest.OnNode("n2")),
+			apitest.Pod("y", "a", "10.0.1.1"),
 		}),
 		Policies: []*networkingv1.NetworkPolicy{netpol("x", "deny", metav1.LabelSelector{}, nil)},
 	}
@@ -171,7 +157,7 @@ func TestPolicyTypesDefaulting(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{mkpod("x", "a", "10.0.0.1")}),
+			out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1")}),
 				Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, tc.spec)}})
 			if got := hasChain(out, "np_ing_x_a"); got != tc.ing {
 				t.Errorf("ingress isolated = %v, want %v", got, tc.ing)
@@ -184,13 +170,13 @@ func TestPolicyTypesDefaulting(t *testing.T) {
 }
 
 func TestPeersAndSelectors(t *testing.T) {
-	namespaces := []*corev1.Namespace{ns("x", "ns", "x"), ns("y", "ns", "y"), ns("z", "ns", "z")}
+	namespaces := []*corev1.Namespace{apitest.Namespace("x", "ns", "x"), apitest.Namespace("y", "ns", "y"), apitest.Namespace("z", "ns", "z")}
 	pods := []*corev1.Pod{
-		mkpod("x", "a", "10.0.0.1"),
-		mkpod("x", "b", "10.0.0.2", onNode("n2")),
-		mkpod("y", "a", "10.0.1.1", onNode("n2")),
-		mkpod("y", "b", "10.0.1.2", onNode("n2"), ips("10.0.1.2", "fd00::102")),
-		mkpod("z", "b", "10.0.2.2", onNode("n3")),
+		apitest.Pod("x", "a", "10.0.0.1"),
+		apitest.Pod("x", "b", "10.0.0.2", apitest.OnNode("n2")),
+		apitest.Pod("y", "a", "10.0.1.1", apitest.OnNode("n2")),
+		apitest.Pod("y", "b", "10.0.1.2", apitest.OnNode("n2"), apitest.IPs("10.0.1.2", "fd00::102")),
+		apitest.Pod("z", "b", "10.0.2.2", apitest.OnNode("n3")),
 	}
 	from := func(peers ...networkingv1.NetworkPolicyPeer) func(*networkingv1.NetworkPolicySpec) {
 		return func(s *networkingv1.NetworkPolicySpec) {
@@ -204,28 +190,28 @@ func TestPeersAndSelectors(t *testing.T) {
 		want6  []string
 		noRule bool
 	}{
-		{name: "podSelector: same namespace only", spec: from(networkingv1.NetworkPolicyPeer{PodSelector: sel("pod", "b")}),
+		{name: "podSelector: same namespace only", spec: from(networkingv1.NetworkPolicyPeer{PodSelector: apitest.Selector("pod", "b")}),
 			want4: []string{"10.0.0.2"}},
-		{name: "namespaceSelector: every pod of matching namespaces", spec: from(networkingv1.NetworkPolicyPeer{NamespaceSelector: sel("ns", "y")}),
+		{name: "namespaceSelector: every pod of matching namespaces", spec: from(networkingv1.NetworkPolicyPeer{NamespaceSelector: apitest.Selector("ns", "y")}),
 			want4: []string{"10.0.1.1", "10.0.1.2"}, want6: []string{"fd00::102"}},
-		{name: "both selectors in one peer AND together", spec: from(networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: sel("pod", "b")}),
+		{name: "both selectors in one peer AND together", spec: from(networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: apitest.Selector("pod", "b")}),
 			want4: []string{"10.0.0.2", "10.0.1.2", "10.0.2.2"}, want6: []string{"fd00::102"}},
 		{name: "two peers OR together", spec: from(
-			networkingv1.NetworkPolicyPeer{NamespaceSelector: sel("ns", "z")},
-			networkingv1.NetworkPolicyPeer{PodSelector: sel("pod", "a")}),
+			networkingv1.NetworkPolicyPeer{NamespaceSelector: apitest.Selector("ns", "z")},
+			networkingv1.NetworkPolicyPeer{PodSelector: apitest.Selector("pod", "a")}),
 			want4: []string{"10.0.0.1", "10.0.2.2"}},
 		{name: "matchExpressions NotIn", spec: from(networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "ns", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"x", "y"}}}}}),
 			want4: []string{"10.0.2.2"}},
-		{name: "kubernetes.io/metadata.name is implied", spec: from(networkingv1.NetworkPolicyPeer{NamespaceSelector: sel(corev1.LabelMetadataName, "z")}),
+		{name: "kubernetes.io/metadata.name is implied", spec: from(networkingv1.NetworkPolicyPeer{NamespaceSelector: apitest.Selector(corev1.LabelMetadataName, "z")}),
 			want4: []string{"10.0.2.2"}},
-		{name: "selector matching nothing allows nothing", spec: from(networkingv1.NetworkPolicyPeer{PodSelector: sel("pod", "nobody")}),
+		{name: "selector matching nothing allows nothing", spec: from(networkingv1.NetworkPolicyPeer{PodSelector: apitest.Selector("pod", "nobody")}),
 			noRule: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out := compileChecked(t, Input{NodeName: "n1", Namespaces: namespaces, Pods: podtest.Set(pods),
-				Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", *sel("pod", "a"), tc.spec)}})
+				Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", *apitest.Selector("pod", "a"), tc.spec)}})
 			if len(out.Problems) > 0 {
 				t.Fatal(out.Problems)
 			}
@@ -257,7 +243,7 @@ func contains(list []string, s string) bool {
 }
 
 func TestEmptyFromVersusMissingRules(t *testing.T) {
-	pods := []*corev1.Pod{mkpod("x", "a", "10.0.0.1")}
+	pods := []*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1")}
 	allowAll := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set(pods), Policies: []*networkingv1.NetworkPolicy{
 		netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{}} // one rule, no from: everything
@@ -278,7 +264,7 @@ func TestPorts(t *testing.T) {
 	sctp := corev1.ProtocolSCTP
 	udp := corev1.ProtocolUDP
 	out := compileChecked(t, Input{NodeName: "n1",
-		Pods: podtest.Set([]*corev1.Pod{mkpod("x", "a", "10.0.0.1", port("web", 8080, corev1.ProtocolTCP), port("dns", 5353, corev1.ProtocolUDP))}),
+		Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1", apitest.Port("web", 8080, corev1.ProtocolTCP), apitest.Port("dns", 5353, corev1.ProtocolUDP))}),
 		Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			r80 := tcp(80)
 			r80.EndPort = &end
@@ -308,16 +294,16 @@ func ptr[T any](v T) *T { return &v }
 func TestNamedPortsResolvePerDestinationPod(t *testing.T) {
 	// The same name maps to different numbers on different pods.
 	pods := []*corev1.Pod{
-		mkpod("x", "a", "10.0.0.1", port("http", 8080, corev1.ProtocolTCP)),
-		mkpod("x", "b", "10.0.0.2", port("http", 9090, corev1.ProtocolTCP), ips("10.0.0.2", "fd00::2")),
-		mkpod("x", "c", "10.0.0.3"),
+		apitest.Pod("x", "a", "10.0.0.1", apitest.Port("http", 8080, corev1.ProtocolTCP)),
+		apitest.Pod("x", "b", "10.0.0.2", apitest.Port("http", 9090, corev1.ProtocolTCP), apitest.IPs("10.0.0.2", "fd00::2")),
+		apitest.Pod("x", "c", "10.0.0.3"),
 	}
 	named := protoPort(corev1.ProtocolTCP, intstr.FromString("http"))
 	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set(pods), Policies: []*networkingv1.NetworkPolicy{
 		netpol("x", "in", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{named}}}
 		}),
-		netpol("x", "out", *sel("pod", "c"), func(s *networkingv1.NetworkPolicySpec) {
+		netpol("x", "out", *apitest.Selector("pod", "c"), func(s *networkingv1.NetworkPolicySpec) {
 			s.Egress = []networkingv1.NetworkPolicyEgressRule{{
 				To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}},
 				Ports: []networkingv1.NetworkPolicyPort{named}}}
@@ -341,7 +327,7 @@ func TestNamedPortsResolvePerDestinationPod(t *testing.T) {
 }
 
 func TestIPBlockExcept(t *testing.T) {
-	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{mkpod("x", "a", "10.0.0.1")}),
+	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1")}),
 		Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
 				{IPBlock: &networkingv1.IPBlock{CIDR: "192.168.0.0/16", Except: []string{"192.168.1.0/24", "192.168.128.0/17"}}},
@@ -358,11 +344,11 @@ func TestIPBlockExcept(t *testing.T) {
 
 func TestPodsThatAreNotEnforced(t *testing.T) {
 	pods := []*corev1.Pod{
-		mkpod("x", "done", "10.0.0.1", phase(corev1.PodSucceeded)),
-		mkpod("x", "failed", "10.0.0.2", phase(corev1.PodFailed)),
-		mkpod("x", "noip", "", ips()),
-		mkpod("x", "host", "192.0.2.10", hostNet()),
-		mkpod("x", "live", "10.0.0.5"),
+		apitest.Pod("x", "done", "10.0.0.1", apitest.Phase(corev1.PodSucceeded)),
+		apitest.Pod("x", "failed", "10.0.0.2", apitest.Phase(corev1.PodFailed)),
+		apitest.Pod("x", "noip", "", apitest.IPs()),
+		apitest.Pod("x", "host", "192.0.2.10", apitest.HostNetwork()),
+		apitest.Pod("x", "live", "10.0.0.5"),
 	}
 	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set(pods), Policies: []*networkingv1.NetworkPolicy{
 		netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
@@ -385,7 +371,7 @@ func TestInvalidObjectsAreReportedAndSkipped(t *testing.T) {
 	badSel := netpol("x", "bad-sel", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Maybe"}}}, nil)
 	good := netpol("y", "good", metav1.LabelSelector{}, nil)
 	out := compileChecked(t, Input{NodeName: "n1",
-		Pods:     podtest.Set([]*corev1.Pod{mkpod("x", "a", "10.0.0.1"), mkpod("y", "a", "10.0.1.1"), mkpod("y", "weird", "not-an-ip")}),
+		Pods:     podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1"), apitest.Pod("y", "a", "10.0.1.1"), apitest.Pod("y", "weird", "not-an-ip")}),
 		Policies: []*networkingv1.NetworkPolicy{badCIDR, badExcept, badPort, badSel, good}})
 	var got []string
 	for _, p := range out.Problems {
@@ -422,7 +408,7 @@ func TestLongNamesStayWithinKernelLimits(t *testing.T) {
 	long := strings.Repeat("n", 63)
 	pol := strings.Repeat("p", 253)
 	out := compileChecked(t, Input{NodeName: "n1",
-		Pods: podtest.Set([]*corev1.Pod{mkpod(long, strings.Repeat("q", 253), "10.0.0.1")}),
+		Pods: podtest.Set([]*corev1.Pod{apitest.Pod(long, strings.Repeat("q", 253), "10.0.0.1")}),
 		Policies: []*networkingv1.NetworkPolicy{netpol(long, pol, metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}
 		})}})
@@ -439,10 +425,10 @@ func TestLongNamesStayWithinKernelLimits(t *testing.T) {
 }
 
 func TestDeterministic(t *testing.T) {
-	in := Input{NodeName: "n1", Namespaces: []*corev1.Namespace{ns("x"), ns("y")}}
+	in := Input{NodeName: "n1", Namespaces: []*corev1.Namespace{apitest.Namespace("x"), apitest.Namespace("y")}}
 	var podList []*corev1.Pod
 	for i := 0; i < 20; i++ {
-		podList = append(podList, mkpod([]string{"x", "y"}[i%2], fmt.Sprintf("p%d", i), fmt.Sprintf("10.0.0.%d", i+1)))
+		podList = append(podList, apitest.Pod([]string{"x", "y"}[i%2], fmt.Sprintf("p%d", i), fmt.Sprintf("10.0.0.%d", i+1)))
 	}
 	in.Pods = podtest.Set(podList)
 	in.Policies = []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {

@@ -13,6 +13,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/podtest"
 )
 
@@ -130,7 +131,7 @@ func sparseExceptPolicy(n int, v6 bool) Input {
 		s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
 			IPBlock: &networkingv1.IPBlock{CIDR: cidr, Except: except}}}}}
 	})
-	return Input{NodeName: "n1", Namespaces: []*corev1.Namespace{ns("x")}, Pods: podtest.Set([]*corev1.Pod{mkpod("x", "a", "10.77.1.10")}), Policies: []*networkingv1.NetworkPolicy{np}}
+	return Input{NodeName: "n1", Namespaces: []*corev1.Namespace{apitest.Namespace("x")}, Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.77.1.10")}), Policies: []*networkingv1.NetworkPolicy{np}}
 }
 
 // 10,000 sparse excepts compile in well under a second (issue 13 asks for

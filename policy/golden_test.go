@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/golden"
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
@@ -57,10 +58,10 @@ func renderGolden(t *testing.T, in Input, out Output) string {
 	for _, p := range podtest.List(in.Pods) {
 		fmt.Fprintf(&b, "# pod %s/%s %s node=%q phase=%s hostNetwork=%v podIP=%q podIPs=%s ports=%s\n",
 			p.Namespace, p.Name, labelText(p.Labels), p.Spec.NodeName, p.Status.Phase, p.Spec.HostNetwork,
-			p.Status.PodIP, jsonText(t, p.Status.PodIPs), portsText(p))
+			p.Status.PodIP, apitest.JSON(t, p.Status.PodIPs), portsText(p))
 	}
 	for _, np := range in.Policies {
-		fmt.Fprintf(&b, "# policy %s/%s %s\n", np.Namespace, np.Name, jsonText(t, np.Spec))
+		fmt.Fprintf(&b, "# policy %s/%s %s\n", np.Namespace, np.Name, apitest.JSON(t, np.Spec))
 	}
 	for _, p := range out.Problems {
 		fmt.Fprintf(&b, "# problem (%s) %s\n", p.APIVersion, p.Error())
@@ -176,7 +177,7 @@ func textSum(text string) string {
 
 // goldenScenarios are small clusters written by hand, one behaviour each.
 func goldenScenarios() map[string]Input {
-	xyz := []*corev1.Namespace{ns("x", "ns", "x"), ns("y", "ns", "y"), ns("z", "ns", "z")}
+	xyz := []*corev1.Namespace{apitest.Namespace("x", "ns", "x"), apitest.Namespace("y", "ns", "y"), apitest.Namespace("z", "ns", "z")}
 	allPeers := func(peers ...networkingv1.NetworkPolicyPeer) func(*networkingv1.NetworkPolicySpec) {
 		return func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: peers}}
@@ -188,7 +189,7 @@ func goldenScenarios() map[string]Input {
 	named := protoPort(corev1.ProtocolTCP, intstr.FromString("http"))
 	return map[string]Input{
 		"default-deny": {NodeName: "n1", Namespaces: xyz,
-			Pods: podtest.Set([]*corev1.Pod{mkpod("x", "a", "10.0.0.1"), mkpod("x", "b", "10.0.0.2", onNode("n2")), mkpod("y", "a", "10.0.1.1", ips("10.0.1.1", "fd00::101"))}),
+			Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1"), apitest.Pod("x", "b", "10.0.0.2", apitest.OnNode("n2")), apitest.Pod("y", "a", "10.0.1.1", apitest.IPs("10.0.1.1", "fd00::101"))}),
 			Policies: []*networkingv1.NetworkPolicy{
 				netpol("x", "deny", metav1.LabelSelector{}, nil),
 				netpol("y", "deny-all", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
@@ -197,30 +198,30 @@ func goldenScenarios() map[string]Input {
 			}},
 		"selectors": {NodeName: "n1", Namespaces: xyz,
 			Pods: podtest.Set([]*corev1.Pod{
-				mkpod("x", "a", "10.0.0.1"),
-				mkpod("x", "b", "10.0.0.2", onNode("n2")),
-				mkpod("y", "a", "10.0.1.1", onNode("n2")),
-				mkpod("y", "b", "10.0.1.2", onNode("n2"), ips("10.0.1.2", "fd00::102")),
-				mkpod("z", "b", "10.0.2.2", onNode("n3")),
-				mkpod("nons", "c", "10.0.3.3", onNode("n3")), // no Namespace object
+				apitest.Pod("x", "a", "10.0.0.1"),
+				apitest.Pod("x", "b", "10.0.0.2", apitest.OnNode("n2")),
+				apitest.Pod("y", "a", "10.0.1.1", apitest.OnNode("n2")),
+				apitest.Pod("y", "b", "10.0.1.2", apitest.OnNode("n2"), apitest.IPs("10.0.1.2", "fd00::102")),
+				apitest.Pod("z", "b", "10.0.2.2", apitest.OnNode("n3")),
+				apitest.Pod("nons", "c", "10.0.3.3", apitest.OnNode("n3")), // no Namespace object
 			}),
 			Policies: []*networkingv1.NetworkPolicy{
-				netpol("x", "pod", *sel("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{PodSelector: sel("pod", "b")})),
-				netpol("x", "ns", *sel("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{NamespaceSelector: sel("ns", "y")})),
-				netpol("x", "and", *sel("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: sel("pod", "b")})),
-				netpol("x", "or", *sel("pod", "a"), allPeers(
-					networkingv1.NetworkPolicyPeer{NamespaceSelector: sel("ns", "z")},
-					networkingv1.NetworkPolicyPeer{PodSelector: sel("pod", "a")})),
-				netpol("x", "notin", *sel("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{
+				netpol("x", "pod", *apitest.Selector("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{PodSelector: apitest.Selector("pod", "b")})),
+				netpol("x", "ns", *apitest.Selector("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{NamespaceSelector: apitest.Selector("ns", "y")})),
+				netpol("x", "and", *apitest.Selector("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: apitest.Selector("pod", "b")})),
+				netpol("x", "or", *apitest.Selector("pod", "a"), allPeers(
+					networkingv1.NetworkPolicyPeer{NamespaceSelector: apitest.Selector("ns", "z")},
+					networkingv1.NetworkPolicyPeer{PodSelector: apitest.Selector("pod", "a")})),
+				netpol("x", "notin", *apitest.Selector("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{
 					MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "ns", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"x", "y"}}}}})),
-				netpol("x", "metaname", *sel("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{NamespaceSelector: sel(corev1.LabelMetadataName, "nons")})),
-				netpol("x", "nobody", *sel("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{PodSelector: sel("pod", "nobody")})),
+				netpol("x", "metaname", *apitest.Selector("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{NamespaceSelector: apitest.Selector(corev1.LabelMetadataName, "nons")})),
+				netpol("x", "nobody", *apitest.Selector("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{PodSelector: apitest.Selector("pod", "nobody")})),
 			}},
 		"ports": {NodeName: "n1",
 			Pods: podtest.Set([]*corev1.Pod{
-				mkpod("x", "a", "10.0.0.1", port("http", 8080, corev1.ProtocolTCP), port("dns", 5353, corev1.ProtocolUDP)),
-				mkpod("x", "b", "10.0.0.2", port("http", 9090, ""), ips("10.0.0.2", "fd00::2")),
-				mkpod("x", "c", "10.0.0.3"),
+				apitest.Pod("x", "a", "10.0.0.1", apitest.Port("http", 8080, corev1.ProtocolTCP), apitest.Port("dns", 5353, corev1.ProtocolUDP)),
+				apitest.Pod("x", "b", "10.0.0.2", apitest.Port("http", 9090, ""), apitest.IPs("10.0.0.2", "fd00::2")),
+				apitest.Pod("x", "c", "10.0.0.3"),
 			}),
 			Policies: []*networkingv1.NetworkPolicy{
 				netpol("x", "in", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
@@ -232,14 +233,14 @@ func goldenScenarios() map[string]Input {
 						protoPort(corev1.ProtocolUDP, intstr.FromString("http")), // http is TCP: no match
 					}}}
 				}),
-				netpol("x", "out", *sel("pod", "c"), func(s *networkingv1.NetworkPolicySpec) {
+				netpol("x", "out", *apitest.Selector("pod", "c"), func(s *networkingv1.NetworkPolicySpec) {
 					s.Egress = []networkingv1.NetworkPolicyEgressRule{
 						{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}, Ports: []networkingv1.NetworkPolicyPort{named, tcp(53)}},
 						{Ports: []networkingv1.NetworkPolicyPort{named}}, // no peers: every pod's http
 					}
 				}),
 			}},
-		"ipblocks": {NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{mkpod("x", "a", "10.0.0.1")}),
+		"ipblocks": {NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1")}),
 			Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, allPeers(
 				networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "192.168.0.0/16", Except: []string{"192.168.1.0/24", "192.168.128.0/17"}}},
 				networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "192.168.0.0/24"}},
@@ -247,11 +248,11 @@ func goldenScenarios() map[string]Input {
 			))}},
 		"not-enforced-and-invalid": {NodeName: "n1",
 			Pods: podtest.Set([]*corev1.Pod{
-				mkpod("x", "done", "10.0.0.1", phase(corev1.PodSucceeded)),
-				mkpod("x", "noip", "", ips()),
-				mkpod("x", "host", "192.0.2.10", hostNet()),
-				mkpod("x", "live", "10.0.0.5"),
-				mkpod("x", "weird", "not-an-ip"),
+				apitest.Pod("x", "done", "10.0.0.1", apitest.Phase(corev1.PodSucceeded)),
+				apitest.Pod("x", "noip", "", apitest.IPs()),
+				apitest.Pod("x", "host", "192.0.2.10", apitest.HostNetwork()),
+				apitest.Pod("x", "live", "10.0.0.5"),
+				apitest.Pod("x", "weird", "not-an-ip"),
 			}),
 			Policies: []*networkingv1.NetworkPolicy{
 				netpol("x", "p", metav1.LabelSelector{}, allPeers(networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}})),
@@ -260,7 +261,7 @@ func goldenScenarios() map[string]Input {
 				}),
 			}},
 		"long-names": {NodeName: "n1",
-			Pods: podtest.Set([]*corev1.Pod{mkpod(strings.Repeat("n", 63), strings.Repeat("q", 253), "10.0.0.1")}),
+			Pods: podtest.Set([]*corev1.Pod{apitest.Pod(strings.Repeat("n", 63), strings.Repeat("q", 253), "10.0.0.1")}),
 			Policies: []*networkingv1.NetworkPolicy{netpol(strings.Repeat("n", 63), strings.Repeat("p", 253), metav1.LabelSelector{},
 				allPeers(networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}}))}},
 	}

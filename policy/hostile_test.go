@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/podtest"
 )
 
@@ -18,17 +19,17 @@ import (
 func TestHostileNamesCompileToSafeNames(t *testing.T) {
 	evil := `q"; }; }; flush ruleset; table inet nftguard { chain zz { #`
 	in := Input{NodeName: "n1",
-		Namespaces: []*corev1.Namespace{ns("x"), ns("a\nb")},
+		Namespaces: []*corev1.Namespace{apitest.Namespace("x"), apitest.Namespace("a\nb")},
 		Pods: podtest.Set([]*corev1.Pod{
-			mkpod("x", evil, "10.0.0.1"),
-			mkpod("a\nb", "ümlaut", "10.0.0.2", withLabels("app", "web")),
-			mkpod("x", "b", "10.0.0.3"),
+			apitest.Pod("x", evil, "10.0.0.1"),
+			apitest.Pod("a\nb", "ümlaut", "10.0.0.2", apitest.WithLabels("app", "web")),
+			apitest.Pod("x", "b", "10.0.0.3"),
 		}),
 		Policies: []*networkingv1.NetworkPolicy{
 			netpol("x", evil, metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 				s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{
 					{PodSelector: &metav1.LabelSelector{}},
-					{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: sel("app", "web")},
+					{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: apitest.Selector("app", "web")},
 					{IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/24", Except: []string{"192.0.2.0/25"}}},
 				}}}
 				s.Egress = []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{protoPort(corev1.ProtocolTCP, intstr.FromString("http"))}}}
@@ -61,13 +62,13 @@ func TestSharedLocalAddressesAndNames(t *testing.T) {
 	deny := netpol("x", "deny", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 		s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
 	})
-	in := Input{NodeName: "n1", Namespaces: []*corev1.Namespace{ns("x")},
+	in := Input{NodeName: "n1", Namespaces: []*corev1.Namespace{apitest.Namespace("x")},
 		Pods: podtest.Set([]*corev1.Pod{
-			mkpod("x", "a", "10.0.0.1", ips("10.0.0.1", "10.0.0.1", "fd00::1")),
-			mkpod("x", "b", "10.0.0.1"),
-			mkpod("x", "c", "10.0.0.3"),
-			mkpod("x", "c", "10.0.0.4"),
-			mkpod("x", "d", "fe80::1%eth0"),
+			apitest.Pod("x", "a", "10.0.0.1", apitest.IPs("10.0.0.1", "10.0.0.1", "fd00::1")),
+			apitest.Pod("x", "b", "10.0.0.1"),
+			apitest.Pod("x", "c", "10.0.0.3"),
+			apitest.Pod("x", "c", "10.0.0.4"),
+			apitest.Pod("x", "d", "fe80::1%eth0"),
 		}),
 		Policies: []*networkingv1.NetworkPolicy{deny},
 	}

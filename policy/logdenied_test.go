@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/golden"
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
@@ -33,11 +34,11 @@ func logInput(l *LogDenied) Input {
 		s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
 	}
 	return Input{NodeName: "n1", LogDenied: l,
-		Namespaces: []*corev1.Namespace{annotated(ns("x", "ns", "x"), "true"), annotated(ns("y", "ns", "y"), "True"), ns("z", "ns", "z")},
+		Namespaces: []*corev1.Namespace{annotated(apitest.Namespace("x", "ns", "x"), "true"), annotated(apitest.Namespace("y", "ns", "y"), "True"), apitest.Namespace("z", "ns", "z")},
 		Pods: podtest.Set([]*corev1.Pod{
-			mkpod("x", "a", "10.0.0.1", ips("10.0.0.1", "fd00::1")),
-			mkpod("y", "a", "10.0.1.1"),
-			mkpod("z", "a", "10.0.2.1"),
+			apitest.Pod("x", "a", "10.0.0.1", apitest.IPs("10.0.0.1", "fd00::1")),
+			apitest.Pod("y", "a", "10.0.1.1"),
+			apitest.Pod("z", "a", "10.0.2.1"),
 		}),
 		Policies: []*networkingv1.NetworkPolicy{
 			netpol("x", "deny", metav1.LabelSelector{}, both),
@@ -131,11 +132,11 @@ func TestLogDeniedIncremental(t *testing.T) {
 	in := logInput(&l)
 	steps := []func(){
 		func() {},
-		func() { in.Namespaces[2] = annotated(ns("z", "ns", "z"), "true") },         // z opts in
-		func() { in.Namespaces[0] = ns("x", "ns", "x") },                            // x opts out
-		func() { in.LogDenied = nil },                                               // node stops logging
-		func() { l2 := LogDenied{Group: 9, Rate: 1, Burst: 1}; in.LogDenied = &l2 }, // and starts again, otherwise
-		func() { in.Namespaces[1] = annotated(ns("y", "ns", "y"), "true") },
+		func() { in.Namespaces[2] = annotated(apitest.Namespace("z", "ns", "z"), "true") }, // z opts in
+		func() { in.Namespaces[0] = apitest.Namespace("x", "ns", "x") },                    // x opts out
+		func() { in.LogDenied = nil },                                                      // node stops logging
+		func() { l2 := LogDenied{Group: 9, Rate: 1, Burst: 1}; in.LogDenied = &l2 },        // and starts again, otherwise
+		func() { in.Namespaces[1] = annotated(apitest.Namespace("y", "ns", "y"), "true") },
 	}
 	for i, step := range steps {
 		step()
@@ -204,8 +205,8 @@ func TestLogDeniedHostileNames(t *testing.T) {
 	l := DefaultLogDenied()
 	evil := `x" accept; log prefix "` + strings.Repeat("p", 200)
 	in := Input{NodeName: "n1", LogDenied: &l,
-		Namespaces: []*corev1.Namespace{annotated(ns(evil), "true")},
-		Pods:       podtest.Set([]*corev1.Pod{mkpod(evil, evil, "10.0.0.1")}),
+		Namespaces: []*corev1.Namespace{annotated(apitest.Namespace(evil), "true")},
+		Pods:       podtest.Set([]*corev1.Pod{apitest.Pod(evil, evil, "10.0.0.1")}),
 		Policies:   []*networkingv1.NetworkPolicy{netpol(evil, evil, metav1.LabelSelector{}, nil)},
 	}
 	out := compileChecked(t, in)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/testns"
 )
@@ -21,10 +22,10 @@ import (
 func ndInput() Input {
 	return Input{NodeName: "n1",
 		Pods: podtest.Set([]*corev1.Pod{
-			mkpod("x", "a", "10.0.0.1", ips("10.0.0.1", "fd00::1")),
-			mkpod("x", "b", "10.0.0.2", ips("10.0.0.2", "fd00::2")),
+			apitest.Pod("x", "a", "10.0.0.1", apitest.IPs("10.0.0.1", "fd00::1")),
+			apitest.Pod("x", "b", "10.0.0.2", apitest.IPs("10.0.0.2", "fd00::2")),
 		}),
-		Policies: []*networkingv1.NetworkPolicy{netpol("x", "deny", *sel("pod", "a"), func(s *networkingv1.NetworkPolicySpec) {
+		Policies: []*networkingv1.NetworkPolicy{netpol("x", "deny", *apitest.Selector("pod", "a"), func(s *networkingv1.NetworkPolicySpec) {
 			s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
 		})},
 	}
