@@ -29,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -297,6 +298,7 @@ func (r *reader) bad(p problem.Problem) { r.docs = append(r.docs, doc{bad: &p}) 
 // finish decodes the documents lined up and records what they hold.
 func (r *reader) finish() {
 	decodeAll(r.docs)
+	r.entries = slices.Grow(r.entries, len(r.docs))
 	for i := range r.docs {
 		d := &r.docs[i]
 		switch {
@@ -559,6 +561,7 @@ func (r *reader) list(src string, tm metav1.TypeMeta, data []byte, v value) bool
 		r.bad(problem.Problem{Source: src, Object: problem.Object{APIVersion: tm.APIVersion, Kind: tm.Kind}, Reason: oneLine(err.Error())})
 		return true
 	}
+	r.docs = slices.Grow(r.docs, len(v.elems))
 	for i, item := range v.elems {
 		r.document(src+"["+strconv.Itoa(i)+"]", data, item)
 	}
