@@ -321,10 +321,17 @@ const decodeBatch = 64
 // most of what apply does before it programs the kernel, and each document
 // writes only its own doc.
 func decodeAll(docs []doc) {
-	workers := min(runtime.GOMAXPROCS(0), (len(docs)+decodeBatch-1)/decodeBatch)
+	parallel(len(docs), decodeBatch, func(i int) { docs[i].run() })
+}
+
+// parallel calls fn(0) … fn(n-1) on up to GOMAXPROCS goroutines, handing
+// out batch indexes at a time, and returns when all calls have. fn must
+// only write what index i owns.
+func parallel(n, batch int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), (n+batch-1)/batch)
 	if workers <= 1 {
-		for i := range docs {
-			docs[i].run()
+		for i := range n {
+			fn(i)
 		}
 		return
 	}
@@ -333,12 +340,12 @@ func decodeAll(docs []doc) {
 	for range workers {
 		wg.Go(func() {
 			for {
-				start := int(next.Add(decodeBatch)) - decodeBatch
-				if start >= len(docs) {
+				start := int(next.Add(int64(batch))) - batch
+				if start >= n {
 					return
 				}
-				for i := start; i < min(start+decodeBatch, len(docs)); i++ {
-					docs[i].run()
+				for i := start; i < min(start+batch, n); i++ {
+					fn(i)
 				}
 			}
 		})
@@ -421,40 +428,71 @@ func (r *reader) file(name string, data []byte) {
 		}
 		return
 	}
+	// YAML: the documents are split on "---" lines first, then converted
+	// to JSON on every processor (the conversion is most of the cost of
+	// reading YAML, and each document's is independent), then read in
+	// order.
+	var chunks [][]byte
+	var readErr error
 	yr := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for doc := 1; ; doc++ {
+	for {
 		chunk, err := yr.Read()
 		if errors.Is(err, io.EOF) {
-			return
+			break
 		}
-		src := docSource(name, doc)
 		if err != nil {
-			r.bad(problem.Problem{Source: src, Reason: fmt.Sprintf("not valid YAML: %v", err)})
-			return
+			readErr = err
+			break
 		}
-		// Strict: a key given twice in a mapping is an error, as the YAML
-		// specification says (the lenient conversion keeps one silently).
-		j, err := yaml.YAMLToJSONStrict(chunk)
-		if err != nil {
-			p := problem.Problem{Source: src, Reason: fmt.Sprintf("not valid YAML: %s", oneLine(err.Error()))}
-			if path, ok := duplicateKey(chunk); ok {
-				p.Field, p.Reason = path, "duplicate field"
-			}
-			r.bad(p)
-			// Documents are split on "---" lines before they are parsed,
-			// so the next one can still be checked and reported.
-			continue
-		}
-		v, ok, err := scanOne(j)
-		if err != nil {
-			// The converter writes JSON; this would be its bug.
-			r.bad(problem.Problem{Source: src, Reason: fmt.Sprintf("not valid YAML: converted to invalid JSON: %v", err)})
-			continue
-		}
-		if ok {
-			r.document(src, j, v)
+		chunks = append(chunks, chunk)
+	}
+	converted := make([]yamlDoc, len(chunks))
+	parallel(len(chunks), 1, func(i int) { converted[i] = convertYAML(chunks[i]) })
+	for i, c := range converted {
+		src := docSource(name, i+1)
+		switch {
+		case c.bad != nil:
+			c.bad.Source = src
+			r.bad(*c.bad)
+		case c.ok:
+			r.document(src, c.json, c.v)
 		}
 	}
+	if readErr != nil {
+		r.bad(problem.Problem{Source: docSource(name, len(chunks)+1), Reason: fmt.Sprintf("not valid YAML: %v", readErr)})
+	}
+}
+
+// yamlDoc is one YAML document converted to JSON and scanned, or why it
+// could not be.
+type yamlDoc struct {
+	json []byte
+	v    value
+	ok   bool // false: an empty document (or only comments)
+	bad  *problem.Problem
+}
+
+// convertYAML converts one YAML document to JSON and scans it. It is pure,
+// so documents are converted in parallel.
+func convertYAML(chunk []byte) yamlDoc {
+	// Strict: a key given twice in a mapping is an error, as the YAML
+	// specification says (the lenient conversion keeps one silently).
+	j, err := yaml.YAMLToJSONStrict(chunk)
+	if err != nil {
+		p := problem.Problem{Reason: fmt.Sprintf("not valid YAML: %s", oneLine(err.Error()))}
+		if path, ok := duplicateKey(chunk); ok {
+			p.Field, p.Reason = path, "duplicate field"
+		}
+		// Documents are split on "---" lines before they are parsed, so
+		// the next one can still be checked and reported.
+		return yamlDoc{bad: &p}
+	}
+	v, ok, err := scanOne(j)
+	if err != nil {
+		// The converter writes JSON; this would be its bug.
+		return yamlDoc{bad: &problem.Problem{Reason: fmt.Sprintf("not valid YAML: converted to invalid JSON: %v", err)}}
+	}
+	return yamlDoc{json: j, v: v, ok: ok}
 }
 
 func docSource(file string, doc int) string { return file + ":" + strconv.Itoa(doc) }

@@ -136,3 +136,41 @@ func TestLoadManyInOrder(t *testing.T) {
 		t.Errorf("unreadable %q, want %q", got, want)
 	}
 }
+
+// TestLoadManyYAMLInOrder: YAML documents are converted in parallel, but
+// read in input order: objects, and every unreadable document reported in
+// its place, up to a document the splitter cannot read past.
+func TestLoadManyYAMLInOrder(t *testing.T) {
+	const n = 300
+	var docs []string
+	for i := range n {
+		docs = append(docs, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns%03d\n", i))
+	}
+	objs, _, err := Load(strings.NewReader(strings.Join(docs, "---\n")), "-")
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	for i, o := range objs.Namespaces {
+		if want := fmt.Sprintf("ns%03d", i); o.Name != want {
+			t.Fatalf("namespace %d is %s, want %s", i, o.Name, want)
+		}
+	}
+	if len(objs.Namespaces) != n {
+		t.Fatalf("%d namespaces, want %d", len(objs.Namespaces), n)
+	}
+	docs[17] = "kind: [\n"
+	docs[150] = strings.Replace(docs[150], "  name:", "  name: a\n  name:", 1)
+	docs[299] = "apiVersion: v1\nkind: Namespace\nmetadata: {name: x, lables: {}}\n"
+	_, _, err = Load(strings.NewReader(strings.Join(docs, "---\n")), "-")
+	var ie *InputError
+	if !errors.As(err, &ie) {
+		t.Fatalf("Load = %v; want an *InputError", err)
+	}
+	var got []string
+	for _, p := range ie.Problems {
+		got = append(got, p.Source+" "+p.Field)
+	}
+	if want := "-:18  -:151 metadata.name -:300 metadata.lables"; strings.Join(got, " ") != want {
+		t.Errorf("unreadable %q, want %q", strings.Join(got, " "), want)
+	}
+}
