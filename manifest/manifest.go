@@ -28,8 +28,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	yamlv2 "go.yaml.in/yaml/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -126,6 +131,7 @@ func Load(stdin io.Reader, paths ...string) (*Objects, []problem.Problem, error)
 			r.file(f, data)
 		}
 	}
+	r.finish()
 	if len(r.unreadable) > 0 {
 		return nil, nil, &InputError{Problems: r.unreadable}
 	}
@@ -246,12 +252,20 @@ var (
 
 // reader accumulates what Load reads. Objects are kept in one list in input
 // order so a repeated object can replace the earlier one in place.
+//
+// Reading has two steps. The first scans every file once (syntax, and
+// where each document and List item is and what kind it is) and lines up
+// the documents to decode, with the problems found so far in their places.
+// The second decodes each document once, straight from the input bytes
+// into its typed object, on every processor (documents are independent),
+// and then records the results in input order.
 type reader struct {
 	entries    []entry
 	index      map[string]int // sourceKey -> entries index
 	warnings   []problem.Problem
 	skipped    []problem.Problem
 	unreadable []problem.Problem
+	docs       []doc
 }
 
 type entry struct {
@@ -259,7 +273,118 @@ type entry struct {
 	obj          any // nil: the object was skipped, but it still replaces an earlier one
 }
 
-func (r *reader) bad(p problem.Problem) { r.unreadable = append(r.unreadable, p) }
+// doc is one document to decode (a file's document or a List's item), or
+// a problem found where one stood.
+type doc struct {
+	src    string
+	data   []byte // the document's JSON: a slice of the input, not a copy
+	id     problem.Object
+	k      kind
+	decode decodeFunc
+	bad    *problem.Problem // instead of a document: the input is unreadable here
+
+	// What decoding found: the object and its metadata, or the decode
+	// errors (the input is unreadable), and the metadata problems (the
+	// object is skipped).
+	obj     any
+	meta    *metav1.ObjectMeta
+	errs    []problem.Problem
+	invalid []problem.Problem
+}
+
+// bad records a problem that makes the input unreadable, in its place.
+func (r *reader) bad(p problem.Problem) { r.docs = append(r.docs, doc{bad: &p}) }
+
+// finish decodes the documents lined up and records what they hold.
+func (r *reader) finish() {
+	decodeAll(r.docs)
+	r.entries = slices.Grow(r.entries, len(r.docs))
+	for i := range r.docs {
+		d := &r.docs[i]
+		switch {
+		case d.bad != nil:
+			r.unreadable = append(r.unreadable, *d.bad)
+		case len(d.errs) > 0:
+			r.unreadable = append(r.unreadable, d.errs...)
+		default:
+			r.add(d.src, d.id.Kind, d.obj, d.meta, d.invalid)
+		}
+	}
+	r.docs = nil
+}
+
+// decodeBatch is how many documents a worker takes at a time: enough to
+// make the hand-off cheap, few enough to share the work evenly.
+const decodeBatch = 64
+
+// decodeAll decodes the documents on every processor. At scale decoding is
+// most of what apply does before it programs the kernel, and each document
+// writes only its own doc.
+func decodeAll(docs []doc) {
+	parallel(len(docs), decodeBatch, func(i int) { docs[i].run() })
+}
+
+// parallel calls fn(0) … fn(n-1) on up to GOMAXPROCS goroutines, handing
+// out batch indexes at a time, and returns when all calls have. fn must
+// only write what index i owns.
+func parallel(n, batch int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), (n+batch-1)/batch)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				start := int(next.Add(int64(batch))) - batch
+				if start >= n {
+					return
+				}
+				for i := start; i < min(start+batch, n); i++ {
+					fn(i)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// run decodes one document strictly, applies the API server's namespace
+// defaulting and validates its metadata. It is pure: it reads only d.
+func (d *doc) run() {
+	if d.decode == nil {
+		return
+	}
+	obj, meta, errs := d.decode(d.data)
+	if len(errs) > 0 {
+		for _, err := range errs {
+			p := problem.Problem{Source: d.src, Object: d.id, Reason: oneLine(err.Error())}
+			var fe kjson.FieldError
+			if errors.As(err, &fe) {
+				// The message is `unknown field "PATH"` or `duplicate
+				// field "PATH"`: keep its kind, the path goes in Field.
+				p.Field = fe.FieldPath()
+				p.Reason, _, _ = strings.Cut(p.Reason, " \"")
+			}
+			d.errs = append(d.errs, p)
+		}
+		return
+	}
+	// As the API server does: namespaced objects without a namespace are in
+	// "default", and cluster-scoped objects have none.
+	if d.k.namespaced && meta.Namespace == "" {
+		meta.Namespace = metav1.NamespaceDefault
+	}
+	if !d.k.namespaced {
+		meta.Namespace = ""
+	}
+	d.obj, d.meta = obj, meta
+	d.invalid = validateMeta(d.src, d.id, meta, d.k)
+}
 
 func (r *reader) objects() *Objects {
 	objs := &Objects{Warnings: r.warnings, sources: map[string]string{}}
@@ -293,70 +418,110 @@ func (r *reader) objects() *Objects {
 // YAML documents separated by "---" lines otherwise.
 func (r *reader) file(name string, data []byte) {
 	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
-		dec := json.NewDecoder(bytes.NewReader(data))
-		for doc := 1; ; doc++ {
-			var raw json.RawMessage
-			err := dec.Decode(&raw)
-			if errors.Is(err, io.EOF) {
-				return
-			}
-			src := fmt.Sprintf("%s:%d", name, doc)
-			if err != nil {
-				// A JSON stream cannot be resynchronised after a syntax error.
-				r.bad(problem.Problem{Source: src, Reason: fmt.Sprintf("not valid JSON: %v", err)})
-				return
-			}
-			r.document(src, raw)
+		values, err := scanStream(data)
+		for i, v := range values {
+			r.document(docSource(name, i+1), data, v)
 		}
+		if err != nil {
+			// A JSON stream cannot be resynchronised after a syntax error.
+			r.bad(problem.Problem{Source: docSource(name, len(values)+1), Reason: fmt.Sprintf("not valid JSON: %v", err)})
+		}
+		return
 	}
+	// YAML: the documents are split on "---" lines first, then converted
+	// to JSON on every processor (the conversion is most of the cost of
+	// reading YAML, and each document's is independent), then read in
+	// order.
+	var chunks [][]byte
+	var readErr error
 	yr := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for doc := 1; ; doc++ {
+	for {
 		chunk, err := yr.Read()
 		if errors.Is(err, io.EOF) {
-			return
+			break
 		}
-		src := fmt.Sprintf("%s:%d", name, doc)
 		if err != nil {
-			r.bad(problem.Problem{Source: src, Reason: fmt.Sprintf("not valid YAML: %v", err)})
-			return
+			readErr = err
+			break
 		}
-		// Strict: a key given twice in a mapping is an error, as the YAML
-		// specification says (the lenient conversion keeps one silently).
-		j, err := yaml.YAMLToJSONStrict(chunk)
-		if err != nil {
-			p := problem.Problem{Source: src, Reason: fmt.Sprintf("not valid YAML: %s", oneLine(err.Error()))}
-			if path, ok := duplicateKey(chunk); ok {
-				p.Field, p.Reason = path, "duplicate field"
-			}
-			r.bad(p)
-			// Documents are split on "---" lines before they are parsed,
-			// so the next one can still be checked and reported.
-			continue
+		chunks = append(chunks, chunk)
+	}
+	converted := make([]yamlDoc, len(chunks))
+	parallel(len(chunks), 1, func(i int) { converted[i] = convertYAML(chunks[i]) })
+	for i, c := range converted {
+		src := docSource(name, i+1)
+		switch {
+		case c.bad != nil:
+			c.bad.Source = src
+			r.bad(*c.bad)
+		case c.ok:
+			r.document(src, c.json, c.v)
 		}
-		r.document(src, j)
+	}
+	if readErr != nil {
+		r.bad(problem.Problem{Source: docSource(name, len(chunks)+1), Reason: fmt.Sprintf("not valid YAML: %v", readErr)})
 	}
 }
 
-// document decodes one document, already converted to JSON.
-func (r *reader) document(src string, data []byte) {
-	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) == 0 || string(trimmed) == "null" {
-		return // an empty document, or only comments
+// yamlDoc is one YAML document converted to JSON and scanned, or why it
+// could not be.
+type yamlDoc struct {
+	json []byte
+	v    value
+	ok   bool // false: an empty document (or only comments)
+	bad  *problem.Problem
+}
+
+// convertYAML converts one YAML document to JSON and scans it. It is pure,
+// so documents are converted in parallel.
+func convertYAML(chunk []byte) yamlDoc {
+	// Strict: a key given twice in a mapping is an error, as the YAML
+	// specification says (the lenient conversion keeps one silently).
+	j, err := yaml.YAMLToJSONStrict(chunk)
+	if err != nil {
+		p := problem.Problem{Reason: fmt.Sprintf("not valid YAML: %s", oneLine(err.Error()))}
+		if path, ok := duplicateKey(chunk); ok {
+			p.Field, p.Reason = path, "duplicate field"
+		}
+		// Documents are split on "---" lines before they are parsed, so
+		// the next one can still be checked and reported.
+		return yamlDoc{bad: &p}
 	}
-	if trimmed[0] != '{' {
+	v, ok, err := scanOne(j)
+	if err != nil {
+		// The converter writes JSON; this would be its bug.
+		return yamlDoc{bad: &problem.Problem{Reason: fmt.Sprintf("not valid YAML: converted to invalid JSON: %v", err)}}
+	}
+	return yamlDoc{json: j, v: v, ok: ok}
+}
+
+func docSource(file string, doc int) string { return file + ":" + strconv.Itoa(doc) }
+
+// document lines up one scanned document (v, in data) for decoding, or
+// the items of a List.
+func (r *reader) document(src string, data []byte, v value) {
+	if !v.object {
+		if string(data[v.start:v.end]) == "null" {
+			return // an empty document, or only comments
+		}
 		r.bad(problem.Problem{Source: src, Reason: "not a Kubernetes object: a document must be a mapping with apiVersion and kind"})
 		return
 	}
 	var tm metav1.TypeMeta
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &tm); err != nil {
-		r.bad(problem.Problem{Source: src, Reason: fmt.Sprintf("not a Kubernetes object: %v", err)})
+	var err error
+	if tm.APIVersion, err = text(data, v.apiVersion); err != nil {
+		r.bad(problem.Problem{Source: src, Reason: fmt.Sprintf("not a Kubernetes object: apiVersion: %v", err)})
+		return
+	}
+	if tm.Kind, err = text(data, v.kind); err != nil {
+		r.bad(problem.Problem{Source: src, Reason: fmt.Sprintf("not a Kubernetes object: kind: %v", err)})
 		return
 	}
 	if tm.APIVersion == "" || tm.Kind == "" {
 		r.bad(problem.Problem{Source: src, Reason: "not a Kubernetes object: apiVersion and kind are required"})
 		return
 	}
-	if r.list(src, tm, data) {
+	if r.list(src, tm, data, v) {
 		return
 	}
 	k, ok := kinds[tm.Kind]
@@ -373,30 +538,7 @@ func (r *reader) document(src string, data []byte) {
 			Reason: fmt.Sprintf("nftguard reads %s only as %s", tm.Kind, k.versions())})
 		return
 	}
-	obj, meta, errs := decode(data)
-	if len(errs) > 0 {
-		for _, err := range errs {
-			p := problem.Problem{Source: src, Object: id, Reason: oneLine(err.Error())}
-			var fe kjson.FieldError
-			if errors.As(err, &fe) {
-				// The message is `unknown field "PATH"` or `duplicate
-				// field "PATH"`: keep its kind, the path goes in Field.
-				p.Field = fe.FieldPath()
-				p.Reason, _, _ = strings.Cut(p.Reason, " \"")
-			}
-			r.bad(p)
-		}
-		return
-	}
-	// As the API server does: namespaced objects without a namespace are in
-	// "default", and cluster-scoped objects have none.
-	if k.namespaced && meta.Namespace == "" {
-		meta.Namespace = metav1.NamespaceDefault
-	}
-	if !k.namespaced {
-		meta.Namespace = ""
-	}
-	r.add(src, tm.Kind, obj, meta, validateMeta(src, id, meta, k))
+	r.docs = append(r.docs, doc{src: src, data: data[v.start:v.end], id: id, k: k, decode: decode})
 }
 
 // kubernetesGroup says whether apiVersion names a group of the Kubernetes
@@ -413,7 +555,7 @@ func kubernetesGroup(apiVersion string) bool {
 
 // list reads a List (kind "List" in v1, or KINDList in the version nftguard
 // reads KIND in), and says whether the document was one.
-func (r *reader) list(src string, tm metav1.TypeMeta, data []byte) bool {
+func (r *reader) list(src string, tm metav1.TypeMeta, data []byte, v value) bool {
 	itemKind, isList := strings.CutSuffix(tm.Kind, "List")
 	if !isList {
 		return false
@@ -433,12 +575,23 @@ func (r *reader) list(src string, tm metav1.TypeMeta, data []byte) bool {
 			Reason: fmt.Sprintf("nftguard reads %s only as %s", itemKind, k.versions())})
 		return true
 	}
+	// The List itself is decoded strictly too (an unknown or duplicate
+	// field, a wrong type), but with its items array emptied: the items
+	// are decoded one by one into their own types, from the spans the
+	// scanner noted, not copied out first.
+	skeleton := data[v.start:v.end]
+	if v.itemsArray {
+		skeleton = make([]byte, 0, (v.items.start-v.start)+2+(v.end-v.items.end))
+		skeleton = append(skeleton, data[v.start:v.items.start]...)
+		skeleton = append(skeleton, "[]"...)
+		skeleton = append(skeleton, data[v.items.end:v.end]...)
+	}
 	var l struct {
 		metav1.TypeMeta `json:",inline"`
 		Metadata        metav1.ListMeta   `json:"metadata"`
 		Items           []json.RawMessage `json:"items"`
 	}
-	strictErrs, err := kjson.UnmarshalStrict(data, &l)
+	strictErrs, err := kjson.UnmarshalStrict(skeleton, &l)
 	if err == nil && len(strictErrs) > 0 {
 		err = strictErrs[0]
 	}
@@ -446,8 +599,9 @@ func (r *reader) list(src string, tm metav1.TypeMeta, data []byte) bool {
 		r.bad(problem.Problem{Source: src, Object: problem.Object{APIVersion: tm.APIVersion, Kind: tm.Kind}, Reason: oneLine(err.Error())})
 		return true
 	}
-	for i, item := range l.Items {
-		r.document(fmt.Sprintf("%s[%d]", src, i), item)
+	r.docs = slices.Grow(r.docs, len(v.elems))
+	for i, item := range v.elems {
+		r.document(src+"["+strconv.Itoa(i)+"]", data, item)
 	}
 	return true
 }

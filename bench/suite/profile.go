@@ -12,6 +12,7 @@ import (
 type profile struct {
 	Name       string
 	Reps       int
+	ScaleReps  int           // scenario 1's repetitions; Reps if 0
 	Scale      []size        // scenario 1
 	Change     []size        // scenario 2
 	DataPath   []int         // scenario 3: policies selecting other pods
@@ -50,12 +51,12 @@ var (
 func profiles(name string) (profile, error) {
 	switch name {
 	case "full":
-		return profile{Name: name, Reps: 3, Scale: []size{s1k, s10k, s50k}, Change: []size{s1k, s10k, s50k},
+		return profile{Name: name, Reps: 3, ScaleReps: 5, Scale: []size{s1k, s10k, s50k}, Change: []size{s1k, s10k, s50k},
 			DataPath: []int{0, 100, 1000, 10000}, LoadFor: 4 * time.Second, DPReps: 5, MicroBench: ".", Churn: 3600,
 			DeniedPolicies: 1000, DeniedRates: []int{1000, 5000}, DeniedFor: 10 * time.Second,
 			CNP: cnpSpec{Size: s10k, Admin: 100, Baseline: 100}}, nil
 	case "quick":
-		return profile{Name: name, Reps: 3, Scale: []size{s1k, s10k}, Change: []size{s1k, s10k},
+		return profile{Name: name, Reps: 3, ScaleReps: 5, Scale: []size{s1k, s10k}, Change: []size{s1k, s10k},
 			DataPath: []int{0, 100, 1000}, LoadFor: 2 * time.Second, MicroBench: "Compile50k|OneChange", MicroTime: "1x", Churn: 1200,
 			DeniedPolicies: 1000, DeniedRates: []int{1000}, DeniedFor: 5 * time.Second,
 			CNP: cnpSpec{Size: s1k, Admin: 20, Baseline: 20}}, nil
@@ -78,6 +79,16 @@ func profiles(name string) (profile, error) {
 			CNP:            cnpSpec{Size: tiny, Admin: 5, Baseline: 5}}, nil
 	}
 	return profile{}, fmt.Errorf("unknown profile %q (full, quick, smoke or envelope)", name)
+}
+
+// scaleReps is how often scenario 1 runs each tool at each size: apply
+// at scale is judged on a ratio of medians, which three noisy repetitions
+// do not pin down.
+func (p profile) scaleReps() int {
+	if p.ScaleReps == 0 {
+		return p.Reps
+	}
+	return p.ScaleReps
 }
 
 // dpReps is how many labs scenario 3 measures in.

@@ -190,7 +190,7 @@ func (res *results) image(w io.Writer, key, alt string) {
 func (res *results) scaleSection(w io.Writer) {
 	fmt.Fprintln(w, "## 1. Policy scale: full program")
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "A synthetic 100-node cluster seen from node %s (so ~1%% of pods are local): pods/10 NetworkPolicies over pods/100 namespaces, 10 per namespace — a default-deny (ingress+egress), a DNS egress to a namespace selector, app-to-app on a named port, monitoring from another team's namespaces (namespace+pod selector, named port), egress to 0.0.0.0/0 except private ranges, ingress from an ipBlock with an except plus a pod selector. `nftguard apply` is the built binary exec'd on the JSON manifest (parse + compile + program, process start included); `nft -f` loads `nftguard render` of the same manifest (render not timed; `nft` runs through `ip netns exec`).\n\n", localNode)
+	fmt.Fprintf(w, "A synthetic 100-node cluster seen from node %s (so ~1%% of pods are local): pods/10 NetworkPolicies over pods/100 namespaces, 10 per namespace — a default-deny (ingress+egress), a DNS egress to a namespace selector, app-to-app on a named port, monitoring from another team's namespaces (namespace+pod selector, named port), egress to 0.0.0.0/0 except private ranges, ingress from an ipBlock with an except plus a pod selector. `nftguard apply` is the built binary exec'd on the JSON manifest (parse + compile + program, process start included); `nft -f` loads `nftguard render` of the same manifest (render not timed; `nft` runs through `ip netns exec`). %d repetitions.\n\n", localNode, res.Profile.scaleReps())
 	fmt.Fprintln(w, "| cluster | manifest | table (chains / rules / sets / elements) | compile in process | nftguard apply | nft -f | apply / nft -f |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
 	for _, s := range res.Scale {
@@ -198,7 +198,44 @@ func (res *results) scaleSection(w io.Writer) {
 			s.Chains, s.Rules, s.Sets, s.Elements, s.CompileInProcess.ms(), s.Apply.ms(), s.NftF.ms(), s.RatioApplyOverNftF)
 	}
 	fmt.Fprintln(w)
+	res.applySplit(w)
 	res.image(w, "scale", "full program time vs cluster size")
+}
+
+// applySplit says where `nftguard apply`'s wall time goes (medians of each
+// part, so they need not add up exactly): reading the manifests, building
+// the table and the kernel sync from apply's own summary, the rest being
+// process start, opening the netlink socket, reading back the table and
+// exit. A baseline binary ($BENCH_APPLY_BASELINE), when given, was timed
+// in the same repetitions.
+func (res *results) applySplit(w io.Writer) {
+	if len(res.Scale) == 0 || res.Scale[0].ApplyRead.median() == 0 {
+		return
+	}
+	baseline := res.Scale[0].Baseline != ""
+	fmt.Fprint(w, "Where apply's time goes (medians): **read** = reading and decoding the manifests, **build** = compiling the table, **sync** = reading back our table, diffing and the netlink batch (all three from apply's own summary), **rest** = wall − read − build − sync: process start (runtime and package initialisation of a ~47 MB binary), opening netlink in the namespace, exit. **CPU** = user + system time of the process, all threads.")
+	if baseline {
+		fmt.Fprintf(w, " **baseline** = `%s`, exec'd alike in the same repetitions.", res.Scale[0].Baseline)
+	}
+	fmt.Fprint(w, "\n\n| cluster | apply wall | apply CPU | read | build | sync | rest | nft -f |")
+	if baseline {
+		fmt.Fprint(w, " baseline wall | baseline CPU |")
+	}
+	fmt.Fprint(w, "\n|---|---:|---:|---:|---:|---:|---:|---:|")
+	if baseline {
+		fmt.Fprint(w, "---:|---:|")
+	}
+	fmt.Fprintln(w)
+	for _, s := range res.Scale {
+		rest := s.Apply.median() - s.ApplyRead.median() - s.ApplyBuild.median() - s.ApplySync.median()
+		fmt.Fprintf(w, "| %v | %s | %s | %s | %s | %s | %s | %s |", s.Size, msf(s.Apply.median()), msf(s.ApplyCPU.median()),
+			msf(s.ApplyRead.median()), msf(s.ApplyBuild.median()), msf(s.ApplySync.median()), msf(rest), msf(s.NftF.median()))
+		if baseline {
+			fmt.Fprintf(w, " %s | %s |", msf(s.BaselineApply.median()), msf(s.BaselineCPU.median()))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
 }
 
 func (res *results) changeSection(w io.Writer) {
