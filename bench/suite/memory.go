@@ -75,7 +75,9 @@ func (r *runner) runMemory() (memoryResult, error) {
 	res := memoryResult{Command: "go " + strings.Join(args, " ")}
 	r.logf("memory: %s (churn %d)", res.Command, r.prof.Churn)
 	cmd := exec.CommandContext(r.ctx, "go", args...)
-	cmd.Env = append(os.Environ(), "NFTGUARD_BENCH_MEMORY_OUT="+path, fmt.Sprintf("NFTGUARD_BENCH_CHURN=%d", r.prof.Churn))
+	// The test needs the kernel (a network namespace) and root, as the
+	// suite does: without the switch it would skip and leave no result.
+	cmd.Env = append(os.Environ(), "NFTGUARD_KERNEL_TESTS=1", "NFTGUARD_BENCH_MEMORY_OUT="+path, fmt.Sprintf("NFTGUARD_BENCH_CHURN=%d", r.prof.Churn))
 	if s := r.prof.MemorySize; s.Pods > 0 {
 		cmd.Env = append(cmd.Env, fmt.Sprintf("NFTGUARD_BENCH_MEMORY_PODS=%d", s.Pods), fmt.Sprintf("NFTGUARD_BENCH_MEMORY_POLICIES=%d", s.Policies),
 			fmt.Sprintf("NFTGUARD_BENCH_MEMORY_NODES=%d", r.prof.MemoryNodes))
