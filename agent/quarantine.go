@@ -64,12 +64,44 @@ type heldObject struct {
 // quarantine is the syncer's memory of what the kernel accepted and what it
 // refused. Only the sync loop uses it.
 type quarantine struct {
-	// The NetworkPolicies and Services of the last successful sync, as
-	// synced (a held object's accepted version, not its refused one).
+	// The NetworkPolicies, ClusterNetworkPolicies and Services of the
+	// last successful sync, as synced (a held object's accepted version,
+	// not its refused one), by key. Only a refused batch or a held object
+	// reads them: a sync keeps the lists (never changed in place) and the
+	// tables are made when first needed, so an event does not cost every
+	// policy and Service of the cluster.
+	lastGood acceptedLists
+	held     map[objKey]heldObject
+}
+
+// acceptedLists are the lists of the last successful sync and, once made,
+// their tables by key.
+type acceptedLists struct {
+	in       compose.Input
 	policies map[objKey]*networkingv1.NetworkPolicy
 	cnps     map[objKey]*cnpv1beta1.ClusterNetworkPolicy
 	services map[objKey]*corev1.Service
-	held     map[objKey]heldObject
+	made     bool
+}
+
+// tables makes the tables of the accepted lists, once.
+func (a *acceptedLists) tables() *acceptedLists {
+	if a.made {
+		return a
+	}
+	a.policies = byKey(a.in.NetworkPolicies, policyKey)
+	a.cnps = byKey(a.in.ClusterNetworkPolicies, cnpKey)
+	a.services = byKey(a.in.Services, serviceKey)
+	a.made = true
+	return a
+}
+
+func byKey[T any](objs []T, key func(T) objKey) map[objKey]T {
+	m := make(map[objKey]T, len(objs))
+	for _, o := range objs {
+		m[key(o)] = o
+	}
+	return m
 }
 
 // apply returns in with every held object replaced by its accepted version
@@ -111,10 +143,10 @@ func (q *quarantine) apply(in compose.Input) compose.Input {
 // revert returns in with the objects back(k) names replaced by their
 // accepted versions, or left out when there is none.
 func (q *quarantine) revert(in compose.Input, back func(objKey) bool) compose.Input {
-	out := in
-	out.NetworkPolicies = revertList(in.NetworkPolicies, policyKey, q.policies, back)
-	out.ClusterNetworkPolicies = revertList(in.ClusterNetworkPolicies, cnpKey, q.cnps, back)
-	out.Services = revertList(in.Services, serviceKey, q.services, back)
+	out, a := in, q.lastGood.tables()
+	out.NetworkPolicies = revertList(in.NetworkPolicies, policyKey, a.policies, back)
+	out.ClusterNetworkPolicies = revertList(in.ClusterNetworkPolicies, cnpKey, a.cnps, back)
+	out.Services = revertList(in.Services, serviceKey, a.services, back)
 	return out
 }
 
@@ -137,18 +169,19 @@ func revertList[T any](objs []T, key func(T) objKey, accepted map[objKey]T, back
 // have in this very version, in a stable order.
 func (q *quarantine) suspects(in compose.Input) []objKey {
 	var out []objKey
+	a := q.lastGood.tables()
 	for _, np := range in.NetworkPolicies {
-		if k := policyKey(np); q.policies[k] != np {
+		if k := policyKey(np); a.policies[k] != np {
 			out = append(out, k)
 		}
 	}
 	for _, p := range in.ClusterNetworkPolicies {
-		if k := cnpKey(p); q.cnps[k] != p {
+		if k := cnpKey(p); a.cnps[k] != p {
 			out = append(out, k)
 		}
 	}
 	for _, s := range in.Services {
-		if k := serviceKey(s); q.services[k] != s {
+		if k := serviceKey(s); a.services[k] != s {
 			out = append(out, k)
 		}
 	}
@@ -158,18 +191,7 @@ func (q *quarantine) suspects(in compose.Input) []objKey {
 
 // accepted records the input of a successful sync.
 func (q *quarantine) accepted(in compose.Input) {
-	q.policies = make(map[objKey]*networkingv1.NetworkPolicy, len(in.NetworkPolicies))
-	for _, np := range in.NetworkPolicies {
-		q.policies[policyKey(np)] = np
-	}
-	q.cnps = make(map[objKey]*cnpv1beta1.ClusterNetworkPolicy, len(in.ClusterNetworkPolicies))
-	for _, p := range in.ClusterNetworkPolicies {
-		q.cnps[cnpKey(p)] = p
-	}
-	q.services = make(map[objKey]*corev1.Service, len(in.Services))
-	for _, s := range in.Services {
-		q.services[serviceKey(s)] = s
-	}
+	q.lastGood = acceptedLists{in: in}
 }
 
 // problems describes the held objects for Events and logs.
@@ -298,11 +320,11 @@ func (s *syncer) isolate(ctx context.Context, in compose.Input, syncErr error) (
 		var kept bool
 		switch k.kind {
 		case "NetworkPolicy":
-			obj, kept = findPolicy(in, k), s.q.policies[k] != nil
+			obj, kept = findPolicy(in, k), s.q.lastGood.tables().policies[k] != nil
 		case cnpKind:
-			obj, kept = findCNP(in, k), s.q.cnps[k] != nil
+			obj, kept = findCNP(in, k), s.q.lastGood.tables().cnps[k] != nil
 		case "Service":
-			obj, kept = findService(in, k), s.q.services[k] != nil
+			obj, kept = findService(in, k), s.q.lastGood.tables().services[k] != nil
 		}
 		if s.q.held == nil {
 			s.q.held = map[objKey]heldObject{}
