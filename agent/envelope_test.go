@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -24,6 +25,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/testns"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/selection"
 )
@@ -289,10 +292,12 @@ func TestEnvelopeMemory(t *testing.T) {
 func mbytes(b uint64) float64 { return float64(b) / (1 << 20) }
 
 // BenchmarkEnvelopeEvent is the cost of one event for the compilers at
-// each size: the caches listed as the agent lists them and one
+// each size: the caches read as the agent reads them and one
 // compose.Builder.Build after a pod is added or removed, relabelled, or a
 // policy is added or removed. Each iteration does one event, alternating
-// between a change and its undo, so the state stays the same.
+// between a change and its undo, so the state stays the same. With
+// NFTGUARD_KERNEL_TESTS=1 each event is also synced into a real kernel
+// table (engine.Sync in a fresh network namespace), reported as sync-ns/op.
 func BenchmarkEnvelopeEvent(b *testing.B) {
 	sizes := []int{1000, 10000, 50000, 150000}
 	if s := os.Getenv("NFTGUARD_ENVELOPE_SIZES"); s != "" {
@@ -305,10 +310,27 @@ func BenchmarkEnvelopeEvent(b *testing.B) {
 			sizes = append(sizes, n)
 		}
 	}
+	var eng *engine.Engine
+	if os.Getenv("NFTGUARD_KERNEL_TESTS") != "" {
+		ns := testns.New(b, "envev")
+		var err error
+		if eng, err = engine.New(compose.Table(), engine.WithNetNS(ns.Path)); err != nil {
+			b.Fatal(err)
+		}
+		defer eng.Close()
+	}
+	sync := func(b *testing.B, d *engine.Desired) {
+		if eng == nil {
+			return
+		}
+		if _, err := eng.Sync(context.Background(), d); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for _, n := range sizes {
 		c := newEnvCluster(b, n, strip)
 		var bld compose.Builder
-		bld.Build(c.input())
+		sync(b, bld.Build(c.input()).Desired)
 		// A local pod (index 0 is on envNode) and a remote one.
 		local, _ := strip(envRawPod(0, c.nNS, c.nNodes, ""))
 		localRelabelled, _ := strip(envRawPod(0, c.nNS, c.nNodes, "relabelled"))
@@ -325,7 +347,7 @@ func BenchmarkEnvelopeEvent(b *testing.B) {
 		}
 		for _, ev := range events {
 			b.Run(fmt.Sprintf("pods=%d/%s", n, ev.name), func(b *testing.B) {
-				var list, build time.Duration
+				var list, build, synced time.Duration
 				i := 0
 				cpu0 := cpuTime()
 				for b.Loop() {
@@ -339,16 +361,19 @@ func BenchmarkEnvelopeEvent(b *testing.B) {
 					in := c.input()
 					t1 := time.Now()
 					res := bld.Build(in)
-					build += time.Since(t1)
+					t2 := time.Now()
+					build += t2.Sub(t1)
 					list += t1.Sub(t0)
 					if len(res.Problems) > 0 {
 						b.Fatal(res.Problems[0])
 					}
+					sync(b, res.Desired)
+					synced += time.Since(t2)
 				}
 				cpu := cpuTime() - cpu0
 				if i%2 == 1 {
 					ev.undo()
-					bld.Build(c.input())
+					sync(b, bld.Build(c.input()).Desired)
 				}
 				// The process's CPU time (garbage collection included)
 				// is less skewed by other processes than wall time on
@@ -356,6 +381,9 @@ func BenchmarkEnvelopeEvent(b *testing.B) {
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(i), "cpu-ns/op")
 				b.ReportMetric(float64(list.Nanoseconds())/float64(i), "list-ns/op")
 				b.ReportMetric(float64(build.Nanoseconds())/float64(i), "build-ns/op")
+				if eng != nil {
+					b.ReportMetric(float64(synced.Nanoseconds())/float64(i), "sync-ns/op")
+				}
 			})
 		}
 	}
