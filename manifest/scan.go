@@ -188,20 +188,28 @@ func (s *scanner) object(v *value, probe bool) error {
 		if err := s.member(v, probe, key); err != nil {
 			return err
 		}
-		s.space()
-		if s.pos >= len(s.data) {
-			return s.unexpected("")
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
-			return nil
-		default:
-			return s.unexpected("after object key:value pair")
+		if done, err := s.separator('}', "after object key:value pair"); done || err != nil {
+			return err
 		}
 	}
+}
+
+// separator reads what follows an object member or array element: ','
+// (another follows) or closer (done).
+func (s *scanner) separator(closer byte, context string) (done bool, err error) {
+	s.space()
+	if s.pos >= len(s.data) {
+		return false, s.unexpected("")
+	}
+	switch s.data[s.pos] {
+	case ',':
+		s.pos++
+		return false, nil
+	case closer:
+		s.pos++
+		return true, nil
+	}
+	return false, s.unexpected(context)
 }
 
 // member scans one member's value, noting it in v when probing and the
@@ -296,18 +304,8 @@ func (s *scanner) array(elems *[]value) error {
 		} else if err := s.value(nil, false); err != nil {
 			return err
 		}
-		s.space()
-		if s.pos >= len(s.data) {
-			return s.unexpected("")
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-		case ']':
-			s.pos++
-			return nil
-		default:
-			return s.unexpected("after array element")
+		if done, err := s.separator(']', "after array element"); done || err != nil {
+			return err
 		}
 	}
 }
