@@ -99,6 +99,17 @@ func envRawPod(i, nns, nnodes int, relabel string) *corev1.Pod {
 	}
 }
 
+// envReplica is pod i of the cluster made a replica of pod like: like's
+// namespace, node and labels, pod i's name, UID and address.
+func envReplica(like, i, nns, nnodes int) *corev1.Pod {
+	p := envRawPod(like, nns, nnodes, "")
+	q := envRawPod(i, nns, nnodes, "")
+	p.Name = fmt.Sprintf(envPodNamePattern, p.Labels["app"], p.Labels["pod-template-hash"], i)
+	p.UID, p.ResourceVersion = q.UID, q.ResourceVersion
+	p.Status.PodIP, p.Status.PodIPs = q.Status.PodIP, q.Status.PodIPs
+	return p
+}
+
 func envPolicy(i, nns int) *networkingv1.NetworkPolicy {
 	ns := i % nns
 	k := i / nns
@@ -331,16 +342,27 @@ func BenchmarkEnvelopeEvent(b *testing.B) {
 		c := newEnvCluster(b, n, strip)
 		var bld compose.Builder
 		sync(b, bld.Build(c.input()).Desired)
-		// A local pod (index 0 is on envNode) and a remote one.
+		// Every event is the same event at every size, so that sizes
+		// compare: pods are new replicas of pod 0 (on envNode, in
+		// namespace 0, selected by the same policies at every size) or
+		// of a remote pod of namespace 0, and the policy is an 11th one
+		// in namespace 0 selecting pod 0's Deployment.
 		local, _ := strip(envRawPod(0, c.nNS, c.nNodes, ""))
 		localRelabelled, _ := strip(envRawPod(0, c.nNS, c.nNodes, "relabelled"))
-		extra, _ := strip(envRawPod(n, c.nNS, c.nNodes, "")) // pod n: a new one, remote unless n%nodes == 0
-		pol := envPolicy(c.nNS*envPoliciesPerNS, c.nNS)      // an 11th policy in namespace 0
+		remoteLike := c.nNS // namespace 0, node nNS % nNodes: not envNode
+		if remoteLike%c.nNodes == 0 {
+			b.Fatalf("pod %d is on %s", remoteLike, envNode)
+		}
+		extraRemote, _ := strip(envReplica(remoteLike, n, c.nNS, c.nNodes))
+		extraLocal, _ := strip(envReplica(0, n+1, c.nNS, c.nNodes))
+		pol := envPolicy(c.nNS*envPoliciesPerNS, c.nNS)
+		pol.Spec.PodSelector.MatchLabels = map[string]string{"app": local.(*podset.Pod).Labels["app"]}
 		events := []struct {
 			name     string
 			do, undo func()
 		}{
-			{"pod-add-remove", func() { c.podAdd(extra) }, func() { c.podDelete(extra) }},
+			{"remote-pod-add-remove", func() { c.podAdd(extraRemote) }, func() { c.podDelete(extraRemote) }},
+			{"local-pod-add-remove", func() { c.podAdd(extraLocal) }, func() { c.podDelete(extraLocal) }},
 			{"local-pod-relabel", func() { c.podUpdate(localRelabelled) }, func() { c.podUpdate(local) }},
 			{"policy-add-remove", func() { c.policies.Add(pol); c.src.policyTouched(pol) },
 				func() { c.policies.Delete(pol); c.src.policyTouched(pol) }},

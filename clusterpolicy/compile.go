@@ -208,7 +208,7 @@ func (c *compiler) compile() Output {
 			ch := c.podChain(p, si, ps[si])
 			chains = append(chains, ch)
 			v := "jump " + ch.Name
-			for f, addrs := range [2][]string{p.V4Text, p.V6Text} {
+			for f, addrs := range [2][]string{p.V4Text(), p.V6Text()} {
 				for _, a := range addrs {
 					// An address two local pods list (a stale
 					// status) stays with the first in key order.

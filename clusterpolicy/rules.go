@@ -189,10 +189,10 @@ func (c *compiler) compileRule(cp *compiledPolicy, egress bool, idx int) *compil
 						continue
 					}
 					suffix := " . " + l.name + " . " + strconv.Itoa(int(num))
-					for _, a := range p.V4Text {
+					for _, a := range p.V4Text() {
 						t4 = append(t4, a+suffix)
 					}
-					for _, a := range p.V6Text {
+					for _, a := range p.V6Text() {
 						t6 = append(t6, a+suffix)
 					}
 				}
@@ -261,8 +261,8 @@ func (c *compiler) peerElems(keys []selection.PeerKey, sels []selection.Selectio
 	if !same {
 		var v4, v6 []string
 		for _, p := range selectedPods(sels) {
-			v4 = append(v4, p.V4Text...)
-			v6 = append(v6, p.V6Text...)
+			v4 = append(v4, p.V4Text()...)
+			v6 = append(v6, p.V6Text()...)
 		}
 		pa := &peerAddrs{v4: elements(v4), v6: elements(v6)}
 		if old == nil || !slices.Equal(old.v4, pa.v4) || !slices.Equal(old.v6, pa.v6) {
@@ -373,10 +373,10 @@ func buildChain(p *selection.Pod, s *slot, rules []*compiledRule, end chainEnd) 
 	ch := engine.Chain{Name: podChainName(s.chainPrefix, p.Obj.Namespace, p.Obj.Name),
 		Comment: nftsafe.Comment(s.tier + " tier " + s.field + " of pod " + p.Key)}
 	// A pod may always reach itself, also through the node (hairpin).
-	for _, a := range p.V4Text {
+	for _, a := range p.V4Text() {
 		ch.Rules = append(ch.Rules, engine.Rule{Rule: s.peer4 + " " + a + " accept", Comment: "pod to itself"})
 	}
-	for _, a := range p.V6Text {
+	for _, a := range p.V6Text() {
 		ch.Rules = append(ch.Rules, engine.Rule{Rule: s.peer6 + " " + a + " accept", Comment: "pod to itself"})
 	}
 	for _, cr := range rules {

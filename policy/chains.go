@@ -84,10 +84,10 @@ func buildChain(p *selection.Pod, rules []*compiledRule, d *direction, end chain
 	ch := engine.Chain{Name: objName(d.chainPrefix, p.Obj.Namespace, p.Obj.Name), Comment: nftsafe.Comment(d.field + " of pod " + p.Key)}
 	ch.Rules = append(ch.Rules, engine.Rule{Rule: "ct state invalid drop"})
 	// A pod may always reach itself, also through the node (hairpin).
-	for _, a := range p.V4Text {
+	for _, a := range p.V4Text() {
 		ch.Rules = append(ch.Rules, engine.Rule{Rule: d.peer4 + " " + a + " accept", Comment: "pod to itself"})
 	}
-	for _, a := range p.V6Text {
+	for _, a := range p.V6Text() {
 		ch.Rules = append(ch.Rules, engine.Rule{Rule: d.peer6 + " " + a + " accept", Comment: "pod to itself"})
 	}
 	// Named ports of ingress rules resolve on this pod; of egress rules

@@ -49,7 +49,7 @@ func (c *compiler) addDispatch(m4, m6 *engine.Set, p *selection.Pod, chain strin
 	for _, fam := range [2]struct {
 		m     *engine.Set
 		addrs []string
-	}{{m4, p.V4Text}, {m6, p.V6Text}} {
+	}{{m4, p.V4Text()}, {m6, p.V6Text()}} {
 		for _, a := range fam.addrs {
 			k := dispatchKey{fam.m, a}
 			if o, taken := c.dispatch[k]; taken {

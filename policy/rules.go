@@ -148,20 +148,20 @@ func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers 
 
 	n4, n6 := 0, 0
 	for _, p := range selected {
-		n4 += len(p.V4Text)
-		n6 += len(p.V6Text)
+		n4 += len(p.V4Text())
+		n6 += len(p.V6Text())
 	}
 	if n4 > 0 {
 		v4 := make([]string, 0, n4)
 		for _, p := range selected {
-			v4 = append(v4, p.V4Text...)
+			v4 = append(v4, p.V4Text()...)
 		}
 		cr.peerMatches = append(cr.peerMatches, d.peer4+" @"+c.addrSet(append(base, "pods4"), "ipv4_addr", false, v4, cr.comment))
 	}
 	if n6 > 0 {
 		v6 := make([]string, 0, n6)
 		for _, p := range selected {
-			v6 = append(v6, p.V6Text...)
+			v6 = append(v6, p.V6Text()...)
 		}
 		cr.peerMatches = append(cr.peerMatches, d.peer6+" @"+c.addrSet(append(base, "pods6"), "ipv6_addr", false, v6, cr.comment))
 	}
@@ -188,10 +188,10 @@ func (c *compiler) namedEgress(base []string, peers []*selection.Pod, named []ne
 				continue
 			}
 			suffix := " . " + protoName(pp.Protocol) + " . " + strconv.Itoa(int(n))
-			for _, a := range p.V4Text {
+			for _, a := range p.V4Text() {
 				t4 = append(t4, a+suffix)
 			}
-			for _, a := range p.V6Text {
+			for _, a := range p.V6Text() {
 				t6 = append(t6, a+suffix)
 			}
 		}

@@ -23,8 +23,9 @@ type Memo struct {
 // used, so nothing outlives the objects it came from.
 type memo struct {
 	node       string
-	pods       map[*podset.Pod]*podEntry    // shared by successive memos, see indexPods
-	buckets    map[string]*nsBucket         // shared too: what each namespace's group gave
+	buckets    map[string]*nsBucket         // shared by successive memos: what each namespace's group gave
+	groups     []*podset.Group              // the Set's groups the compile read
+	byGroup    []*nsBucket                  // the bucket of each of groups
 	gen        uint64                       // the compile that wrote this memo
 	namespaces map[string]*corev1.Namespace // the object whose labels count, by name; never changed once made
 	nsList     []*corev1.Namespace          // the list namespaces was made from
@@ -32,16 +33,14 @@ type memo struct {
 	// shared by successive memos: made once per object, when a
 	// namespaceSelector first reads them.
 	nsLabels map[*corev1.Namespace]labels.Set
-	nsNames  []string          // namespaces with pods, sorted
-	dupOrder map[string][]*Pod // pods of namespaces where two share a name, in input order
+	nsNames  []string // namespaces with pods, sorted
 	peers    map[PeerKey]*peerMemo
 }
 
 func newMemo(node string) *memo {
 	return &memo{
-		node:     node,
-		dupOrder: map[string][]*Pod{},
-		peers:    map[PeerKey]*peerMemo{},
+		node:  node,
+		peers: map[PeerKey]*peerMemo{},
 	}
 }
 
@@ -61,11 +60,9 @@ type peerMemo struct {
 // compile that made it.
 type Index struct {
 	node      string
-	all       []*Pod // every enforced pod, once asked for
-	podsByNS  map[string][]*Pod
-	nsNames   []string        // namespaces with pods, sorted
-	local     []*Pod          // pods on this node, sorted by key
-	nsDup     map[string]bool // namespace → two of its pods share a name
+	all       []*Pod   // every enforced pod, once asked for
+	nsNames   []string // namespaces with pods, sorted
+	local     []*Pod   // pods on this node, sorted by key
 	problems  []problem.Problem
 	selectors *Selectors
 	nsMatches map[string][]string // namespaceSelector key → namespaces
@@ -89,11 +86,9 @@ func (m *Memo) Index(node string, namespaces []*corev1.Namespace, set *podset.Se
 	}
 	x := &Index{
 		node:      node,
-		podsByNS:  make(map[string][]*Pod, len(set.Groups())),
 		selectors: NewSelectors(),
 		nsMatches: map[string][]string{},
 		peers:     map[PeerKey]Selection{},
-		nsDup:     map[string]bool{},
 		prev:      m.prev,
 		next:      newMemo(node),
 		peerSame:  map[PeerKey]bool{},
@@ -164,7 +159,7 @@ func (x *Index) Local() []*Pod { return x.local }
 func (x *Index) All() []*Pod {
 	if x.all == nil {
 		for _, ns := range x.nsNames {
-			x.all = append(x.all, x.podsByNS[ns]...)
+			x.all = append(x.all, x.nsPods(ns)...)
 		}
 	}
 	return x.all
@@ -274,7 +269,7 @@ func (x *Index) evalPeer(k PeerKey, pm *peerMemo) (Selection, bool) {
 				next.sel.Pods = append(next.sel.Pods, old.sel.Pods[start:old.ends[i]]...)
 				next.dups[i] = old.dups[i]
 			} else {
-				for _, p := range x.podsByNS[ns] {
+				for _, p := range x.nsPods(ns) {
 					if everything || pm.pods.Selector.Matches(labels.Set(p.Obj.Labels)) {
 						next.sel.Pods = append(next.sel.Pods, p)
 					}

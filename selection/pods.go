@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/problem"
@@ -14,28 +15,34 @@ import (
 // same *Pod stands for the same record from compile to compile, so
 // compilers may key what they derived from a pod by it.
 type Pod struct {
-	Local bool        // on the node the Index was made for
-	Obj   *podset.Pod // the record
+	Obj *podset.Pod // the record
 	// Key is namespace/name: set for local pods, and for pods Unique
 	// has seen.
-	Key    string
-	V4     []netip.Addr
-	V6     []netip.Addr
-	V4Text []string // V4 as text
-	V6Text []string // V6 as text
+	Key string
+	// addrs are the pod's addresses as nft reads them (canonical text),
+	// IPv4 first: every selected pod in the cluster has an entry, so it
+	// holds one list and no parsed copies.
+	addrs []string
+	n4    int32 // how many of addrs are IPv4
+	Local bool  // on the node the Index was made for
+	valid bool  // enforced or selectable: it has an address and runs
 
-	// Room for the usual single address of a family, to spare allocations.
-	buf4  [1]netip.Addr
-	buf4s [1]string
+	// Room for the usual single address, to spare an allocation.
+	buf [1]string
 }
 
+// V4Text are the pod's IPv4 addresses as text.
+func (p *Pod) V4Text() []string { return p.addrs[:p.n4] }
+
+// V6Text are the pod's IPv6 addresses as text.
+func (p *Pod) V6Text() []string { return p.addrs[p.n4:] }
+
 // podEntry is a pod record reduced: valid unless the pod is neither
-// isolated nor selected; problem is set for an invalid one.
+// isolated nor selected; problem is set for an invalid one. Obj is set in
+// every entry: it is the entry's key.
 type podEntry struct {
 	gen     uint64 // the last compile that walked the record's group
 	problem *problem.Problem
-	valid   bool
-	src     *podset.Pod // the record, the entry's key
 	Pod
 }
 
@@ -45,65 +52,75 @@ type podEntry struct {
 type nsBucket struct {
 	group    *podset.Group
 	gen      uint64      // the last compile that saw the group
-	entries  []*podEntry // of the group's records, each once
+	entries  []*podEntry // of the group's records, each once, in group order
 	pods     []*Pod      // the valid ones, in group order
 	local    []*Pod      // the valid ones on the node
+	dup      bool        // two of pods share a name
 	problems []problem.Problem
 }
 
 func (x *Index) indexPods(set *podset.Set) {
 	x.dirtyNS = map[string]bool{}
-	// The tables are kept from call to call and updated in place.
-	entries, buckets := x.prev.pods, x.prev.buckets
-	if entries == nil {
-		entries = make(map[*podset.Pod]*podEntry, set.Len())
+	// The table is kept from call to call and updated in place.
+	buckets := x.prev.buckets
+	if buckets == nil {
 		buckets = map[string]*nsBucket{}
 	}
 	gen := x.prev.gen + 1
-	x.next.pods, x.next.buckets, x.next.gen = entries, buckets, gen
-	for _, g := range set.Groups() {
-		b := buckets[g.Namespace]
-		if b == nil {
-			b = &nsBucket{}
-			buckets[g.Namespace] = b
+	groups := set.Groups()
+	x.next.buckets, x.next.gen = buckets, gen
+	// A Set made by Replace holds the previous Set's groups at the same
+	// places unless a namespace came or went: then a group is found
+	// without a lookup, and an event costs a pointer comparison per
+	// namespace.
+	prevGroups, prevBuckets := x.prev.groups, x.prev.byGroup
+	byGroup := prevBuckets // read at i before written at i; prev is not read after this compile
+	if len(byGroup) != len(groups) {
+		byGroup = make([]*nsBucket, len(groups))
+	}
+	x.next.groups, x.next.byGroup = groups, byGroup
+	namesSame := len(groups) == len(prevGroups)
+	for i, g := range groups {
+		var b *nsBucket
+		if i < len(prevGroups) && prevGroups[i] == g {
+			b = prevBuckets[i]
+		} else {
+			if b = buckets[g.Namespace]; b == nil {
+				b = &nsBucket{}
+				buckets[g.Namespace] = b
+			}
+			if i >= len(prevGroups) || prevGroups[i].Namespace != g.Namespace {
+				namesSame = false
+			}
+			if b.group != g {
+				x.dirtyNS[g.Namespace] = true
+				hadPods := len(b.pods) > 0
+				x.walkGroup(g, b, gen)
+				if hadPods != (len(b.pods) > 0) {
+					namesSame = false
+				}
+			}
 		}
 		b.gen = gen
-		if b.group != g {
-			x.dirtyNS[g.Namespace] = true
-			x.walkGroup(g, b, entries, gen)
-		}
+		x.next.byGroup[i] = b
 		x.problems = append(x.problems, b.problems...)
 		x.local = append(x.local, b.local...)
-		if len(b.pods) > 0 {
-			x.nsNames = append(x.nsNames, g.Namespace)
-			x.podsByNS[g.Namespace] = b.pods
+	}
+	if namesSame && x.prev.nsNames != nil {
+		x.nsNames = x.prev.nsNames
+	} else {
+		for i, g := range groups {
+			if len(x.next.byGroup[i].pods) > 0 {
+				x.nsNames = append(x.nsNames, g.Namespace)
+			}
 		}
 	}
-	if len(buckets) > len(set.Groups()) {
+	if len(buckets) > len(groups) {
 		for ns, b := range buckets {
 			if b.gen != gen { // every pod of the namespace is gone
 				x.dirtyNS[ns] = true
-				for _, e := range b.entries {
-					delete(entries, e.src)
-				}
 				delete(buckets, ns)
 			}
-		}
-	}
-	// Where pods share a name, the first selected counts, so there the
-	// order of the same pods matters too.
-	for ns, ps := range x.podsByNS {
-		if x.dirtyNS[ns] {
-			if x.nsHasDuplicates(ns) {
-				x.next.dupOrder[ns] = ps
-			}
-			continue
-		}
-		if old, ok := x.prev.dupOrder[ns]; ok {
-			if !slices.Equal(old, ps) {
-				x.dirtyNS[ns] = true
-			}
-			x.next.dupOrder[ns] = ps
 		}
 	}
 	// Local pods are compiled in key order (pods sharing a key in input
@@ -113,14 +130,32 @@ func (x *Index) indexPods(set *podset.Set) {
 }
 
 // walkGroup derives b from a namespace's new group g, reusing the entries
-// of records the previous compiles saw and dropping those of records that
+// of records the previous group had and dropping those of records that
 // are gone.
-func (x *Index) walkGroup(g *podset.Group, b *nsBucket, entries map[*podset.Pod]*podEntry, gen uint64) {
+func (x *Index) walkGroup(g *podset.Group, b *nsBucket, gen uint64) {
 	old := b.entries
 	*b = nsBucket{group: g, gen: gen, entries: make([]*podEntry, 0, len(g.Pods))}
+	// A new group is mostly the old one in the same order (the agent
+	// sorts by name), so records are first looked for in step with the
+	// old entries; a map of this namespace's entries is made only when
+	// that fails. No table of every pod in the cluster is kept.
+	var byRecord map[*podset.Pod]*podEntry
+	j := 0
 	var fresh []podEntry // room for the records seen for the first time
 	for _, o := range g.Pods {
-		e := entries[o]
+		var e *podEntry
+		if j < len(old) && old[j].Obj == o {
+			e = old[j]
+			j++
+		} else {
+			if byRecord == nil {
+				byRecord = make(map[*podset.Pod]*podEntry, len(old))
+				for _, oe := range old {
+					byRecord[oe.Obj] = oe
+				}
+			}
+			e = byRecord[o]
+		}
 		if e == nil {
 			if fresh == nil && len(old) == 0 {
 				// A namespace seen for the first time (the first
@@ -136,8 +171,9 @@ func (x *Index) walkGroup(g *podset.Group, b *nsBucket, entries map[*podset.Pod]
 				e = new(podEntry)
 			}
 			x.newPod(o, e)
-			e.src = o
-			entries[o] = e
+			if byRecord != nil {
+				byRecord[o] = e
+			}
 		}
 		if e.gen == gen {
 			continue // the same record twice
@@ -154,9 +190,9 @@ func (x *Index) walkGroup(g *podset.Group, b *nsBucket, entries map[*podset.Pod]
 			}
 		}
 	}
+	b.dup = hasDuplicates(b.pods)
 	for _, e := range old {
 		if e.gen != gen { // deleted or replaced
-			delete(entries, e.src)
 			// The entry may sit in a block that outlives it: it must
 			// not keep the old record alive.
 			*e = podEntry{}
@@ -167,6 +203,7 @@ func (x *Index) walkGroup(g *podset.Group, b *nsBucket, entries map[*podset.Pod]
 // newPod reduces a pod record to what the compilers need, in e. Pods that
 // are not enforced or selected are not valid.
 func (x *Index) newPod(o *podset.Pod, e *podEntry) {
+	e.Obj = o
 	// Terminated pods no longer own their address, and hostNetwork
 	// pods use the node's: neither is isolated nor selected as a peer
 	// (traffic from a hostNetwork pod is judged by its node's IP).
@@ -174,8 +211,10 @@ func (x *Index) newPod(o *podset.Pod, e *podEntry) {
 		return
 	}
 	p := &e.Pod
-	*p = Pod{Obj: o, Local: o.NodeName == x.node}
-	p.V4, p.V4Text = p.buf4[:0], p.buf4s[:0]
+	p.Local = o.NodeName == x.node
+	// Pods have one or two addresses: the lists stay on the stack.
+	var a4, a6 [2]string
+	v4, v6 := a4[:0], a6[:0]
 	for i, ip := range o.IPs {
 		a, err := netip.ParseAddr(ip)
 		if err != nil || a.Zone() != "" {
@@ -185,52 +224,70 @@ func (x *Index) newPod(o *podset.Pod, e *podEntry) {
 				Field: fmt.Sprintf("status.podIPs[%d]", i), Reason: fmt.Sprintf("invalid IP %q", ip)}
 			return
 		}
-		if slices.Contains(p.V4, a.Unmap()) || slices.Contains(p.V6, a) {
+		// ParseAddr takes only the canonical dotted quad: an IPv4
+		// address's text is already what String returns.
+		text := ip
+		if a = a.Unmap(); !a.Is4() || strings.Contains(ip, ":") {
+			text = a.String()
+		}
+		if slices.Contains(v4, text) || slices.Contains(v6, text) {
 			continue // listed twice: one map key, one rule
 		}
 		if a.Is4() {
-			// ParseAddr takes only the canonical dotted quad:
-			// the text is already what String returns.
-			p.V4 = append(p.V4, a)
-			p.V4Text = append(p.V4Text, ip)
-			continue
-		}
-		a = a.Unmap()
-		if a.Is4() {
-			p.V4 = append(p.V4, a)
-			p.V4Text = append(p.V4Text, a.String())
+			v4 = append(v4, text)
 		} else {
-			p.V6 = append(p.V6, a)
-			p.V6Text = append(p.V6Text, a.String())
+			v6 = append(v6, text)
 		}
 	}
-	if len(p.V4)+len(p.V6) == 0 {
+	switch n := len(v4) + len(v6); {
+	case n == 0:
 		return // without an address there is nothing to match
+	case n == 1:
+		p.buf[0] = append(v4, v6...)[0]
+		p.addrs = p.buf[:]
+	default:
+		p.addrs = append(append(make([]string, 0, n), v4...), v6...)
 	}
+	p.n4 = int32(len(v4))
 	if p.Local {
 		p.Key = o.Namespace + "/" + o.Name
 	}
-	e.valid = true
+	p.valid = true
 }
 
-// nsHasDuplicates tells whether two pods of namespace ns share a name. Pods from an informer never
-// do; it is checked once per namespace, when a peer first selects there.
-func (x *Index) nsHasDuplicates(ns string) bool {
-	if d, ok := x.nsDup[ns]; ok {
-		return d
+// nsPods are the enforced pods of namespace ns, in input order.
+func (x *Index) nsPods(ns string) []*Pod {
+	if b := x.next.buckets[ns]; b != nil {
+		return b.pods
 	}
-	ps := x.podsByNS[ns]
-	seen := make(map[string]struct{}, len(ps))
-	dup := false
-	for _, p := range ps {
+	return nil
+}
+
+// nsHasDuplicates tells whether two pods of namespace ns share a name.
+func (x *Index) nsHasDuplicates(ns string) bool {
+	b := x.next.buckets[ns]
+	return b != nil && b.dup
+}
+
+// hasDuplicates tells whether two of pods share a name. Pods from an
+// informer never do, and come sorted by name: then neighbours tell.
+func hasDuplicates(pods []*Pod) bool {
+	if slices.IsSortedFunc(pods, func(a, b *Pod) int { return strings.Compare(a.Obj.Name, b.Obj.Name) }) {
+		for i := 1; i < len(pods); i++ {
+			if pods[i].Obj.Name == pods[i-1].Obj.Name {
+				return true
+			}
+		}
+		return false
+	}
+	seen := make(map[string]struct{}, len(pods))
+	for _, p := range pods {
 		if _, ok := seen[p.Obj.Name]; ok {
-			dup = true
-			break
+			return true
 		}
 		seen[p.Obj.Name] = struct{}{}
 	}
-	x.nsDup[ns] = dup
-	return dup
+	return false
 }
 
 // Unique returns pods with each namespace/name once, as the first of them,
