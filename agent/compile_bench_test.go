@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 )
 
@@ -39,7 +40,7 @@ func BenchmarkCompile10k(b *testing.B) {
 	in.Pods = podset.NewSet(podList)
 	named := intstr.FromString("http")
 	for i := 0; i < 1000; i++ {
-		in.NetworkPolicies = append(in.NetworkPolicies, &networkingv1.NetworkPolicy{
+		in.NetworkPolicies = npset.New(append(in.NetworkPolicies.All(), &networkingv1.NetworkPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns-%02d", i%50), Name: fmt.Sprintf("np%04d", i)},
 			Spec: networkingv1.NetworkPolicySpec{
 				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app%d", i%20)}},
@@ -52,7 +53,7 @@ func BenchmarkCompile10k(b *testing.B) {
 					Ports: []networkingv1.NetworkPolicyPort{{Port: &named}},
 				}},
 			},
-		})
+		}))
 	}
 	b.ResetTimer()
 	for b.Loop() {

@@ -195,7 +195,7 @@ func (d *clusterDecider) get() *explain.Cluster {
 	// compiler left them out.
 	c, _ = explain.New(explain.Input{
 		NodeName: in.NodeName, Namespaces: in.Namespaces, Nodes: in.Nodes, Pods: in.Pods.All(),
-		NetworkPolicies: in.NetworkPolicies, ClusterNetworkPolicies: in.ClusterNetworkPolicies,
+		NetworkPolicies: in.NetworkPolicies.All(), ClusterNetworkPolicies: in.ClusterNetworkPolicies,
 	})
 	d.mu.Lock()
 	if d.gen == gen {

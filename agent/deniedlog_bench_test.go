@@ -17,6 +17,7 @@ import (
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/flowlog"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 )
 
@@ -66,7 +67,7 @@ func BenchmarkDeniedRecord(b *testing.B) {
 		in := compose.Input{NodeName: "n1"}
 		in.Pods = podset.NewSet(sortedPods(podIdx.List()))
 		for _, o := range npIdx.List() {
-			in.NetworkPolicies = append(in.NetworkPolicies, o.(*networkingv1.NetworkPolicy))
+			in.NetworkPolicies = npset.New(append(in.NetworkPolicies.All(), o.(*networkingv1.NetworkPolicy)))
 		}
 		for i := range 100 {
 			in.Namespaces = append(in.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ns%d", i),

@@ -25,6 +25,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/internal/netlab"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 )
@@ -65,7 +66,7 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "deny"}}}
 	nss := []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{policy.AnnotationLogDenied: "true"}}}}
 	l := policy.LogDenied{Group: 1604, Rate: 100, Burst: 100}
-	out := policy.Compile(policy.Input{NodeName: "n1", Namespaces: nss, Pods: podset.NewSet(podset.FromAPIList(pods)), Policies: nps, LogDenied: &l})
+	out := policy.Compile(policy.Input{NodeName: "n1", Namespaces: nss, Pods: podset.NewSet(podset.FromAPIList(pods)), Policies: npset.New(nps), LogDenied: &l})
 	eng, err := engine.New(engine.Table{Family: "inet", Name: "nftguard"}, engine.WithNetNS(lab.Nodes[0].Path))
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/testns"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/selection"
 )
@@ -206,7 +207,7 @@ func (c *envCluster) input() compose.Input {
 	in.Namespaces, _ = corelisters.NewNamespaceLister(c.namespaces).List(all)
 	in.Nodes, _ = corelisters.NewNodeLister(c.nodes).List(all)
 	for _, o := range c.policies.List() {
-		in.NetworkPolicies = append(in.NetworkPolicies, o.(*networkingv1.NetworkPolicy))
+		in.NetworkPolicies = npset.New(append(in.NetworkPolicies.All(), o.(*networkingv1.NetworkPolicy)))
 	}
 	return in
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 )
 
@@ -45,7 +46,7 @@ type sources struct {
 	dirtyNS        map[string]bool
 	dirtyKinds     map[string]bool
 	dirtyPolicyNS  map[string]bool
-	policyGroups   policyGroups
+	policySet      *npset.Set // the last input's NetworkPolicies
 	lastNamespaces cachedList[*corev1.Namespace]
 	lastServices   cachedList[*corev1.Service]
 	lastNodes      cachedList[*corev1.Node]
@@ -259,85 +260,51 @@ func (s *sources) pod(namespace, name string) *podset.Pod {
 	return p
 }
 
-// policyGroups are the NetworkPolicies of the last input by namespace,
-// each namespace's sorted by name, and all of them in one list namespace
-// by namespace. The list stays the same list while no policy changes, and
-// keeps its order when one does: the policy compiler then reads it
-// against the previous one without a look at an unchanged policy.
-type policyGroups struct {
-	byNS  map[string][]*networkingv1.NetworkPolicy
-	names []string // the keys of byNS, sorted
-	list  []*networkingv1.NetworkPolicy
-	read  bool
-}
-
-// policyInput is the NetworkPolicy cache as one list (see policyGroups):
-// the namespaces with a change since the last input are read again
-// through the informer's namespace index. Only the sync loop calls it.
-func (s *sources) policyInput() ([]*networkingv1.NetworkPolicy, error) {
+// policyInput is the NetworkPolicy cache grouped by namespace, each
+// namespace's sorted by name: the namespaces with a change since the last
+// input are read again through the informer's namespace index, the others
+// keep their Group, so the policy compiler reads only what changed. Only
+// the sync loop calls it.
+func (s *sources) policyInput() (*npset.Set, error) {
 	s.mu.Lock()
 	dirty := s.dirtyPolicyNS
 	s.dirtyPolicyNS = map[string]bool{}
 	s.mu.Unlock()
-	g := &s.policyGroups
-	switch {
-	case !g.read:
+	if s.policySet == nil {
 		objs, err := s.policies.List(labels.Everything())
 		if err != nil {
 			return nil, err
 		}
-		g.byNS = map[string][]*networkingv1.NetworkPolicy{}
+		byNS := map[string][]*networkingv1.NetworkPolicy{}
 		for _, np := range objs {
-			g.byNS[np.Namespace] = append(g.byNS[np.Namespace], np)
+			byNS[np.Namespace] = append(byNS[np.Namespace], np)
 		}
-		for _, l := range g.byNS {
+		for _, l := range byNS {
 			sortPolicies(l)
 		}
-	case len(dirty) > 0:
-		for ns := range dirty {
-			objs, err := s.polIdx.ByIndex(cache.NamespaceIndex, ns)
-			if err != nil {
-				return nil, err
-			}
-			l := make([]*networkingv1.NetworkPolicy, 0, len(objs))
-			for _, o := range objs {
-				if np, ok := o.(*networkingv1.NetworkPolicy); ok {
-					l = append(l, np)
-				}
-			}
-			sortPolicies(l)
-			i, listed := slices.BinarySearch(g.names, ns)
-			switch {
-			case len(l) == 0 && listed:
-				delete(g.byNS, ns)
-				g.names = slices.Delete(g.names, i, i+1)
-			case len(l) > 0 && !listed:
-				g.names = slices.Insert(g.names, i, ns)
-				fallthrough
-			case len(l) > 0:
-				g.byNS[ns] = l
+		s.policySet = (*npset.Set)(nil).Replace(byNS)
+		return s.policySet, nil
+	}
+	if len(dirty) == 0 {
+		return s.policySet, nil
+	}
+	byNS := make(map[string][]*networkingv1.NetworkPolicy, len(dirty))
+	for ns := range dirty {
+		objs, err := s.polIdx.ByIndex(cache.NamespaceIndex, ns)
+		if err != nil {
+			return nil, err
+		}
+		l := make([]*networkingv1.NetworkPolicy, 0, len(objs))
+		for _, o := range objs {
+			if np, ok := o.(*networkingv1.NetworkPolicy); ok {
+				l = append(l, np)
 			}
 		}
-		return g.join(), nil
-	default:
-		return g.list, nil
+		sortPolicies(l)
+		byNS[ns] = l
 	}
-	g.names = make([]string, 0, len(g.byNS))
-	for ns := range g.byNS {
-		g.names = append(g.names, ns)
-	}
-	slices.Sort(g.names)
-	g.read = true
-	return g.join(), nil
-}
-
-// join makes the list anew from the groups, namespace by namespace.
-func (g *policyGroups) join() []*networkingv1.NetworkPolicy {
-	g.list = make([]*networkingv1.NetworkPolicy, 0, len(g.list)+1)
-	for _, ns := range g.names {
-		g.list = append(g.list, g.byNS[ns]...)
-	}
-	return g.list
+	s.policySet = s.policySet.Replace(byNS)
+	return s.policySet, nil
 }
 
 func sortPolicies(l []*networkingv1.NetworkPolicy) {

@@ -89,7 +89,7 @@ func (a *acceptedLists) tables() *acceptedLists {
 	if a.made {
 		return a
 	}
-	a.policies = byKey(a.in.NetworkPolicies, policyKey)
+	a.policies = byKey(a.in.NetworkPolicies.All(), policyKey)
 	a.cnps = byKey(a.in.ClusterNetworkPolicies, cnpKey)
 	a.services = byKey(a.in.Services, serviceKey)
 	a.made = true
@@ -123,7 +123,7 @@ func (q *quarantine) apply(in compose.Input) compose.Input {
 		}
 		return false
 	}
-	for _, np := range in.NetworkPolicies {
+	for _, np := range in.NetworkPolicies.All() {
 		release(policyKey(np), np)
 	}
 	for _, p := range in.ClusterNetworkPolicies {
@@ -144,7 +144,7 @@ func (q *quarantine) apply(in compose.Input) compose.Input {
 // accepted versions, or left out when there is none.
 func (q *quarantine) revert(in compose.Input, back func(objKey) bool) compose.Input {
 	out, a := in, q.lastGood.tables()
-	out.NetworkPolicies = revertList(in.NetworkPolicies, policyKey, a.policies, back)
+	out.NetworkPolicies = in.NetworkPolicies.Update(revertList(in.NetworkPolicies.All(), policyKey, a.policies, back))
 	out.ClusterNetworkPolicies = revertList(in.ClusterNetworkPolicies, cnpKey, a.cnps, back)
 	out.Services = revertList(in.Services, serviceKey, a.services, back)
 	return out
@@ -170,7 +170,7 @@ func revertList[T any](objs []T, key func(T) objKey, accepted map[objKey]T, back
 func (q *quarantine) suspects(in compose.Input) []objKey {
 	var out []objKey
 	a := q.lastGood.tables()
-	for _, np := range in.NetworkPolicies {
+	for _, np := range in.NetworkPolicies.All() {
 		if k := policyKey(np); a.policies[k] != np {
 			out = append(out, k)
 		}
@@ -335,7 +335,7 @@ func (s *syncer) isolate(ctx context.Context, in compose.Input, syncErr error) (
 }
 
 func findPolicy(in compose.Input, k objKey) *networkingv1.NetworkPolicy {
-	for _, np := range in.NetworkPolicies {
+	for _, np := range in.NetworkPolicies.All() {
 		if policyKey(np) == k {
 			return np
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/testns"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 )
 
@@ -60,7 +61,7 @@ func (r *refusingEngine) Sync(ctx context.Context, d *engine.Desired) (engine.St
 func injectBad(in compose.Input, res *compose.Result) {
 	d := *res.Desired
 	d.Chains = append([]engine.Chain(nil), d.Chains...)
-	for _, np := range in.NetworkPolicies {
+	for _, np := range in.NetworkPolicies.All() {
 		if v := np.Labels["bad"]; v != "" {
 			d.Chains = append(d.Chains, engine.Chain{Name: "refuse-" + np.Name + "-" + v, Rules: []engine.Rule{{Rule: "jump no-such-chain"}}})
 		}
@@ -104,7 +105,7 @@ func testInput(nps ...*networkingv1.NetworkPolicy) compose.Input {
 	return compose.Input{
 		NodeName:        "n1",
 		Namespaces:      []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{}}}},
-		NetworkPolicies: nps,
+		NetworkPolicies: npset.New(nps),
 		Pods: podset.NewSet(podset.FromAPIList([]*corev1.Pod{{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "pod", UID: "u1"},
 			Spec:       corev1.PodSpec{NodeName: "n1"},
@@ -163,8 +164,8 @@ func TestQuarantineFindsRefusedObjects(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(synced.NetworkPolicies) != tc.n-len(tc.bad) || len(s.q.held) != len(tc.bad) {
-				t.Fatalf("synced %d policies, held %d; want %d and %d", len(synced.NetworkPolicies), len(s.q.held), tc.n-len(tc.bad), len(tc.bad))
+			if synced.NetworkPolicies.Len() != tc.n-len(tc.bad) || len(s.q.held) != len(tc.bad) {
+				t.Fatalf("synced %d policies, held %d; want %d and %d", synced.NetworkPolicies.Len(), len(s.q.held), tc.n-len(tc.bad), len(tc.bad))
 			}
 			for _, i := range tc.bad {
 				h, ok := s.q.held[objKey{"NetworkPolicy", "a", fmt.Sprintf("p%04d", i)}]
@@ -209,7 +210,7 @@ func TestQuarantineKeepsLastAcceptedVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := names(synced.NetworkPolicies); got != "deny=,other=,added=" {
+	if got := names(synced.NetworkPolicies.All()); got != "deny=,other=,added=" {
 		t.Fatalf("synced %s, want deny's accepted version beside the others", got)
 	}
 	if h := s.q.held[objKey{"NetworkPolicy", "a", "deny"}]; !h.kept || h.obj != deny2 {
@@ -249,7 +250,7 @@ func TestQuarantineKeepsLastAcceptedVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.q.held) != 0 || synced.NetworkPolicies[0] != deny3 {
+	if len(s.q.held) != 0 || synced.NetworkPolicies.All()[0] != deny3 {
 		t.Fatalf("the fixed object was not taken: held %v", s.q.held)
 	}
 
@@ -330,7 +331,7 @@ func TestQuarantineRealKernel(t *testing.T) {
 			From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app%d", (i+1)%10)}}}},
 			Ports: []networkingv1.NetworkPolicyPort{{Port: &port}},
 		}}
-		in.NetworkPolicies = append(in.NetworkPolicies, np)
+		in.NetworkPolicies = npset.New(append(in.NetworkPolicies.All(), np))
 	}
 	before := ns.MustExec(t, "", "nft", "list", "table", "inet", "nftguard")
 	start := time.Now()
@@ -362,7 +363,8 @@ func TestQuarantineRealKernel(t *testing.T) {
 	}
 	defer refEng.Close()
 	good := in
-	good.NetworkPolicies = append(append([]*networkingv1.NetworkPolicy{}, in.NetworkPolicies[:617]...), in.NetworkPolicies[618:]...)
+	all := in.NetworkPolicies.All()
+	good.NetworkPolicies = npset.New(append(append([]*networkingv1.NetworkPolicy{}, all[:617]...), all[618:]...))
 	if _, err := refEng.Sync(context.Background(), compose.Build(good).Desired); err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +415,7 @@ func TestQuarantineClusterNetworkPolicies(t *testing.T) {
 	if got := names(synced.ClusterNetworkPolicies); got != "admin=" {
 		t.Fatalf("synced ClusterNetworkPolicies %s, want admin's accepted version only", got)
 	}
-	if got := names(synced.NetworkPolicies); got != "np=" {
+	if got := names(synced.NetworkPolicies.All()); got != "np=" {
 		t.Fatalf("synced NetworkPolicies %s, want np", got)
 	}
 	if err := refusal(eng.last); err != nil {

@@ -109,7 +109,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	}
 	s.log.Log(ctx, level, "synced",
 		"mode", mode, "reasons", why.String(), "operations", st.Operations, "messages", st.Messages,
-		"bytes", st.Bytes, "attempts", st.Attempts, "pods", in.Pods.Len(), "policies", len(in.NetworkPolicies), "cluster_policies", len(in.ClusterNetworkPolicies),
+		"bytes", st.Bytes, "attempts", st.Attempts, "pods", in.Pods.Len(), "policies", in.NetworkPolicies.Len(), "cluster_policies", len(in.ClusterNetworkPolicies),
 		"invalid", len(problem.Objects(res.Problems)), "quarantined", len(s.q.held),
 		"compile", compiled.Sub(start).Round(time.Microsecond), "sync", st.Duration.Round(time.Microsecond))
 	return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/tabletest"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -93,7 +94,7 @@ func toNodes(s *metav1.LabelSelector) v1beta1.ClusterNetworkPolicyEgressPeer {
 // table is the whole policy table with out's tiers: the NetworkPolicy
 // part (of nps) around the ClusterNetworkPolicy part.
 func table(in Input, out Output, nps ...*networkingv1.NetworkPolicy) *engine.Desired {
-	pol := policy.Compile(policy.Input{NodeName: in.NodeName, Namespaces: in.Namespaces, Pods: in.Pods, Policies: nps, Tiers: out.Tiers, LogDenied: in.LogDenied})
+	pol := policy.Compile(policy.Input{NodeName: in.NodeName, Namespaces: in.Namespaces, Pods: in.Pods, Policies: npset.New(nps), Tiers: out.Tiers, LogDenied: in.LogDenied})
 	return &engine.Desired{Chains: append(pol.Chains, out.Chains...), Sets: append(pol.Sets, out.Sets...)}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/testns"
+	"github.com/nftguard/nftguard/npset"
 )
 
 // TestBuilderAndEngineFollowEvents runs the agent's pipeline (one Builder,
@@ -102,7 +103,7 @@ func newEventCluster(rnd *rand.Rand) *eventCluster {
 }
 
 func (c *eventCluster) input() Input {
-	return Input{NodeName: "n0", Namespaces: c.namespaces, Nodes: c.nodes, Pods: podtest.Set(c.pods), NetworkPolicies: c.policies, Services: c.services,
+	return Input{NodeName: "n0", Namespaces: c.namespaces, Nodes: c.nodes, Pods: podtest.Set(c.pods), NetworkPolicies: npset.New(c.policies), Services: c.services,
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/16")}, ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}}
 }
 

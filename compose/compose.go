@@ -7,12 +7,12 @@ import (
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/clusterpolicy"
 	"github.com/nftguard/nftguard/egress"
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 	"github.com/nftguard/nftguard/problem"
@@ -23,11 +23,13 @@ func Table() engine.Table { return engine.Table{Family: "inet", Name: "nftguard"
 
 // Input is the cluster state the table is compiled from.
 type Input struct {
-	NodeName        string
-	Namespaces      []*corev1.Namespace
-	Nodes           []*corev1.Node
-	Pods            *podset.Set
-	NetworkPolicies []*networkingv1.NetworkPolicy
+	NodeName   string
+	Namespaces []*corev1.Namespace
+	Nodes      []*corev1.Node
+	Pods       *podset.Set
+	// NetworkPolicies grouped by namespace: a namespace whose Group is
+	// the previous call's costs nothing (see npset).
+	NetworkPolicies *npset.Set
 	// ClusterNetworkPolicies are policy.networking.k8s.io objects of either
 	// served version, converted to v1beta1 (the schemas are identical).
 	ClusterNetworkPolicies []*cnpv1beta1.ClusterNetworkPolicy

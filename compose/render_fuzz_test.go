@@ -20,6 +20,7 @@ import (
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/testns"
+	"github.com/nftguard/nftguard/npset"
 )
 
 var (
@@ -113,7 +114,7 @@ func hostileCluster(r *rand.Rand) Input {
 		np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: peers, Ports: ports}}
 		np.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: peers, Ports: ports}}
 		np.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
-		in.NetworkPolicies = append(in.NetworkPolicies, np)
+		in.NetworkPolicies = npset.New(append(in.NetworkPolicies.All(), np))
 	}
 	annValues := func(valid ...string) string {
 		if r.Intn(3) == 0 {

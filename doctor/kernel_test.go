@@ -19,6 +19,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/testns"
+	"github.com/nftguard/nftguard/npset"
 )
 
 func options(ns *testns.NS) Options {
@@ -208,9 +209,9 @@ func TestDoctorOwnTableInSync(t *testing.T) {
 	in := compose.Input{NodeName: "n1",
 		Namespaces: []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "x"}}},
 		Pods:       podtest.Set([]*corev1.Pod{pod("a", "10.1.0.2"), pod("b", "10.1.0.3")}),
-		NetworkPolicies: []*networkingv1.NetworkPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "allow-b"},
+		NetworkPolicies: npset.New([]*networkingv1.NetworkPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "allow-b"},
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "a"}},
-				Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b"}}}}}}}}},
+				Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b"}}}}}}}}}),
 	}
 	desired := compose.Build(in).Desired
 	eng, err := engine.New(compose.Table(), engine.WithNetNS(ns.Path))

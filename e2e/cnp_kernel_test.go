@@ -17,6 +17,7 @@ import (
 	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/npset"
 )
 
 // ClusterNetworkPolicy end to end in the kernel: the table compose.Build
@@ -60,7 +61,7 @@ func (c *cnpCluster) sync() {
 		case *corev1.Pod:
 			in.Pods = podtest.Append(in.Pods, o)
 		case *networkingv1.NetworkPolicy:
-			in.NetworkPolicies = append(in.NetworkPolicies, o)
+			in.NetworkPolicies = npset.New(append(in.NetworkPolicies.All(), o))
 		}
 	}
 	for _, p := range c.cnps {

@@ -20,6 +20,7 @@ import (
 	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/problem"
 )
 
@@ -120,7 +121,7 @@ func runExplainCNP(t *testing.T, f netlab.Family) {
 				t.Fatal(err)
 			}
 			cl, probs := explain.New(explain.Input{NodeName: in.NodeName, Namespaces: in.Namespaces, Nodes: in.Nodes, Pods: in.Pods.All(),
-				NetworkPolicies: in.NetworkPolicies, ClusterNetworkPolicies: in.ClusterNetworkPolicies})
+				NetworkPolicies: in.NetworkPolicies.All(), ClusterNetworkPolicies: in.ClusterNetworkPolicies})
 			// Explain classifies the objects as the compiler does.
 			if e := problemTexts(probs); strings.Join(e, "\n") != strings.Join(compiled, "\n") {
 				t.Fatalf("explain's problems differ from the compiler's:\nexplain:  %q\ncompiler: %q", e, compiled)
@@ -175,7 +176,7 @@ func runExplainCNP(t *testing.T, f netlab.Family) {
 // with the upstream named ports, node n1, and a node "ext-node" whose
 // addresses are the external host's (so that a nodes peer can be probed).
 func (l *ecnpLab) input(sc ecnpScenario) compose.Input {
-	in := compose.Input{NodeName: "n1", NetworkPolicies: sc.nps, ClusterNetworkPolicies: sc.cnps}
+	in := compose.Input{NodeName: "n1", NetworkPolicies: npset.New(sc.nps), ClusterNetworkPolicies: sc.cnps}
 	for _, ns := range []string{"x", "y"} {
 		in.Namespaces = append(in.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"ns": ns}}})
 	}

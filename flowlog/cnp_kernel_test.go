@@ -17,6 +17,7 @@ import (
 	"github.com/nftguard/nftguard/internal/kerneltest"
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 )
@@ -88,7 +89,7 @@ func TestClusterDenyRecordsAndCounters(t *testing.T) {
 	kerneltest.Require(t)
 	c, cnps := cnpCluster(t)
 	l := policy.LogDenied{Group: 1607, Rate: 1000, Burst: 1000}
-	in := compose.Input{NodeName: "n1", Namespaces: c.nss, Pods: podtest.Set(c.pods), NetworkPolicies: c.policies, ClusterNetworkPolicies: cnps, LogDenied: &l}
+	in := compose.Input{NodeName: "n1", Namespaces: c.nss, Pods: podtest.Set(c.pods), NetworkPolicies: npset.New(c.policies), ClusterNetworkPolicies: cnps, LogDenied: &l}
 	res := compose.Build(in)
 	if len(res.Problems)+len(res.Warnings) > 0 {
 		t.Fatalf("problems %v, warnings %v", res.Problems, res.Warnings)

@@ -23,6 +23,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -87,7 +88,7 @@ func newLabCluster(t *testing.T) *labCluster {
 // program makes the node's table the compile of the cluster with l.
 func (c *labCluster) program(t *testing.T, l *policy.LogDenied) {
 	t.Helper()
-	out := policy.Compile(policy.Input{NodeName: "n1", Namespaces: c.nss, Pods: podtest.Set(c.pods), Policies: c.policies, LogDenied: l})
+	out := policy.Compile(policy.Input{NodeName: "n1", Namespaces: c.nss, Pods: podtest.Set(c.pods), Policies: npset.New(c.policies), LogDenied: l})
 	if len(out.Problems) > 0 {
 		t.Fatalf("problems: %v", out.Problems)
 	}

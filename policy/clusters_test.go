@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/npset"
 )
 
 // Test clusters: randomCluster for the golden files and the incremental
@@ -170,10 +171,11 @@ func randomCluster(r *rand.Rand) Input {
 		return out
 	}
 	nPol := r.Intn(15)
+	var nps []*networkingv1.NetworkPolicy // in the order made: names below pick from it
 	for i := 0; i < nPol; i++ {
 		np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: nsName(), Name: fmt.Sprintf("np%d", i)}}
-		if r.Intn(10) == 0 && len(in.Policies) > 0 {
-			np.Name = in.Policies[r.Intn(len(in.Policies))].Name // duplicate key (maybe)
+		if r.Intn(10) == 0 && len(nps) > 0 {
+			np.Name = nps[r.Intn(len(nps))].Name // duplicate key (maybe)
 		}
 		np.Spec.PodSelector = *labelSel(podKeys...)
 		for k := r.Intn(3); k > 0; k-- {
@@ -193,8 +195,9 @@ func randomCluster(r *rand.Rand) Input {
 		if r.Intn(8) == 0 {
 			breakPolicy(r, np)
 		}
-		in.Policies = append(in.Policies, np)
+		nps = append(nps, np)
 	}
+	in.Policies = npset.New(nps)
 	return in
 }
 
@@ -262,7 +265,7 @@ func bigCluster() Input {
 	in.Pods = podtest.Set(podList)
 	named := intstr.FromString("http")
 	for i := 0; i < 1000; i++ {
-		in.Policies = append(in.Policies, &networkingv1.NetworkPolicy{
+		in.Policies = npset.New(append(in.Policies.All(), &networkingv1.NetworkPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns-%02d", i%50), Name: fmt.Sprintf("np%04d", i)},
 			Spec: networkingv1.NetworkPolicySpec{
 				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app%d", i%20)}},
@@ -279,7 +282,7 @@ func bigCluster() Input {
 					Ports: []networkingv1.NetworkPolicyPort{{Port: &named}},
 				}},
 			},
-		})
+		}))
 	}
 	return in
 }

@@ -3,12 +3,14 @@ package policy
 import (
 	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/problem"
 	"github.com/nftguard/nftguard/selection"
@@ -19,7 +21,7 @@ type Input struct {
 	NodeName   string
 	Namespaces []*corev1.Namespace
 	Pods       *podset.Set
-	Policies   []*networkingv1.NetworkPolicy
+	Policies   *npset.Set
 	// LogDenied, when set, logs the packets the chains of pods in
 	// namespaces annotated AnnotationLogDenied drop (see logdenied.go).
 	// nil, the default, leaves the table exactly as without logging.
@@ -105,33 +107,19 @@ func (m *Compiler) Compile(in Input) Output {
 	c.problems = append(c.problems, sel.Problems()...)
 
 	// Every policy is validated (each node reports every invalid one);
-	// the same list as the previous compile's is not looked at again.
-	if c.prev.list != nil && sameList(c.prev.list.objs, in.Policies) {
-		c.next.list = c.prev.list
-	} else {
-		c.next.list = c.readPolicies(in.Policies)
-	}
-	c.problems = append(c.problems, c.next.list.problems...)
-	// Only the namespaces of local pods need their policies, in key
-	// order (a NetworkPolicy selects pods of its own namespace only);
-	// policies sharing a key (possible in manifests) in input order.
+	// the groups of namespaces whose policies did not change are not
+	// looked at again.
+	c.readPolicies(in.Policies)
+	c.problems = append(c.problems, c.next.npProblems...)
+	// Only the namespaces of local pods need their policies.
 	local := dropSharedLocal(c.sel.Local(), &c.problems)
-	policiesByNS := map[string][]*compiledPolicy{}
-	for _, p := range local {
-		ns := p.Obj.Namespace
-		if _, done := policiesByNS[ns]; !done {
-			list := slices.Clone(c.next.list.inNamespace(ns))
-			sort.SliceStable(list, func(i, j int) bool { return list[i].key < list[j].key })
-			policiesByNS[ns] = list
-		}
-	}
 
 	maps := newDispatchMaps()
 	var podChains []engine.Chain
 	var ing, egr []*compiledPolicy
 	for _, p := range local {
 		ing, egr = ing[:0], egr[:0]
-		for _, cp := range policiesByNS[p.Obj.Namespace] {
+		for _, cp := range c.next.nsPolicies(p.Obj.Namespace) {
 			if !cp.selector.Matches(labels.Set(p.Obj.Labels)) {
 				continue
 			}
@@ -181,125 +169,113 @@ func (m *Compiler) Compile(in Input) Output {
 	return out
 }
 
-// policyList is a policy list as one compile read it: per position the
-// object, its compiled form (nil for an invalid one) and its namespace,
-// the problems in list order, and where each namespace's policies sit.
-// The arrays are read in order, which costs little per policy: the next
-// list is read against this one without a look at an unchanged policy.
-type policyList struct {
-	objs     []*networkingv1.NetworkPolicy
-	ents     []policyEntry // one per object
+// nsPolicies is what compiles read from one namespace's group of
+// policies. It is read again only when the group is a new one: a policy
+// event costs its namespace, not the cluster.
+type nsPolicies struct {
+	group *npset.Group
+	gen   uint64         // the last compile that saw the group
+	vps   []*validPolicy // one per policy of the group, in group order
+	// valid are the valid policies in key order (policies sharing a key,
+	// possible in manifests, in group order): the order local pods'
+	// chains list them in.
+	valid    []*compiledPolicy
 	problems []problem.Problem
-	// runs are the stretches of the list in one namespace: one per
-	// namespace when the list comes namespace by namespace, as the agent
-	// passes it.
-	runs []nsRun
-	// byNS are the valid policies of the namespaces asked for so far, in
-	// list order. Compiles given the same list share it (one at a time).
-	byNS map[string][]*compiledPolicy
-	// spare is the entries of the list this one replaced, no longer
-	// read: room for the next list's, as fresh memory of that size per
-	// policy event costs more than filling it.
-	spare []policyEntry
 }
 
-// policyEntry is what a compile knows of the policy at one position.
-type policyEntry struct {
-	vp *validPolicy
-	cp *compiledPolicy // vp.cp, here to be read without a look at vp
-	ns string
-}
-
-// nsRun is a stretch [start, end) of a policy list in namespace ns.
-type nsRun struct {
-	ns         string
-	start, end int
-}
-
-// inNamespace lists the valid policies of namespace ns, in list order.
-// The list is shared and must not be changed.
-func (l *policyList) inNamespace(ns string) []*compiledPolicy {
-	if out, ok := l.byNS[ns]; ok {
-		return out
+// readPolicies reads in's policies into c.next: the previous compile's
+// reading of each group that is the same group, a new reading of the
+// others.
+func (c *compiler) readPolicies(set *npset.Set) {
+	prev, next := c.prev, c.next
+	byNS := prev.npByNS
+	if byNS == nil {
+		byNS = map[string]*nsPolicies{}
 	}
-	var out []*compiledPolicy
-	for _, r := range l.runs {
-		if r.ns != ns {
-			continue
+	gen := prev.npGen + 1
+	groups := set.Groups()
+	next.npByNS, next.npGen, next.npGroups = byNS, gen, groups
+	if prev.npGroups != nil && slices.Equal(prev.npGroups, groups) {
+		// The same groups (no policy event since): nothing to read.
+		next.npRead, next.npProblems = prev.npRead, prev.npProblems
+		for _, r := range next.npRead {
+			r.gen = gen
 		}
-		for _, e := range l.ents[r.start:r.end] {
-			if e.cp != nil {
-				out = append(out, e.cp)
+		return
+	}
+	// A Set made by Replace holds the previous Set's groups at the same
+	// places unless a namespace came or went: then each unchanged group
+	// costs a pointer comparison.
+	read := make([]*nsPolicies, len(groups))
+	for i, g := range groups {
+		var r *nsPolicies
+		if i < len(prev.npGroups) && prev.npGroups[i] == g {
+			r = prev.npRead[i]
+		} else if r = byNS[g.Namespace]; r == nil || r.group != g {
+			r = c.readGroup(g, r)
+			byNS[g.Namespace] = r
+		}
+		r.gen = gen
+		read[i] = r
+	}
+	if len(byNS) > len(groups) {
+		for ns, r := range byNS {
+			if r.gen != gen { // the namespace has no policy left
+				delete(byNS, ns)
 			}
 		}
 	}
-	if l.byNS == nil {
-		l.byNS = map[string][]*compiledPolicy{}
+	next.npRead = read
+	for _, r := range read {
+		next.npProblems = append(next.npProblems, r.problems...)
 	}
-	l.byNS[ns] = out
-	return out
 }
 
-// readPolicies reads a new policy list against the previous compile's:
-// a policy at the position the previous list had it, or one further (one
-// policy removed before it), is taken from there; any other is validated
-// once and kept in the memo's table. Policies the walk passes over are
-// dropped from that table, which is a cache: a dropped policy that is
-// still listed (a list in a new order) is only validated again later.
-func (c *compiler) readPolicies(objs []*networkingv1.NetworkPolicy) *policyList {
-	prev := c.prev.list
-	if prev == nil {
-		prev = &policyList{}
+// readGroup reads a namespace's new group g, taking the validation of the
+// policies the namespace's previous group (old, if any) held.
+func (c *compiler) readGroup(g *npset.Group, old *nsPolicies) *nsPolicies {
+	r := &nsPolicies{group: g, vps: make([]*validPolicy, len(g.Policies))}
+	var oldPolicies []*networkingv1.NetworkPolicy
+	if old != nil {
+		oldPolicies = old.group.Policies
 	}
-	l := &policyList{objs: objs, runs: make([]nsRun, 0, len(prev.runs)), spare: prev.ents}
-	if l.ents = prev.spare[:0]; cap(l.ents) >= len(objs) {
-		l.ents = l.ents[:len(objs)]
-		clear(l.ents[len(objs):cap(l.ents)]) // nothing kept alive past the end
-	} else {
-		l.ents = make([]policyEntry, len(objs), len(objs)+len(objs)/8)
-	}
-	prev.spare = nil
-	if objs == nil {
-		l.objs = []*networkingv1.NetworkPolicy{} // known to be empty
-	}
+	var byObject map[*networkingv1.NetworkPolicy]*validPolicy // made when the old group is not in step
 	j := 0
-	for i := 0; i < len(objs); {
-		if j+1 < len(prev.objs) && prev.objs[j] != objs[i] && prev.objs[j+1] == objs[i] {
-			delete(c.next.policies, prev.objs[j]) // removed from the list
+	for i, np := range g.Policies {
+		var vp *validPolicy
+		if j < len(oldPolicies) && oldPolicies[j] == np {
+			vp = old.vps[j]
 			j++
+		} else if len(oldPolicies) > 0 {
+			if byObject == nil {
+				byObject = make(map[*networkingv1.NetworkPolicy]*validPolicy, len(oldPolicies))
+				for k, o := range oldPolicies {
+					byObject[o] = old.vps[k]
+				}
+			}
+			vp = byObject[np]
 		}
-		// The stretch the previous list has at j, copied at once.
-		n := 0
-		for i+n < len(objs) && j+n < len(prev.objs) && objs[i+n] == prev.objs[j+n] {
-			n++
+		if vp == nil {
+			vp = c.validate(np)
 		}
-		if n > 0 {
-			copy(l.ents[i:i+n], prev.ents[j:j+n])
-			i, j = i+n, j+n
-			continue
-		}
-		vp := c.policy(objs[i])
-		l.ents[i] = policyEntry{vp: vp, cp: vp.cp, ns: objs[i].Namespace}
-		i++
-	}
-	for _, np := range prev.objs[j:] {
-		delete(c.next.policies, np)
-	}
-	start := 0
-	for i := range l.ents {
-		e := &l.ents[i]
-		if e.cp == nil {
-			l.problems = append(l.problems, e.vp.problems...)
-		}
-		if e.ns != l.ents[start].ns {
-			l.runs = append(l.runs, nsRun{ns: l.ents[start].ns, start: start, end: i})
-			start = i
+		r.vps[i] = vp
+		if vp.cp == nil {
+			r.problems = append(r.problems, vp.problems...)
+		} else {
+			r.valid = append(r.valid, vp.cp)
 		}
 	}
-	if len(l.ents) > 0 {
-		l.runs = append(l.runs, nsRun{ns: l.ents[start].ns, start: start, end: len(l.ents)})
+	slices.SortStableFunc(r.valid, func(a, b *compiledPolicy) int { return strings.Compare(a.key, b.key) })
+	return r
+}
+
+// nsPolicies are the valid policies of namespace ns in key order. The
+// list is shared and must not be changed.
+func (m *memo) nsPolicies(ns string) []*compiledPolicy {
+	if r := m.npByNS[ns]; r != nil {
+		return r.valid
 	}
-	return l
+	return nil
 }
 
 // policyTypes applies the API's defaulting: Ingress always, Egress when the

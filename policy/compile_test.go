@@ -16,6 +16,7 @@ import (
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/tabletest"
+	"github.com/nftguard/nftguard/npset"
 )
 
 // --- builders -------------------------------------------------------------
@@ -121,7 +122,7 @@ func TestDefaultDenyIngressIsolatesOnlyLocalSelectedPods(t *testing.T) {
 			apitest.Pod("x", "b", "10.0.0.2", apitest.OnNode("n2")),
 			apitest.Pod("y", "a", "10.0.1.1"),
 		}),
-		Policies: []*networkingv1.NetworkPolicy{netpol("x", "deny", metav1.LabelSelector{}, nil)},
+		Policies: npset.New([]*networkingv1.NetworkPolicy{netpol("x", "deny", metav1.LabelSelector{}, nil)}),
 	}
 	out := compileChecked(t, in)
 	eq(t, "ingress map", keys(set(t, out, MapIngress4)), []string{"10.0.0.1 : jump np_ing_x_a"})
@@ -158,7 +159,7 @@ func TestPolicyTypesDefaulting(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1")}),
-				Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, tc.spec)}})
+				Policies: npset.New([]*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, tc.spec)})})
 			if got := hasChain(out, "np_ing_x_a"); got != tc.ing {
 				t.Errorf("ingress isolated = %v, want %v", got, tc.ing)
 			}
@@ -211,7 +212,7 @@ func TestPeersAndSelectors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out := compileChecked(t, Input{NodeName: "n1", Namespaces: namespaces, Pods: podtest.Set(pods),
-				Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", *apitest.Selector("pod", "a"), tc.spec)}})
+				Policies: npset.New([]*networkingv1.NetworkPolicy{netpol("x", "p", *apitest.Selector("pod", "a"), tc.spec)})})
 			if len(out.Problems) > 0 {
 				t.Fatal(out.Problems)
 			}
@@ -244,17 +245,17 @@ func contains(list []string, s string) bool {
 
 func TestEmptyFromVersusMissingRules(t *testing.T) {
 	pods := []*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1")}
-	allowAll := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set(pods), Policies: []*networkingv1.NetworkPolicy{
+	allowAll := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set(pods), Policies: npset.New([]*networkingv1.NetworkPolicy{
 		netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{}} // one rule, no from: everything
-		})}})
+		})})})
 	eq(t, "empty from", ruleTexts(chain(t, allowAll, "np_ing_x_a")), []string{
 		"ct state invalid drop", "ip saddr 10.0.0.1 accept", "accept", "drop"})
 
-	denyAll := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set(pods), Policies: []*networkingv1.NetworkPolicy{
+	denyAll := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set(pods), Policies: npset.New([]*networkingv1.NetworkPolicy{
 		netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{} // no rules: nothing
-		})}})
+		})})})
 	eq(t, "missing rules", ruleTexts(chain(t, denyAll, "np_ing_x_a")), []string{
 		"ct state invalid drop", "ip saddr 10.0.0.1 accept", "drop"})
 }
@@ -265,7 +266,7 @@ func TestPorts(t *testing.T) {
 	udp := corev1.ProtocolUDP
 	out := compileChecked(t, Input{NodeName: "n1",
 		Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1", apitest.Port("web", 8080, corev1.ProtocolTCP), apitest.Port("dns", 5353, corev1.ProtocolUDP))}),
-		Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+		Policies: npset.New([]*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			r80 := tcp(80)
 			r80.EndPort = &end
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{
@@ -277,7 +278,7 @@ func TestPorts(t *testing.T) {
 				protoPort(corev1.ProtocolUDP, intstr.FromString("web")), // web is TCP: no match
 				{Protocol: &udp, Port: ptr(intstr.FromString("missing"))},
 			}}}
-		})}})
+		})})})
 	eq(t, "ports", ruleTexts(chain(t, out, "np_ing_x_a")), []string{
 		"ct state invalid drop", "ip saddr 10.0.0.1 accept",
 		"tcp dport 443 accept",
@@ -299,7 +300,7 @@ func TestNamedPortsResolvePerDestinationPod(t *testing.T) {
 		apitest.Pod("x", "c", "10.0.0.3"),
 	}
 	named := protoPort(corev1.ProtocolTCP, intstr.FromString("http"))
-	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set(pods), Policies: []*networkingv1.NetworkPolicy{
+	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set(pods), Policies: npset.New([]*networkingv1.NetworkPolicy{
 		netpol("x", "in", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{named}}}
 		}),
@@ -308,7 +309,7 @@ func TestNamedPortsResolvePerDestinationPod(t *testing.T) {
 				To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}},
 				Ports: []networkingv1.NetworkPolicyPort{named}}}
 		}),
-	}})
+	})})
 	if !contains(ruleTexts(chain(t, out, "np_ing_x_a")), "tcp dport 8080 accept") {
 		t.Errorf("x/a: %q", ruleTexts(chain(t, out, "np_ing_x_a")))
 	}
@@ -328,13 +329,13 @@ func TestNamedPortsResolvePerDestinationPod(t *testing.T) {
 
 func TestIPBlockExcept(t *testing.T) {
 	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1")}),
-		Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+		Policies: npset.New([]*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
 				{IPBlock: &networkingv1.IPBlock{CIDR: "192.168.0.0/16", Except: []string{"192.168.1.0/24", "192.168.128.0/17"}}},
 				{IPBlock: &networkingv1.IPBlock{CIDR: "192.168.0.0/24"}}, // overlaps the first: merged
 				{IPBlock: &networkingv1.IPBlock{CIDR: "2001:db8::/32", Except: []string{"2001:db8::/33"}}},
 			}}}
-		})}})
+		})})})
 	eq(t, "v4 ranges", keys(set(t, out, "np_x_p_eg0_cidr4")), []string{"192.168.0.0/24", "192.168.2.0-192.168.127.255"})
 	eq(t, "v6 ranges", keys(set(t, out, "np_x_p_eg0_cidr6")), []string{"2001:db8:8000::/33"})
 	if s := set(t, out, "np_x_p_eg0_cidr4"); !s.Interval {
@@ -350,10 +351,10 @@ func TestPodsThatAreNotEnforced(t *testing.T) {
 		apitest.Pod("x", "host", "192.0.2.10", apitest.HostNetwork()),
 		apitest.Pod("x", "live", "10.0.0.5"),
 	}
-	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set(pods), Policies: []*networkingv1.NetworkPolicy{
+	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set(pods), Policies: npset.New([]*networkingv1.NetworkPolicy{
 		netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}
-		})}})
+		})})})
 	eq(t, "isolated", keys(set(t, out, MapIngress4)), []string{"10.0.0.5 : jump np_ing_x_live"})
 	eq(t, "peers", keys(set(t, out, "np_x_p_in0_pods4")), []string{"10.0.0.5"})
 }
@@ -372,7 +373,7 @@ func TestInvalidObjectsAreReportedAndSkipped(t *testing.T) {
 	good := netpol("y", "good", metav1.LabelSelector{}, nil)
 	out := compileChecked(t, Input{NodeName: "n1",
 		Pods:     podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1"), apitest.Pod("y", "a", "10.0.1.1"), apitest.Pod("y", "weird", "not-an-ip")}),
-		Policies: []*networkingv1.NetworkPolicy{badCIDR, badExcept, badPort, badSel, good}})
+		Policies: npset.New([]*networkingv1.NetworkPolicy{badCIDR, badExcept, badPort, badSel, good})})
 	var got []string
 	for _, p := range out.Problems {
 		got = append(got, p.Error())
@@ -409,9 +410,9 @@ func TestLongNamesStayWithinKernelLimits(t *testing.T) {
 	pol := strings.Repeat("p", 253)
 	out := compileChecked(t, Input{NodeName: "n1",
 		Pods: podtest.Set([]*corev1.Pod{apitest.Pod(long, strings.Repeat("q", 253), "10.0.0.1")}),
-		Policies: []*networkingv1.NetworkPolicy{netpol(long, pol, metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+		Policies: npset.New([]*networkingv1.NetworkPolicy{netpol(long, pol, metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}
-		})}})
+		})})})
 	for _, c := range out.Chains {
 		if len(c.Name) > nftsafe.MaxName {
 			t.Errorf("chain name %d bytes", len(c.Name))
@@ -431,9 +432,9 @@ func TestDeterministic(t *testing.T) {
 		podList = append(podList, apitest.Pod([]string{"x", "y"}[i%2], fmt.Sprintf("p%d", i), fmt.Sprintf("10.0.0.%d", i+1)))
 	}
 	in.Pods = podtest.Set(podList)
-	in.Policies = []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+	in.Policies = npset.New([]*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 		s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}}}
-	})}
+	})})
 	first := fmt.Sprint(Compile(in))
 	for i := 0; i < 5; i++ {
 		if got := fmt.Sprint(Compile(in)); got != first {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/npset"
 )
 
 // refBlockRanges is cidr minus every except by the simplest method there
@@ -131,7 +132,7 @@ func sparseExceptPolicy(n int, v6 bool) Input {
 		s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
 			IPBlock: &networkingv1.IPBlock{CIDR: cidr, Except: except}}}}}
 	})
-	return Input{NodeName: "n1", Namespaces: []*corev1.Namespace{apitest.Namespace("x")}, Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.77.1.10")}), Policies: []*networkingv1.NetworkPolicy{np}}
+	return Input{NodeName: "n1", Namespaces: []*corev1.Namespace{apitest.Namespace("x")}, Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.77.1.10")}), Policies: npset.New([]*networkingv1.NetworkPolicy{np})}
 }
 
 // 10,000 sparse excepts compile in well under a second (issue 13 asks for

@@ -23,6 +23,7 @@ import (
 	"github.com/nftguard/nftguard/internal/golden"
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/npset"
 )
 
 // The golden files under testdata/ are the tables Compile produces for
@@ -60,7 +61,7 @@ func renderGolden(t *testing.T, in Input, out Output) string {
 			p.Namespace, p.Name, labelText(p.Labels), p.Spec.NodeName, p.Status.Phase, p.Spec.HostNetwork,
 			p.Status.PodIP, apitest.JSON(t, p.Status.PodIPs), portsText(p))
 	}
-	for _, np := range in.Policies {
+	for _, np := range in.Policies.All() {
 		fmt.Fprintf(&b, "# policy %s/%s %s\n", np.Namespace, np.Name, apitest.JSON(t, np.Spec))
 	}
 	for _, p := range out.Problems {
@@ -190,12 +191,12 @@ func goldenScenarios() map[string]Input {
 	return map[string]Input{
 		"default-deny": {NodeName: "n1", Namespaces: xyz,
 			Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1"), apitest.Pod("x", "b", "10.0.0.2", apitest.OnNode("n2")), apitest.Pod("y", "a", "10.0.1.1", apitest.IPs("10.0.1.1", "fd00::101"))}),
-			Policies: []*networkingv1.NetworkPolicy{
+			Policies: npset.New([]*networkingv1.NetworkPolicy{
 				netpol("x", "deny", metav1.LabelSelector{}, nil),
 				netpol("y", "deny-all", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 					s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
 				}),
-			}},
+			})},
 		"selectors": {NodeName: "n1", Namespaces: xyz,
 			Pods: podtest.Set([]*corev1.Pod{
 				apitest.Pod("x", "a", "10.0.0.1"),
@@ -205,7 +206,7 @@ func goldenScenarios() map[string]Input {
 				apitest.Pod("z", "b", "10.0.2.2", apitest.OnNode("n3")),
 				apitest.Pod("nons", "c", "10.0.3.3", apitest.OnNode("n3")), // no Namespace object
 			}),
-			Policies: []*networkingv1.NetworkPolicy{
+			Policies: npset.New([]*networkingv1.NetworkPolicy{
 				netpol("x", "pod", *apitest.Selector("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{PodSelector: apitest.Selector("pod", "b")})),
 				netpol("x", "ns", *apitest.Selector("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{NamespaceSelector: apitest.Selector("ns", "y")})),
 				netpol("x", "and", *apitest.Selector("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: apitest.Selector("pod", "b")})),
@@ -216,14 +217,14 @@ func goldenScenarios() map[string]Input {
 					MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "ns", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"x", "y"}}}}})),
 				netpol("x", "metaname", *apitest.Selector("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{NamespaceSelector: apitest.Selector(corev1.LabelMetadataName, "nons")})),
 				netpol("x", "nobody", *apitest.Selector("pod", "a"), allPeers(networkingv1.NetworkPolicyPeer{PodSelector: apitest.Selector("pod", "nobody")})),
-			}},
+			})},
 		"ports": {NodeName: "n1",
 			Pods: podtest.Set([]*corev1.Pod{
 				apitest.Pod("x", "a", "10.0.0.1", apitest.Port("http", 8080, corev1.ProtocolTCP), apitest.Port("dns", 5353, corev1.ProtocolUDP)),
 				apitest.Pod("x", "b", "10.0.0.2", apitest.Port("http", 9090, ""), apitest.IPs("10.0.0.2", "fd00::2")),
 				apitest.Pod("x", "c", "10.0.0.3"),
 			}),
-			Policies: []*networkingv1.NetworkPolicy{
+			Policies: npset.New([]*networkingv1.NetworkPolicy{
 				netpol("x", "in", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 					r80 := tcp(80)
 					r80.EndPort = &end
@@ -239,13 +240,13 @@ func goldenScenarios() map[string]Input {
 						{Ports: []networkingv1.NetworkPolicyPort{named}}, // no peers: every pod's http
 					}
 				}),
-			}},
+			})},
 		"ipblocks": {NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1")}),
-			Policies: []*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, allPeers(
+			Policies: npset.New([]*networkingv1.NetworkPolicy{netpol("x", "p", metav1.LabelSelector{}, allPeers(
 				networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "192.168.0.0/16", Except: []string{"192.168.1.0/24", "192.168.128.0/17"}}},
 				networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "192.168.0.0/24"}},
 				networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "2001:db8::/32", Except: []string{"2001:db8::/33"}}},
-			))}},
+			))})},
 		"not-enforced-and-invalid": {NodeName: "n1",
 			Pods: podtest.Set([]*corev1.Pod{
 				apitest.Pod("x", "done", "10.0.0.1", apitest.Phase(corev1.PodSucceeded)),
@@ -254,16 +255,16 @@ func goldenScenarios() map[string]Input {
 				apitest.Pod("x", "live", "10.0.0.5"),
 				apitest.Pod("x", "weird", "not-an-ip"),
 			}),
-			Policies: []*networkingv1.NetworkPolicy{
+			Policies: npset.New([]*networkingv1.NetworkPolicy{
 				netpol("x", "p", metav1.LabelSelector{}, allPeers(networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}})),
 				netpol("x", "bad", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 					s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/16", Except: []string{"10.1.0.0/24"}}}}}}
 				}),
-			}},
+			})},
 		"long-names": {NodeName: "n1",
 			Pods: podtest.Set([]*corev1.Pod{apitest.Pod(strings.Repeat("n", 63), strings.Repeat("q", 253), "10.0.0.1")}),
-			Policies: []*networkingv1.NetworkPolicy{netpol(strings.Repeat("n", 63), strings.Repeat("p", 253), metav1.LabelSelector{},
-				allPeers(networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}}))}},
+			Policies: npset.New([]*networkingv1.NetworkPolicy{netpol(strings.Repeat("n", 63), strings.Repeat("p", 253), metav1.LabelSelector{},
+				allPeers(networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}}))})},
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/npset"
 )
 
 // Names no API server accepts (a hand-written manifest, issue 13 repro 2)
@@ -25,7 +26,7 @@ func TestHostileNamesCompileToSafeNames(t *testing.T) {
 			apitest.Pod("a\nb", "ümlaut", "10.0.0.2", apitest.WithLabels("app", "web")),
 			apitest.Pod("x", "b", "10.0.0.3"),
 		}),
-		Policies: []*networkingv1.NetworkPolicy{
+		Policies: npset.New([]*networkingv1.NetworkPolicy{
 			netpol("x", evil, metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 				s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{
 					{PodSelector: &metav1.LabelSelector{}},
@@ -35,7 +36,7 @@ func TestHostileNamesCompileToSafeNames(t *testing.T) {
 				s.Egress = []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{protoPort(corev1.ProtocolTCP, intstr.FromString("http"))}}}
 				s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
 			}),
-		},
+		}),
 	}
 	out := compileChecked(t, in) // includes nftsafe.Check
 	if len(out.Problems) > 0 {
@@ -70,7 +71,7 @@ func TestSharedLocalAddressesAndNames(t *testing.T) {
 			apitest.Pod("x", "c", "10.0.0.4"),
 			apitest.Pod("x", "d", "fe80::1%eth0"),
 		}),
-		Policies: []*networkingv1.NetworkPolicy{deny},
+		Policies: npset.New([]*networkingv1.NetworkPolicy{deny}),
 	}
 	out := compileChecked(t, in)
 	var reasons []string

@@ -6,6 +6,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/problem"
 	"github.com/nftguard/nftguard/selection"
 )
@@ -33,36 +34,27 @@ type Compiler struct {
 // holding only what it used, so nothing outlives the objects it came from.
 type memo struct {
 	node string
-	// policies is shared by successive memos and updated in place: a
-	// new table per compile would cost every policy of the cluster per
-	// event. It is a cache: the policy list below carries each compile's
-	// answers, and an entry dropped too early only costs a validation.
-	policies map[*networkingv1.NetworkPolicy]*validPolicy
-	// The policy list of the compile and what it gave (see policyList).
-	// A compile given the very same list (the agent passes it again
-	// when no policy changed) takes it all as it is.
-	list   *policyList
-	rules  map[ruleKey]*ruleMemo
-	chains map[chainKey]*chainMemo
+	// npByNS is what each namespace's group of policies gave, shared by
+	// successive memos and updated in place: a new table per compile
+	// would cost every namespace per event.
+	npByNS map[string]*nsPolicies
+	// The groups of the compile's policy Set, what was read of each, and
+	// their problems in order.
+	npGroups   []*npset.Group
+	npRead     []*nsPolicies
+	npProblems []problem.Problem
+	npGen      uint64 // the compile that wrote this memo
+	rules      map[ruleKey]*ruleMemo
+	chains     map[chainKey]*chainMemo
 }
 
 func newMemo(prev *memo) *memo {
 	next := &memo{
-		node:     prev.node,
-		policies: prev.policies,
-		rules:    map[ruleKey]*ruleMemo{},
-		chains:   map[chainKey]*chainMemo{},
-	}
-	if next.policies == nil {
-		next.policies = map[*networkingv1.NetworkPolicy]*validPolicy{}
+		node:   prev.node,
+		rules:  map[ruleKey]*ruleMemo{},
+		chains: map[chainKey]*chainMemo{},
 	}
 	return next
-}
-
-// sameList tells whether a and b are the very same list: same length and,
-// unless empty, same backing array.
-func sameList[T any](a, b []T) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // validPolicy is a policy object validated: cp is nil for an invalid one.
@@ -93,20 +85,16 @@ type chainMemo struct {
 	chain engine.Chain
 }
 
-// policy validates a policy object once.
-func (c *compiler) policy(np *networkingv1.NetworkPolicy) *validPolicy {
-	vp := c.next.policies[np]
-	if vp == nil {
-		vp = &validPolicy{}
-		if probs := validate(np, &c.val); len(probs) > 0 {
-			vp.problems = probs
-		} else {
-			sel := c.sel.Selectors().Parse(&np.Spec.PodSelector).Selector
-			vp.cp = &compiledPolicy{np: np, key: np.Namespace + "/" + np.Name, selector: sel}
-			vp.cp.ingress, vp.cp.egress = policyTypes(np)
-		}
+// validate reads a policy object: its problems, or its compiled form.
+func (c *compiler) validate(np *networkingv1.NetworkPolicy) *validPolicy {
+	vp := &validPolicy{}
+	if probs := validate(np, &c.val); len(probs) > 0 {
+		vp.problems = probs
+	} else {
+		sel := c.sel.Selectors().Parse(&np.Spec.PodSelector).Selector
+		vp.cp = &compiledPolicy{np: np, key: np.Namespace + "/" + np.Name, selector: sel}
+		vp.cp.ingress, vp.cp.egress = policyTypes(np)
 	}
-	c.next.policies[np] = vp
 	return vp
 }
 

@@ -81,21 +81,23 @@ func mutate(r *rand.Rand, in Input) Input {
 		}
 		return c
 	}))
-	out.Policies = apitest.Mix(r, in.Policies, other.Policies, 8, func(np *networkingv1.NetworkPolicy) *networkingv1.NetworkPolicy {
+	// Update keeps the groups of namespaces whose policies stayed the
+	// same objects, as the agent does.
+	out.Policies = in.Policies.Update(apitest.Mix(r, in.Policies.All(), other.Policies.All(), 8, func(np *networkingv1.NetworkPolicy) *networkingv1.NetworkPolicy {
 		c := np.DeepCopy()
 		switch r.Intn(3) {
 		case 0:
 			breakPolicy(r, c)
 		case 1:
 			c.Spec.Ingress = nil
-			if len(other.Policies) > 0 {
-				c.Spec.Ingress = other.Policies[0].DeepCopy().Spec.Ingress
+			if other.Policies.Len() > 0 {
+				c.Spec.Ingress = other.Policies.All()[0].DeepCopy().Spec.Ingress
 			}
 		default:
 			c.Generation++
 		}
 		return c
-	})
+	}))
 	return out
 }
 
@@ -157,7 +159,11 @@ func TestCompilerReusesUnchangedWork(t *testing.T) {
 // every rule has address sets.
 func selectingCluster() Input {
 	in := bigCluster()
-	for i, np := range in.Policies {
+	for _, np := range in.Policies.All() {
+		var i int // the policy's place in bigCluster's list
+		if _, err := fmt.Sscanf(np.Name, "np%d", &i); err != nil {
+			panic(err)
+		}
 		np.Spec.Ingress[0].From[0].PodSelector.MatchLabels["app"] = fmt.Sprintf("app%d", (i+5)%20)
 		np.Spec.Egress[0].To[0].PodSelector.MatchLabels["app"] = fmt.Sprintf("app%d", (i+10)%20)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/testns"
+	"github.com/nftguard/nftguard/npset"
 )
 
 func annotated(n *corev1.Namespace, value string) *corev1.Namespace {
@@ -40,11 +41,11 @@ func logInput(l *LogDenied) Input {
 			apitest.Pod("y", "a", "10.0.1.1"),
 			apitest.Pod("z", "a", "10.0.2.1"),
 		}),
-		Policies: []*networkingv1.NetworkPolicy{
+		Policies: npset.New([]*networkingv1.NetworkPolicy{
 			netpol("x", "deny", metav1.LabelSelector{}, both),
 			netpol("y", "deny", metav1.LabelSelector{}, both),
 			netpol("z", "deny", metav1.LabelSelector{}, both),
-		},
+		}),
 	}
 }
 
@@ -207,7 +208,7 @@ func TestLogDeniedHostileNames(t *testing.T) {
 	in := Input{NodeName: "n1", LogDenied: &l,
 		Namespaces: []*corev1.Namespace{annotated(apitest.Namespace(evil), "true")},
 		Pods:       podtest.Set([]*corev1.Pod{apitest.Pod(evil, evil, "10.0.0.1")}),
-		Policies:   []*networkingv1.NetworkPolicy{netpol(evil, evil, metav1.LabelSelector{}, nil)},
+		Policies:   npset.New([]*networkingv1.NetworkPolicy{netpol(evil, evil, metav1.LabelSelector{}, nil)}),
 	}
 	out := compileChecked(t, in)
 	prefix := regexp.MustCompile(`prefix "([^"]*)"`)

@@ -16,6 +16,7 @@ import (
 	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/testns"
+	"github.com/nftguard/nftguard/npset"
 )
 
 // ndInput is a node with one pod isolated both ways, dual-stack.
@@ -25,9 +26,9 @@ func ndInput() Input {
 			apitest.Pod("x", "a", "10.0.0.1", apitest.IPs("10.0.0.1", "fd00::1")),
 			apitest.Pod("x", "b", "10.0.0.2", apitest.IPs("10.0.0.2", "fd00::2")),
 		}),
-		Policies: []*networkingv1.NetworkPolicy{netpol("x", "deny", *apitest.Selector("pod", "a"), func(s *networkingv1.NetworkPolicySpec) {
+		Policies: npset.New([]*networkingv1.NetworkPolicy{netpol("x", "deny", *apitest.Selector("pod", "a"), func(s *networkingv1.NetworkPolicySpec) {
 			s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
-		})},
+		})}),
 	}
 }
 

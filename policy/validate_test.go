@@ -88,7 +88,7 @@ func TestValidateWithCachesEqualsValidate(t *testing.T) {
 	for seed := int64(0); seed < 300; seed++ {
 		in := randomCluster(rand.New(rand.NewSource(seed)))
 		v := &validator{selectors: selection.NewSelectors(), portNames: map[string][]string{}}
-		for _, np := range in.Policies {
+		for _, np := range in.Policies.All() {
 			if diff := cmp.Diff(Validate(np), validate(np, v)); diff != "" {
 				t.Fatalf("seed %d, %s/%s (-uncached +cached):\n%s", seed, np.Namespace, np.Name, diff)
 			}

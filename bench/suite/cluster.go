@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 )
 
@@ -53,6 +54,9 @@ type cluster struct {
 	// pods gives the compilers the same record for the same pod object,
 	// as the agent's cache does; copies of a cluster share it.
 	pods *podset.Converter
+	// policies is the last input's policy Set: the next keeps its
+	// unchanged namespaces, as the agent's does.
+	policies *npset.Set
 }
 
 // newCluster generates a cluster with a realistic policy mix: every
@@ -190,7 +194,8 @@ func policy(i, ns, k int) *networkingv1.NetworkPolicy {
 
 // input is the compose input for the benchmarked node.
 func (c *cluster) input() compose.Input {
-	return compose.Input{NodeName: localNode, Namespaces: c.Namespaces, Pods: c.pods.Set(c.Pods), NetworkPolicies: c.Policies}
+	c.policies = c.policies.Update(c.Policies)
+	return compose.Input{NodeName: localNode, Namespaces: c.Namespaces, Pods: c.pods.Set(c.Pods), NetworkPolicies: c.policies}
 }
 
 // writeManifests writes the cluster as one JSON List into dir, the form

@@ -14,6 +14,7 @@ import (
 	"github.com/nftguard/nftguard/conntrack"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/manifest"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/problem"
 )
@@ -81,7 +82,7 @@ func build(stdin io.Reader, in input, c common, stderr io.Writer, t *phases) (co
 		Namespaces:      objs.Namespaces,
 		Nodes:           objs.Nodes,
 		Pods:            podset.NewSet(podset.FromAPIList(objs.Pods)),
-		NetworkPolicies: objs.NetworkPolicies,
+		NetworkPolicies: npset.New(objs.NetworkPolicies),
 		// Both served versions, already converted to v1beta1.
 		ClusterNetworkPolicies: objs.ClusterNetworkPolicies,
 		Services:               objs.Services,

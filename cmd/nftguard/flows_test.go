@@ -18,6 +18,7 @@ import (
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/manifest"
+	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -79,7 +80,7 @@ spec: {podSelector: {matchLabels: {pod: b}}, policyTypes: [Ingress]}
 		t.Fatal(err)
 	}
 	l := policy.LogDenied{Group: 1603, Rate: 100, Burst: 100}
-	out := policy.Compile(policy.Input{NodeName: "n1", Namespaces: objs.Namespaces, Pods: podtest.Set(objs.Pods), Policies: objs.NetworkPolicies, LogDenied: &l})
+	out := policy.Compile(policy.Input{NodeName: "n1", Namespaces: objs.Namespaces, Pods: podtest.Set(objs.Pods), Policies: npset.New(objs.NetworkPolicies), LogDenied: &l})
 	eng, err := engine.New(engine.Table{Family: "inet", Name: "nftguard"}, engine.WithNetNS(lab.Nodes[0].Path))
 	if err != nil {
 		t.Fatal(err)
