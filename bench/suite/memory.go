@@ -27,6 +27,17 @@ type memoryMeasured struct {
 	// receives, counted by a wrapping RoundTripper (bytes after the
 	// transport's gzip decoding) and its event handlers.
 	APILoad apiLoad
+	// MoreAgents are fresh agents started one after the other against
+	// the same cluster with other memory limits (first sync only).
+	MoreAgents []agentRun `json:",omitempty"`
+}
+
+// agentRun is one more agent's first sync.
+type agentRun struct {
+	GoMemLimit                                         string // "" for none
+	FirstSyncSeconds                                   float64
+	CachesSyncedSeconds, CompileSeconds, KernelSeconds float64
+	RSSAfterSyncKB, HWMAfterSyncKB                     int
 }
 
 // apiLoad is what one agent-like watcher received.
@@ -140,6 +151,21 @@ func (m memoryResult) section(w io.Writer) {
 	fmt.Fprintln(w, "|---|---:|---:|")
 	fmt.Fprintf(w, "| after first sync | %.1f MB | %.1f MB |\n", mb(x.RSSAfterSyncKB), mb(x.HWMAfterSyncKB))
 	fmt.Fprintf(w, "| after %d changes | %.1f MB | %.1f MB |\n\n", x.Churn, mb(x.RSSAfterChurnKB), mb(x.HWMAfterChurnKB))
+	if len(x.MoreAgents) > 0 {
+		fmt.Fprintln(w, "More agents against the same cluster, one after the other, each in a fresh network namespace (first sync only; MB here are MiB, as above):")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| GOMEMLIMIT | first table | caches synced | compile | kernel | RSS after sync | peak (HWM) |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+		for _, a := range x.MoreAgents {
+			limit := a.GoMemLimit
+			if limit == "" {
+				limit = "none"
+			}
+			fmt.Fprintf(w, "| %s | %.1f s | %.1f s | %.3f s | %.3f s | %.1f MB | %.1f MB |\n", limit, a.FirstSyncSeconds, a.CachesSyncedSeconds,
+				a.CompileSeconds, a.KernelSeconds, mb(a.RSSAfterSyncKB), mb(a.HWMAfterSyncKB))
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintln(w, m.goal())
 	fmt.Fprintln(w)
 }

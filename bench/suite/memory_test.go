@@ -119,6 +119,7 @@ func TestAgentMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	res.RSSAfterChurnKB, res.HWMAfterChurnKB = ag.rss(t)
+	res.MoreAgents = moreAgents(ctx, t, srv, rules, elems)
 	b, err := json.Marshal(res)
 	if err != nil {
 		t.Fatal(err)
@@ -287,6 +288,12 @@ func (a *agent) cachesSynced() float64 {
 }
 
 func startAgent(t *testing.T, srv *kubetest.Server, netns string) *agent {
+	return startAgentLimited(t, srv, netns, os.Getenv("NFTGUARD_BENCH_AGENT_GOMEMLIMIT"))
+}
+
+// startAgentLimited is startAgent with the agent's Go memory limit
+// (GOMEMLIMIT; "" for none).
+func startAgentLimited(t *testing.T, srv *kubetest.Server, netns, memLimit string) *agent {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "nftguard")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/nftguard")
@@ -313,10 +320,10 @@ func startAgent(t *testing.T, srv *kubetest.Server, netns string) *agent {
 	ag.cmd = exec.Command(bin, "run", "--kubeconfig", kc, "--node-name", localNode, "--netns", netns,
 		"--metrics-addr", ag.addr, "--log-format", "json", "--log-level", "info")
 	ag.cmd.Stdout, ag.cmd.Stderr = logf, logf
-	if v := os.Getenv("NFTGUARD_BENCH_AGENT_GOMEMLIMIT"); v != "" {
+	if memLimit != "" {
 		// The agent alone runs with the memory limit the DaemonSet
 		// gives it; the test process holds the cluster and must not.
-		ag.cmd.Env = append(os.Environ(), "GOMEMLIMIT="+v)
+		ag.cmd.Env = append(os.Environ(), "GOMEMLIMIT="+memLimit)
 	}
 	ag.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := ag.cmd.Start(); err != nil {
