@@ -88,12 +88,13 @@ func TestAPILoad(t *testing.T) {
 
 	// 1 + 2: the initial sync, both ways, alternated.
 	for rep := range reps {
-		modes := []bool{true, false}
-		if rep%2 == 1 {
-			modes = []bool{false, true} // neither way always runs on a warmer server
+		// Neither way always runs first, on a warmer server.
+		modes := []string{modeWatchList, modeList, modePaged}
+		for range rep {
+			modes = append(modes[1:], modes[0])
 		}
-		for _, wl := range modes {
-			s := measureSync(ctx, t, srv, api, gate, wl)
+		for _, mode := range modes {
+			s := measureSync(ctx, t, srv, api, gate, mode)
 			s.Rep = rep
 			s.Load = loadAvg()
 			t.Logf("sync %s rep %d: %+v", s.Mode, rep, s)
@@ -234,6 +235,7 @@ func (g *watchListGate) Enabled(f features.Feature) bool {
 type apiWatcher struct {
 	ctx             context.Context
 	cancel          context.CancelFunc
+	cs              *kubernetes.Clientset
 	f               informers.SharedInformerFactory
 	infs            []cache.SharedIndexInformer
 	wireIn, wireOut atomic.Int64
@@ -263,7 +265,7 @@ func newAPIWatcher(ctx context.Context, t *testing.T, srv *kubetest.Server) *api
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.f = informers.NewSharedInformerFactory(cs, 0)
+	w.cs, w.f = cs, informers.NewSharedInformerFactory(cs, 0)
 	w.infs = []cache.SharedIndexInformer{w.f.Core().V1().Pods().Informer(), w.f.Core().V1().Namespaces().Informer(),
 		w.f.Networking().V1().NetworkPolicies().Informer(), w.f.Core().V1().Services().Informer(), w.f.Core().V1().Nodes().Informer()}
 	return w
@@ -360,32 +362,114 @@ func (c *countingConn) Write(p []byte) (int, error) {
 
 // measureSync starts a fresh watcher with watch-list on or off and
 // measures it until all five caches report HasSynced.
-func measureSync(ctx context.Context, t *testing.T, srv *kubetest.Server, api int, gate *watchListGate, watchList bool) syncResult {
-	gate.watchList.Store(watchList)
+// The initial sync's modes: client-go's default (watch-list), the
+// reflector's LIST (the feature off; its first LIST asks for
+// resourceVersion 0, served whole from the watch cache) and, for
+// comparison, a consistent LIST in pages of 500 (resourceVersion "", what
+// a reflector does when it must relist without a usable version); the
+// last is the lists alone, without informers or watches.
+const (
+	modeWatchList = "watch-list"
+	modeList      = "list"
+	modePaged     = "paged-list"
+)
+
+// measureSync starts a fresh watcher in mode and measures it until all
+// five caches report HasSynced (for modePaged: until all five lists are
+// read).
+func measureSync(ctx context.Context, t *testing.T, srv *kubetest.Server, api int, gate *watchListGate, mode string) syncResult {
+	gate.watchList.Store(mode == modeWatchList)
 	w := newAPIWatcher(ctx, t, srv)
 	defer w.stop()
 	cpu0, self0 := procCPU(t, api), selfCPU()
 	start := time.Now()
-	w.start(t)
-	s := syncResult{Mode: "list", Seconds: time.Since(start).Seconds()}
-	if watchList {
-		s.Mode = "watch-list"
+	s := syncResult{Mode: mode}
+	if mode == modePaged {
+		n, err := pagedLists(ctx, w.cs, 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Objects = n
+	} else {
+		w.start(t)
 	}
+	s.Seconds = time.Since(start).Seconds()
 	s.APIServerCPUSeconds, s.ClientCPUSeconds = procCPU(t, api)-cpu0, selfCPU()-self0
-	s.Objects = w.objects()
+	if mode != modePaged {
+		s.Objects = w.objects()
+	}
 	s.WireInBytes, s.WireOutBytes, s.DecodedBytes = w.wireIn.Load(), w.wireOut.Load(), w.decoded()
 	w.mu.Lock()
 	s.Requests, s.Gzipped = maps.Clone(w.requests), maps.Clone(w.gzipped)
 	w.mu.Unlock()
 	// The watcher must have done what its mode says, or the comparison
 	// compares nothing.
-	if watchList && s.Requests["watch-list"] != 5 {
+	switch {
+	case mode == modeWatchList && s.Requests["watch-list"] != 5:
 		t.Fatalf("watch-list sync made requests %v, want 5 watch-list requests", s.Requests)
-	}
-	if !watchList && (s.Requests["watch-list"] != 0 || s.Requests["list"] < 5) {
+	case mode == modeList && (s.Requests["watch-list"] != 0 || s.Requests["list"] < 5):
 		t.Fatalf("list sync made requests %v, want ≥ 5 lists and no watch-list", s.Requests)
+	case mode == modePaged && s.Requests["list"] <= 5:
+		t.Fatalf("paged lists made requests %v, want more than one page", s.Requests)
 	}
 	return s
+}
+
+// pagedLists reads the five kinds in consistent pages of limit objects.
+func pagedLists(ctx context.Context, cs *kubernetes.Clientset, limit int64) (objects int, err error) {
+	type page func(metav1.ListOptions) (n int, cont string, err error)
+	kinds := map[string]page{
+		"pods": func(o metav1.ListOptions) (int, string, error) {
+			l, err := cs.CoreV1().Pods("").List(ctx, o)
+			if err != nil {
+				return 0, "", err
+			}
+			return len(l.Items), l.Continue, nil
+		},
+		"namespaces": func(o metav1.ListOptions) (int, string, error) {
+			l, err := cs.CoreV1().Namespaces().List(ctx, o)
+			if err != nil {
+				return 0, "", err
+			}
+			return len(l.Items), l.Continue, nil
+		},
+		"networkpolicies": func(o metav1.ListOptions) (int, string, error) {
+			l, err := cs.NetworkingV1().NetworkPolicies("").List(ctx, o)
+			if err != nil {
+				return 0, "", err
+			}
+			return len(l.Items), l.Continue, nil
+		},
+		"services": func(o metav1.ListOptions) (int, string, error) {
+			l, err := cs.CoreV1().Services("").List(ctx, o)
+			if err != nil {
+				return 0, "", err
+			}
+			return len(l.Items), l.Continue, nil
+		},
+		"nodes": func(o metav1.ListOptions) (int, string, error) {
+			l, err := cs.CoreV1().Nodes().List(ctx, o)
+			if err != nil {
+				return 0, "", err
+			}
+			return len(l.Items), l.Continue, nil
+		},
+	}
+	for kind, list := range kinds {
+		opts := metav1.ListOptions{Limit: limit}
+		for {
+			n, cont, err := list(opts)
+			if err != nil {
+				return objects, fmt.Errorf("list %s: %w", kind, err)
+			}
+			objects += n
+			if cont == "" {
+				break
+			}
+			opts.Continue = cont
+		}
+	}
+	return objects, nil
 }
 
 // eventRecorder compares, for every pod event, the agent's record before
