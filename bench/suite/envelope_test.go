@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -51,9 +52,12 @@ func localPods(c *cluster) int {
 }
 
 // watcher is an informer set like the agent's (the same five kinds, no
-// resync) with every response byte and handler call counted.
+// resync) with every response byte and handler call counted: bytes after
+// the transport's gzip decoding, and bytes read from its connection (TLS
+// records, about what crosses the network).
 type watcher struct {
 	bytes, events atomic.Int64
+	wire          atomic.Int64
 	mu            sync.Mutex
 	ctype         string
 }
@@ -91,6 +95,14 @@ func (b *countingBody) Read(p []byte) (int, error) {
 func startWatcher(ctx context.Context, t *testing.T, cfg *rest.Config) *watcher {
 	w := &watcher{}
 	cfg = rest.CopyConfig(cfg)
+	d := &net.Dialer{}
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: conn, in: &w.wire, out: new(atomic.Int64)}, nil
+	}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt: rt, w: w} })
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -141,7 +153,7 @@ func (w *watcher) contentType() string {
 // (create, scheduled, status with the address, ready, deletion
 // timestamp, delete), more than the churn here (see ENVELOPE.md).
 func (a *apiLoad) fill(w *watcher, writes int, seconds float64) {
-	a.ChurnBytes, a.ChurnEvents = w.bytes.Load(), w.events.Load()
+	a.ChurnBytes, a.ChurnEvents, a.ChurnWireBytes = w.bytes.Load(), w.events.Load(), w.wire.Load()
 	a.ChurnSeconds, a.ChurnWrites = seconds, writes
 	if writes > 0 {
 		a.PodEventsPerWrite = float64(a.ChurnEvents) / float64(writes)
