@@ -675,7 +675,7 @@ func podLives(ctx context.Context, cs *kubernetes.Clientset, c *cluster, nodes [
 		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 			return fmt.Errorf("delete %s: %w", p.Name, err)
 		}
-		count.Add(7)
+		count.Add(6) // pending, running, ready, graceful delete, stopped, delete
 		return nil
 	})
 	return int(count.Load()), err
