@@ -149,9 +149,9 @@ func (w *watcher) contentType() string {
 
 // fill derives the per-event and per-minute figures. The projection is
 // for the churn, 100 pod creations and 100 deletions a second
-// cluster-wide; a real pod's life brings its watchers about six events
-// (create, scheduled, status with the address, ready, deletion
-// timestamp, delete), more than the churn here (see ENVELOPE.md).
+// cluster-wide, at six events a life (see ENVELOPE.md). TestAPILoad
+// measures a kubelet-like life instead: 8 events of ~2.8 kB each
+// (bench/results/apiload/REPORT.md); the label flips here are smaller.
 func (a *apiLoad) fill(w *watcher, writes int, seconds float64) {
 	a.ChurnBytes, a.ChurnEvents, a.ChurnWireBytes = w.bytes.Load(), w.events.Load(), w.wire.Load()
 	a.ChurnSeconds, a.ChurnWrites = seconds, writes
