@@ -25,7 +25,8 @@ type memoryMeasured struct {
 	CachesSyncedSeconds, CompileSeconds, KernelSeconds float64
 	// API load (issue 17): what an informer set like the agent's
 	// receives, counted by a wrapping RoundTripper (bytes after the
-	// transport's gzip decoding) and its event handlers.
+	// transport's gzip decoding), on its connection (wire bytes: TLS
+	// records) and by its event handlers.
 	APILoad apiLoad
 	// MoreAgents are fresh agents started one after the other against
 	// the same cluster with other memory limits (first sync only).
@@ -43,8 +44,10 @@ type agentRun struct {
 // apiLoad is what one agent-like watcher received.
 type apiLoad struct {
 	ContentType               string
-	ListBytes, ListObjects    int64   // the initial lists
-	ChurnBytes, ChurnEvents   int64   // watch events during the churn
+	ListBytes, ListObjects    int64   // the initial lists, decoded
+	ListWireBytes             int64   // the same on the wire
+	ChurnBytes, ChurnEvents   int64   // watch events during the churn, decoded
+	ChurnWireBytes            int64   // the same on the wire (compressed while the first watch-list streams last)
 	ChurnSeconds              float64 // the churn's wall time
 	ChurnWrites               int     // API writes the churn made
 	PodEventsPerWrite         float64 // watch events per write

@@ -100,9 +100,10 @@ func TestAgentMemory(t *testing.T) {
 	// during the churn.
 	w := startWatcher(ctx, t, srv.Config(kubetest.Admin))
 	res.APILoad.ContentType = w.contentType()
-	res.APILoad.ListBytes, res.APILoad.ListObjects = w.bytes.Load(), w.events.Load()
+	res.APILoad.ListBytes, res.APILoad.ListObjects, res.APILoad.ListWireBytes = w.bytes.Load(), w.events.Load(), w.wire.Load()
 	w.bytes.Store(0)
 	w.events.Store(0)
+	w.wire.Store(0)
 
 	start = time.Now()
 	writes, err := churnPods(ctx, admin, c, churn)
