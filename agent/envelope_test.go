@@ -415,7 +415,7 @@ func BenchmarkEnvelopeEvent(b *testing.B) {
 // envMaxBytesPerPod bounds the live bytes per pod of the agent's caches
 // and compiled state (measured 2026-12-01 with records: see
 // bench/results/ENVELOPE.md).
-const envMaxBytesPerPod = 1100
+const envMaxBytesPerPod = 850
 
 // stripBaseline is the transform as it was before issue 17 (API objects
 // in the cache, every container with ports kept whole, nothing shared):

@@ -47,6 +47,7 @@ type sources struct {
 	dirtyKinds     map[string]bool
 	dirtyPolicyNS  map[string]bool
 	policySet      *npset.Set // the last input's NetworkPolicies
+	stripper       *stripper  // the informers' transform, swept by input
 	lastNamespaces cachedList[*corev1.Namespace]
 	lastServices   cachedList[*corev1.Service]
 	lastNodes      cachedList[*corev1.Node]
@@ -80,8 +81,9 @@ func newSources(client kubernetes.Interface, m *metrics, onChange func(kind stri
 	// No informer resync: the agent's own periodic resync recompiles from
 	// the caches, and replaying every object through handlers would only
 	// mark the state dirty again.
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(newStripper().strip))
-	s := &sources{factory: f, dirtyNS: map[string]bool{}, dirtyKinds: map[string]bool{}, dirtyPolicyNS: map[string]bool{}}
+	strip := newStripper()
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(strip.strip))
+	s := &sources{factory: f, stripper: strip, dirtyNS: map[string]bool{}, dirtyKinds: map[string]bool{}, dirtyPolicyNS: map[string]bool{}}
 	add := func(resource, kind string, inf cache.SharedIndexInformer, touched func(obj any)) error {
 		count := m.informerEvents.WithLabelValues(resource)
 		changed := func(initial bool) { count.Inc(); onChange(kind, initial) }
@@ -178,6 +180,9 @@ func (s *sources) stop() { s.factory.Shutdown() }
 func (s *sources) input(cfg *Config) (compose.Input, error) {
 	in := compose.Input{NodeName: cfg.NodeName, ClusterCIDRs: cfg.ClusterCIDRs, ServiceCIDRs: cfg.ServiceCIDRs, LogDenied: cfg.LogDenied}
 	in.Pods = s.podInput()
+	if s.stripper != nil && s.stripper.needsSweep() {
+		s.stripper.sweep(s.pods.List())
+	}
 	// The changes are taken before the caches are read: a change that
 	// lands in between is read now and marks its kind again, which costs
 	// one more read, never a lost change.

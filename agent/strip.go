@@ -2,7 +2,6 @@ package agent
 
 import (
 	"reflect"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
+	"unsafe"
 )
 
 // strip is the informers' transform without label sharing (see stripper):
@@ -71,32 +71,22 @@ func keepAnnotation(a map[string]string, key string) map[string]string {
 // and bench/results/ENVELOPE.md. Informer transforms run on the informers'
 // goroutines, hence the lock.
 //
-// A shared value lives as long as a pod holding it: each stripped pod
-// releases its references when the garbage collector frees it
-// (runtime.AddCleanup), so pod churn never grows the tables.
+// The tables hold every value handed out since the last sweep; sweep drops
+// those no cached pod holds, and the sync loop calls it whenever the tables
+// have doubled since (needsSweep), so pod churn never grows them past twice
+// what live pods hold. A sweep costs a walk over the cached pods; a
+// per-pod release (a runtime cleanup per record) cost 50 bytes a pod.
 type stripper struct {
 	mu     sync.Mutex
-	labels map[string]*shared[map[string]string] // by canonical encoding
-	ports  map[string]*shared[[]podset.Port]
+	labels map[string]map[string]string // by canonical encoding
+	ports  map[string][]podset.Port
+	kept   int // values kept by the last sweep
 	buf    []byte
 	keys   []string
 }
 
-// shared is one shared value and the number of pods holding it.
-type shared[T any] struct {
-	v    T
-	key  string
-	refs int
-}
-
-// podShares are the shared values one pod holds.
-type podShares struct {
-	labels *shared[map[string]string]
-	ports  *shared[[]podset.Port]
-}
-
 func newStripper() *stripper {
-	return &stripper{labels: map[string]*shared[map[string]string]{}, ports: map[string]*shared[[]podset.Port]{}}
+	return &stripper{labels: map[string]map[string]string{}, ports: map[string][]podset.Port{}}
 }
 
 // strip is the transform, for informers.WithTransform.
@@ -107,49 +97,67 @@ func (s *stripper) strip(obj any) (any, error) { return stripWith(obj, s) }
 func (s *stripper) share(out *podset.Pod, p *corev1.Pod) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var ps podShares
 	if len(p.Labels) > 0 {
 		k := s.encodeLabels(p.Labels)
-		ps.labels = s.labels[string(k)]
-		if ps.labels == nil {
-			m := make(map[string]string, len(p.Labels))
+		m, ok := s.labels[string(k)]
+		if !ok {
+			m = make(map[string]string, len(p.Labels))
 			for key, v := range p.Labels {
 				m[intern(key)] = intern(v)
 			}
-			ps.labels = &shared[map[string]string]{v: m, key: string(k)}
-			s.labels[ps.labels.key] = ps.labels
+			s.labels[string(k)] = m
 		}
-		ps.labels.refs++
-		out.Labels = ps.labels.v
+		out.Labels = m
 	}
-	if ports := namedPorts(p); ports != nil {
+	if ports := namedPorts(p); len(ports) > 0 {
 		k := s.encodePorts(ports)
-		ps.ports = s.ports[string(k)]
-		if ps.ports == nil {
-			ps.ports = &shared[[]podset.Port]{v: ports, key: string(k)}
-			s.ports[ps.ports.key] = ps.ports
+		if shared, ok := s.ports[string(k)]; ok {
+			ports = shared
+		} else {
+			s.ports[string(k)] = ports
 		}
-		ps.ports.refs++
-		out.Ports = ps.ports.v
-	}
-	if ps.labels != nil || ps.ports != nil {
-		runtime.AddCleanup(out, s.release, ps)
+		out.Ports = ports
 	}
 }
 
-func (s *stripper) release(ps podShares) {
+// needsSweep tells whether the tables have doubled since the last sweep.
+func (s *stripper) needsSweep() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l := ps.labels; l != nil {
-		if l.refs--; l.refs == 0 && s.labels[l.key] == l {
-			delete(s.labels, l.key)
+	return len(s.labels)+len(s.ports) > 2*s.kept+1024
+}
+
+// sweep drops the shared values that none of pods (the cached objects)
+// holds. A value handed out while it runs may be dropped too: the pod
+// keeps it, and only the next equal pod gets a copy of its own.
+func (s *stripper) sweep(pods []any) {
+	labels := make(map[unsafe.Pointer]bool, len(pods)/8)
+	ports := make(map[*podset.Port]bool, len(pods)/8)
+	for _, o := range pods {
+		p, ok := o.(*podset.Pod)
+		if !ok {
+			continue
+		}
+		if p.Labels != nil {
+			labels[reflect.ValueOf(p.Labels).UnsafePointer()] = true
+		}
+		if len(p.Ports) > 0 {
+			ports[&p.Ports[0]] = true
 		}
 	}
-	if p := ps.ports; p != nil {
-		if p.refs--; p.refs == 0 && s.ports[p.key] == p {
-			delete(s.ports, p.key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, m := range s.labels {
+		if !labels[reflect.ValueOf(m).UnsafePointer()] {
+			delete(s.labels, k)
 		}
 	}
+	for k, l := range s.ports {
+		if len(l) == 0 || !ports[&l[0]] {
+			delete(s.ports, k)
+		}
+	}
+	s.kept = len(s.labels) + len(s.ports)
 }
 
 // liveShared is the number of label sets and port lists held.

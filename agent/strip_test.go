@@ -3,13 +3,12 @@ package agent
 import (
 	"github.com/google/go-cmp/cmp"
 	"reflect"
-	"runtime"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"fmt"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 )
@@ -104,17 +103,28 @@ func TestStripperSharesLabelSets(t *testing.T) {
 	if n := s.liveShared(); n != 5 {
 		t.Errorf("%d shared values, want 5", n)
 	}
-	runtime.KeepAlive([]*podset.Pod{p1, p2, p3})
-	p1, p2, p3 = nil, nil, nil
-	// Dropped pods release their sets: churn must not grow the table.
-	runtime.KeepAlive([]*podset.Pod{a, b, c, d, e})
-	a, b, c, d, e = nil, nil, nil, nil, nil
-	for i := 0; i < 50 && s.liveShared() > 0; i++ {
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
+	// A sweep keeps what cached pods hold and drops the rest: churn must
+	// not grow the tables.
+	s.sweep([]any{a, p3, "not a pod"})
+	if n := s.liveShared(); n != 2 {
+		t.Errorf("%d shared values after a sweep keeping two, want 2", n)
 	}
-	if n := s.liveShared(); n != 0 {
-		t.Errorf("%d sets still held after their pods were freed", n)
+	if a2 := pod("a2", map[string]string{"app": "web", "hash": "1"}); reflect.ValueOf(a2.Labels).UnsafePointer() != reflect.ValueOf(a.Labels).UnsafePointer() {
+		t.Error("a kept label set is no longer shared")
+	}
+	if c2 := pod("c2", map[string]string{"app": "web1", "hash": ""}); reflect.ValueOf(c2.Labels).UnsafePointer() == reflect.ValueOf(c.Labels).UnsafePointer() {
+		t.Error("a swept label set is still handed out")
+	}
+	s.sweep(nil)
+	if n := s.liveShared(); n != 0 || s.needsSweep() {
+		t.Errorf("%d shared values after sweeping with no pods (needsSweep %v)", n, s.needsSweep())
+	}
+	// needsSweep asks for a sweep once the tables doubled since the last.
+	for i := range 1025 {
+		pod(fmt.Sprintf("u%d", i), map[string]string{"app": fmt.Sprint(i)})
+	}
+	if !s.needsSweep() {
+		t.Error("1,025 label sets since an empty sweep do not ask for a sweep")
 	}
 }
 
