@@ -24,12 +24,15 @@ import (
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"bytes"
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/testns"
 	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/selection"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // The envelope (issue 17): 150k pods over 5,000 Nodes, 30 of them on the
@@ -452,4 +455,77 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkEnvelopeDecode is the agent's CPU per pod of the initial list
+// that is not the API server's: decoding a pod from the protobuf the API
+// server sends (as client-go's reflector does) and the informer's
+// transform. Times the pod count, it is the decode part of the first sync
+// (bench/results/ENVELOPE.md); the rest of "caches synced" is waiting for
+// the API server and the network.
+func BenchmarkEnvelopeDecode(b *testing.B) {
+	const n = 1000
+	ser := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	codec := scheme.Codecs.EncoderForVersion(ser, corev1.SchemeGroupVersion)
+	wire := make([][]byte, n)
+	size := 0
+	for i := range wire {
+		var buf bytes.Buffer
+		if err := codec.Encode(envServedPod(i), &buf); err != nil {
+			b.Fatal(err)
+		}
+		wire[i] = buf.Bytes()
+		size += buf.Len()
+	}
+	for _, tr := range []struct {
+		name string
+		fn   func(any) (any, error)
+	}{{"decode", nil}, {"decode+transform", newStripper().strip}} {
+		b.Run(tr.name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				obj, _, err := ser.Decode(wire[i%n], nil, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if tr.fn != nil {
+					if _, err := tr.fn(obj); err != nil {
+						b.Fatal(err)
+					}
+				}
+				i++
+			}
+			b.ReportMetric(float64(size)/n, "wire-B/pod")
+		})
+	}
+}
+
+// envServedPod is envRawPod as an API server hands it out after a create
+// and a status write: defaults, two managedFields entries, conditions and
+// a container status (1.2–1.3 kB of protobuf, as the envelope run's pods
+// measured on the wire: bench/results/apiload/REPORT.md).
+func envServedPod(i int) *corev1.Pod {
+	p := envRawPod(i, 100, 33, "")
+	t := metav1.NewTime(time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC))
+	p.CreationTimestamp = t
+	grace := int64(30)
+	prio := int32(0)
+	never := corev1.PreemptLowerPriority
+	p.Spec.RestartPolicy, p.Spec.DNSPolicy, p.Spec.SchedulerName = corev1.RestartPolicyAlways, corev1.DNSClusterFirst, corev1.DefaultSchedulerName
+	p.Spec.TerminationGracePeriodSeconds, p.Spec.Priority, p.Spec.PreemptionPolicy = &grace, &prio, &never
+	p.Spec.SecurityContext = &corev1.PodSecurityContext{}
+	c := &p.Spec.Containers[0]
+	c.TerminationMessagePath, c.TerminationMessagePolicy, c.ImagePullPolicy = "/dev/termination-log", corev1.TerminationMessageReadFile, corev1.PullIfNotPresent
+	fields := func(manager, sub, raw string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &t,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(raw)}, Subresource: sub}
+	}
+	p.ManagedFields = []metav1.ManagedFieldsEntry{
+		fields("suite", "", `{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/restartedAt":{}},"f:labels":{".":{},"f:app":{},"f:pod-template-hash":{},"f:team":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"main\"}":{".":{},"f:image":{},"f:imagePullPolicy":{},"f:name":{},"f:ports":{".":{},"k:{\"containerPort\":8080,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{},"f:name":{},"f:protocol":{}},"k:{\"containerPort\":9090,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{},"f:name":{},"f:protocol":{}}}}},"f:nodeName":{}}}`),
+		fields("suite", "status", `{"f:status":{"f:conditions":{".":{},"k:{\"type\":\"Ready\"}":{".":{},"f:status":{},"f:type":{}}},"f:phase":{},"f:podIP":{},"f:podIPs":{".":{},"k:{\"ip\":\"`+p.Status.PodIP+`\"}":{".":{},"f:ip":{}}}}}`),
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: t}}
+	p.Status.QOSClass = corev1.PodQOSBestEffort
+	return p
 }
