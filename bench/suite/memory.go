@@ -154,6 +154,13 @@ func (m memoryResult) section(w io.Writer) {
 	fmt.Fprintln(w, "|---|---:|---:|")
 	fmt.Fprintf(w, "| after first sync | %.1f MB | %.1f MB |\n", mb(x.RSSAfterSyncKB), mb(x.HWMAfterSyncKB))
 	fmt.Fprintf(w, "| after %d changes | %.1f MB | %.1f MB |\n\n", x.Churn, mb(x.RSSAfterChurnKB), mb(x.HWMAfterChurnKB))
+	fmt.Fprintf(w, "First table after %.1f s: informer caches synced (list + decode) %.1f s, compile %.3f s, kernel %.3f s (sums over the syncs until the table was complete).\n\n",
+		x.FirstSyncSeconds, x.CachesSyncedSeconds, x.CompileSeconds, x.KernelSeconds)
+	if a := x.APILoad; a.ListObjects > 0 {
+		fmt.Fprintf(w, "API load of one agent-like informer set (%s): initial lists %.1f MB decoded, %.1f MB on the wire, %d objects; churn %d writes in %.0f s, %d events, %.2f MB decoded (%.0f B an event), %.2f MB on the wire.\n\n",
+			a.ContentType, float64(a.ListBytes)/1e6, float64(a.ListWireBytes)/1e6, a.ListObjects, a.ChurnWrites, a.ChurnSeconds, a.ChurnEvents,
+			float64(a.ChurnBytes)/1e6, a.BytesPerEvent, float64(a.ChurnWireBytes)/1e6)
+	}
 	if len(x.MoreAgents) > 0 {
 		fmt.Fprintln(w, "More agents against the same cluster, one after the other, each in a fresh network namespace (first sync only; MB here are MiB, as above):")
 		fmt.Fprintln(w)
