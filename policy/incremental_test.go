@@ -13,6 +13,8 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"maps"
+	"slices"
 )
 
 var incrSeeds = flag.Int("incr.seeds", 1500, "random change sequences TestCompilerEqualsCompileOnRandomChanges replays")
@@ -185,5 +187,61 @@ func BenchmarkCompilerLabelChange10k(b *testing.B) {
 	for b.Loop() {
 		i++
 		m.Compile(states[i%2])
+	}
+}
+
+// TestCompilerReadsOnlyChangedNamespaces checks that a policy event costs
+// its namespace: the groups of other namespaces are taken as the previous
+// compile read them (no policy of theirs validated again), and a namespace
+// whose last policy is gone leaves the memo.
+func TestCompilerReadsOnlyChangedNamespaces(t *testing.T) {
+	in := bigCluster() // 1,000 policies over 50 namespaces
+	var m Compiler
+	m.Compile(in)
+	before := maps.Clone(m.prev.npByNS)
+	if len(before) != 50 {
+		t.Fatalf("%d namespaces read, want 50", len(before))
+	}
+	// One policy added in ns-07, every policy of ns-08 removed.
+	g07 := in.Policies.Groups()[7]
+	if g07.Namespace != "ns-07" {
+		t.Fatalf("group 7 is %s", g07.Namespace)
+	}
+	added := netpol("ns-07", "np9999", *apitest.Selector("app", "app1"), nil)
+	next := in
+	next.Policies = in.Policies.Replace(map[string][]*networkingv1.NetworkPolicy{
+		"ns-07": append(slices.Clone(g07.Policies), added),
+		"ns-08": nil,
+	})
+	out := m.Compile(next)
+	if diff := cmp.Diff(Compile(next), out); diff != "" {
+		t.Fatalf("Compiler differs from Compile (-Compile +Compiler):\n%s", diff)
+	}
+	after := m.prev.npByNS
+	for ns, r := range before {
+		switch ns {
+		case "ns-07":
+			if after[ns] == r {
+				t.Errorf("%s changed but was not read again", ns)
+			}
+			for i, vp := range after[ns].vps[:len(r.vps)] {
+				if vp != r.vps[i] {
+					t.Errorf("%s: policy %d of the old group validated again", ns, i)
+				}
+			}
+		case "ns-08":
+			if _, ok := after[ns]; ok {
+				t.Errorf("%s has no policy left but stays in the memo", ns)
+			}
+		default:
+			if after[ns] != r {
+				t.Errorf("%s did not change but was read again", ns)
+			}
+		}
+	}
+	// The very same Set again: nothing is read.
+	m.Compile(next)
+	if got := m.prev.npByNS["ns-07"]; got != after["ns-07"] {
+		t.Error("the same Set was read again")
 	}
 }

@@ -326,3 +326,77 @@ func TestUnique(t *testing.T) {
 		t.Error("Unique changed its argument")
 	}
 }
+
+// TestIndexWalksOnlyChangedNamespaces checks that a pod event costs its
+// namespace: the other namespaces keep their entries (the same *Pod) and
+// are not marked changed, and a pod's entry survives its namespace's
+// other pods changing.
+func TestIndexWalksOnlyChangedNamespaces(t *testing.T) {
+	rec := func(ns, name, ip string) *podset.Pod {
+		return &podset.Pod{Namespace: ns, Name: name, NodeName: "n1", IPs: []string{ip}}
+	}
+	a1, a2, b1, c1 := rec("a", "1", "10.0.0.1"), rec("a", "2", "10.0.0.2"), rec("b", "1", "10.0.1.1"), rec("c", "1", "10.0.2.1")
+	set := podset.NewSet([]*podset.Pod{a1, a2, b1, c1})
+	var m Memo
+	x := m.Index("n1", nil, set)
+	entry := map[*podset.Pod]*Pod{}
+	for _, p := range x.All() {
+		entry[p.Obj] = p
+	}
+	a3 := rec("a", "3", "10.0.0.3")
+	x = m.Index("n1", nil, set.Replace(map[string][]*podset.Pod{"a": {a1, a3, a2}, "c": nil}))
+	if !x.dirtyNS["a"] || !x.dirtyNS["c"] || x.dirtyNS["b"] || len(x.dirtyNS) != 2 {
+		t.Fatalf("changed namespaces %v, want a and c", x.dirtyNS)
+	}
+	got := map[*podset.Pod]*Pod{}
+	for _, p := range x.All() {
+		got[p.Obj] = p
+	}
+	for _, o := range []*podset.Pod{a1, a2, b1} {
+		if got[o] != entry[o] {
+			t.Errorf("%s/%s: a new entry for the same record", o.Namespace, o.Name)
+		}
+	}
+	if got[a3] == nil || got[c1] != nil || len(got) != 4 {
+		t.Errorf("entries %v: want a/1, a/2, a/3, b/1", got)
+	}
+	if !slices.Equal(x.nsNames, []string{"a", "b"}) {
+		t.Errorf("namespaces with pods %v, want [a b]", x.nsNames)
+	}
+	if v4 := got[a3].V4Text(); !slices.Equal(v4, []string{"10.0.0.3"}) || len(got[a3].V6Text()) != 0 {
+		t.Errorf("a/3 addresses %v %v", v4, got[a3].V6Text())
+	}
+}
+
+func TestPodAddressesAsNftReadsThem(t *testing.T) {
+	for _, c := range []struct {
+		ips    []string
+		v4, v6 []string
+		valid  bool
+	}{
+		{[]string{"10.0.0.1"}, []string{"10.0.0.1"}, nil, true},
+		{[]string{"fd00::1"}, nil, []string{"fd00::1"}, true},
+		{[]string{"FD00:0::1"}, nil, []string{"fd00::1"}, true},       // canonical text
+		{[]string{"::ffff:10.0.0.1"}, []string{"10.0.0.1"}, nil, true}, // mapped: IPv4
+		{[]string{"fd00::1", "10.0.0.1"}, []string{"10.0.0.1"}, []string{"fd00::1"}, true},
+		{[]string{"10.0.0.1", "::ffff:10.0.0.1"}, []string{"10.0.0.1"}, nil, true}, // one address twice
+		{[]string{"10.0.0.1", "bogus"}, nil, nil, false},
+		{[]string{"fe80::1%eth0"}, nil, nil, false},
+		{nil, nil, nil, false},
+	} {
+		var m Memo
+		o := &podset.Pod{Namespace: "a", Name: "p", NodeName: "n1", IPs: c.ips}
+		x := m.Index("n1", nil, podset.NewSet([]*podset.Pod{o}))
+		all := x.All()
+		if (len(all) == 1) != c.valid {
+			t.Errorf("%v: valid %v, want %v", c.ips, len(all) == 1, c.valid)
+			continue
+		}
+		if !c.valid {
+			continue
+		}
+		if p := all[0]; !slices.Equal(p.V4Text(), c.v4) || !slices.Equal(p.V6Text(), c.v6) {
+			t.Errorf("%v: %v %v, want %v %v", c.ips, p.V4Text(), p.V6Text(), c.v4, c.v6)
+		}
+	}
+}
