@@ -376,7 +376,7 @@ func TestPodAddressesAsNftReadsThem(t *testing.T) {
 	}{
 		{[]string{"10.0.0.1"}, []string{"10.0.0.1"}, nil, true},
 		{[]string{"fd00::1"}, nil, []string{"fd00::1"}, true},
-		{[]string{"FD00:0::1"}, nil, []string{"fd00::1"}, true},       // canonical text
+		{[]string{"FD00:0::1"}, nil, []string{"fd00::1"}, true},        // canonical text
 		{[]string{"::ffff:10.0.0.1"}, []string{"10.0.0.1"}, nil, true}, // mapped: IPv4
 		{[]string{"fd00::1", "10.0.0.1"}, []string{"10.0.0.1"}, []string{"fd00::1"}, true},
 		{[]string{"10.0.0.1", "::ffff:10.0.0.1"}, []string{"10.0.0.1"}, nil, true}, // one address twice
