@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"bytes"
+	"encoding/json"
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/testns"
@@ -285,6 +286,7 @@ func TestEnvelopeMemory(t *testing.T) {
 	if os.Getenv("NFTGUARD_ENVELOPE") != "" {
 		sizes = []int{1000, 10000, 50000, 150000}
 	}
+	var rows []EnvelopeMemoryRow
 	for _, n := range sizes {
 		for _, tr := range []struct {
 			name string
@@ -292,6 +294,8 @@ func TestEnvelopeMemory(t *testing.T) {
 		}{{"objects", stripBaseline}, {"records", strip}, {"shared", newStripper().strip}} {
 			e := measureEnvelope(t, tr.name, n, tr.fn)
 			per := func(b uint64) float64 { return float64(b) / float64(n) }
+			rows = append(rows, EnvelopeMemoryRow{Pods: n, Transform: tr.name, PodCacheBytesPerPod: per(e.podCache),
+				OtherKindsBytes: e.caches - e.podCache, SelectionBytesPerPod: per(e.selection), AllBytes: e.all, AllBytesPerPod: per(e.all)})
 			t.Logf("%-13s %6d pods: caches %6.1f MB (pods %5.0f B/pod, other kinds %5.1f MB), selection %5.1f MB (%4.0f B/pod), all compiled + caches %6.1f MB (%5.0f B/pod); table %d rules, %d elements",
 				tr.name, n, mbytes(e.caches), per(e.podCache), mbytes(e.caches-e.podCache), mbytes(e.selection), per(e.selection), mbytes(e.all), per(e.all), e.rules, e.elements)
 			// The bound guards against a regression of the agent's
@@ -301,6 +305,41 @@ func TestEnvelopeMemory(t *testing.T) {
 				t.Errorf("%s, %d pods: %.0f live bytes per pod, want ≤ %d", tr.name, n, p, envMaxBytesPerPod)
 			}
 		}
+	}
+	writeEnvelopeOut(t, "memory.json", rows)
+}
+
+// EnvelopeMemoryRow is one TestEnvelopeMemory measurement, as written to
+// $NFTGUARD_ENVELOPE_OUT/memory.json for bench/suite's envelope profile.
+type EnvelopeMemoryRow struct {
+	Pods                                                      int
+	Transform                                                 string // objects, records or shared (the agent's)
+	PodCacheBytesPerPod, SelectionBytesPerPod, AllBytesPerPod float64
+	OtherKindsBytes, AllBytes                                 uint64
+}
+
+// EnvelopeEventRow is one BenchmarkEnvelopeEvent result, as written to
+// $NFTGUARD_ENVELOPE_OUT/events.json.
+type EnvelopeEventRow struct {
+	Pods                                    int
+	Event                                   string
+	Events                                  int
+	WallNs, CPUNs, InputNs, BuildNs, SyncNs float64 // per event; SyncNs 0 without kernel tests
+}
+
+// writeEnvelopeOut writes v as JSON into $NFTGUARD_ENVELOPE_OUT (set by
+// bench/suite's envelope profile), if set.
+func writeEnvelopeOut(tb testing.TB, name string, v any) {
+	dir := os.Getenv("NFTGUARD_ENVELOPE_OUT")
+	if dir == "" {
+		return
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		tb.Fatal(err)
 	}
 }
 
@@ -342,6 +381,15 @@ func BenchmarkEnvelopeEvent(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	rows := map[string]EnvelopeEventRow{} // the last run of each: b.Run may call a function more than once
+	var order []string
+	defer func() {
+		out := make([]EnvelopeEventRow, 0, len(order))
+		for _, k := range order {
+			out = append(out, rows[k])
+		}
+		writeEnvelopeOut(b, "events.json", out)
+	}()
 	for _, n := range sizes {
 		c := newEnvCluster(b, n, strip)
 		var bld compose.Builder
@@ -404,6 +452,18 @@ func BenchmarkEnvelopeEvent(b *testing.B) {
 				// The process's CPU time (garbage collection included)
 				// is less skewed by other processes than wall time on
 				// a loaded machine.
+				key := fmt.Sprintf("%d/%s", n, ev.name)
+				if _, ok := rows[key]; !ok {
+					order = append(order, key)
+				}
+				rows[key] = EnvelopeEventRow{Pods: n, Event: ev.name, Events: i, WallNs: float64((list + build + synced).Nanoseconds()) / float64(i),
+					CPUNs: float64(cpu.Nanoseconds()) / float64(i), InputNs: float64(list.Nanoseconds()) / float64(i),
+					BuildNs: float64(build.Nanoseconds()) / float64(i)}
+				if eng != nil {
+					r := rows[key]
+					r.SyncNs = float64(synced.Nanoseconds()) / float64(i)
+					rows[key] = r
+				}
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(i), "cpu-ns/op")
 				b.ReportMetric(float64(list.Nanoseconds())/float64(i), "list-ns/op")
 				b.ReportMetric(float64(build.Nanoseconds())/float64(i), "build-ns/op")

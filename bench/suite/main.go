@@ -113,6 +113,13 @@ func (r *runner) measure(res *results, out string) {
 	}
 	var err error
 	if r.prof.MemoryOnly {
+		if res.EnvCompile, err = r.runEnvelopeCompile(); err != nil {
+			fail("envelope compile", err)
+		} else if mem, ev, err := plotEnvelope(out, res.EnvCompile); err != nil {
+			fail("envelope plots", err)
+		} else {
+			res.Plots["envelope-memory"], res.Plots["envelope-events"] = mem, ev
+		}
 		if res.Memory, err = r.runMemory(); err != nil {
 			fail("memory", err)
 		}

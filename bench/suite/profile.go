@@ -28,7 +28,8 @@ type profile struct {
 	DeniedRates    []int
 	DeniedFor      time.Duration
 	// Scenario 4's cluster: 10k pods / 1k policies on 100 nodes unless
-	// set; MemoryOnly runs scenario 4 alone (the envelope).
+	// set; MemoryOnly runs scenario 4 alone with the envelope's
+	// compiler side.
 	MemorySize  size
 	MemoryNodes int
 	MemoryOnly  bool
@@ -44,10 +45,12 @@ var (
 
 // profiles returns the named profile: full for `make bench`, quick for
 // regular use (< 5 min), smoke to keep the program working in CI (< 60 s),
-// envelope on demand only (issue 17: scenario 4 at 150k pods over 5,000
-// Nodes, 30 on the agent's node, 10k policies; an hour or more, most of it
-// creating the objects; $BENCH_ENVELOPE_PODS picks a smaller point of the
-// same shape, with a policy per 15 pods).
+// envelope on demand only (issue 17: the compilers' bytes per pod and
+// per-event cost at 1k-150k pods, envelope_compile.go, then scenario 4 at
+// 150k pods over 5,000 Nodes, 30 on the agent's node, 10k policies; 20-30
+// minutes, most of it creating the objects; $BENCH_ENVELOPE_PODS picks a
+// smaller point of the same shape for scenario 4, with a policy per 15
+// pods).
 func profiles(name string) (profile, error) {
 	switch name {
 	case "full":

@@ -9,18 +9,19 @@ import (
 
 // results is everything one run measured.
 type results struct {
-	Profile   profile
-	Machine   machine
-	Duration  time.Duration
-	Scale     []scaleResult
-	Change    []changeResult
-	DataPath  []dpResult
-	Memory    memoryResult
-	DeniedLog deniedResult
-	CNP       cnpResult
-	Micro     microResult
-	Plots     map[string]string // scenario → PNG file name
-	Failures  []string          // scenarios that failed, with why
+	Profile    profile
+	Machine    machine
+	Duration   time.Duration
+	Scale      []scaleResult
+	Change     []changeResult
+	DataPath   []dpResult
+	Memory     memoryResult
+	EnvCompile envCompileResult // the envelope profile's compiler side
+	DeniedLog  deniedResult
+	CNP        cnpResult
+	Micro      microResult
+	Plots      map[string]string // scenario → PNG file name
+	Failures   []string          // scenarios that failed, with why
 }
 
 // summary writes the short table `make bench` prints and REPORT.md opens
@@ -175,6 +176,7 @@ func (res *results) markdown(w io.Writer) {
 	res.scaleSection(w)
 	res.changeSection(w)
 	res.dataPathSection(w)
+	res.EnvCompile.section(w, res.Plots)
 	res.Memory.section(w)
 	res.microSection(w)
 	res.DeniedLog.section(w, res.Profile)
