@@ -23,7 +23,7 @@ const TestRefuseLabel = "test.nftguard.io/kernel-refuse"
 func testInjector() func(compose.Input, *compose.Result) {
 	return func(in compose.Input, res *compose.Result) {
 		var marked []string
-		for _, np := range in.NetworkPolicies {
+		for _, np := range in.NetworkPolicies.All() {
 			if np.Labels[TestRefuseLabel] != "" {
 				marked = append(marked, "NetworkPolicy/"+np.Namespace+"/"+np.Name)
 			}
