@@ -25,9 +25,9 @@ deps:
 demo: deps build
 	$(GO) run ./demo
 
+# The e2e tests build the agent with its test hooks: vet that build too.
 vet:
 	$(GO) vet ./...
-	# The e2e tests build the agent with its test hooks: vet that build too.
 	$(GO) vet -tags nftguard_testhooks ./agent
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not what go mod tidy writes: run go mod tidy"; exit 1; }
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
