@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -193,33 +192,7 @@ func createPod(ctx context.Context, cs *kubernetes.Clientset, p *corev1.Pod) err
 // parallel runs fn(0..n-1) on a few workers, stopping at the first error.
 func parallel(n int, fn func(i int) error) error {
 	const workers = 16 // enough to keep the API server busy on 2 cores
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		next int
-		ferr error
-	)
-	for range workers {
-		wg.Go(func() {
-			for {
-				mu.Lock()
-				i := next
-				next++
-				stop := ferr != nil || i >= n
-				mu.Unlock()
-				if stop {
-					return
-				}
-				if err := fn(i); err != nil {
-					mu.Lock()
-					ferr = err
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return ferr
+	return parallelN(workers, n, fn)
 }
 
 // churnPods makes n changes and ends where it began: every tenth pod is
