@@ -196,11 +196,10 @@ func (c *compiler) readPolicies(set *npset.Set) {
 	groups := set.Groups()
 	next.npByNS, next.npGen, next.npGroups = byNS, gen, groups
 	if prev.npGroups != nil && slices.Equal(prev.npGroups, groups) {
-		// The same groups (no policy event since): nothing to read.
+		// The same groups (no policy event since): nothing to read. The
+		// readings keep their gen: the next compile that reads marks
+		// every group it holds before it drops the others.
 		next.npRead, next.npProblems = prev.npRead, prev.npProblems
-		for _, r := range next.npRead {
-			r.gen = gen
-		}
 		return
 	}
 	// A Set made by Replace holds the previous Set's groups at the same
