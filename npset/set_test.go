@@ -1,6 +1,7 @@
 package npset
 
 import (
+	"slices"
 	"testing"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -19,18 +20,6 @@ func names(s *Set) []string {
 	return out
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestNew(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -44,7 +33,7 @@ func TestNew(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := New(c.in)
-			if got := names(s); !equal(got, c.want) {
+			if got := names(s); !slices.Equal(got, c.want) {
 				t.Fatalf("All = %v, want %v", got, c.want)
 			}
 			if s.Len() != len(c.in) {
@@ -59,7 +48,7 @@ func TestNilSet(t *testing.T) {
 	if s.Len() != 0 || s.Groups() != nil || len(s.All()) != 0 {
 		t.Fatal("a nil Set is not empty")
 	}
-	if got := names(s.Update([]*networkingv1.NetworkPolicy{np("a", "p")})); !equal(got, []string{"a/p"}) {
+	if got := names(s.Update([]*networkingv1.NetworkPolicy{np("a", "p")})); !slices.Equal(got, []string{"a/p"}) {
 		t.Fatalf("Update of nil = %v", got)
 	}
 }
@@ -69,7 +58,7 @@ func TestReplaceSharesUntouchedGroups(t *testing.T) {
 	s := New([]*networkingv1.NetworkPolicy{a1, a2, b1, c1})
 	a, b := s.Groups()[0], s.Groups()[1]
 	r := s.Replace(map[string][]*networkingv1.NetworkPolicy{"c": nil, "d": {np("d", "1")}, "b": {b1, np("b", "2")}})
-	if got, want := names(r), []string{"a/1", "a/2", "b/1", "b/2", "d/1"}; !equal(got, want) {
+	if got, want := names(r), []string{"a/1", "a/2", "b/1", "b/2", "d/1"}; !slices.Equal(got, want) {
 		t.Fatalf("All = %v, want %v", got, want)
 	}
 	if r.Groups()[0] != a {
@@ -93,7 +82,7 @@ func TestUpdate(t *testing.T) {
 	if u.Groups()[0] == s.Groups()[0] || u.Groups()[1] != s.Groups()[1] {
 		t.Fatal("Update shared the changed group or replaced the unchanged one")
 	}
-	if got, want := names(u), []string{"a/2", "a/1", "b/1"}; !equal(got, want) {
+	if got, want := names(u), []string{"a/2", "a/1", "b/1"}; !slices.Equal(got, want) {
 		t.Fatalf("All = %v, want %v", got, want)
 	}
 	if g := s.Update([]*networkingv1.NetworkPolicy{a1}); g.Len() != 1 || len(g.Groups()) != 1 {
