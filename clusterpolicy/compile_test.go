@@ -64,15 +64,17 @@ func TestTiersAroundNetworkPolicy(t *testing.T) {
 	out := compileChecked(t, in)
 	d := table(in, out)
 	rules := func(name string) []string { return tabletest.Rules(tabletest.Chain(t, d.Chains, name)) }
-	eq(t, "np_forward", rules("np_forward"), []string{
+	egress := []string{
 		"ct state established,related accept",
 		"icmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept",
 		"icmpv6 type nd-neighbor-advert ip6 hoplimit 255 accept",
 		"ip saddr vmap @cnp_admin_egress4", "ip6 saddr vmap @cnp_admin_egress6",
 		"ip saddr vmap @np_egress4", "ip6 saddr vmap @np_egress6",
 		"ip saddr vmap @cnp_baseline_egress4", "ip6 saddr vmap @cnp_baseline_egress6",
-		"goto np_ingress",
-	})
+	}
+	eq(t, "np_forward", rules("np_forward"), append(egress, "goto np_ingress"))
+	// A pod's egress to its own node meets the same tiers.
+	eq(t, "np_input", rules("np_input"), egress)
 	eq(t, "np_ingress", rules("np_ingress"), []string{
 		"ip daddr vmap @cnp_admin_ingress4", "ip6 daddr vmap @cnp_admin_ingress6",
 		"ip daddr vmap @np_ingress4", "ip6 daddr vmap @np_ingress6",

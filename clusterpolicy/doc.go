@@ -27,6 +27,8 @@
 //	             ip saddr vmap @np_egress4 (and 6)             NetworkPolicy
 //	             ip saddr vmap @cnp_baseline_egress4 (and 6)   Baseline
 //	             goto np_ingress
+//	np_input     the same up to the Baseline lookups, without the goto:
+//	             a local pod's egress to its own node's addresses
 //	np_ingress   ip daddr vmap @cnp_admin_ingress4 (and 6)
 //	             ip daddr vmap @np_ingress4 (and 6)
 //	             ip daddr vmap @cnp_baseline_ingress4 (and 6)

@@ -39,6 +39,10 @@ type Cluster struct {
 	pods     map[string]*pod // namespace/name of live pods, also hostNetwork ones
 	byAddr   map[netip.Addr]*pod
 	nodeOf   map[netip.Addr]string // node addresses, also of hostNetwork pods
+	// external are addresses that only a Node's ExternalIP names: often
+	// not configured on the node at all (a cloud's 1:1 NAT), so traffic
+	// from them is not the node's own.
+	external map[netip.Addr]bool
 	policies []*policy
 	gone     map[string]bool // terminated pods, to say so when one is named
 	// cnps are the valid ClusterNetworkPolicies in evaluation order:
@@ -77,6 +81,7 @@ func New(in Input) (*Cluster, []problem.Problem) {
 		pods:     map[string]*pod{},
 		byAddr:   map[netip.Addr]*pod{},
 		nodeOf:   map[netip.Addr]string{},
+		external: map[netip.Addr]bool{},
 		gone:     map[string]bool{},
 	}
 	var problems []problem.Problem
@@ -89,12 +94,21 @@ func New(in Input) (*Cluster, []problem.Problem) {
 		l[corev1.LabelMetadataName] = ns.Name
 		c.nsLabels[ns.Name] = l
 	}
+	local := map[netip.Addr]bool{}
 	for _, n := range in.Nodes {
 		for _, a := range n.Status.Addresses {
 			if ip, err := netip.ParseAddr(a.Address); err == nil {
 				c.nodeOf[ip.Unmap()] = n.Name
+				if a.Type == corev1.NodeExternalIP {
+					c.external[ip.Unmap()] = true
+				} else {
+					local[ip.Unmap()] = true
+				}
 			}
 		}
+	}
+	for a := range local {
+		delete(c.external, a)
 	}
 	for _, o := range in.Pods {
 		key := o.Namespace + "/" + o.Name

@@ -58,8 +58,11 @@
 //   - Ports: a number, a range up to endPort, or a name resolved on the
 //     destination pod; the protocol defaults to TCP; a port entry without a
 //     port matches every port of its protocol.
-//   - Before any tier: a pod always reaches itself; traffic between a pod
-//     and its own node is always allowed; hostNetwork pods are never
+//   - Before any tier: a pod always reaches itself; traffic from a pod's
+//     own node (an address of its Node other than an ExternalIP, or a
+//     hostNetwork pod there) into the pod is always allowed, but the pod's
+//     egress to its own node meets its egress tiers like any destination
+//     (with a note naming the node); hostNetwork pods are never
 //     isolated (nor subjects) nor selected by pod selectors (nor by
 //     namespaces and pods peers); terminated pods are ignored; addresses
 //     that are not pods are only matched by ipBlocks (and by networks and

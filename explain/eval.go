@@ -128,10 +128,6 @@ const neighbourDiscovery = "IPv6 neighbour discovery: accepted before policy (wi
 // side judges the egress of self towards peer, or (ingress) the ingress of
 // self from peer.
 func (c *Cluster) side(ingress bool, self, peer Endpoint, f Flow) Decision {
-	dir := "egress"
-	if ingress {
-		dir = "ingress"
-	}
 	switch {
 	case self.pod == nil:
 		return Decision{Allowed: true, Reason: "not a pod: no policy applies"}
@@ -139,10 +135,27 @@ func (c *Cluster) side(ingress bool, self, peer Endpoint, f Flow) Decision {
 		return Decision{Allowed: true, Reason: "hostNetwork pod: never isolated"}
 	case peer.pod == self.pod || peer.Addr == self.Addr:
 		return Decision{Allowed: true, Reason: "a pod always reaches itself"}
-	case (peer.pod == nil || peer.HostNetwork) && peer.Node != "" && peer.Node == self.Node:
-		return Decision{Allowed: true, Reason: "traffic between a pod and its own node is always allowed"}
+	case ingress && peer.onNodeOf(self.Node):
+		return Decision{Allowed: true, Reason: "from the pod's own node: always allowed (the node's own traffic, such as the kubelet's probes, never meets ingress policy)"}
 	case c.nodeName != "" && self.Node != c.nodeName:
 		return Decision{Allowed: true, Reason: fmt.Sprintf("not enforced on node %s: the pod runs on %q", c.nodeName, self.Node)}
+	}
+	d := c.tiers(ingress, self, peer, f)
+	if !ingress && peer.onNodeOf(self.Node) {
+		// The table judges this flow in its input hook with the same
+		// dispatch as forwarded traffic; say so, since it surprises users
+		// of CNIs that always allow it.
+		d.Notes = append([]string{fmt.Sprintf("%s is an address of the pod's own node %s: egress policy applies to it as to any destination", peer.Addr, peer.Node)}, d.Notes...)
+	}
+	return d
+}
+
+// tiers runs the tiers in order for one side: Admin, NetworkPolicy,
+// Baseline, then allow.
+func (c *Cluster) tiers(ingress bool, self, peer Endpoint, f Flow) Decision {
+	dir := "egress"
+	if ingress {
+		dir = "ingress"
 	}
 	d := Decision{}
 	admin := c.evalTier(TierAdmin, ingress, self, peer, f)

@@ -73,6 +73,15 @@ type Endpoint struct {
 	Node        string
 	HostNetwork bool
 	pod         *pod
+	// externalIP: the address is only a Node's ExternalIP, which need not
+	// be configured on the node, so it is not taken for the node's own.
+	externalIP bool
+}
+
+// onNodeOf reports whether e is an address of node itself: one of its
+// addresses other than an ExternalIP, or a hostNetwork pod of it.
+func (e Endpoint) onNodeOf(node string) bool {
+	return (e.pod == nil || e.HostNetwork) && node != "" && e.Node == node && !e.externalIP
 }
 
 func (e Endpoint) String() string {
@@ -93,7 +102,7 @@ func (c *Cluster) resolve(s string) (Endpoint, error) {
 		if p, ok := c.byAddr[a]; ok {
 			return c.podEndpoint(p, a), nil
 		}
-		return Endpoint{Addr: a, Node: c.nodeOf[a]}, nil
+		return Endpoint{Addr: a, Node: c.nodeOf[a], externalIP: c.external[a]}, nil
 	}
 	ns, name, ok := strings.Cut(s, "/")
 	if !ok || ns == "" || name == "" {

@@ -16,6 +16,9 @@
 //	                         hop limit 255 accept, then
 //	                         ip saddr vmap @np_egress4 / ip6 saddr vmap @np_egress6,
 //	                         then goto np_ingress
+//	chain np_input           hook input: the same rules as np_forward up to
+//	                         the egress maps (no goto): a local pod's
+//	                         egress to an address of its own node
 //	chain np_ingress         ip daddr vmap @np_ingress4 / ip6 daddr vmap @np_ingress6,
 //	                         then accept
 //	chain np_egr_NS_POD      the egress rules of every policy that selects the
@@ -50,15 +53,22 @@
 // no rule; a forged one from a pod address gets no special treatment. The
 // reasoning in full is at linkRules (nd.go).
 //
-// Traffic between a pod and its own node never crosses the forward hook, so
-// it is always allowed, as Kubernetes requires; a pod reaching itself through
-// the node (a hairpin) is accepted explicitly.
+// A pod's egress to an address of its own node (its InternalIP, a bridge
+// or gateway address, a node-local DNS cache, a host-network pod, a Service
+// DNATed to one of these) is delivered locally and never crosses the
+// forward hook, so np_input sends it through the same egress dispatch:
+// egress isolation and ClusterNetworkPolicy Deny rules hold on the pod's
+// own node as on any other. Traffic from the node to its pods (the
+// kubelet's probes) leaves through the output hook, which the table does
+// not hook, so it is always allowed, as Kubernetes requires; the pods'
+// replies are established. A pod reaching itself through the node (a
+// hairpin) is accepted explicitly.
 //
 // # Where things are
 //
 //	compile.go      Input, Output, Compile and Compiler.Compile: the whole
 //	                table from the parts below
-//	layout.go       the fixed chains (np_forward, np_ingress), the
+//	layout.go       the fixed chains (np_forward, np_input, np_ingress), the
 //	                dispatch maps, and Tiers (the ClusterNetworkPolicy
 //	                lookups placed around them)
 //	chains.go       a local pod's chain: one builder, parameterised by a

@@ -8,6 +8,7 @@ import (
 // documentation and names.go).
 const (
 	ChainForward = "np_forward"
+	ChainInput   = "np_input"
 	ChainIngress = "np_ingress"
 	MapIngress4  = "np_ingress4"
 	MapIngress6  = "np_ingress6"
@@ -20,6 +21,7 @@ const (
 // NetworkPolicy dispatch in the fixed chains, per direction:
 //
 //	np_forward: ..., AdminEgress, NetworkPolicy egress maps, BaselineEgress, goto np_ingress
+//	np_input:   ..., AdminEgress, NetworkPolicy egress maps, BaselineEgress
 //	np_ingress: AdminIngress, NetworkPolicy ingress maps, BaselineIngress, accept
 //
 // A tier rule that lets a packet go on to the next tier returns (or does
@@ -32,8 +34,9 @@ type Tiers struct {
 }
 
 // fixedChains are the chains every table has, however many pods and
-// policies: the forward hook and the ingress dispatch after the egress
-// check, with the tiers around the NetworkPolicy dispatch.
+// policies: the forward hook, the input hook (a local pod's egress to its
+// own node), and the ingress dispatch after the egress check, with the
+// tiers around the NetworkPolicy dispatch.
 func fixedChains(t *Tiers) []engine.Chain {
 	ingress := make([]engine.Rule, 0, 3+len(t.AdminIngress)+len(t.BaselineIngress))
 	ingress = append(ingress, t.AdminIngress...)
@@ -46,7 +49,12 @@ func fixedChains(t *Tiers) []engine.Chain {
 		{
 			Name: ChainForward, Type: "filter", Hook: "forward", Priority: 0, Policy: "accept",
 			Comment: "NetworkPolicy: pod traffic routed or bridged through this node",
-			Rules:   forwardRules(t),
+			Rules:   append(egressRules(t), engine.Rule{Rule: "goto " + ChainIngress}),
+		},
+		{
+			Name: ChainInput, Type: "filter", Hook: "input", Priority: 0, Policy: "accept",
+			Comment: "NetworkPolicy: local pods' egress to this node's own addresses",
+			Rules:   egressRules(t),
 		},
 		{
 			Name:    ChainIngress,
@@ -54,6 +62,37 @@ func fixedChains(t *Tiers) []engine.Chain {
 			Rules:   ingress,
 		},
 	}
+}
+
+// egressRules start both hook chains: established and related traffic,
+// neighbour discovery, then the source's egress tiers (Admin,
+// NetworkPolicy, Baseline). The forward chain goes on to the
+// destination's ingress isolation.
+//
+// The input chain has the same rules because a packet from a local pod to
+// an address of the pod's own node (its InternalIP, a bridge or gateway
+// address, a node-local DNS cache, a host-network pod, a Service that
+// kube-proxy DNATs to one of these) is delivered locally and never crosses
+// the forward hook: without them a pod isolated for egress, or denied its
+// node by a ClusterNetworkPolicy, could still reach every service the node
+// listens on. The same dispatch maps and pod chains decide, so there is no
+// second copy of any policy. A pod chain that allows ends in "goto
+// np_ingress", whose lookups are keyed by pod addresses a node address
+// never is, so it ends in accept. Traffic from the node to its pods leaves
+// through the output hook and stays always allowed (kubelet probes), and
+// the pods' replies to it are established; linkRules keep an isolated
+// pod's neighbour discovery with its node (the routed gateway, a bridge
+// address) working.
+func egressRules(t *Tiers) []engine.Rule {
+	rules := make([]engine.Rule, 0, 5+len(linkRules)+len(t.AdminEgress)+len(t.BaselineEgress))
+	rules = append(rules, engine.Rule{Rule: "ct state established,related accept"})
+	rules = append(rules, linkRules...)
+	rules = append(rules, t.AdminEgress...)
+	rules = append(rules,
+		engine.Rule{Rule: "ip saddr vmap @" + MapEgress4},
+		engine.Rule{Rule: "ip6 saddr vmap @" + MapEgress6},
+	)
+	return append(rules, t.BaselineEgress...)
 }
 
 // dispatchMaps are the verdict maps from a local pod's address to its

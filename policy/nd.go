@@ -2,7 +2,7 @@ package policy
 
 import "github.com/nftguard/nftguard/engine"
 
-// linkRules are accepted in the forward chain before any pod's chain is
+// linkRules are accepted in both hook chains before any pod's chain is
 // consulted: the IPv6 neighbour discovery pods on one bridge need to reach
 // each other at all (issue 18).
 //
@@ -47,24 +47,14 @@ import "github.com/nftguard/nftguard/engine"
 //   - ICMP and ICMPv6 errors about an allowed flow: conntrack marks them
 //     related, and the chain's first rule accepts them.
 //
+// In the input hook (a pod's packets to its own node) the same two
+// messages are how an isolated pod resolves its gateway on the node and
+// answers the node's unreachability probes, with its own global address as
+// source; hop limit 255 there means the sender is on one of the node's
+// links.
+//
 // The e2e tests send each of these packets between isolated pods.
 var linkRules = []engine.Rule{
 	{Rule: "icmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept", Comment: "IPv6 neighbour discovery on the link (RFC 4861)"},
 	{Rule: "icmpv6 type nd-neighbor-advert ip6 hoplimit 255 accept", Comment: "IPv6 neighbour discovery on the link (RFC 4861)"},
-}
-
-// forwardRules is the forward chain: established and related traffic,
-// neighbour discovery, then the source's egress tiers (Admin,
-// NetworkPolicy, Baseline) and the destination's ingress isolation.
-func forwardRules(t *Tiers) []engine.Rule {
-	rules := make([]engine.Rule, 0, 4+len(linkRules)+len(t.AdminEgress)+len(t.BaselineEgress))
-	rules = append(rules, engine.Rule{Rule: "ct state established,related accept"})
-	rules = append(rules, linkRules...)
-	rules = append(rules, t.AdminEgress...)
-	rules = append(rules,
-		engine.Rule{Rule: "ip saddr vmap @" + MapEgress4},
-		engine.Rule{Rule: "ip6 saddr vmap @" + MapEgress6},
-	)
-	rules = append(rules, t.BaselineEgress...)
-	return append(rules, engine.Rule{Rule: "goto " + ChainIngress})
 }

@@ -32,9 +32,11 @@ func ndInput() Input {
 	}
 }
 
-// The forward chain accepts exactly neighbour solicitation and advertisement
-// with hop limit 255, after established/related and before any dispatch to
-// a pod's chain, with or without policies.
+// The two hook chains accept exactly neighbour solicitation and
+// advertisement with hop limit 255, after established/related and before
+// any dispatch to a pod's chain, with or without policies; the input chain
+// (a pod's egress to its own node) is the forward chain without the
+// ingress check.
 func TestNeighbourDiscoveryBeforeDispatch(t *testing.T) {
 	want := []string{
 		"ct state established,related accept",
@@ -47,11 +49,12 @@ func TestNeighbourDiscoveryBeforeDispatch(t *testing.T) {
 	for _, in := range []Input{{NodeName: "n1"}, ndInput()} {
 		out := compileChecked(t, in)
 		eq(t, "forward", ruleTexts(chain(t, out, ChainForward)), want)
+		eq(t, "input", ruleTexts(chain(t, out, ChainInput)), want[:len(want)-1])
 		// Nothing else gets an ICMPv6 or hop-limit exception, and the
 		// pod chains still end in drop.
 		for _, c := range out.Chains {
 			for i, r := range c.Rules {
-				if c.Name != ChainForward && (strings.Contains(r.Rule, "icmpv6") || strings.Contains(r.Rule, "hoplimit")) {
+				if c.Name != ChainForward && c.Name != ChainInput && (strings.Contains(r.Rule, "icmpv6") || strings.Contains(r.Rule, "hoplimit")) {
 					t.Errorf("chain %s has a neighbour discovery rule: %s", c.Name, r.Rule)
 				}
 				if strings.HasPrefix(c.Name, "np_ing_") || strings.HasPrefix(c.Name, "np_egr_") {
@@ -100,11 +103,13 @@ func TestNeighbourDiscoveryLoadsInKernel(t *testing.T) {
 	if _, err := eng.Sync(context.Background(), &engine.Desired{Chains: out.Chains, Sets: out.Sets}); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	listed := ns.MustExec(t, "", "nft", "list", "chain", "inet", "nftguard", ChainForward)
-	for _, r := range linkRules {
-		line := r.Rule + ` comment "` + r.Comment + `"`
-		if !strings.Contains(listed, line) {
-			t.Errorf("nft lists np_forward without %q:\n%s", line, listed)
+	for _, name := range []string{ChainForward, ChainInput} {
+		listed := ns.MustExec(t, "", "nft", "list", "chain", "inet", "nftguard", name)
+		for _, r := range linkRules {
+			line := r.Rule + ` comment "` + r.Comment + `"`
+			if !strings.Contains(listed, line) {
+				t.Errorf("nft lists %s without %q:\n%s", name, line, listed)
+			}
 		}
 	}
 }
