@@ -86,12 +86,21 @@ func checkHooks(rs *Ruleset, cfg Config) []Finding {
 				out = append(out, f)
 				continue
 			}
-			if c.Policy == "drop" {
+			switch {
+			case c.Policy == "drop" && c.Hook == "input":
+				// A host firewall's input chain that drops by default is
+				// common and deliberate: it makes a pod's traffic to its
+				// node stricter than nftguard's verdict, never more open.
+				f.Severity = Warning
+				f.Message = desc + ": a pod's traffic to this node that nftguard allows is still dropped unless this chain accepts it (a drop anywhere is final)"
+				f.Advice = "accept in this chain what pods must reach on their node (e.g. the kubelet, a node-local DNS cache), or leave it to nftguard's policies"
+				out = append(out, f)
+			case c.Policy == "drop":
 				f.Severity = Error
 				f.Message = desc + ": every packet no rule of this chain accepts is dropped, also pod traffic nftguard allows (an accept only ends its own chain; a drop anywhere is final)"
 				f.Advice = "accept pod traffic in this chain (e.g. the pod CIDR) or set its policy to accept"
 				out = append(out, f)
-			} else {
+			default:
 				drops := 0
 				for _, r := range c.Rules {
 					if isDrop(r) && !unconditionalDrop(r) {
@@ -108,13 +117,21 @@ func checkHooks(rs *Ruleset, cfg Config) []Finding {
 			for _, r := range c.Rules {
 				if unconditionalDrop(r) {
 					out = append(out, Finding{Severity: Error, Check: "hooks", Table: t.String(), Chain: c.Name, Handle: r.Handle, Rule: r.Text,
-						Message: fmt.Sprintf("unconditional drop on hook %s: drops all forwarded traffic, also what nftguard allows", c.Hook),
+						Message: fmt.Sprintf("unconditional drop on hook %s: drops all %s traffic, also what nftguard allows", c.Hook, hookTraffic(c.Hook)),
 						Advice:  "remove the rule or restrict it to traffic that is not pod traffic"})
 				}
 			}
 		}
 	}
 	return out
+}
+
+// hookTraffic names the traffic a filter hook of ours sees.
+func hookTraffic(hook string) string {
+	if hook == "input" {
+		return "locally delivered (pods to their node)"
+	}
+	return "forwarded"
 }
 
 // competes returns our hook a foreign base chain shares.

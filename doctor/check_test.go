@@ -52,6 +52,8 @@ func TestCheck(t *testing.T) {
 		rs   Ruleset
 		want []string // "severity check substring"
 		not  []string // severity+check pairs that must not appear
+		// hooks, when set, are ours instead of cfg's.
+		hooks []Hook
 	}{
 		{name: "empty",
 			want: []string{"info nftguard not present"},
@@ -77,6 +79,15 @@ func TestCheck(t *testing.T) {
 				{Family: "bridge", Name: "br", Chains: []*Chain{{Name: "fwd", Type: "filter", Hook: "forward", Policy: "drop"}}},
 			}},
 			not: []string{"error", "warning", "info hooks"}},
+		{name: "a host firewall's input policy drop is a warning, not an error",
+			hooks: OwnHooks(),
+			rs:    Ruleset{Tables: []*Table{{Family: "inet", Name: "fw", Chains: []*Chain{{Name: "in", Type: "filter", Hook: "input", Policy: "drop"}}}}},
+			want:  []string{"warning hooks hook input, priority 0 (in unspecified order with ours at 0), policy drop: a pod's traffic to this node"},
+			not:   []string{"error"}},
+		{name: "an unconditional drop on input is an error",
+			hooks: OwnHooks(),
+			rs:    Ruleset{Tables: []*Table{{Family: "ip", Name: "fw", Chains: []*Chain{{Name: "in", Type: "filter", Hook: "input", Priority: 10, Policy: "accept", Rules: []*Rule{rule(7, counter, drop)}}}}}},
+			want:  []string{"error hooks unconditional drop on hook input: drops all locally delivered (pods to their node) traffic"}},
 		{name: "source NAT before ours",
 			rs:   Ruleset{Tables: []*Table{{Family: "ip", Name: "fw", Chains: []*Chain{{Name: "post", Type: "nat", Hook: "postrouting", Priority: 50, Policy: "accept"}}}}},
 			want: []string{"warning hooks can bind a connection before"}},
@@ -119,7 +130,11 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Check(&tt.rs, cfg)
+			c := cfg
+			if tt.hooks != nil {
+				c.Hooks = tt.hooks
+			}
+			got := Check(&tt.rs, c)
 			var lines []string
 			for _, f := range got {
 				lines = append(lines, f.Severity.String()+" "+f.Check+" "+f.Message)
