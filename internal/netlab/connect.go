@@ -158,14 +158,18 @@ func connectSCTP(ctx context.Context, from, to *Endpoint, target netip.AddrPort,
 	defer deadline.Stop()
 	resend := time.NewTimer(timeout / 2)
 	defer resend.Stop()
-	// A send error (no route, refused by a local rule) is a lost INIT.
-	from.srv.sctp.send(target.Addr(), pkt)
+	// The INIT leaves from the address the receiver expects: a node has
+	// several, and the one routing would pick need not be its own
+	// endpoint address. A send error (no route, refused by a local rule)
+	// is a lost INIT.
+	src := from.Addr(fam)
+	from.srv.sctp.send(src, target.Addr(), pkt)
 	for {
 		select {
 		case <-got:
 			return ConnectResult{}, nil
 		case <-resend.C:
-			from.srv.sctp.send(target.Addr(), pkt)
+			from.srv.sctp.send(src, target.Addr(), pkt)
 		case <-deadline.C:
 			return connectFail("TIMEOUT\n"), nil
 		case <-ctx.Done():

@@ -128,7 +128,7 @@ func probeSCTP(ctx context.Context, src, dst *Endpoint, target netip.AddrPort) (
 	pkt := sctpInit(srcPort, target.Port(), tag)
 	for range sctpAttempts {
 		// A send error (no route, rejected by a local rule) is a denial.
-		src.srv.sctp.send(target.Addr(), pkt)
+		src.srv.sctp.send(from, target.Addr(), pkt)
 		t := time.NewTimer(sctpWait)
 		select {
 		case <-got:

@@ -26,12 +26,10 @@ type Runtime struct {
 	host map[*Node]*Endpoint // node namespaces serving host-network ports
 }
 
-// NewRuntime returns the runtime of a routed lab. Bridged labs are refused:
-// their pods share one subnet per node, which this allocator does not track.
+// NewRuntime returns the runtime of a lab. AddPod needs a routed lab:
+// bridged pods share one subnet per node, which its allocator does not
+// track; ServeNode and Connect work in both.
 func NewRuntime(l *Lab) (*Runtime, error) {
-	if l.spec.Bridged {
-		return nil, errors.New("netlab runtime: dynamic pods need a routed lab")
-	}
 	r := &Runtime{l: l, next: map[*Node]int{}, host: map[*Node]*Endpoint{}}
 	for _, n := range l.Nodes {
 		r.next[n] = len(n.Pods)
@@ -64,6 +62,9 @@ func validPorts(ports []Port) error {
 func (r *Runtime) AddPod(node, name string, ports []Port) (*Endpoint, error) {
 	if !podRE.MatchString(name) {
 		return nil, fmt.Errorf("add pod %q: want \"namespace/name\"", name)
+	}
+	if r.l.spec.Bridged {
+		return nil, fmt.Errorf("add pod %s: dynamic pods need a routed lab", name)
 	}
 	if err := validPorts(ports); err != nil {
 		return nil, fmt.Errorf("add pod %s: %w", name, err)

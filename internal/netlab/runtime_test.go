@@ -121,9 +121,15 @@ func TestRuntime(t *testing.T) {
 	check("stopped host-network", a, h, Port{TCP, 34345}, "REFUSED\n")
 }
 
-func TestRuntimeRefusesBridged(t *testing.T) {
-	l := &Lab{spec: Spec{Bridged: true}}
-	if _, err := NewRuntime(l); err == nil {
-		t.Fatal("NewRuntime accepted a bridged lab")
+// A bridged lab's runtime serves on nodes and connects, but adds no pods:
+// its allocator does not track the bridge's shared subnet.
+func TestRuntimeRefusesBridgedPods(t *testing.T) {
+	l := &Lab{spec: Spec{Bridged: true, Nodes: []NodeSpec{{Name: "n1"}}}, Nodes: []*Node{{Name: "n1"}}}
+	r, err := NewRuntime(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.AddPod("n1", "x/a", DefaultPorts); err == nil || !strings.Contains(err.Error(), "routed lab") {
+		t.Fatalf("AddPod in a bridged lab: %v, want a refusal naming the routed lab", err)
 	}
 }

@@ -101,19 +101,65 @@ func serveTCP(ln net.Listener) {
 	}
 }
 
-// serveUDP echoes every datagram back to its sender.
+// serveUDP echoes every datagram back to its sender, from the address it
+// was sent to. A node has several addresses (its uplink, the pods'
+// gateway), and a reply from the one the routing table picks would not
+// match the client's connected socket: the probe would see nothing, as if
+// policy had dropped it. The socket is dual-stack, so the IPv6 packet info
+// carries an IPv4 destination as a mapped address, and Linux takes it back
+// as the IPv4 source (golang.org/x/net's ipv6 package drops IPv4 sources,
+// hence the control message by hand).
 func serveUDP(pc net.PacketConn) {
-	buf := make([]byte, 2048)
+	uc, ok := pc.(*net.UDPConn)
+	if !ok {
+		return
+	}
+	pktinfo := setRecvPktinfo(uc) == nil
+	buf, oob := make([]byte, 2048), make([]byte, 256)
 	for {
-		n, from, err := pc.ReadFrom(buf)
+		n, oobn, _, from, err := uc.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue
 		}
-		pc.WriteTo(buf[:n], from)
+		var reply []byte
+		if pktinfo {
+			reply = replyFrom(oob[:oobn])
+		}
+		uc.WriteMsgUDPAddrPort(buf[:n], reply, from)
 	}
+}
+
+func setRecvPktinfo(uc *net.UDPConn) error {
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// replyFrom turns the packet info of a received datagram into the control
+// message that sends the reply from its destination address; nil if there
+// is none.
+func replyFrom(oob []byte) []byte {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.IPPROTO_IPV6 && m.Header.Type == unix.IPV6_PKTINFO && len(m.Data) >= 16 {
+			return unix.PktInfo6(&unix.Inet6Pktinfo{Addr: [16]byte(m.Data[:16])})
+		}
+	}
+	return nil
 }
 
 // sctpServer owns an endpoint's raw SCTP sockets (one per family). They
@@ -228,13 +274,20 @@ func (s *sctpServer) expect(tag uint32, src netip.Addr, port uint16) (<-chan str
 }
 
 // send transmits pkt to dst from this endpoint's namespace.
-func (s *sctpServer) send(dst netip.Addr, pkt []byte) error {
+func (s *sctpServer) send(src, dst netip.Addr, pkt []byte) error {
 	var fam Family
 	var sa unix.Sockaddr
+	var oob []byte
 	if dst.Is4() {
 		fam, sa = IPv4, &unix.SockaddrInet4{Addr: dst.As4()}
+		if src.Is4() {
+			oob = unix.PktInfo4(&unix.Inet4Pktinfo{Spec_dst: src.As4()})
+		}
 	} else {
 		fam, sa = IPv6, &unix.SockaddrInet6{Addr: dst.As16()}
+		if src.Is6() {
+			oob = unix.PktInfo6(&unix.Inet6Pktinfo{Addr: src.As16()})
+		}
 	}
 	rc, err := s.conns[fam].SyscallConn()
 	if err != nil {
@@ -242,7 +295,7 @@ func (s *sctpServer) send(dst netip.Addr, pkt []byte) error {
 	}
 	var serr error
 	err = rc.Write(func(fd uintptr) bool {
-		serr = unix.Sendto(int(fd), pkt, 0, sa)
+		serr = unix.Sendmsg(int(fd), pkt, oob, sa, 0)
 		return serr != unix.EAGAIN
 	})
 	if err != nil {
