@@ -10,6 +10,11 @@
 // probe writes, but only into a private network namespace it creates for
 // itself on a locked thread and that dies with that thread.
 //
+// The nftables side is read with engine.List, so chains, sets, hooks and
+// expressions are decoded by the engine's own codec, once; doctor adds
+// only what is its own: the iptables-legacy tables, and a description of
+// rules the engine's renderer cannot print.
+//
 // The checks (Check) are pure functions of a Ruleset, so they are
 // table-tested without a kernel; Read and Probe are the only I/O.
 package doctor
