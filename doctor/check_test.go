@@ -271,6 +271,8 @@ func TestDiffRules(t *testing.T) {
 			[]string{"chain c: extra rule (handle 109): sneak"}, []string{"chain c: extra rule (handle 109): sneak"}},
 		{"inserted drop", chain("forward", r(9, "block", saddr, cmpAddr, drop), want[0], want[1], want[2], want[3]),
 			[]string{"chain c: extra rule (handle 109): block"}, nil},
+		{"inserted xt target", chain("forward", want[0], want[1], want[2], want[3], r(9, "xt", counter, xtMasq)),
+			[]string{"chain c: extra rule (handle 109): xt"}, []string{"chain c: extra rule (handle 109): xt"}},
 		{"inserted counter", chain("forward", want[0], want[1], want[2], r(9, "count2", counter), want[3]),
 			[]string{"chain c: extra rule (handle 109): count2"}, nil},
 		{"lost drop", chain("forward", want[0], want[1], want[3]),

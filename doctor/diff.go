@@ -205,6 +205,11 @@ func verdictClass(r *Rule) int {
 		return verdictPass
 	case *nftwire.Reject:
 		return verdictStop
+	case *nftwire.Target:
+		if v.Name == "DROP" || v.Name == "REJECT" {
+			return verdictStop
+		}
+		return verdictPass // an xt target may accept or jump
 	case nil:
 		return verdictPass // unknown to the decoder: assume the worst
 	}
