@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/engine"
-	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/internal/nftcheck"
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
@@ -73,7 +73,7 @@ func hostileCNPs(r *rand.Rand, in *Input) {
 }
 
 // TestHostileClusterNetworkPoliciesLoad: tables built from hostile
-// clusters with hostile ClusterNetworkPolicies pass nftsafe.Check, the
+// clusters with hostile ClusterNetworkPolicies pass nftcheck.Check, the
 // incremental Builder gives what Build gives, and every table loads into
 // the kernel through the engine in one transaction each.
 func TestHostileClusterNetworkPoliciesLoad(t *testing.T) {
@@ -100,7 +100,7 @@ func TestHostileClusterNetworkPoliciesLoad(t *testing.T) {
 		if diff := cmp.Diff(want.Warnings, res.Warnings); diff != "" {
 			t.Fatalf("seed %d: Builder's warnings differ from Build's:\n%s", seed, diff)
 		}
-		for _, err := range nftsafe.Check(res.Desired) {
+		for _, err := range nftcheck.Check(res.Desired) {
 			t.Errorf("seed %d: %v", seed, err)
 		}
 		for _, c := range res.Desired.Chains {

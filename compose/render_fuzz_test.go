@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/engine"
-	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/internal/nftcheck"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/testns"
 	"github.com/nftguard/nftguard/npset"
@@ -272,7 +272,7 @@ func TestRenderHostileInputLoadsAsOneTable(t *testing.T) {
 		n++
 		in := hostileCluster(rand.New(rand.NewSource(seed)))
 		res := Build(in)
-		for _, err := range nftsafe.Check(res.Desired) {
+		for _, err := range nftcheck.Check(res.Desired) {
 			t.Errorf("seed %d: %v", seed, err)
 		}
 		script, err := engine.Render(Table(), res.Desired)

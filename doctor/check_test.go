@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"encoding/binary"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -228,6 +229,17 @@ func TestDiffElements(t *testing.T) {
 	}
 }
 
+// texts are the differences' texts; opening those that may open traffic.
+func texts(ds []difference) (all, opening []string) {
+	for _, d := range ds {
+		all = append(all, d.text)
+		if d.opens {
+			opening = append(opening, d.text)
+		}
+	}
+	return all, opening
+}
+
 func TestDiffTables(t *testing.T) {
 	want := &Table{Family: "inet", Name: "nftguard",
 		Chains: []*Chain{{Name: "a", Hook: "forward", Type: "filter", Policy: "accept", Rules: []*Rule{{Raw: []byte{1}, Text: "r1"}, {Raw: []byte{2}, Text: "r2"}}}},
@@ -236,19 +248,99 @@ func TestDiffTables(t *testing.T) {
 		Chains: []*Chain{{Name: "a", Hook: "forward", Type: "filter", Policy: "accept", Rules: []*Rule{{Handle: 9, Raw: []byte{1}}, {Handle: 10, Raw: []byte{2}}}}},
 		Sets:   []*Set{{Name: "s", Elements: [][]byte{{1}}}}}
 	if d := diffTables(want, same); len(d) != 0 {
-		t.Errorf("handles must not matter: %q", d)
+		t.Errorf("handles must not matter: %v", d)
 	}
 	changed := &Table{Family: "inet", Name: "nftguard",
 		Chains: []*Chain{{Name: "a", Hook: "forward", Type: "filter", Policy: "drop", Rules: []*Rule{{Handle: 9, Raw: []byte{3}, Text: "x"}}}, {Name: "b"}},
 		Sets:   []*Set{{Name: "t"}}}
-	d := strings.Join(diffTables(want, changed), "\n")
+	all, _ := texts(diffTables(want, changed))
+	d := strings.Join(all, "\n")
 	for _, w := range []string{"policy drop, want", `rule 1 (handle 9) is "x", want "r1"`, "rule 2 is missing: r2", "extra chain b", "set s is missing", "extra set t"} {
 		if !strings.Contains(d, w) {
 			t.Errorf("diff lacks %q:\n%s", w, d)
 		}
 	}
-	if d := diffTables(want, nil); len(d) != 1 || d[0] != "the table is missing" {
+	if d, _ := texts(diffTables(want, nil)); len(d) != 1 || d[0] != "the table is missing" {
 		t.Errorf("missing table: %q", d)
+	}
+}
+
+// TestDiffRules: rules are aligned, not compared by position, and every
+// difference that may let through what the manifests stop says so.
+func TestDiffRules(t *testing.T) {
+	r := func(b byte, text string, exprs ...Expr) *Rule {
+		return &Rule{Handle: uint64(b) + 100, Raw: []byte{b}, Text: text, Exprs: exprs}
+	}
+	vmap := ex("lookup", &nftwire.Lookup{SourceRegister: 1, SetName: "m", IsDestRegSet: true})
+	want := []*Rule{r(1, "dispatch", saddr, vmap), r(2, "allow", saddr, cmpAddr, accept), r(3, "deny", drop), r(4, "count", counter)}
+	chain := func(h string, rules ...*Rule) *Table {
+		return &Table{Family: "inet", Name: "nftguard", Chains: []*Chain{{Name: "c", Hook: h, Type: "filter", Policy: "accept", Rules: rules}}}
+	}
+	for _, tt := range []struct {
+		name    string
+		got     *Table
+		all     []string
+		opening []string
+	}{
+		{"inserted accept", chain("forward", want[0], r(9, "sneak", accept), want[1], want[2], want[3]),
+			[]string{"chain c: extra rule (handle 109): sneak"}, []string{"chain c: extra rule (handle 109): sneak"}},
+		{"inserted drop", chain("forward", r(9, "block", saddr, cmpAddr, drop), want[0], want[1], want[2], want[3]),
+			[]string{"chain c: extra rule (handle 109): block"}, nil},
+		{"inserted xt target", chain("forward", want[0], want[1], want[2], want[3], r(9, "xt", counter, xtMasq)),
+			[]string{"chain c: extra rule (handle 109): xt"}, []string{"chain c: extra rule (handle 109): xt"}},
+		{"inserted counter", chain("forward", want[0], want[1], want[2], r(9, "count2", counter), want[3]),
+			[]string{"chain c: extra rule (handle 109): count2"}, nil},
+		{"lost drop", chain("forward", want[0], want[1], want[3]),
+			[]string{"chain c: rule 3 is missing: deny"}, []string{"chain c: rule 3 is missing: deny"}},
+		{"lost dispatch", chain("forward", want[1], want[2], want[3]),
+			[]string{"chain c: rule 1 is missing: dispatch"}, []string{"chain c: rule 1 is missing: dispatch"}},
+		{"lost accept", chain("forward", want[0], want[2], want[3]),
+			[]string{"chain c: rule 2 is missing: allow"}, nil},
+		{"drop changed to accept", chain("forward", want[0], want[1], r(9, "open", accept), want[3]),
+			[]string{`chain c: rule 3 (handle 109) is "open", want "deny"`}, []string{`chain c: rule 3 (handle 109) is "open", want "deny"`}},
+		{"moved to another hook", chain("input", want...),
+			[]string{"chain c: hook filter input priority 0 policy accept, want hook filter forward priority 0 policy accept"},
+			[]string{"chain c: hook filter input priority 0 policy accept, want hook filter forward priority 0 policy accept"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			all, opening := texts(diffTables(chain("forward", want...), tt.got))
+			if !slices.Equal(all, tt.all) || !slices.Equal(opening, tt.opening) {
+				t.Errorf("got %q, opening %q; want %q, opening %q", all, opening, tt.all, tt.opening)
+			}
+		})
+	}
+
+	extra := chain("forward", want...)
+	extra.Chains = append(extra.Chains, &Chain{Name: "sneak", Hook: "prerouting", Type: "filter", Policy: "accept", Rules: []*Rule{r(9, "x", accept)}}, &Chain{Name: "spare"})
+	all, opening := texts(diffTables(chain("forward", want...), extra))
+	if w := []string{"extra base chain sneak (filter hook prerouting priority 0 policy accept, 1 rules)", "extra chain spare"}; !slices.Equal(all, w) || !slices.Equal(opening, w[:1]) {
+		t.Errorf("extra chains: %q, opening %q", all, opening)
+	}
+}
+
+func TestCommonRules(t *testing.T) {
+	rules := func(s string) []*Rule {
+		var out []*Rule
+		for _, c := range []byte(s) {
+			out = append(out, &Rule{Raw: []byte{c}})
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		a, b string
+		n    int
+	}{
+		{"", "", 0}, {"abc", "abc", 3}, {"abc", "aXbc", 3}, {"abcd", "acbd", 3}, {"abc", "xyz", 0}, {"aaab", "ab", 2},
+	} {
+		got := commonRules(rules(tt.a), rules(tt.b))
+		if len(got) != tt.n {
+			t.Errorf("commonRules(%q, %q) = %v, want %d pairs", tt.a, tt.b, got, tt.n)
+		}
+		for k, p := range got {
+			if tt.a[p[0]] != tt.b[p[1]] || (k > 0 && (p[0] <= got[k-1][0] || p[1] <= got[k-1][1])) {
+				t.Errorf("commonRules(%q, %q) = %v: not a common subsequence", tt.a, tt.b, got)
+			}
+		}
 	}
 }
 

@@ -10,6 +10,17 @@
 // probe writes, but only into a private network namespace it creates for
 // itself on a locked thread and that dies with that thread.
 //
+// The nftables side is read with engine.List, so chains, sets, hooks and
+// expressions are decoded by the engine's own codec, once; doctor adds
+// only what is its own: the iptables-legacy tables, and a description of
+// rules the engine's renderer cannot print.
+//
+// Given the table the manifests produce (Options.Desired), doctor programs
+// it into a private scratch namespace, reads it back the same way and
+// compares the two (diff.go): rules aligned by a longest common
+// subsequence, and a difference that may let through what the manifests
+// stop reported as an error.
+//
 // The checks (Check) are pure functions of a Ruleset, so they are
 // table-tested without a kernel; Read and Probe are the only I/O.
 package doctor

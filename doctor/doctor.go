@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nftguard/nftguard/engine"
@@ -117,11 +118,28 @@ func checkSync(ctx context.Context, rs *Ruleset, t engine.Table, d *engine.Desir
 	if len(diffs) == 0 {
 		return []Finding{{Severity: Info, Check: "nftguard", Table: t.String(), Message: "in sync with the manifests"}}
 	}
+	var texts, opening []string
+	for _, d := range diffs {
+		texts = append(texts, d.text)
+		if d.opens {
+			opening = append(opening, d.text)
+		}
+	}
 	const show = 20
 	f := Finding{Severity: Warning, Check: "nftguard", Table: t.String(),
-		Message: fmt.Sprintf("out of sync with the manifests (%d differences)", len(diffs)), Details: diffs}
-	if len(diffs) > show {
-		f.Details = append(diffs[:show:show], fmt.Sprintf("... and %d more", len(diffs)-show))
+		Message: fmt.Sprintf("out of sync with the manifests (%d differences)", len(diffs)), Details: texts}
+	if len(opening) > 0 {
+		// More open than the manifests is never a mere warning: it is
+		// what the table exists to prevent.
+		f.Severity = Error
+		f.Message = fmt.Sprintf("more open than the manifests (%d of %d differences may let through what they stop): %s",
+			len(opening), len(diffs), strings.Join(opening[:min(len(opening), 3)], "; "))
+		if len(opening) > 3 {
+			f.Message += fmt.Sprintf("; and %d more", len(opening)-3)
+		}
+	}
+	if len(texts) > show {
+		f.Details = append(texts[:show:show], fmt.Sprintf("... and %d more", len(texts)-show))
 	}
 	f.Advice = "run `nftguard apply` with these manifests, or check that the agent is running"
 	return []Finding{f}

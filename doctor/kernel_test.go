@@ -197,8 +197,9 @@ func TestDoctorCleanNamespace(t *testing.T) {
 	}
 }
 
-func TestDoctorOwnTableInSync(t *testing.T) {
-	ns := testns.New(t, "doctor")
+// allowB is the table of a node with pods x/a and x/b, a isolated for
+// ingress by x/allow-b, which allows b.
+func allowB() *engine.Desired {
 	pod := func(name, ip string) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: name, Labels: map[string]string{"pod": name}}}
 		p.Spec.NodeName = "n1"
@@ -213,7 +214,12 @@ func TestDoctorOwnTableInSync(t *testing.T) {
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "a"}},
 				Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b"}}}}}}}}}),
 	}
-	desired := compose.Build(in).Desired
+	return compose.Build(in).Desired
+}
+
+func TestDoctorOwnTableInSync(t *testing.T) {
+	ns := testns.New(t, "doctor")
+	desired := allowB()
 	eng, err := engine.New(compose.Table(), engine.WithNetNS(ns.Path))
 	if err != nil {
 		t.Fatal(err)
@@ -233,12 +239,66 @@ func TestDoctorOwnTableInSync(t *testing.T) {
 		t.Errorf("our own table must not be reported as foreign")
 	}
 
-	// Drift: one more pod in the peer set, one rule gone.
+	// Drift: one more pod in the peer set, the ingress dispatch gone. Losing
+	// the dispatch lifts the isolation of every local pod: an error.
 	ns.MustExec(t, "", "nft", "add", "element", "inet", "nftguard", "np_x_allow-b_in0_pods4", "{ 10.1.0.9 }")
 	ns.MustExec(t, "", "nft", "flush", "chain", "inet", "nftguard", "np_ingress")
 	rep = run(t, o)
-	got := find(rep, Warning, "nftguard", "out of sync", "np_x_allow-b_in0_pods4: 0 elements missing, 1 extra", "chain np_ingress: rule 1 is missing")
+	got := find(rep, Error, "nftguard", "more open than the manifests", "np_x_allow-b_in0_pods4: 0 elements missing, 1 extra", "chain np_ingress: rule 1 is missing")
 	if len(got) != 1 {
-		t.Errorf("want an out-of-sync warning naming the set and the chain")
+		t.Errorf("want a more-open error naming the set and the chain")
+	}
+}
+
+// TestDoctorOwnTableMoreOpen: our table holding more than the manifests
+// produce is an error when it may let through what they stop (an inserted
+// accept, an extra base chain), a warning when it can only stop more, and
+// an inserted rule is one difference, not one for each rule after it.
+func TestDoctorOwnTableMoreOpen(t *testing.T) {
+	ns := testns.New(t, "doctor")
+	desired := allowB()
+	eng, err := engine.New(compose.Table(), engine.WithNetNS(ns.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	o := options(ns)
+	o.Desired = desired
+	o.Probe = false
+	for _, tt := range []struct {
+		name   string
+		change []string // an nft command, the oracle of what is in the kernel
+		sev    Severity
+		subs   []string
+	}{
+		{"inserted accept", []string{"insert", "rule", "inet", "nftguard", "np_ing_x_a", "accept"},
+			Error, []string{"more open than the manifests (1 of 1 differences", "chain np_ing_x_a: extra rule (handle", "): accept"}},
+		{"extra base chain", []string{"add", "chain", "inet", "nftguard", "sneak", "{ type filter hook forward priority -5; policy accept; }"},
+			Error, []string{"more open than the manifests (1 of 1 differences", "extra base chain sneak (filter hook forward priority -5 policy accept, 0 rules)"}},
+		{"inserted drop", []string{"insert", "rule", "inet", "nftguard", "np_ing_x_a", "ip", "saddr", "192.0.2.1", "drop"},
+			Warning, []string{"out of sync with the manifests (1 differences)", "chain np_ing_x_a: extra rule (handle", "ip saddr 192.0.2.1 drop"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// A fresh table: the engine trusts its cache of the kernel
+			// unless a monitor reports drift, and none runs here.
+			if err := eng.Delete(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := eng.Sync(context.Background(), desired); err != nil {
+				t.Fatal(err)
+			}
+			ns.MustExec(t, "", "nft", tt.change...)
+			rep := run(t, o)
+			got := find(rep, tt.sev, "nftguard", tt.subs...)
+			if len(got) != 1 {
+				t.Fatalf("want one %v nftguard finding with %q", tt.sev, tt.subs)
+			}
+			if len(got[0].Details) != 1 {
+				t.Errorf("one change, %d differences: %q", len(got[0].Details), got[0].Details)
+			}
+			if worst := rep.Worst(); worst != tt.sev {
+				t.Errorf("worst finding %v, want %v (the exit code follows it)", worst, tt.sev)
+			}
+		})
 	}
 }

@@ -3,7 +3,7 @@ package doctor
 import (
 	"fmt"
 
-	"github.com/nftguard/nftguard/engine/nftwire"
+	"github.com/nftguard/nftguard/engine"
 )
 
 // Ruleset is everything doctor read from one network namespace.
@@ -15,60 +15,22 @@ type Ruleset struct {
 	LegacyErr string
 }
 
-// Table is one nftables table.
-type Table struct {
-	Family string // "ip", "ip6", "inet", "arp", "bridge", "netdev"
-	Name   string
-	Flags  uint32
-	Chains []*Chain
-	Sets   []*Set
-}
-
-func (t *Table) String() string { return t.Family + " " + t.Name }
-
-// Chain is a regular chain (Hook == "") or a base chain.
-type Chain struct {
-	Name     string
-	Type     string // "filter", "nat", "route"
-	Hook     string // "forward", "postrouting", ...
-	Priority int32
-	Policy   string // "accept" or "drop" (base chains)
-	Rules    []*Rule
-}
-
-// Rule is one rule with its expressions decoded one by one, so that an
-// expression nobody knows is recorded instead of silently dropped.
-type Rule struct {
-	Handle   uint64
-	Exprs    []Expr
-	UserData []byte
-	// Raw is the NFTA_RULE_EXPRESSIONS attribute as the kernel sent it.
-	Raw []byte
-	// Text is the rule in nft syntax, or a best-effort description.
-	Text string
-}
-
-// Expr is one expression of a rule.
-type Expr struct {
-	Name string
-	// Value is the decoded expression; nil when Name is unknown to the
-	// decoder or its data could not be decoded (Err says why).
-	Value nftwire.Expr
-	Err   string
-}
-
-// Set is a named (or anonymous) set, map or verdict map.
-type Set struct {
-	Name     string
-	Flags    uint32
-	KeyType  uint32
-	KeyLen   uint32
-	DataType uint32
-	DataLen  uint32
-	UserData []byte
-	// Elements are the raw element attributes, for comparing two tables.
-	Elements [][]byte
-}
+// The nftables objects are the engine's: doctor reads them with
+// engine.List, through the codec the engine reads its own table with, so
+// that a chain, set, hook or expression is decoded one way only.
+type (
+	// Table is one nftables table.
+	Table = engine.ListedTable
+	// Chain is a regular chain (Hook == "") or a base chain.
+	Chain = engine.ListedChain
+	// Rule is one rule; Read fills in the Text the engine's renderer
+	// cannot write with describe's.
+	Rule = engine.ListedRule
+	// Expr is one expression of a rule.
+	Expr = engine.ListedExpr
+	// Set is a named (or anonymous) set, map or verdict map.
+	Set = engine.ListedSet
+)
 
 // LegacyTable is an iptables-legacy table of one family.
 type LegacyTable struct {

@@ -6,42 +6,11 @@ import (
 	"net/netip"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/nftguard/nftguard/engine/nftsyntax"
 	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
-// noSets resolves no named set: rules that use one fall back to describe.
-type noSets struct{}
-
-func (noSets) LookupSet(string) (nftsyntax.SetDecl, bool) { return nftsyntax.SetDecl{}, false }
-
-// renderRule prints a rule in nft syntax when nftguard's renderer can (inet
-// tables, expressions nft itself writes), and otherwise describes it one
-// expression at a time.
-func renderRule(t *Table, r *Rule) string {
-	if t.Family == "inet" {
-		var exprs []nftwire.Expr
-		complete := true
-		for _, e := range r.Exprs {
-			if e.Value == nil {
-				complete = false
-				break
-			}
-			exprs = append(exprs, e.Value)
-		}
-		if complete {
-			text, err := nftsyntax.RenderRule(unix.NFPROTO_INET, &nftsyntax.Compiled{Exprs: exprs, UserData: r.UserData}, noSets{})
-			if err == nil {
-				return text
-			}
-		}
-	}
-	return describe(t.Family, r.Exprs)
-}
-
-// describe is the fallback: nft-like words for the common iptables-nft
+// describe is the fallback for rules the engine's renderer cannot print
+// (other families, unknown expressions, named sets): nft-like words for the common iptables-nft
 // patterns (addresses, verdicts, xt extensions), the expression name for
 // the rest.
 func describe(family string, exprs []Expr) string {

@@ -253,3 +253,71 @@ func TestDoctorCLI(t *testing.T) {
 		t.Errorf("missing namespace: exit %d, want 2: %s", code, stderr)
 	}
 }
+
+// TestDoctorCLIOwnTable checks `doctor -f` against our own table: exit 0 in
+// sync; exit 1, naming the chain and rule, when the table holds an accept
+// rule or a base chain the manifests do not (a table more open than they
+// are); one inserted rule is one difference.
+func TestDoctorCLIOwnTable(t *testing.T) {
+	dir := t.TempDir()
+	manifests := `
+apiVersion: v1
+kind: Namespace
+metadata: {name: x}
+---
+apiVersion: v1
+kind: Pod
+metadata: {namespace: x, name: a, labels: {pod: a}}
+spec: {nodeName: n1, containers: [{name: c, image: i}]}
+status: {phase: Running, podIPs: [{ip: 10.1.0.2}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {namespace: x, name: deny}
+spec: {podSelector: {}}
+`
+	if err := os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(manifests), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ns := testns.New(t, "doccli")
+	apply := func() {
+		t.Helper()
+		if stdout, stderr, code := runCode(t, "apply", "-f", dir, "--netns", ns.Path, "--node-name", "n1"); code != 0 {
+			t.Fatalf("apply: exit %d\n%s%s", code, stdout, stderr)
+		}
+	}
+	doctor := func() (string, int) {
+		t.Helper()
+		stdout, stderr, code := runCode(t, "doctor", "-f", dir, "--netns", ns.Path, "--node-name", "n1", "--probe=false")
+		return stdout + stderr, code
+	}
+	apply()
+	if out, code := doctor(); code != 0 || !strings.Contains(out, "in sync with the manifests") {
+		t.Fatalf("in sync: exit %d, want 0\n%s", code, out)
+	}
+	for _, tt := range []struct {
+		name   string
+		change []string
+		want   []string
+	}{
+		{"inserted accept", []string{"insert", "rule", "inet", "nftguard", "np_ing_x_a", "accept"},
+			[]string{"error   [nftguard] inet nftguard: more open than the manifests (1 of 1 differences", "chain np_ing_x_a: extra rule (handle", "): accept"}},
+		{"extra base chain", []string{"add", "chain", "inet", "nftguard", "sneak", "{ type filter hook forward priority -5; policy accept; }"},
+			[]string{"error   [nftguard] inet nftguard: more open than the manifests (1 of 1 differences", "extra base chain sneak"}},
+	} {
+		ns.MustExec(t, "", "nft", tt.change...)
+		out, code := doctor()
+		if code != 1 {
+			t.Errorf("%s: exit %d, want 1\n%s", tt.name, code, out)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: output lacks %q:\n%s", tt.name, w, out)
+			}
+		}
+		apply() // repairs the table
+		if out, code := doctor(); code != 0 {
+			t.Fatalf("%s: after apply, exit %d, want 0\n%s", tt.name, code, out)
+		}
+	}
+}

@@ -12,6 +12,7 @@
 //	rulekey.go     the canonical key two rules are compared by
 //	setform.go     set declarations and element identities in kernel form
 //	read.go        dumps our table back into kernel form
+//	list.go        List: any table of a namespace, read-only, through read.go's decoders (for doctor)
 //	startup.go     whether the table found at start-up can be diffed or must be replaced
 //	diff.go        kernel form (now) + kernel form (wanted) -> batch operations
 //	batch.go       the operations encoded as one nfnetlink transaction

@@ -26,7 +26,8 @@ const (
 )
 
 // The netfilter-netlink codec, socket and request loop are internal/nfnl's
-// (shared with doctor); the engine's encoder and received message are its.
+// (shared with conntrack and flowlog); the engine's encoder and received
+// message are its.
 type (
 	enc    = nfnl.Encoder
 	rawMsg = nfnl.Msg

@@ -26,18 +26,29 @@ func (e *Engine) request(typ uint16, flags uint16, build func(*enc)) ([]rawMsg, 
 // requestEach is request handing each reply to fn as it is read; r.Data is
 // valid only during the call.
 func (e *Engine) requestEach(typ uint16, flags uint16, build func(*enc), fn func(r rawMsg)) error {
-	seq := e.nextSeq()
+	return sendRequest(e.rw, e.rbuf, e.nextSeq(), e.fam, typ, flags, build, fn)
+}
+
+// sendRequest builds one request in family fam (build adds its
+// attributes), sends it and hands fn each reply, as nfnl.Request.
+func sendRequest(rw nfnl.Transport, buf []byte, seq uint32, fam byte, typ, flags uint16, build func(*enc), fn func(r rawMsg)) error {
 	var m enc
-	off := m.Msg(nfnl.MsgType(typ), unix.NLM_F_REQUEST|flags, seq, e.fam, 0)
+	off := m.Msg(nfnl.MsgType(typ), unix.NLM_F_REQUEST|flags, seq, fam, 0)
 	if build != nil {
 		build(&m)
 	}
 	m.EndMsg(off)
-	return nfnl.Request(e.rw, e.rbuf, m.B, seq, flags&unix.NLM_F_DUMP != 0, fn)
+	return nfnl.Request(rw, buf, m.B, seq, flags&unix.NLM_F_DUMP != 0, fn)
 }
 
+// requester sends one request, in a family it was made for, and collects
+// its replies: Engine.request for our table, List's for any table.
+type requester func(typ, flags uint16, build func(*enc)) ([]rawMsg, error)
+
 // read dumps our table (and only it: every request names it) into kernel
-// form. It returns nil, nil when the table does not exist.
+// form. It returns nil, nil when the table does not exist. Chains, sets,
+// elements and rules are decoded by the functions below, which List shares
+// to read any table.
 func (e *Engine) read() (*kernelTable, error) {
 	var t *kernelTable
 	err := nfnl.Restart(11, func() (err error) {
@@ -85,7 +96,7 @@ func (e *Engine) readOnce() (*kernelTable, error) {
 		if tbl != name || r.Data[0] != e.fam {
 			continue
 		}
-		if err := e.readElems(s); err != nil {
+		if err := readElems(e.request, name, s); err != nil {
 			return nil, err
 		}
 		if s.flags&unix.NFT_SET_ANONYMOUS != 0 {
@@ -104,25 +115,9 @@ func (e *Engine) readOnce() (*kernelTable, error) {
 	}
 
 	memo := exprMemo{}
-	// One dump per chain: the kernel resumes a dump by skipping what it
-	// already sent, so one table-wide rule dump is quadratic.
 	for _, cname := range t.chainOrder {
 		c := t.chains[cname]
-		msgs, err = e.request(unix.NFT_MSG_GETRULE, unix.NLM_F_DUMP, func(m *enc) {
-			m.Str(unix.NFTA_RULE_TABLE, name)
-			m.Str(unix.NFTA_RULE_CHAIN, cname)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("dump rules of chain %q: %w", cname, err)
-		}
-		for _, r := range msgs {
-			a, err := nfnl.Attrs(r.Data[nfgenHdrLen:])
-			if err != nil {
-				return nil, fmt.Errorf("decode rule: %w", err)
-			}
-			if nfnl.CStr(a[unix.NFTA_RULE_TABLE]) != name || nfnl.CStr(a[unix.NFTA_RULE_CHAIN]) != cname || r.Data[0] != e.fam {
-				continue
-			}
+		err := dumpRules(e.request, e.fam, name, cname, func(a map[uint16][]byte) {
 			kr := &kernelRule{handle: nfnl.BE64(a[unix.NFTA_RULE_HANDLE]), userdata: a[unix.NFTA_RULE_USERDATA]}
 			// An undecodable rule keeps key "": it matches nothing and is
 			// replaced, never guessed at.
@@ -132,9 +127,37 @@ func (e *Engine) readOnce() (*kernelTable, error) {
 				}
 			}
 			c.rules = append(c.rules, kr)
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return t, nil
+}
+
+// dumpRules dumps the rules of one chain, in order, handing fn each rule's
+// attributes (which alias the reply: fn keeps copies or nothing of them).
+// One dump per chain: the kernel resumes a dump by skipping what it already
+// sent, so one table-wide rule dump is quadratic.
+func dumpRules(req requester, fam byte, table, chain string, fn func(a map[uint16][]byte)) error {
+	msgs, err := req(unix.NFT_MSG_GETRULE, unix.NLM_F_DUMP, func(m *enc) {
+		m.Str(unix.NFTA_RULE_TABLE, table)
+		m.Str(unix.NFTA_RULE_CHAIN, chain)
+	})
+	if err != nil {
+		return fmt.Errorf("dump rules of chain %q: %w", chain, err)
+	}
+	for _, r := range msgs {
+		a, err := nfnl.Attrs(r.Data[nfgenHdrLen:])
+		if err != nil {
+			return fmt.Errorf("decode rule of chain %q: %w", chain, err)
+		}
+		if nfnl.CStr(a[unix.NFTA_RULE_TABLE]) != table || nfnl.CStr(a[unix.NFTA_RULE_CHAIN]) != chain || r.Data[0] != fam {
+			continue
+		}
+		fn(a)
+	}
+	return nil
 }
 
 // readJumps lists the chains a kernel rule jumps or goes to, directly or
@@ -175,7 +198,12 @@ func parseChain(b []byte) (*kernelChain, string, error) {
 		c.hook = nfnl.BE32(ha[unix.NFTA_HOOK_HOOKNUM])
 		c.prio = int32(nfnl.BE32(ha[unix.NFTA_HOOK_PRIORITY]))
 		c.typ = nfnl.CStr(a[unix.NFTA_CHAIN_TYPE])
-		c.policy = nfnl.BE32(a[unix.NFTA_CHAIN_POLICY])
+		// The kernel reports every base chain's policy; were it ever
+		// absent, the chain would accept (the kernel's default).
+		c.policy = nfAccept
+		if p, ok := a[unix.NFTA_CHAIN_POLICY]; ok {
+			c.policy = nfnl.BE32(p)
+		}
 	}
 	return c, nfnl.CStr(a[unix.NFTA_CHAIN_TABLE]), nil
 }
@@ -218,14 +246,14 @@ func parseSet(b []byte) (*kernelSet, string, error) {
 // worker after a large insert) can miss elements without any sign: measured
 // here, a dump right after adding 100,000 elements returned 90,062-99,274.
 // So hash sets are dumped until two dumps in a row agree on the count.
-func (e *Engine) readElems(s *kernelSet) error {
+func readElems(req requester, table string, s *kernelSet) error {
 	if s.flags&unix.NFT_SET_INTERVAL != 0 {
-		return e.dumpElems(s) // rbtree and pipapo have no deferred resize
+		return dumpElems(req, table, s) // rbtree and pipapo have no deferred resize
 	}
 	prev := -1
 	for attempt := 0; attempt < 8; attempt++ {
 		clear(s.elems)
-		if err := e.dumpElems(s); err != nil {
+		if err := dumpElems(req, table, s); err != nil {
 			return err
 		}
 		if len(s.elems) == prev {
@@ -239,9 +267,9 @@ func (e *Engine) readElems(s *kernelSet) error {
 	return fmt.Errorf("dump elements of set %q: %w", s.name, nfnl.ErrDumpInterrupted)
 }
 
-func (e *Engine) dumpElems(s *kernelSet) error {
-	msgs, err := e.request(unix.NFT_MSG_GETSETELEM, unix.NLM_F_DUMP, func(m *enc) {
-		m.Str(unix.NFTA_SET_ELEM_LIST_TABLE, e.table.Name)
+func dumpElems(req requester, table string, s *kernelSet) error {
+	msgs, err := req(unix.NFT_MSG_GETSETELEM, unix.NLM_F_DUMP, func(m *enc) {
+		m.Str(unix.NFTA_SET_ELEM_LIST_TABLE, table)
 		m.Str(unix.NFTA_SET_ELEM_LIST_SET, s.name)
 	})
 	if err != nil {

@@ -15,11 +15,21 @@ import (
 // expression it cannot decode makes the rule undecodable, which the diff
 // treats as drift to replace.
 func decodeExpr(fam byte, b []byte) (nftwire.Expr, error) {
-	a, err := nfnl.Attrs(b)
+	name, data, err := exprAttrs(b)
 	if err != nil {
 		return nil, err
 	}
-	return nftwire.DecodeExpr(nftwire.Family(fam), nfnl.CStr(a[unix.NFTA_EXPR_NAME]), a[unix.NFTA_EXPR_DATA])
+	return nftwire.DecodeExpr(nftwire.Family(fam), name, data)
+}
+
+// exprAttrs splits one NFTA_LIST_ELEM payload into the expression's name
+// and its undecoded data.
+func exprAttrs(b []byte) (string, []byte, error) {
+	a, err := nfnl.Attrs(b)
+	if err != nil {
+		return "", nil, err
+	}
+	return nfnl.CStr(a[unix.NFTA_EXPR_NAME]), a[unix.NFTA_EXPR_DATA], nil
 }
 
 // decodeExprs decodes NFTA_RULE_EXPRESSIONS.

@@ -344,7 +344,7 @@ func formatValue(dt DataType, b []byte) (string, error) {
 		if n < 0 {
 			n = len(b)
 		}
-		if err := checkQuotable(string(b[:n])); err != nil {
+		if err := CheckQuoted(string(b[:n])); err != nil {
 			return "", err
 		}
 		return quote(string(b[:n])), nil

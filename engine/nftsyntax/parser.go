@@ -227,9 +227,11 @@ func (p *parser) verdict() (*verdictStmt, error) {
 }
 
 // validIdent accepts the identifiers nft accepts unquoted for chain and
-// set names (and that it prints back unquoted).
+// set names (and that it prints back unquoted). It is the one definition:
+// CheckName explains its refusals, and the compilers' test checker uses
+// CheckName too, so tests hold names to what production accepts.
 func validIdent(s string) bool {
-	if s == "" || len(s) > 255 {
+	if s == "" || len(s) > MaxNameLen {
 		return false
 	}
 	for i, c := range s {
@@ -687,8 +689,8 @@ func (p *parser) log() (stmt, error) {
 			if err != nil {
 				return nil, err
 			}
-			if len(s) > 127 {
-				return nil, p.errAt(p.toks[p.pos-1], "log prefix longer than 127 bytes")
+			if len(s) > MaxLogPrefixLen {
+				return nil, p.errAt(p.toks[p.pos-1], "log prefix longer than "+strconv.Itoa(MaxLogPrefixLen)+" bytes")
 			}
 			l.prefix, l.hasPrefix = s, true
 		case "group":

@@ -59,7 +59,7 @@ func decompile(c *Compiled, sets Sets) (*ruleAST, error) {
 			return nil, err
 		}
 		if ok {
-			if err := checkQuotable(cm); err != nil {
+			if err := CheckQuoted(cm); err != nil {
 				return nil, fmt.Errorf("comment: %w", err)
 			}
 		}
@@ -135,7 +135,7 @@ func (d *decompiler) step() error {
 		l := &logStmt{}
 		if e.Key&(1<<unix.NFTA_LOG_PREFIX) != 0 || len(e.Data) > 0 {
 			l.prefix, l.hasPrefix = string(bytes.TrimRight(e.Data, "\x00")), true
-			if err := checkQuotable(l.prefix); err != nil {
+			if err := CheckQuoted(l.prefix); err != nil {
 				return d.errf("log prefix: %v", err)
 			}
 		}

@@ -13,6 +13,14 @@ import (
 // is checked against these rules first, so that rendered text can never
 // carry a second command or table.
 
+// MaxNameLen is the longest table, chain or set name the kernel accepts,
+// in bytes (NFT_NAME_MAXLEN counts the terminating NUL).
+const MaxNameLen = 255
+
+// MaxLogPrefixLen is the longest log prefix nft accepts, in bytes
+// (NF_LOG_PREFIXLEN counts the terminating NUL).
+const MaxLogPrefixLen = 127
+
 // CheckName reports why s cannot name a table, chain or set: nft prints
 // names unquoted, so only identifiers it reads back as one name (and not
 // as a keyword) qualify, of at most 255 bytes (the kernel's
@@ -24,8 +32,8 @@ func CheckName(s string) error {
 	switch {
 	case s == "":
 		return errors.New("empty name")
-	case len(s) > 255:
-		return fmt.Errorf("name of %d bytes is longer than 255", len(s))
+	case len(s) > MaxNameLen:
+		return fmt.Errorf("name of %d bytes is longer than %d", len(s), MaxNameLen)
 	case isKeyword(s):
 		return fmt.Errorf("name %q is an nft keyword", s)
 	}
@@ -39,11 +47,12 @@ func CheckComment(s string) error {
 	if len(s) > MaxCommentLen {
 		return fmt.Errorf("comment of %d bytes is longer than %d", len(s), MaxCommentLen)
 	}
-	return checkQuotable(s)
+	return CheckQuoted(s)
 }
 
-// checkQuotable reports why s cannot be written as an nft quoted string.
-func checkQuotable(s string) error {
+// CheckQuoted reports why s cannot be written as an nft quoted string (a
+// comment, a log prefix, an interface name).
+func CheckQuoted(s string) error {
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '"':

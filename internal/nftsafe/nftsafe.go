@@ -1,8 +1,10 @@
 // Package nftsafe turns strings that come from tenant input (object names,
 // namespaces, keys) into chain and set names and comments the kernel accepts
-// and nft prints and reads back unchanged, and checks a compiled table
-// against the rules the kernel enforces, so that the compilers find per
-// object what would otherwise make the kernel refuse the whole batch.
+// and nft prints and reads back unchanged, so that the compilers never emit
+// per object what would otherwise make the kernel refuse the whole batch.
+// What the kernel and nft accept is engine/nftsyntax's (CheckName,
+// CheckComment); the compilers' tests hold whole tables to it with
+// internal/nftcheck.
 //
 // Every tenant-derived string that reaches a name goes through NamePart (and
 // the whole name through Name); every one that reaches a comment goes
@@ -21,9 +23,6 @@ import (
 // (NFT_NAME_MAXLEN, 256 bytes with the terminating NUL), leaving room for
 // suffixes callers add after Name (e.g. "_allowed4").
 const MaxName = 200
-
-// KernelMaxName is the longest name the kernel accepts, in bytes.
-const KernelMaxName = 255
 
 // MaxComment is the longest comment nft accepts, in bytes.
 const MaxComment = nftsyntax.MaxCommentLen
