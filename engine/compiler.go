@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -129,19 +130,21 @@ func (c *compiler) compile(d *Desired) (*kernelTable, error) {
 		seen[ch.Name] = true
 	}
 	// What the caller did not change is found here, so that the workers
-	// start only for what needs compiling (usually a few objects).
+	// start only for what needs compiling (usually a few objects). Equal
+	// strings that share memory (content the caller did not rebuild)
+	// compare without being read.
 	pending := make([]int, 0, 8)
 	for i := range units {
 		u := &units[i]
 		if i < nSets {
 			s := &d.Sets[i]
-			if old := c.sets[s.Name]; old != nil && sameSetHead(&old.src, s) && equalSlices(old.src.Elements, s.Elements) {
+			if old := c.sets[s.Name]; old != nil && sameSetHead(&old.src, s) && slices.Equal(old.src.Elements, s.Elements) {
 				u.set = old
 				continue
 			}
 		} else if ch := &d.Chains[i-nSets]; !u.dup {
 			u.old = oldChain(ch.Name)
-			if u.old != nil && sameChainHead(&u.old.src, ch) && equalSlices(u.old.src.Rules, ch.Rules) {
+			if u.old != nil && sameChainHead(&u.old.src, ch) && slices.Equal(u.old.src.Rules, ch.Rules) {
 				u.chain = u.old
 				continue
 			}
@@ -560,21 +563,6 @@ func middle[T comparable](a, b []T) (aMid, bMid []T) {
 		q++
 	}
 	return a[p : len(a)-q], b[p : len(b)-q]
-}
-
-// equalSlices compares element by element; equal strings that share
-// memory (the usual case for content the caller did not rebuild) compare
-// without reading it.
-func equalSlices[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func elementTexts(els []Element) []nftsyntax.ElementText {
