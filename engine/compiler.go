@@ -3,15 +3,13 @@ package engine
 import (
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/engine/nftsyntax"
 	"github.com/nftguard/nftguard/engine/nftwire"
+	"github.com/nftguard/nftguard/internal/parallel"
 )
 
 // compiler turns the caller's Desired into kernel form and remembers what
@@ -275,31 +273,11 @@ type compiled struct {
 // forEach calls fn for 0..n-1 on up to GOMAXPROCS goroutines, each with
 // an expression memo of its own (the memos are kept for later syncs).
 func (c *compiler) forEach(n int, fn func(i int, memo exprMemo)) {
-	workers := min(runtime.GOMAXPROCS(0), n, maxCompileWorkers)
+	workers := parallel.Workers(n, 1, maxCompileWorkers)
 	for len(c.memos) < max(workers, 1) {
 		c.memos = append(c.memos, exprMemo{})
 	}
-	if workers <= 1 {
-		for i := 0; i < n; i++ {
-			fn(i, c.memos[0])
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		memo := c.memos[w]
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				fn(i, memo)
-			}
-		})
-	}
-	wg.Wait()
+	parallel.For(workers, n, 1, func(w, i int) { fn(i, c.memos[w]) })
 }
 
 // maxCompileWorkers bounds the goroutines one compile uses.
