@@ -172,7 +172,7 @@ func Compile(in Input) Output {
 	// its own namespace's.
 	local := map[string][]*podset.Pod{}
 	for _, g := range in.Pods.Groups() {
-		for _, p := range g.LocalTo(in.NodeName) {
+		for _, p := range podset.LocalTo(g, in.NodeName) {
 			if !p.HostNetwork && !p.Finished {
 				local[p.Namespace] = append(local[p.Namespace], p)
 			}
