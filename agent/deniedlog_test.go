@@ -1,14 +1,12 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,27 +23,11 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/internal/netlab"
+	"github.com/nftguard/nftguard/internal/syncbuf"
 	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // runDeniedLog in a lab node: each denied datagram becomes one JSON slog
 // record naming the pods and the policy from the informer listers, the
@@ -86,7 +68,7 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 	}
 	res := listerResolver{pods: (&sources{pods: podIdx}).pod, addrs: podIdx, policies: netlisters.NewNetworkPolicyLister(npIdx)}
 
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	reg := prometheus.NewRegistry()
 	dm, err := newDeniedLogMetrics(reg, eng, func(err error) { t.Errorf("reading counters: %v", err) })
 	if err != nil {

@@ -1,6 +1,7 @@
 package clusterpolicy
 
 import (
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,21 +96,9 @@ func (m *Compiler) Compile(in Input) Output {
 	}
 	c.next.nodes = in.Nodes
 	c.logged = loggedNamespaces(&in)
-	c.nodesSet = m.prev.nodes != nil && sameNodes(m.prev.nodes, in.Nodes)
+	c.nodesSet = m.prev.nodes != nil && slices.Equal(m.prev.nodes, in.Nodes)
 	defer func() { m.prev = c.next }()
 	return c.compile()
-}
-
-func sameNodes(a, b []*corev1.Node) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // ordered is a valid policy and its place in the input.

@@ -417,7 +417,7 @@ func TestLocalPodsOnly(t *testing.T) {
 
 // TestHostileNames: names, labels and rule names built to break the
 // renderer compile to a table the kernel takes (compileChecked runs
-// nftsafe.Check).
+// nftcheck.Check).
 func TestHostileNames(t *testing.T) {
 	evil := []string{"a\"; flush ruleset; \"", strings.Repeat("x", 300), "UPPER_case", "a b\nc", "@set", "{}", "é"}
 	var pols []*v1beta1.ClusterNetworkPolicy

@@ -1,7 +1,6 @@
 package clusterpolicy
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/cnptest"
-	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/tabletest"
 	"github.com/nftguard/nftguard/npset"
@@ -98,22 +96,12 @@ func table(in Input, out Output, nps ...*networkingv1.NetworkPolicy) *engine.Des
 	return &engine.Desired{Chains: append(pol.Chains, out.Chains...), Sets: append(pol.Sets, out.Sets...)}
 }
 
-// compileChecked compiles, and loads the whole table into the engine's
-// Fake (the nft syntax compiler of the kernel path) and nftsafe.Check.
+// compileChecked compiles, and checks that the whole table (with the
+// NetworkPolicy part) loads (see tabletest.Loads).
 func compileChecked(t *testing.T, in Input) Output {
 	t.Helper()
 	out := Compile(in)
-	d := table(in, out)
-	fake, err := engine.NewFake(engine.Table{Family: "inet", Name: "nftguard"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fake.Sync(context.Background(), d); err != nil {
-		t.Fatalf("compiled table does not load: %v", err)
-	}
-	for _, err := range nftsafe.Check(d) {
-		t.Errorf("the kernel would refuse the compiled table: %v", err)
-	}
+	tabletest.Loads(t, table(in, out))
 	return out
 }
 

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/cidrs"
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/selection"
@@ -325,22 +326,11 @@ func (c *compiler) nodeAddrs(ls *metav1.LabelSelector) (v4, v6 []string) {
 	return v4, v6
 }
 
-// prefixTexts returns the prefixes without those inside another (two
-// prefixes nest or are disjoint, and an interval set refuses overlaps).
+// prefixTexts returns the prefixes without those inside another (an
+// interval set refuses overlaps), as set elements.
 func prefixTexts(ps []netip.Prefix) []string {
-	sort.Slice(ps, func(i, j int) bool {
-		if ps[i].Addr() != ps[j].Addr() {
-			return ps[i].Addr().Less(ps[j].Addr())
-		}
-		return ps[i].Bits() < ps[j].Bits()
-	})
 	var out []string
-	var last netip.Prefix
-	for i, p := range ps {
-		if i > 0 && last.Overlaps(p) {
-			continue // sorted: p lies inside last
-		}
-		last = p
+	for _, p := range cidrs.Fold(ps) {
 		if p.IsSingleIP() {
 			out = append(out, p.Addr().String()) // as nft prints it
 		} else {

@@ -5,6 +5,7 @@ package compose
 
 import (
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
@@ -103,28 +104,15 @@ func (b *Builder) Build(in Input) Result {
 	})
 	r := Result{
 		Desired: &engine.Desired{
-			Chains: concat(pol.Chains, cnp.Chains, eg.Chains),
-			Sets:   concat(pol.Sets, cnp.Sets, eg.Sets),
+			Chains: slices.Concat(pol.Chains, cnp.Chains, eg.Chains),
+			Sets:   slices.Concat(pol.Sets, cnp.Sets, eg.Sets),
 		},
 		EgressBindings: eg.Bindings,
-		Problems:       concat(pol.Problems, cnp.Problems, eg.Problems),
+		Problems:       slices.Concat(pol.Problems, cnp.Problems, eg.Problems),
 		Warnings:       eg.Warnings,
 	}
 	if len(cnp.Warnings) > 0 {
-		r.Warnings = concat(cnp.Warnings, eg.Warnings)
+		r.Warnings = slices.Concat(cnp.Warnings, eg.Warnings)
 	}
 	return r
-}
-
-// concat joins lists into a new one.
-func concat[T any](lists ...[]T) []T {
-	n := 0
-	for _, l := range lists {
-		n += len(l)
-	}
-	out := make([]T, 0, n)
-	for _, l := range lists {
-		out = append(out, l...)
-	}
-	return out
 }

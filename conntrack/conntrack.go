@@ -138,17 +138,8 @@ func ClearStale(ctx context.Context, netnsPath string, bindings map[netip.Addr]e
 }
 
 func protoName(p uint8) string {
-	switch p {
-	case unix.IPPROTO_TCP:
-		return "tcp"
-	case unix.IPPROTO_UDP:
-		return "udp"
-	case unix.IPPROTO_SCTP:
-		return "sctp"
-	case unix.IPPROTO_ICMP:
-		return "icmp"
-	case unix.IPPROTO_ICMPV6:
-		return "icmpv6"
+	if n, ok := nfnl.ProtocolName(p); ok {
+		return n
 	}
 	return fmt.Sprintf("proto %d", p)
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/nftguard/nftguard/internal/cidrs"
 	"github.com/nftguard/nftguard/problem"
 )
 
@@ -234,9 +235,9 @@ func parseNets(v string) ([]netip.Prefix, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no networks")
 	}
-	// Repeated and nested networks are dropped here (mergePrefixes), so
+	// Repeated and nested networks are dropped here (cidrs.Fold), so
 	// the bound counts what would reach the kernel.
-	if n := len(mergePrefixes(out)); n > maxNetItems {
+	if n := len(cidrs.Fold(out)); n > maxNetItems {
 		return nil, fmt.Errorf("%d networks; at most %d are allowed", n, maxNetItems)
 	}
 	return out, nil

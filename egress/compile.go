@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/cidrs"
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/problem"
@@ -171,7 +172,7 @@ func Compile(in Input) Output {
 	// its own namespace's.
 	local := map[string][]*podset.Pod{}
 	for _, g := range in.Pods.Groups() {
-		for _, p := range g.LocalTo(in.NodeName) {
+		for _, p := range podset.LocalTo(g, in.NodeName) {
 			if !p.HostNetwork && !p.Finished {
 				local[p.Namespace] = append(local[p.Namespace], p)
 			}
@@ -250,7 +251,7 @@ func Compile(in Input) Output {
 	for _, a := range nodeAddrs(in) {
 		pre = append(pre, netip.PrefixFrom(a, a.BitLen()))
 	}
-	for _, p := range mergePrefixes(pre) {
+	for _, p := range cidrs.Fold(pre) {
 		if p.Addr().Is4() {
 			internal4.Elements = append(internal4.Elements, engine.Element{Key: p.String()})
 		} else {
@@ -293,7 +294,7 @@ func (s *egressService) chain(v4, v6 []netip.Addr) (engine.Chain, []engine.Set) 
 			typ, fam = "ipv4_addr", "4"
 		}
 		set := engine.Set{Name: name + "_" + kind + fam, Type: typ, Interval: true, Comment: nftsafe.Comment(s.key + " " + kind + " networks")}
-		for _, p := range mergePrefixes(nets) {
+		for _, p := range cidrs.Fold(nets) {
 			if p.Addr().Is4() == is4 {
 				set.Elements = append(set.Elements, engine.Element{Key: p.String()})
 			}
@@ -442,32 +443,6 @@ func nodeAddrs(in Input) []netip.Addr {
 				out = append(out, ip.Unmap())
 			}
 		}
-	}
-	return out
-}
-
-// mergePrefixes drops prefixes contained in others, so an interval set gets
-// no overlapping elements.
-func mergePrefixes(ps []netip.Prefix) []netip.Prefix {
-	cp := make([]netip.Prefix, 0, len(ps))
-	for _, p := range ps {
-		cp = append(cp, p.Masked())
-	}
-	sort.Slice(cp, func(i, j int) bool {
-		if cp[i].Addr() != cp[j].Addr() {
-			return cp[i].Addr().Less(cp[j].Addr())
-		}
-		return cp[i].Bits() < cp[j].Bits()
-	})
-	// Two prefixes are either disjoint or nested, and sorting puts a
-	// container before what it contains: only the last prefix kept can
-	// contain the next one, so one comparison each keeps this O(n log n).
-	var out []netip.Prefix
-	for _, p := range cp {
-		if n := len(out); n > 0 && out[n-1].Bits() <= p.Bits() && out[n-1].Contains(p.Addr()) {
-			continue
-		}
-		out = append(out, p)
 	}
 	return out
 }

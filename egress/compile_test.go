@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"context"
 	"net/netip"
 	"strings"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nftguard/nftguard/engine"
-	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/tabletest"
 )
@@ -47,21 +45,12 @@ func baseInput() Input {
 	}
 }
 
-// compileChecked compiles and loads the output into the engine's Fake, so
-// every rule and element goes through the nft syntax compiler.
+// compileChecked compiles and checks that the output loads (see
+// tabletest.Loads).
 func compileChecked(t *testing.T, in Input) Output {
 	t.Helper()
 	out := Compile(in)
-	fake, err := engine.NewFake(engine.Table{Family: "inet", Name: "nftguard"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fake.Sync(context.Background(), &engine.Desired{Chains: out.Chains, Sets: out.Sets}); err != nil {
-		t.Fatalf("compiled table does not load: %v", err)
-	}
-	for _, err := range nftsafe.Check(&engine.Desired{Chains: out.Chains, Sets: out.Sets}) {
-		t.Errorf("the kernel would refuse the compiled table: %v", err)
-	}
+	tabletest.Loads(t, &engine.Desired{Chains: out.Chains, Sets: out.Sets})
 	return out
 }
 

@@ -19,7 +19,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/golden"
-	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/internal/nftcheck"
 	"github.com/nftguard/nftguard/internal/podtest"
 )
 
@@ -186,7 +186,7 @@ func checkRandomGoldens(t *testing.T, compile func(Input) Output) {
 	for seed := 0; seed < n; seed++ {
 		in := randomCluster(rand.New(rand.NewSource(int64(seed))))
 		out := compile(in)
-		if errs := nftsafe.Check(&engine.Desired{Chains: out.Chains, Sets: out.Sets}); len(errs) > 0 {
+		if errs := nftcheck.Check(&engine.Desired{Chains: out.Chains, Sets: out.Sets}); len(errs) > 0 {
 			t.Fatalf("seed %d: the kernel would refuse the compiled table: %v", seed, errs)
 		}
 		nChains += len(out.Chains)

@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nftguard/nftguard/engine"
-	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/internal/nftcheck"
 	"github.com/nftguard/nftguard/internal/podtest"
 )
 
@@ -194,7 +194,7 @@ func TestHostileServiceNames(t *testing.T) {
 	if len(out.Chains) != 2 {
 		t.Fatalf("chains = %+v", out.Chains)
 	}
-	if errs := nftsafe.Check(&engine.Desired{Chains: out.Chains, Sets: out.Sets}); len(errs) > 0 {
+	if errs := nftcheck.Check(&engine.Desired{Chains: out.Chains, Sets: out.Sets}); len(errs) > 0 {
 		t.Fatal(errs)
 	}
 }

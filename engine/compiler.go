@@ -3,14 +3,13 @@ package engine
 import (
 	"fmt"
 	"maps"
-	"runtime"
-	"sync"
-	"sync/atomic"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/engine/nftsyntax"
 	"github.com/nftguard/nftguard/engine/nftwire"
+	"github.com/nftguard/nftguard/internal/parallel"
 )
 
 // compiler turns the caller's Desired into kernel form and remembers what
@@ -129,19 +128,21 @@ func (c *compiler) compile(d *Desired) (*kernelTable, error) {
 		seen[ch.Name] = true
 	}
 	// What the caller did not change is found here, so that the workers
-	// start only for what needs compiling (usually a few objects).
+	// start only for what needs compiling (usually a few objects). Equal
+	// strings that share memory (content the caller did not rebuild)
+	// compare without being read.
 	pending := make([]int, 0, 8)
 	for i := range units {
 		u := &units[i]
 		if i < nSets {
 			s := &d.Sets[i]
-			if old := c.sets[s.Name]; old != nil && sameSetHead(&old.src, s) && equalSlices(old.src.Elements, s.Elements) {
+			if old := c.sets[s.Name]; old != nil && sameSetHead(&old.src, s) && slices.Equal(old.src.Elements, s.Elements) {
 				u.set = old
 				continue
 			}
 		} else if ch := &d.Chains[i-nSets]; !u.dup {
 			u.old = oldChain(ch.Name)
-			if u.old != nil && sameChainHead(&u.old.src, ch) && equalSlices(u.old.src.Rules, ch.Rules) {
+			if u.old != nil && sameChainHead(&u.old.src, ch) && slices.Equal(u.old.src.Rules, ch.Rules) {
 				u.chain = u.old
 				continue
 			}
@@ -272,31 +273,11 @@ type compiled struct {
 // forEach calls fn for 0..n-1 on up to GOMAXPROCS goroutines, each with
 // an expression memo of its own (the memos are kept for later syncs).
 func (c *compiler) forEach(n int, fn func(i int, memo exprMemo)) {
-	workers := min(runtime.GOMAXPROCS(0), n, maxCompileWorkers)
+	workers := parallel.Workers(n, 1, maxCompileWorkers)
 	for len(c.memos) < max(workers, 1) {
 		c.memos = append(c.memos, exprMemo{})
 	}
-	if workers <= 1 {
-		for i := 0; i < n; i++ {
-			fn(i, c.memos[0])
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		memo := c.memos[w]
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				fn(i, memo)
-			}
-		})
-	}
-	wg.Wait()
+	parallel.For(workers, n, 1, func(w, i int) { fn(i, c.memos[w]) })
 }
 
 // maxCompileWorkers bounds the goroutines one compile uses.
@@ -560,21 +541,6 @@ func middle[T comparable](a, b []T) (aMid, bMid []T) {
 		q++
 	}
 	return a[p : len(a)-q], b[p : len(b)-q]
-}
-
-// equalSlices compares element by element; equal strings that share
-// memory (the usual case for content the caller did not rebuild) compare
-// without reading it.
-func equalSlices[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func elementTexts(els []Element) []nftsyntax.ElementText {

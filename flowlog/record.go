@@ -81,21 +81,8 @@ type Record struct {
 // ProtocolName is the protocol as nft and Kubernetes spell it, or its
 // number.
 func (r *Record) ProtocolName() string {
-	switch r.Protocol {
-	case unix.IPPROTO_TCP:
-		return "tcp"
-	case unix.IPPROTO_UDP:
-		return "udp"
-	case unix.IPPROTO_SCTP:
-		return "sctp"
-	case unix.IPPROTO_ICMP:
-		return "icmp"
-	case unix.IPPROTO_ICMPV6:
-		return "icmpv6"
-	case unix.IPPROTO_UDPLITE:
-		return "udplite"
-	case unix.IPPROTO_DCCP:
-		return "dccp"
+	if n, ok := nfnl.ProtocolName(r.Protocol); ok {
+		return n
 	}
 	return strconv.Itoa(int(r.Protocol))
 }

@@ -28,13 +28,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	yamlv2 "go.yaml.in/yaml/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -49,6 +46,7 @@ import (
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nftguard/nftguard/internal/parallel"
 	"github.com/nftguard/nftguard/problem"
 )
 
@@ -321,36 +319,7 @@ const decodeBatch = 64
 // most of what apply does before it programs the kernel, and each document
 // writes only its own doc.
 func decodeAll(docs []doc) {
-	parallel(len(docs), decodeBatch, func(i int) { docs[i].run() })
-}
-
-// parallel calls fn(0) … fn(n-1) on up to GOMAXPROCS goroutines, handing
-// out batch indexes at a time, and returns when all calls have. fn must
-// only write what index i owns.
-func parallel(n, batch int, fn func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), (n+batch-1)/batch)
-	if workers <= 1 {
-		for i := range n {
-			fn(i)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				start := int(next.Add(int64(batch))) - batch
-				if start >= n {
-					return
-				}
-				for i := start; i < min(start+batch, n); i++ {
-					fn(i)
-				}
-			}
-		})
-	}
-	wg.Wait()
+	parallel.For(parallel.Workers(len(docs), decodeBatch, 0), len(docs), decodeBatch, func(_, i int) { docs[i].run() })
 }
 
 // run decodes one document strictly, applies the API server's namespace
@@ -447,7 +416,7 @@ func (r *reader) file(name string, data []byte) {
 		chunks = append(chunks, chunk)
 	}
 	converted := make([]yamlDoc, len(chunks))
-	parallel(len(chunks), 1, func(i int) { converted[i] = convertYAML(chunks[i]) })
+	parallel.For(parallel.Workers(len(chunks), 1, 0), len(chunks), 1, func(_, i int) { converted[i] = convertYAML(chunks[i]) })
 	for i, c := range converted {
 		src := docSource(name, i+1)
 		switch {

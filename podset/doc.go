@@ -9,7 +9,7 @@
 // node, whether the pod owns its address, the addresses and the named
 // container ports.
 //
-// A Set groups pods by namespace. Replacing the pods of some namespaces
+// A Set groups pods by namespace (it is an nsgroup.Set). Replacing the pods of some namespaces
 // gives a new Set that shares every other Group with the old one, so a
 // compiler that remembers the Groups it saw can tell, by identity and
 // without looking at a pod, which namespaces an event touched. That is

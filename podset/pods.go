@@ -118,6 +118,9 @@ func (p *Pod) Same(o *Pod) bool {
 // Key is the pod's namespace/name.
 func (p *Pod) Key() string { return p.Namespace + "/" + p.Name }
 
+// GetNamespace is the pod's namespace, by which a Set groups it.
+func (p *Pod) GetNamespace() string { return p.Namespace }
+
 // NamedPort resolves a port name on the pod for a protocol (nil: TCP), as
 // Kubernetes does for NetworkPolicy and ClusterNetworkPolicy named ports.
 func (p *Pod) NamedPort(name string, proto *corev1.Protocol) (int32, bool) {

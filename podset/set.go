@@ -1,114 +1,31 @@
 package podset
 
 import (
-	"slices"
-	"strings"
-	"sync/atomic"
-
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nftguard/nftguard/nsgroup"
 )
 
-// Set is the pods of a cluster grouped by namespace. A Set and its Groups
-// are immutable: Replace returns a new Set that shares the Groups it did
-// not replace. A nil *Set is empty.
-type Set struct {
-	groups []*Group // by namespace, sorted
-	len    int
-}
+// Set is the pods of a cluster grouped by namespace (see nsgroup.Set): a
+// Set and its Groups are immutable, and Replace and Update return new Sets
+// that share the Groups they did not change. A nil *Set is empty.
+type Set = nsgroup.Set[*Pod]
 
-// Group is the pods of one namespace.
-type Group struct {
-	Namespace string
-	// Pods in the order they were given (the first of two pods sharing a
-	// name counts, so order can matter for manifests).
-	Pods []*Pod
+// Group is the pods of one namespace, in the order they were given (the
+// first of two pods sharing a name counts, so order can matter for
+// manifests).
+type Group = nsgroup.Group[*Pod]
 
-	local atomic.Pointer[localPods] // the last LocalTo answer
-}
-
-type localPods struct {
-	node string
-	pods []*Pod
+// NewSet groups pods by namespace, keeping their order within each.
+func NewSet(list []*Pod) *Set {
+	return nsgroup.New(list)
 }
 
 // LocalTo returns the group's pods on node, in order. The answer for the
 // last node asked is kept (compilers ask for their one node, from
 // concurrent compiles too), so each group is scanned once per node.
-func (g *Group) LocalTo(node string) []*Pod {
-	if l := g.local.Load(); l != nil && l.node == node {
-		return l.pods
-	}
-	l := &localPods{node: node}
-	for _, p := range g.Pods {
-		if p.NodeName == node {
-			l.pods = append(l.pods, p)
-		}
-	}
-	g.local.Store(l)
-	return l.pods
-}
-
-// NewSet groups pods by namespace, keeping their order within each.
-func NewSet(list []*Pod) *Set {
-	return (*Set)(nil).Replace(byNamespace(list))
-}
-
-func byNamespace(list []*Pod) map[string][]*Pod {
-	byNS := map[string][]*Pod{}
-	for _, p := range list {
-		byNS[p.Namespace] = append(byNS[p.Namespace], p)
-	}
-	return byNS
-}
-
-// Len is the number of pods.
-func (s *Set) Len() int {
-	if s == nil {
-		return 0
-	}
-	return s.len
-}
-
-// Groups are the non-empty namespaces' groups, sorted by namespace. The
-// list is shared and must not be changed.
-func (s *Set) Groups() []*Group {
-	if s == nil {
-		return nil
-	}
-	return s.groups
-}
-
-// All lists every pod, namespace by namespace.
-func (s *Set) All() []*Pod {
-	out := make([]*Pod, 0, s.Len())
-	for _, g := range s.Groups() {
-		out = append(out, g.Pods...)
-	}
-	return out
-}
-
-// Replace returns a Set in which each namespace of byNS holds exactly the
-// given pods (none: the namespace is gone); the other namespaces' Groups
-// are s's own. Every pod of byNS[ns] must be in namespace ns. It costs the
-// namespaces of the Set plus the pods given.
-func (s *Set) Replace(byNS map[string][]*Pod) *Set {
-	old := s.Groups()
-	out := &Set{groups: make([]*Group, 0, len(old)+len(byNS))}
-	for _, g := range old {
-		if _, ok := byNS[g.Namespace]; !ok {
-			out.groups = append(out.groups, g)
-		}
-	}
-	for ns, list := range byNS {
-		if len(list) > 0 {
-			out.groups = append(out.groups, &Group{Namespace: ns, Pods: slices.Clip(slices.Clone(list))})
-		}
-	}
-	slices.SortFunc(out.groups, func(a, b *Group) int { return strings.Compare(a.Namespace, b.Namespace) })
-	for _, g := range out.groups {
-		out.len += len(g.Pods)
-	}
-	return out
+func LocalTo(g *Group, node string) []*Pod {
+	return g.Filter(node, func(p *Pod) bool { return p.NodeName == node })
 }
 
 // Converter turns successive lists of pod objects into Sets as the agent's
@@ -133,17 +50,6 @@ func (c *Converter) Set(list []*corev1.Pod) *Set {
 		rec[o], recs[i] = p, p
 	}
 	c.rec = rec // only what this list holds: nothing outlives its object
-	byNS := byNamespace(recs)
-	changed := map[string][]*Pod{}
-	for _, g := range c.set.Groups() {
-		if !slices.Equal(g.Pods, byNS[g.Namespace]) {
-			changed[g.Namespace] = byNS[g.Namespace]
-		}
-		delete(byNS, g.Namespace)
-	}
-	for ns, ps := range byNS {
-		changed[ns] = ps
-	}
-	c.set = c.set.Replace(changed)
+	c.set = c.set.Update(recs)
 	return c.set
 }

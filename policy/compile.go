@@ -233,14 +233,14 @@ func (c *compiler) readPolicies(set *npset.Set) {
 // readGroup reads a namespace's new group g, taking the validation of the
 // policies the namespace's previous group (old, if any) held.
 func (c *compiler) readGroup(g *npset.Group, old *nsPolicies) *nsPolicies {
-	r := &nsPolicies{group: g, vps: make([]*validPolicy, len(g.Policies))}
+	r := &nsPolicies{group: g, vps: make([]*validPolicy, len(g.Items))}
 	var oldPolicies []*networkingv1.NetworkPolicy
 	if old != nil {
-		oldPolicies = old.group.Policies
+		oldPolicies = old.group.Items
 	}
 	var byObject map[*networkingv1.NetworkPolicy]*validPolicy // made when the old group is not in step
 	j := 0
-	for i, np := range g.Policies {
+	for i, np := range g.Items {
 		var vp *validPolicy
 		if j < len(oldPolicies) && oldPolicies[j] == np {
 			vp = old.vps[j]

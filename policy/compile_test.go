@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -45,23 +44,13 @@ func netpol(namespace, name string, podSel metav1.LabelSelector, f func(*network
 
 // --- helpers over the output ---------------------------------------------
 
-// compileChecked compiles and then loads the output into the engine's Fake,
-// which compiles every rule and element with the same nft syntax compiler
-// the kernel path uses: a rule the compiler emits that nft would not accept
-// fails the test here, without a kernel.
+// compileChecked compiles and checks that the output loads (see
+// tabletest.Loads): a rule nft would not accept fails the test here,
+// without a kernel.
 func compileChecked(t *testing.T, in Input) Output {
 	t.Helper()
 	out := Compile(in)
-	fake, err := engine.NewFake(engine.Table{Family: "inet", Name: "nftguard"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fake.Sync(context.Background(), &engine.Desired{Chains: out.Chains, Sets: out.Sets}); err != nil {
-		t.Fatalf("compiled table does not load: %v", err)
-	}
-	for _, err := range nftsafe.Check(&engine.Desired{Chains: out.Chains, Sets: out.Sets}) {
-		t.Errorf("the kernel would refuse the compiled table: %v", err)
-	}
+	tabletest.Loads(t, &engine.Desired{Chains: out.Chains, Sets: out.Sets})
 	return out
 }
 

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nftguard/nftguard/internal/apitest"
+	"github.com/nftguard/nftguard/internal/cidrs"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/npset"
 )
@@ -23,9 +24,9 @@ import (
 // (O(n²), what blockRanges did before issue 13). blockRanges must give
 // exactly its output.
 func refBlockRanges(cidr netip.Prefix, except []netip.Prefix) []addrRange {
-	cur := []addrRange{{cidr.Masked().Addr(), lastAddr(cidr)}}
+	cur := []addrRange{{cidr.Masked().Addr(), cidrs.Last(cidr)}}
 	for _, e := range except {
-		elo, ehi := e.Masked().Addr(), lastAddr(e)
+		elo, ehi := e.Masked().Addr(), cidrs.Last(e)
 		var next []addrRange
 		for _, r := range cur {
 			if ehi.Less(r.lo) || r.hi.Less(elo) {
@@ -190,7 +191,7 @@ func TestRangeTextEqualsEveryLengthTried(t *testing.T) {
 		}
 		for bits := 0; bits <= r.lo.BitLen(); bits++ {
 			p := netip.PrefixFrom(r.lo, bits)
-			if p.Masked().Addr() == r.lo && lastAddr(p) == r.hi {
+			if p.Masked().Addr() == r.lo && cidrs.Last(p) == r.hi {
 				return p.String()
 			}
 		}
@@ -204,7 +205,7 @@ func TestRangeTextEqualsEveryLengthTried(t *testing.T) {
 		} else {
 			p = netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 1, byte(r.Intn(256)), 15: byte(r.Intn(256))}), r.Intn(129)).Masked()
 		}
-		rg := addrRange{p.Addr(), lastAddr(p)}
+		rg := addrRange{p.Addr(), cidrs.Last(p)}
 		switch r.Intn(3) {
 		case 1:
 			if rg.hi != rg.lo {

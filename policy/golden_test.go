@@ -21,7 +21,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/golden"
-	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/internal/nftcheck"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/npset"
 )
@@ -119,7 +119,7 @@ func TestGoldenRandomClusters(t *testing.T) {
 	for seed := 0; seed < n; seed++ {
 		in := randomCluster(rand.New(rand.NewSource(int64(seed))))
 		out := Compile(in)
-		if errs := nftsafe.Check(&engine.Desired{Chains: out.Chains, Sets: out.Sets}); len(errs) > 0 {
+		if errs := nftcheck.Check(&engine.Desired{Chains: out.Chains, Sets: out.Sets}); len(errs) > 0 {
 			t.Fatalf("seed %d: the kernel would refuse the compiled table: %v", seed, errs)
 		}
 		text := renderGolden(t, in, out)

@@ -38,7 +38,7 @@ func TestHostileNamesCompileToSafeNames(t *testing.T) {
 			}),
 		}),
 	}
-	out := compileChecked(t, in) // includes nftsafe.Check
+	out := compileChecked(t, in) // includes nftcheck.Check
 	if len(out.Problems) > 0 {
 		t.Fatalf("problems: %v", out.Problems)
 	}

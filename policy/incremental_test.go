@@ -210,7 +210,7 @@ func TestCompilerReadsOnlyChangedNamespaces(t *testing.T) {
 	added := netpol("ns-07", "np9999", *apitest.Selector("app", "app1"), nil)
 	next := in
 	next.Policies = in.Policies.Replace(map[string][]*networkingv1.NetworkPolicy{
-		"ns-07": append(slices.Clone(g07.Policies), added),
+		"ns-07": append(slices.Clone(g07.Items), added),
 		"ns-08": nil,
 	})
 	out := m.Compile(next)

@@ -4,31 +4,22 @@ import (
 	"math/bits"
 	"net/netip"
 	"sort"
+
+	"github.com/nftguard/nftguard/internal/cidrs"
 )
 
 // addrRange is an inclusive range of addresses of one family.
 type addrRange struct{ lo, hi netip.Addr }
-
-// lastAddr is the highest address of a prefix.
-func lastAddr(p netip.Prefix) netip.Addr {
-	p = p.Masked()
-	b := p.Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 1 << (7 - uint(i%8))
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
-}
 
 // blockRanges returns cidr minus every except, as sorted disjoint ranges.
 // It sorts the excepts and sweeps once across the cidr, O(n log n): cutting
 // each except out of every remaining range in turn is O(n²), which a policy
 // with 10,000 excepts turns into tens of seconds of every node's compile.
 func blockRanges(cidr netip.Prefix, except []netip.Prefix) []addrRange {
-	lo, hi := cidr.Masked().Addr(), lastAddr(cidr)
+	lo, hi := cidr.Masked().Addr(), cidrs.Last(cidr)
 	ex := make([]addrRange, 0, len(except))
 	for _, e := range except {
-		elo, ehi := e.Masked().Addr(), lastAddr(e)
+		elo, ehi := e.Masked().Addr(), cidrs.Last(e)
 		// Validation keeps excepts inside cidr; clip anyway, so the
 		// sweep never leaves it.
 		if ehi.Less(lo) || hi.Less(elo) || elo.BitLen() != lo.BitLen() {
@@ -89,7 +80,7 @@ func rangeText(r addrRange) string {
 	// Only one prefix can be exactly the range: the one of the bits lo
 	// and hi share (trying every length would cost 129 tries per range).
 	p := netip.PrefixFrom(r.lo, commonBits(r.lo, r.hi))
-	if p.Masked().Addr() == r.lo && lastAddr(p) == r.hi {
+	if p.Masked().Addr() == r.lo && cidrs.Last(p) == r.hi {
 		return p.String()
 	}
 	return r.lo.String() + "-" + r.hi.String()

@@ -134,7 +134,7 @@ func (x *Index) indexPods(set *podset.Set) {
 // are gone.
 func (x *Index) walkGroup(g *podset.Group, b *nsBucket, gen uint64) {
 	old := b.entries
-	*b = nsBucket{group: g, gen: gen, entries: make([]*podEntry, 0, len(g.Pods))}
+	*b = nsBucket{group: g, gen: gen, entries: make([]*podEntry, 0, len(g.Items))}
 	// A new group is mostly the old one in the same order (the agent
 	// sorts by name), so records are first looked for in step with the
 	// old entries; a map of this namespace's entries is made only when
@@ -142,7 +142,7 @@ func (x *Index) walkGroup(g *podset.Group, b *nsBucket, gen uint64) {
 	var byRecord map[*podset.Pod]*podEntry
 	j := 0
 	var fresh []podEntry // room for the records seen for the first time
-	for _, o := range g.Pods {
+	for _, o := range g.Items {
 		var e *podEntry
 		if j < len(old) && old[j].Obj == o {
 			e = old[j]
@@ -162,7 +162,7 @@ func (x *Index) walkGroup(g *podset.Group, b *nsBucket, gen uint64) {
 				// compile sees them all) gets one block for its
 				// records; later records come one by one, as a block
 				// lives as long as its longest-lived entry.
-				fresh = make([]podEntry, 0, len(g.Pods)-len(b.entries))
+				fresh = make([]podEntry, 0, len(g.Items)-len(b.entries))
 			}
 			if len(fresh) < cap(fresh) {
 				fresh = fresh[:len(fresh)+1]

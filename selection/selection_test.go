@@ -185,7 +185,7 @@ func (r *records) next(list []*corev1.Pod, fresh bool) *podset.Set {
 		byNS[o.Namespace] = append(byNS[o.Namespace], o)
 	}
 	for _, g := range set.Groups() {
-		for i, p := range g.Pods {
+		for i, p := range g.Items {
 			r.obj[p] = byNS[g.Namespace][i]
 		}
 	}

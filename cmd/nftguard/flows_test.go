@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,28 +15,11 @@ import (
 	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/internal/syncbuf"
 	"github.com/nftguard/nftguard/manifest"
 	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/policy"
 )
-
-// safeBuffer is a bytes.Buffer the command writes to while the test reads.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // `nftguard flows` in a lab node prints the denied packets of a logged
 // namespace's pod with the pods and the policy named from manifests, as
@@ -92,7 +73,7 @@ spec: {podSelector: {matchLabels: {pod: b}}, policyTypes: [Ingress]}
 
 	for _, format := range []string{"text", "json"} {
 		t.Run(format, func(t *testing.T) {
-			var stdout, stderr safeBuffer
+			var stdout, stderr syncbuf.Buffer
 			code := make(chan int, 1)
 			go func() {
 				code <- run(context.Background(), []string{"flows", "--netns", lab.Nodes[0].Path, "--group", "1603",
@@ -155,7 +136,7 @@ spec: {podSelector: {matchLabels: {pod: b}}, policyTypes: [Ingress]}
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var stdout, stderr safeBuffer
+	var stdout, stderr syncbuf.Buffer
 	if rc := run(context.Background(), []string{"flows", "--netns", lab.Nodes[0].Path, "--group", "1603", "--for", "1s"}, nil, &stdout, &stderr); rc != 1 ||
 		!strings.Contains(stderr.String(), "already read by another socket") {
 		t.Errorf("flows beside another reader: exit %d, stderr %q", rc, stderr.String())

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/internal/cidrs"
 )
 
 // ruleRef finds the sets and chains a rule or a verdict-map value refers to.
@@ -183,21 +184,12 @@ func parseInterval(s string) (interval, bool) {
 		return interval{lo: a, hi: b}, true
 	}
 	if p, err := netip.ParsePrefix(s); err == nil {
-		return interval{lo: p.Masked().Addr(), hi: last(p)}, true
+		return interval{lo: p.Masked().Addr(), hi: cidrs.Last(p)}, true
 	}
 	if a, err := netip.ParseAddr(s); err == nil {
 		return interval{lo: a, hi: a}, true
 	}
 	return interval{}, false
-}
-
-func last(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 1 << (7 - uint(i%8))
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
 }
 
 // checkElements reports repeated elements and, when intervals, elements

@@ -1,14 +1,36 @@
 // Package tabletest reads the chains and sets a compiler produced, for
 // the compilers' tests: find one by name (failing the test with the names
-// there are when it is missing) and list its rules or elements as text.
+// there are when it is missing) and list its rules or elements as text;
+// and it checks that they load (Loads).
 package tabletest
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/nftcheck"
 )
+
+// Loads loads d into the engine's Fake, which compiles every rule and
+// element with the same nft syntax compiler the kernel path uses, and
+// checks it with nftcheck.Check: a rule a compiler emits that nft would not
+// accept, or that the kernel would refuse, fails the test without a
+// kernel.
+func Loads(t testing.TB, d *engine.Desired) {
+	t.Helper()
+	fake, err := engine.NewFake(engine.Table{Family: "inet", Name: "nftguard"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fake.Sync(context.Background(), d); err != nil {
+		t.Fatalf("compiled table does not load: %v", err)
+	}
+	for _, err := range nftcheck.Check(d) {
+		t.Errorf("the kernel would refuse the compiled table: %v", err)
+	}
+}
 
 // Chain is the chain called name; the test fails if there is none.
 func Chain(t testing.TB, chains []engine.Chain, name string) engine.Chain {

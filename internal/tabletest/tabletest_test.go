@@ -2,6 +2,7 @@ package tabletest
 
 import (
 	"reflect"
+	"runtime"
 	"testing"
 
 	"github.com/nftguard/nftguard/engine"
@@ -32,4 +33,40 @@ func TestReaders(t *testing.T) {
 		}
 	}
 	EqualLines(t, "same lines", []string{"a", "b"}, []string{"a", "b"})
+}
+
+// recorder is a testing.TB that records failures; Fatal ends the calling
+// goroutine, as the testing package's does.
+type recorder struct {
+	testing.TB
+	failed, fatal bool
+}
+
+func (r *recorder) Helper()               {}
+func (r *recorder) Errorf(string, ...any) { r.failed = true }
+func (r *recorder) Fatal(...any)          { r.failed, r.fatal = true, true; runtime.Goexit() }
+func (r *recorder) Fatalf(string, ...any) { r.failed, r.fatal = true, true; runtime.Goexit() }
+
+func TestLoads(t *testing.T) {
+	base := engine.Chain{Name: "forward", Type: "filter", Hook: "forward", Priority: 0, Policy: "accept"}
+	for _, c := range []struct {
+		name          string
+		d             *engine.Desired
+		failed, fatal bool
+	}{
+		{"loads", &engine.Desired{Chains: []engine.Chain{base, {Name: "a", Rules: []engine.Rule{{Rule: "ip saddr @s accept"}}}},
+			Sets: []engine.Set{{Name: "s", Type: "ipv4_addr", Elements: []engine.Element{{Key: "10.0.0.1"}}}}}, false, false},
+		{"nft would not accept it", &engine.Desired{Chains: []engine.Chain{{Name: "a", Rules: []engine.Rule{{Rule: "ip saddr frobnicate"}}}}}, true, true},
+	} {
+		r := &recorder{TB: t}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			Loads(r, c.d)
+		}()
+		<-done
+		if r.failed != c.failed || r.fatal != c.fatal {
+			t.Errorf("%s: failed %v, fatal %v; want %v, %v", c.name, r.failed, r.fatal, c.failed, c.fatal)
+		}
+	}
 }
