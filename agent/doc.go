@@ -6,8 +6,8 @@
 // sync loop (leading-edge: a change after a quiet moment is synced at once,
 // bursts are coalesced; see debouncer) reads the informer caches, compiles
 // and calls engine.Sync. When the kernel refuses a batch, the loop finds the
-// refused objects with check-only batches and holds them back (see
-// quarantine.go). ClusterNetworkPolicies are watched only while their CRD
+// refused objects with check-only batches and holds them back (package
+// quarantine). ClusterNetworkPolicies are watched only while their CRD
 // is served, which the agent follows without a restart (see cnp.go). The
 // engine's netlink monitor reports foreign changes to the table (drift),
 // which the same loop repairs. Because the loop is the only writer, syncs

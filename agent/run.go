@@ -14,6 +14,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/problem"
+	"github.com/nftguard/nftguard/quarantine"
 )
 
 // Retry back-off after a failed sync: quick at first (a race), capped so a
@@ -151,7 +152,7 @@ func Run(ctx context.Context, cfg Config) error {
 		watchLocalPods(ctx, src.localPods(cfg.NodeName), cfg.noPodsAfter, m, log)
 	})
 
-	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, health: h, inject: testInjector()}
+	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, health: h, inject: testInjector(), q: quarantine.New(sameContent)}
 	if decider != nil {
 		s.synced = decider.synced
 	}
@@ -188,7 +189,7 @@ func Run(ctx context.Context, cfg Config) error {
 				obs.Observe(end.Sub(t).Seconds())
 			}
 		}
-		if h.succeeded(len(s.q.held)) {
+		if h.succeeded(s.q.Len()) {
 			log.Info("table in force, ready")
 		}
 		backoff = retryMin
