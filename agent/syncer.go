@@ -39,7 +39,7 @@ type syncer struct {
 	// stale translations).
 	cleared map[netip.Addr]egress.Binding
 	// synced, when set, is given the input of every successful sync
-	// (the denied-packet log judges records by it: deniedlog.go).
+	// (the denied-packet log judges records by it: deniedflow.Resolver).
 	synced func(compose.Input)
 }
 
