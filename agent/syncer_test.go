@@ -16,8 +16,9 @@ import (
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/apitest"
+	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/npset"
-	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/problem"
 	"github.com/nftguard/nftguard/quarantine"
 )
@@ -77,16 +78,8 @@ func TestSyncerQuarantines(t *testing.T) {
 		return &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, Labels: map[string]string{"bad": bad}}}
 	}
 	input := func(nps ...*networkingv1.NetworkPolicy) compose.Input {
-		return compose.Input{
-			NodeName:        "n1",
-			Namespaces:      []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{}}}},
-			NetworkPolicies: npset.New(nps),
-			Pods: podset.NewSet(podset.FromAPIList([]*corev1.Pod{{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "pod", UID: "u1"},
-				Spec:       corev1.PodSpec{NodeName: "n1"},
-				Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}}},
-			}})),
-		}
+		return compose.Input{NodeName: "n1", Namespaces: []*corev1.Namespace{apitest.Namespace("a")},
+			NetworkPolicies: npset.New(nps), Pods: podtest.Set([]*corev1.Pod{apitest.Pod("a", "pod", "10.0.0.1")})}
 	}
 	// What sync does between reading the caches and the metrics of a
 	// success.
