@@ -60,7 +60,8 @@ type Quarantine struct {
 
 // New returns an empty Quarantine. unchanged reports whether the current
 // version of a held object has the content of the held one: a held object
-// is tried again only when it changed.
+// is tried again only when it changed. (The zero Quarantine takes any
+// other object than the held one as a change.)
 func New(unchanged func(held, current any) bool) *Quarantine {
 	return &Quarantine{unchanged: unchanged}
 }
@@ -108,7 +109,7 @@ func (q *Quarantine) Apply(in compose.Input) compose.Input {
 			return
 		}
 		seen[k] = true
-		if h.obj != obj && !q.unchanged(h.obj, obj) {
+		if h.obj != obj && (q.unchanged == nil || !q.unchanged(h.obj, obj)) {
 			delete(q.held, k) // changed: try the new version
 		}
 	}
