@@ -1,18 +1,49 @@
-// Package agent is the node agent behind `nftguard run`: it watches the
-// Kubernetes API with shared informers, compiles the node's desired table
-// with compose.Build and keeps the kernel equal to it through the engine.
+// Package agent is the node agent behind `nftguard run`. It has one
+// concern: keeping the kernel's table equal to what the cluster says. It
+// watches the Kubernetes API with shared informers, compiles the node's
+// desired table with compose.Build and syncs it through the engine.
 //
 // Data flows one way: informer events only mark the state dirty; a single
 // sync loop (leading-edge: a change after a quiet moment is synced at once,
 // bursts are coalesced; see debouncer) reads the informer caches, compiles
-// and calls engine.Sync. When the kernel refuses a batch, the loop finds the
-// refused objects with check-only batches and holds them back (see
-// quarantine.go). ClusterNetworkPolicies are watched only while their CRD
-// is served, which the agent follows without a restart (see cnp.go). The
+// and calls engine.Sync. When the kernel refuses a batch, the loop asks
+// package quarantine which new or changed objects it refuses (check-only
+// batches, compiled here) and syncs the rest; they are held back until
+// they change. ClusterNetworkPolicies are watched only while their CRD is
+// served, which the agent follows without a restart (cnp.go): they are
+// one of the caches the table is compiled from, so they stay here. The
 // engine's netlink monitor reports foreign changes to the table (drift),
 // which the same loop repairs. Because the loop is the only writer, syncs
 // never overlap and every metric describes one sync.
 //
+// With --log-denied, Run also starts package deniedflow (the denied-packet
+// log, its attribution to pods and policies, and the drop counters as
+// metrics) and hands it the input of every successful sync; it reads the
+// informer caches and never writes the table.
+//
 // The table is never removed by the agent: on shutdown it stays in force, so
 // a restart or upgrade never opens the node (`nftguard cleanup` removes it).
+//
+//	run.go          Run: start-up order, the sync loop and its retry back-off,
+//	                the drift monitor, the periodic resync
+//	config.go       Config and its defaults
+//	informers.go    sources: the informer caches and the compose.Input read
+//	                from them, costing what the events touched
+//	strip.go        the informers' transform: only the fields the compilers
+//	                read, label sets shared; sameContent
+//	cnp.go          the ClusterNetworkPolicy source, following its CRD through
+//	                discovery
+//	debounce.go     debouncer: when the loop syncs
+//	syncer.go       syncer: one compile and one engine sync, the quarantine's
+//	                search wired in, conntrack cleaning of stale egress
+//	                translations
+//	events.go       Kubernetes Warning Events for invalid, quarantined and
+//	                partly applied objects
+//	metrics.go      the agent's Prometheus registry and sync metrics
+//	health.go       what /readyz says
+//	server.go       the /healthz, /readyz and /metrics listener
+//	localpods.go    the warning when no pod is scheduled to --node-name
+//	testhook.go     test builds only (-tags nftguard_testhooks): a label
+//	                that makes the kernel refuse an object, for the e2e tests
+//	testhook_off.go the same hook, absent from every other build
 package agent

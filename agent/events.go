@@ -18,7 +18,7 @@ import (
 // Reason of the Warning events the agent creates.
 const reasonCompileFailed = "NftguardCompileFailed"
 
-// reasonQuarantined marks an object the kernel refuses (see quarantine.go).
+// reasonQuarantined marks an object the kernel refuses (package quarantine).
 const reasonQuarantined = "NftguardQuarantined"
 
 // reasonNotFullyApplied marks a valid object that does not take full effect
@@ -61,7 +61,7 @@ func (r *eventRecorder) report(problems, warnings, quarantined []problem.Problem
 	all := append(append(append([]problem.Problem{}, problems...), quarantined...), warnings...)
 	for i, p := range all {
 		// Problems are objects left out of the table; quarantined objects
-		// are held back (see quarantine.go); warnings are valid objects
+		// are held back (package quarantine); warnings are valid objects
 		// that do not take full effect yet (an egress Service without a
 		// load-balancer address, a pod another Service owns).
 		skipped := i < len(problems)+len(quarantined)

@@ -11,9 +11,11 @@ import (
 	cnpclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned"
 
 	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/deniedflow"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/problem"
+	"github.com/nftguard/nftguard/quarantine"
 )
 
 // Retry back-off after a failed sync: quick at first (a race), capped so a
@@ -92,7 +94,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer src.stop()
 	if cfg.LogDenied != nil {
 		// Before the informers start: records are resolved through it.
-		if err := addPodAddrIndex(src.factory.Core().V1().Pods().Informer()); err != nil {
+		if err := deniedflow.IndexPodAddrs(src.factory.Core().V1().Pods().Informer()); err != nil {
 			return err
 		}
 	}
@@ -121,12 +123,10 @@ func Run(ctx context.Context, cfg Config) error {
 	wg.Go(func() { src.cnp.run(ctx) })
 
 	wg.Go(func() { monitorDrift(ctx, eng, m, log, deb) })
-	var decider *clusterDecider // names ClusterNetworkPolicy decisions of records
+	var res *deniedflow.Resolver // names the pods and policies of records
 	if cfg.LogDenied != nil {
-		decider = &clusterDecider{}
-		podInf := src.factory.Core().V1().Pods().Informer()
-		res := listerResolver{pods: src.pod, addrs: podInf.GetIndexer(), policies: src.policies, cluster: decider}
-		dm, err := newDeniedLogMetrics(m.reg, eng, func(err error) {
+		res = deniedflow.NewResolver(src.factory.Core().V1().Pods().Informer().GetIndexer(), src.policies)
+		dm, err := deniedflow.NewMetrics(m.reg, eng, func(err error) {
 			m.errors.WithLabelValues(errorKindDeniedLog).Inc()
 			log.Warn("reading the denied-packet counters failed", "err", err)
 		})
@@ -137,7 +137,7 @@ func Run(ctx context.Context, cfg Config) error {
 			// Reading the log is an aid, not enforcement: if it
 			// fails (another reader holds the group), the table is
 			// enforced all the same.
-			err := runDeniedLog(ctx, *cfg.LogDenied, cfg.NetNS, res, log, dm, flowlog.NewJournal(deniedJournalSize))
+			err := deniedflow.Run(ctx, *cfg.LogDenied, cfg.NetNS, res, log, dm, flowlog.NewJournal(deniedflow.JournalSize))
 			if err != nil && ctx.Err() == nil {
 				m.errors.WithLabelValues(errorKindDeniedLog).Inc()
 				log.Error("denied-packet log stopped; enforcement goes on", "group", cfg.LogDenied.Group, "err", err)
@@ -151,9 +151,9 @@ func Run(ctx context.Context, cfg Config) error {
 		watchLocalPods(ctx, src.localPods(cfg.NodeName), cfg.noPodsAfter, m, log)
 	})
 
-	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, health: h, inject: testInjector()}
-	if decider != nil {
-		s.synced = decider.synced
+	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, health: h, inject: testInjector(), q: quarantine.New(sameContent)}
+	if res != nil {
+		s.synced = res.Synced
 	}
 	// The first sync replaces any table left by an earlier run in one
 	// transaction (the engine does a full replace on its first sync).
@@ -188,7 +188,7 @@ func Run(ctx context.Context, cfg Config) error {
 				obs.Observe(end.Sub(t).Seconds())
 			}
 		}
-		if h.succeeded(len(s.q.held)) {
+		if h.succeeded(s.q.Len()) {
 			log.Info("table in force, ready")
 		}
 		backoff = retryMin

@@ -13,6 +13,7 @@ import (
 	"github.com/nftguard/nftguard/egress"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/problem"
+	"github.com/nftguard/nftguard/quarantine"
 )
 
 // syncer compiles the informer caches and syncs the engine. Only the sync
@@ -29,7 +30,7 @@ type syncer struct {
 	// event costs what it changes.
 	build compose.Builder
 	// q remembers what the kernel accepted and holds back what it refused.
-	q quarantine
+	q *quarantine.Quarantine
 	// inject, in test builds only, adds to a compiled table what the
 	// kernel refuses (see testhook.go); nil otherwise.
 	inject func(compose.Input, *compose.Result)
@@ -38,7 +39,7 @@ type syncer struct {
 	// stale translations).
 	cleared map[netip.Addr]egress.Binding
 	// synced, when set, is given the input of every successful sync
-	// (the denied-packet log judges records by it: deniedlog.go).
+	// (the denied-packet log judges records by it: deniedflow.Resolver).
 	synced func(compose.Input)
 }
 
@@ -53,7 +54,7 @@ func (s *syncer) compile(b *compose.Builder, in compose.Input) compose.Result {
 
 // sync runs one compile and one engine sync; why is for logs and metrics.
 // If the kernel refuses the batch, the objects it refuses are found and
-// held back, and the rest is synced (see quarantine.go).
+// held back, and the rest is synced (see isolate).
 func (s *syncer) sync(ctx context.Context, why reason) error {
 	start := time.Now()
 	raw, err := s.src.input(s.cfg)
@@ -61,7 +62,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 		s.fail(errorKindSync)
 		return err
 	}
-	in := s.q.apply(raw)
+	in := s.q.Apply(raw)
 	res := s.compile(&s.build, in)
 	compiled := time.Now()
 	s.m.compileSeconds.Observe(compiled.Sub(start).Seconds())
@@ -73,9 +74,9 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 		searched := time.Now()
 		iso, ierr := s.isolate(ctx, in, err)
 		if ierr == nil {
-			in, res, st = iso.in, iso.res, iso.st
+			in, res, st = iso.found.In, iso.res, iso.st
 			s.log.Warn("objects quarantined: the rest of the table is in force",
-				"objects", keyList(iso.bad), "checks", iso.checks, "search", time.Since(searched).Round(time.Microsecond))
+				"objects", iso.found.Objects(), "checks", iso.found.Checks, "search", time.Since(searched).Round(time.Microsecond))
 		}
 		err = ierr
 	}
@@ -84,7 +85,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 		s.fail(errorKindSync)
 		return err // the engine's errors name the table and the object
 	}
-	s.q.accepted(in)
+	s.q.Accepted(in)
 	if s.synced != nil {
 		s.synced(in)
 	}
@@ -110,7 +111,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	s.log.Log(ctx, level, "synced",
 		"mode", mode, "reasons", why.String(), "operations", st.Operations, "messages", st.Messages,
 		"bytes", st.Bytes, "attempts", st.Attempts, "pods", in.Pods.Len(), "policies", in.NetworkPolicies.Len(), "cluster_policies", len(in.ClusterNetworkPolicies),
-		"invalid", len(problem.Objects(res.Problems)), "quarantined", len(s.q.held),
+		"invalid", len(problem.Objects(res.Problems)), "quarantined", s.q.Len(),
 		"compile", compiled.Sub(start).Round(time.Microsecond), "sync", st.Duration.Round(time.Microsecond))
 	return nil
 }
@@ -118,12 +119,63 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 // report sends the compile problems and the quarantined objects to Events
 // and metrics.
 func (s *syncer) report(res compose.Result) {
-	held := s.q.problems()
+	held := s.q.Problems()
 	s.events.report(res.Problems, res.Warnings, held)
 	s.m.quarantined.Reset()
-	for k := range s.q.held {
-		s.m.quarantined.WithLabelValues(k.kind, k.namespace, k.name).Set(1)
+	for _, k := range s.q.Held() {
+		s.m.quarantined.WithLabelValues(k.Kind, k.Namespace, k.Name).Set(1)
 	}
+}
+
+// checker is the part of engine.Engine the quarantine's search needs.
+type checker interface {
+	Check(ctx context.Context, d *engine.Desired) error
+}
+
+// isolation is a search's outcome, and the sync without what it found.
+type isolation struct {
+	found *quarantine.Found
+	res   compose.Result
+	st    engine.Stats
+}
+
+// isolate is called when the kernel refused the sync of in (held objects
+// already reverted): the quarantine finds the new or changed objects the
+// kernel refuses, with check-only batches, and the rest is synced; then
+// they are held. It returns syncErr, extended, when they do not explain
+// the refusal.
+func (s *syncer) isolate(ctx context.Context, in compose.Input, syncErr error) (*isolation, error) {
+	chk, ok := s.eng.(checker)
+	if !ok {
+		return nil, syncErr
+	}
+	// The search compiles with a Builder of its own: the sync's Builder
+	// keeps following the real state, so the next event stays cheap.
+	f, err := s.q.Search(ctx, in, syncErr, &searchChecker{s: s, chk: chk})
+	if err != nil {
+		return nil, err
+	}
+	res := s.compile(&s.build, f.In)
+	st, err := s.eng.Sync(ctx, res.Desired)
+	if err != nil {
+		return nil, fmt.Errorf("%w (and again without %s: %w)", syncErr, f.Objects(), err)
+	}
+	s.q.Hold(in, f)
+	return &isolation{found: f, res: res, st: st}, nil
+}
+
+// searchChecker is the quarantine.Checker of one search: it compiles as
+// the syncer does (test hook included), with a Builder of its own, and
+// counts every check.
+type searchChecker struct {
+	s     *syncer
+	chk   checker
+	build compose.Builder
+}
+
+func (c *searchChecker) Check(ctx context.Context, in compose.Input) error {
+	c.s.m.checks.Inc()
+	return c.chk.Check(ctx, c.s.compile(&c.build, in).Desired)
 }
 
 func (s *syncer) fail(kind string) {

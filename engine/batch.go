@@ -38,6 +38,8 @@ func (d opDesc) String() string {
 		fmt.Fprintf(&sb, " (rule %d: %q)", d.index, d.text)
 	case d.index > 0:
 		fmt.Fprintf(&sb, " (rule %d)", d.index)
+	case d.text != "":
+		fmt.Fprintf(&sb, " (%s)", d.text)
 	}
 	return sb.String()
 }
@@ -373,23 +375,6 @@ func (b *batch) elem(el nftwire.Elem) {
 	}
 	b.m.EndNest(le)
 }
-
-// batchError is a kernel error mapped back to the message that caused it.
-type batchError struct {
-	op    opDesc
-	errno unix.Errno
-	more  int // further failing messages in the same batch
-}
-
-func (e *batchError) Error() string {
-	s := fmt.Sprintf("%s: %v", e.op, e.errno)
-	if e.more > 0 {
-		s += fmt.Sprintf(" (and %d more failing operations)", e.more)
-	}
-	return s
-}
-
-func (e *batchError) Unwrap() error { return e.errno }
 
 // errUnknownOutcome means the kernel's answer was lost; the caller must
 // re-read the table before trusting its cache.

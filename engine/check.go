@@ -13,7 +13,8 @@ import (
 // reports each failure, and then aborts the transaction, as `nft -c` does.
 // A caller that must find which part of its input the kernel refuses (the
 // agent bisecting over API objects) asks Check, so searching never changes
-// what is enforced; only the final Sync does.
+// what is enforced; only the final Sync does. A refusal is an *Error, as
+// from Sync.
 //
 // Check compiles d with a compiler of its own: the Sync compiler's
 // incremental state describes the table last synced, and checking some

@@ -31,7 +31,7 @@ func (e *Engine) commit(b *batch) error {
 	}
 	e.conn.SetReadDeadline(time.Now().Add(time.Minute))
 	defer e.conn.SetReadDeadline(time.Time{})
-	var first *batchError
+	var first *Error
 	var firstSeq uint32
 	failures := 0
 	var msgs []rawMsg
@@ -54,10 +54,10 @@ func (e *Engine) commit(b *batch) error {
 					failures++
 					if i, ok := nfnl.BatchIndex(b.seq0, b.seq, r.Seq); ok {
 						if first == nil || r.Seq < firstSeq {
-							first, firstSeq = &batchError{op: b.ops[i], errno: code}, r.Seq
+							first, firstSeq = newError(b.ops[i], i, code), r.Seq
 						}
 					} else if first == nil {
-						first = &batchError{op: opDesc{verb: "commit"}, errno: code}
+						first = newError(opDesc{verb: "commit"}, -1, code)
 						done = true
 					}
 				}
@@ -77,7 +77,7 @@ func (e *Engine) commit(b *batch) error {
 		}
 	}
 	if first != nil {
-		first.more = failures - 1
+		first.More = failures - 1
 		return first
 	}
 	return nil

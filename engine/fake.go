@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Fake is an in-memory Interface for callers' unit tests. It validates
@@ -47,7 +49,8 @@ func (f *Fake) Sync(ctx context.Context, d *Desired) (Stats, error) {
 		for _, r := range c.rules {
 			for _, ref := range jumpTargets(r) {
 				if _, ok := want.chains[ref]; !ok {
-					return Stats{}, fmt.Errorf("sync table %s: add rule to chain %q (rule %d: %q): no such file or directory", f.table, c.name, r.index, r.text)
+					return Stats{}, fmt.Errorf("sync table %s: %w", f.table,
+						&Error{Op: "add rule to chain", Object: c.name, Index: r.index, Text: r.text, Message: -1, Errno: unix.ENOENT})
 				}
 			}
 		}
@@ -56,7 +59,8 @@ func (f *Fake) Sync(ctx context.Context, d *Desired) (Stats, error) {
 		for id, el := range s.elems {
 			if el.Verdict != nil && el.Verdict.Chain != "" {
 				if _, ok := want.chains[el.Verdict.Chain]; !ok {
-					return Stats{}, fmt.Errorf("sync table %s: add elements to set %q (%s): no such file or directory", f.table, s.name, s.elemText[id])
+					return Stats{}, fmt.Errorf("sync table %s: %w", f.table,
+						&Error{Op: "add elements to set", Object: s.name, Text: s.elemText[id], Message: -1, Errno: unix.ENOENT})
 				}
 			}
 		}

@@ -9,7 +9,7 @@ import (
 
 // Table names the one table an Engine owns.
 type Table struct {
-	Family string // "inet" (default), "ip" or "ip6"
+	Family string // "inet", the default and the only family supported
 	Name   string
 }
 
@@ -31,12 +31,12 @@ func (t Table) family() (byte, error) {
 	switch t.Family {
 	case "", "inet":
 		return unix.NFPROTO_INET, nil
-	case "ip":
-		return unix.NFPROTO_IPV4, nil
-	case "ip6":
-		return unix.NFPROTO_IPV6, nil
+	case "ip", "ip6", "arp", "bridge", "netdev":
+		// The rule compiler (engine/nftsyntax) speaks inet only: a table
+		// of another family could be created, but never hold a rule.
+		return 0, fmt.Errorf("table %s: family %q not supported (only inet)", t.Name, t.Family)
 	}
-	return 0, fmt.Errorf("table %s: unsupported family %q", t.Name, t.Family)
+	return 0, fmt.Errorf("table %s: unknown family %q", t.Name, t.Family)
 }
 
 // Desired is the whole content of the table. Chains, rules, sets and

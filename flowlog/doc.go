@@ -1,7 +1,7 @@
-// Package flowlog reads the packets nftguard's table denies and logs
-// (issue 16): it subscribes to the nfnetlink_log group over netlink, with
-// no ulogd and no `nft monitor`, decodes each record, and names the pods
-// and the policies that decided.
+// Package flowlog reads the packets nftguard's table denies and logs: it
+// subscribes to the nfnetlink_log group over netlink, with no ulogd and no
+// `nft monitor`, decodes each record, and names the pods and the policies
+// that decided.
 //
 // The kernel side is package policy's (see policy/logdenied.go): with
 // logging on, the chains of pods in namespaces annotated
@@ -14,15 +14,18 @@
 // A record's prefix gives the direction; the pod whose chain denied the
 // packet is the one the direction's dispatch map is keyed by, the
 // destination address for ingress and the source for egress, and a
-// Resolver (the agent's informer caches, or Objects over manifests) turns
-// that address into namespace/name and the policies isolating the pod.
+// Resolver (the agent's informer caches through package deniedflow, or
+// Objects over manifests) turns that address into namespace/name and the
+// policies isolating the pod. Which policies isolate a pod is defined once,
+// by IsolatingPolicies, and every Resolver answers with it.
 //
 //	record.go   Record and the decoding of NFULNL_MSG_PACKET messages and
 //	            their IPv4/IPv6 payloads (ports, ICMP type, fragments,
 //	            IPv6 extension headers)
 //	reader.go   Open (bind the group inside a network namespace, copy
 //	            mode packet, a queue threshold of 1) and Run
-//	resolve.go  Resolver, Objects and Resolve: pods and the decision
+//	resolve.go  Resolver, Objects, IsolatingPolicies and Resolve: pods, the
+//	            isolating policies and the decision
 //	cluster.go  ClusterDenier, ClusterDeny: the ClusterNetworkPolicy rule
 //	            that denied a record, by evaluating its flow with explain
 //	journal.go  Journal: the bounded ring of recent records and its counts

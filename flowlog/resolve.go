@@ -21,7 +21,8 @@ type Resolver interface {
 	// PodByAddr names the pod ("namespace/name") that has addr, or "".
 	PodByAddr(addr netip.Addr) string
 	// Isolating names the NetworkPolicies of the pod's namespace that
-	// isolate the pod ("namespace/name") in direction d, sorted.
+	// isolate the pod ("namespace/name") in direction d, sorted
+	// (IsolatingPolicies of the namespace's policies).
 	Isolating(pod string, d Direction) []string
 }
 
@@ -62,26 +63,40 @@ func Resolve(r *Record, res Resolver) {
 	r.Decision = fmt.Sprintf("pod %s isolated for %s by %s %s; no rule allowed", r.Pod, r.Direction, word, strings.Join(names, ", "))
 }
 
+// IsolatingPolicies names the NetworkPolicies among nps (those of the
+// pod's namespace) that isolate a pod with the labels podLabels in
+// direction d, sorted: those whose pod selector selects it and whose
+// policy types include d, as the compiler sees them. A selector that does
+// not parse selects nothing (the compiler skips the policy). Every
+// Resolver answers Isolating with it.
+func IsolatingPolicies(nps []*networkingv1.NetworkPolicy, podLabels map[string]string, d Direction) []string {
+	var out []string
+	for _, np := range nps {
+		ing, egr := policy.PolicyTypes(np)
+		if (d == Ingress && !ing) || (d == Egress && !egr) {
+			continue
+		}
+		if sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); err == nil && sel.Matches(labels.Set(podLabels)) {
+			out = append(out, np.Namespace+"/"+np.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Objects is a Resolver over a fixed set of objects (manifests, a test).
 type Objects struct {
 	cluster  *explain.Cluster // see WithCluster
 	byAddr   map[netip.Addr]string
 	labels   map[string]labels.Set
-	policies []objPolicy
+	policies map[string][]*networkingv1.NetworkPolicy // by namespace
 }
 
-type objPolicy struct {
-	ns, key         string
-	sel             labels.Selector
-	ingress, egress bool
-}
-
-// NewObjects indexes pods by address and keeps the policies' selectors.
-// Pods on the host network (whose address is their node's) and finished
-// pods are left out; a policy whose selector does not parse selects
-// nothing, as the compiler skips it.
+// NewObjects indexes pods by address and policies by namespace. Pods on
+// the host network (whose address is their node's) and finished pods are
+// left out.
 func NewObjects(pods []*corev1.Pod, policies []*networkingv1.NetworkPolicy) *Objects {
-	o := &Objects{byAddr: map[netip.Addr]string{}, labels: map[string]labels.Set{}}
+	o := &Objects{byAddr: map[netip.Addr]string{}, labels: map[string]labels.Set{}, policies: map[string][]*networkingv1.NetworkPolicy{}}
 	for _, p := range pods {
 		if p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
@@ -101,12 +116,7 @@ func NewObjects(pods []*corev1.Pod, policies []*networkingv1.NetworkPolicy) *Obj
 		}
 	}
 	for _, np := range policies {
-		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
-		if err != nil {
-			continue
-		}
-		ing, egr := policy.PolicyTypes(np)
-		o.policies = append(o.policies, objPolicy{ns: np.Namespace, key: np.Namespace + "/" + np.Name, sel: sel, ingress: ing, egress: egr})
+		o.policies[np.Namespace] = append(o.policies[np.Namespace], np)
 	}
 	return o
 }
@@ -128,14 +138,5 @@ func (o *Objects) PodByAddr(a netip.Addr) string { return o.byAddr[a.Unmap()] }
 // Isolating implements Resolver.
 func (o *Objects) Isolating(pod string, d Direction) []string {
 	ns := pod[:max(strings.IndexByte(pod, '/'), 0)]
-	set := o.labels[pod]
-	var out []string
-	for _, p := range o.policies {
-		if p.ns != ns || (d == Ingress && !p.ingress) || (d == Egress && !p.egress) || !p.sel.Matches(set) {
-			continue
-		}
-		out = append(out, p.key)
-	}
-	sort.Strings(out)
-	return out
+	return IsolatingPolicies(o.policies[ns], o.labels[pod], d)
 }

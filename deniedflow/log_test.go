@@ -1,4 +1,4 @@
-package agent
+package deniedflow
 
 import (
 	"context"
@@ -17,9 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	netlisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
-	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
-	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/internal/netlab"
@@ -29,7 +27,7 @@ import (
 	"github.com/nftguard/nftguard/policy"
 )
 
-// runDeniedLog in a lab node: each denied datagram becomes one JSON slog
+// Run in a lab node: each denied datagram becomes one JSON slog
 // record naming the pods and the policy from the informer listers, the
 // records counter counts it, and a journal of 2 counts what it pushed out.
 func TestDeniedLogRecordsAndMetrics(t *testing.T) {
@@ -66,11 +64,11 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 	for _, np := range nps {
 		npIdx.Add(np)
 	}
-	res := listerResolver{pods: (&sources{pods: podIdx}).pod, addrs: podIdx, policies: netlisters.NewNetworkPolicyLister(npIdx)}
+	res := NewResolver(podIdx, netlisters.NewNetworkPolicyLister(npIdx))
 
 	var logs syncbuf.Buffer
 	reg := prometheus.NewRegistry()
-	dm, err := newDeniedLogMetrics(reg, eng, func(err error) { t.Errorf("reading counters: %v", err) })
+	dm, err := NewMetrics(reg, eng, func(err error) { t.Errorf("reading counters: %v", err) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +76,7 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- runDeniedLog(ctx, l, lab.Nodes[0].Path, res, slog.New(slog.NewJSONHandler(&logs, nil)), dm, journal)
+		done <- Run(ctx, l, lab.Nodes[0].Path, res, slog.New(slog.NewJSONHandler(&logs, nil)), dm, journal)
 	}()
 	time.Sleep(300 * time.Millisecond) // let it bind the group
 	send := func(from string, to *netlab.Endpoint, n int) {
@@ -105,7 +103,7 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 	}
 	cancel()
 	if err := <-done; err != nil {
-		t.Fatalf("runDeniedLog: %v", err)
+		t.Fatalf("Run: %v", err)
 	}
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
 	if len(lines) != sent {
@@ -147,30 +145,5 @@ nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace
 	}
 	if got := len(journal.Recent()); got != 2 {
 		t.Errorf("journal holds %d records, want 2", got)
-	}
-}
-
-// The decider judges records by the input of the last sync: nothing before
-// the first sync or without ClusterNetworkPolicies, one explain.Cluster per
-// sync generation however many records ask, a new one after a sync.
-func TestClusterDeciderPerSync(t *testing.T) {
-	var d clusterDecider
-	if d.get() != nil {
-		t.Fatal("a cluster before the first sync")
-	}
-	d.synced(compose.Input{NodeName: "n1"})
-	if d.get() != nil {
-		t.Fatal("a cluster without ClusterNetworkPolicies")
-	}
-	in := compose.Input{NodeName: "n1", ClusterNetworkPolicies: []*cnpv1beta1.ClusterNetworkPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "p"},
-		Spec: cnpv1beta1.ClusterNetworkPolicySpec{Tier: cnpv1beta1.AdminTier, Subject: cnpv1beta1.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}}}}}}
-	d.synced(in)
-	first := d.get()
-	if first == nil || d.get() != first {
-		t.Fatalf("built %p then %p, want one cluster per sync", first, d.get())
-	}
-	d.synced(in)
-	if second := d.get(); second == nil || second == first {
-		t.Fatalf("after a sync: %p, want a new cluster", second)
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package deniedflow
 
 import (
 	"fmt"
@@ -19,9 +19,9 @@ import (
 // podAddrIndex is the name of the index on the pod informer.
 const podAddrIndex = "nftguard.io/pod-address"
 
-// addPodAddrIndex adds the index to the pod informer; it must be called
-// before the informer starts.
-func addPodAddrIndex(inf cache.SharedIndexInformer) error {
+// IndexPodAddrs adds the index to the pod informer, whose store holds
+// *podset.Pod records; it must be called before the informer starts.
+func IndexPodAddrs(inf cache.SharedIndexInformer) error {
 	if err := inf.AddIndexers(cache.Indexers{podAddrIndex: podAddrs}); err != nil {
 		return fmt.Errorf("index pods by address: %w", err)
 	}

@@ -1,4 +1,4 @@
-package agent
+package deniedflow
 
 import (
 	"net/netip"
@@ -23,7 +23,7 @@ func TestPodAddrIndex(t *testing.T) {
 		for _, ip := range ips {
 			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
 		}
-		return stripPod(p, nil)
+		return podset.FromAPI(p)
 	}
 	must := func(err error) {
 		t.Helper()

@@ -1,19 +1,19 @@
-package agent
+package quarantine
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
@@ -33,10 +33,11 @@ type refusingEngine struct {
 	last          *engine.Desired
 }
 
+// refusal is the kernel's error for a table with a "refuse-*" chain.
 func refusal(d *engine.Desired) error {
 	for _, c := range d.Chains {
 		if strings.HasPrefix(c.Name, "refuse-") {
-			return fmt.Errorf("add rule to chain %q: no such file or directory", c.Name)
+			return fmt.Errorf("sync table inet nftguard: %w", &engine.Error{Op: "add rule to chain", Object: c.Name, Index: 1, Errno: unix.ENOENT})
 		}
 	}
 	return nil
@@ -79,14 +80,63 @@ func injectBad(in compose.Input, res *compose.Result) {
 	res.Desired = &d
 }
 
-func newTestSyncer(t *testing.T) (*syncer, *refusingEngine) {
+// checkingEngine is what the harness needs of an engine: Check for the
+// search, Sync for the rest.
+type checkingEngine interface {
+	Check(ctx context.Context, d *engine.Desired) error
+	Sync(ctx context.Context, d *engine.Desired) (engine.Stats, error)
+}
+
+// harness syncs as the agent's sync loop does: Apply, compile, Sync and,
+// when the kernel refuses, Search, Sync of the rest, Hold; then Accepted.
+type harness struct {
+	q     *Quarantine
+	eng   checkingEngine
+	build compose.Builder
+}
+
+func newHarness(t *testing.T) (*harness, *refusingEngine) {
 	fake, err := engine.NewFake(compose.Table())
 	if err != nil {
 		t.Fatal(err)
 	}
 	eng := &refusingEngine{Fake: fake}
-	s := &syncer{eng: eng, m: newMetrics(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), inject: injectBad}
-	return s, eng
+	return &harness{q: New(sameObject), eng: eng}, eng
+}
+
+// sameObject is the agent's notion of unchanged: equal but for the
+// resource version.
+func sameObject(a, b any) bool {
+	ao, ok1 := a.(runtime.Object)
+	bo, ok2 := b.(runtime.Object)
+	if !ok1 || !ok2 {
+		return false
+	}
+	am, bm := ao.DeepCopyObject().(metav1.Object), bo.DeepCopyObject().(metav1.Object)
+	am.SetResourceVersion("")
+	bm.SetResourceVersion("")
+	return reflect.DeepEqual(am, bm)
+}
+
+// compile builds the table of in with b, plus the injected refusals.
+func compile(b *compose.Builder, in compose.Input) *engine.Desired {
+	res := b.Build(in)
+	injectBad(in, &res)
+	return res.Desired
+}
+
+// checkFunc is a Checker.
+type checkFunc func(ctx context.Context, in compose.Input) error
+
+func (f checkFunc) Check(ctx context.Context, in compose.Input) error { return f(ctx, in) }
+
+// search runs a Search of in after the refused syncErr, with a Builder of
+// its own, as the agent does.
+func (h *harness) search(in compose.Input, syncErr error) (*Found, error) {
+	var b compose.Builder
+	return h.q.Search(context.Background(), in, syncErr, checkFunc(func(ctx context.Context, in compose.Input) error {
+		return h.eng.Check(ctx, compile(&b, in))
+	}))
 }
 
 func testPolicy(name, bad string, ingress bool) *networkingv1.NetworkPolicy {
@@ -114,20 +164,24 @@ func testInput(nps ...*networkingv1.NetworkPolicy) compose.Input {
 	}
 }
 
-// syncOnce does what syncer.sync does between reading the caches and
-// reporting.
-func syncOnce(t *testing.T, s *syncer, raw compose.Input) (compose.Input, error) {
+// syncOnce does what the agent's sync loop does between reading the caches
+// and reporting.
+func syncOnce(t *testing.T, h *harness, raw compose.Input) (compose.Input, error) {
 	t.Helper()
-	in := s.q.apply(raw)
-	res := s.compile(&s.build, in)
-	if _, err := s.eng.Sync(context.Background(), res.Desired); err != nil {
-		iso, err := s.isolate(context.Background(), in, err)
+	ctx := context.Background()
+	in := h.q.Apply(raw)
+	if _, err := h.eng.Sync(ctx, compile(&h.build, in)); err != nil {
+		f, err := h.search(in, err)
 		if err != nil {
 			return in, err
 		}
-		in = iso.in
+		if _, err := h.eng.Sync(ctx, compile(&h.build, f.In)); err != nil {
+			return in, err
+		}
+		h.q.Hold(in, f)
+		in = f.In
 	}
-	s.q.accepted(in)
+	h.q.Accepted(in)
 	return in, nil
 }
 
@@ -147,7 +201,7 @@ func TestQuarantineFindsRefusedObjects(t *testing.T) {
 		bad []int
 	}{{1, []int{0}}, {100, []int{37}}, {64, []int{3, 60}}, {1000, []int{999}}, {20, []int{0, 1, 2, 3, 4}}} {
 		t.Run(fmt.Sprintf("%d of %d", len(tc.bad), tc.n), func(t *testing.T) {
-			s, eng := newTestSyncer(t)
+			s, eng := newHarness(t)
 			var nps []*networkingv1.NetworkPolicy
 			isBad := map[int]bool{}
 			for _, i := range tc.bad {
@@ -168,7 +222,7 @@ func TestQuarantineFindsRefusedObjects(t *testing.T) {
 				t.Fatalf("synced %d policies, held %d; want %d and %d", synced.NetworkPolicies.Len(), len(s.q.held), tc.n-len(tc.bad), len(tc.bad))
 			}
 			for _, i := range tc.bad {
-				h, ok := s.q.held[objKey{"NetworkPolicy", "a", fmt.Sprintf("p%04d", i)}]
+				h, ok := s.q.held[Key{KindNetworkPolicy, "a", fmt.Sprintf("p%04d", i)}]
 				if !ok || h.kept || !strings.Contains(h.reason, "refuse-") {
 					t.Errorf("p%04d: held %v %+v", i, ok, h)
 				}
@@ -196,7 +250,7 @@ func bitLen(n int) int {
 // leaves the previous version in force; the object is tried again when it
 // changes, and released when deleted.
 func TestQuarantineKeepsLastAcceptedVersion(t *testing.T) {
-	s, eng := newTestSyncer(t)
+	s, eng := newHarness(t)
 	deny := testPolicy("deny", "", true)
 	other := testPolicy("other", "", false)
 	if _, err := syncOnce(t, s, testInput(deny, other)); err != nil {
@@ -213,7 +267,7 @@ func TestQuarantineKeepsLastAcceptedVersion(t *testing.T) {
 	if got := names(synced.NetworkPolicies.All()); got != "deny=,other=,added=" {
 		t.Fatalf("synced %s, want deny's accepted version beside the others", got)
 	}
-	if h := s.q.held[objKey{"NetworkPolicy", "a", "deny"}]; !h.kept || h.obj != deny2 {
+	if h := s.q.held[Key{KindNetworkPolicy, "a", "deny"}]; !h.kept || h.obj != deny2 {
 		t.Fatalf("held %+v, want the refused version, kept", h)
 	}
 	// The kernel holds exactly what the accepted versions compile to.
@@ -227,7 +281,7 @@ func TestQuarantineKeepsLastAcceptedVersion(t *testing.T) {
 	if eng.Dump() != ref.Dump() || !strings.Contains(eng.Dump(), "jump np_ing_a_pod") {
 		t.Fatalf("table after the refused update:\n%s\nwant:\n%s", eng.Dump(), ref.Dump())
 	}
-	probs := s.q.problems()
+	probs := s.q.Problems()
 	if len(probs) != 1 || !strings.Contains(probs[0].Error(), "NetworkPolicy a/deny") || !strings.Contains(probs[0].Error(), "last accepted version stays enforced") {
 		t.Fatalf("problems %v", probs)
 	}
@@ -272,7 +326,7 @@ func TestQuarantineKeepsLastAcceptedVersion(t *testing.T) {
 // TestQuarantineUnexplainedRefusal: when the table is refused without any
 // new or changed policy, nothing is held and the sync fails.
 func TestQuarantineUnexplainedRefusal(t *testing.T) {
-	s, eng := newTestSyncer(t)
+	s, eng := newHarness(t)
 	p := testPolicy("p", "", true)
 	if _, err := syncOnce(t, s, testInput(p)); err != nil {
 		t.Fatal(err)
@@ -285,12 +339,6 @@ func TestQuarantineUnexplainedRefusal(t *testing.T) {
 	}
 	if len(s.q.held) != 0 || eng.checks != 1 {
 		t.Fatalf("held %v after %d checks", s.q.held, eng.checks)
-	}
-	var h health
-	h.succeeded(0)
-	h.failed(errors.Join(err))
-	if ok, body := h.ready(); ok || !strings.Contains(body, "last sync failed") {
-		t.Fatalf("ready %v %q", ok, body)
 	}
 }
 
@@ -305,7 +353,7 @@ func TestQuarantineRealKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	s := &syncer{eng: eng, m: newMetrics(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), inject: injectBad}
+	s := &harness{q: New(sameObject), eng: eng}
 	in := testInput()
 	var podList []*corev1.Pod
 	for i := 0; i < 100; i++ {
@@ -336,9 +384,8 @@ func TestQuarantineRealKernel(t *testing.T) {
 	before := ns.MustExec(t, "", "nft", "list", "table", "inet", "nftguard")
 	start := time.Now()
 	raw := in
-	applied := s.q.apply(raw)
-	res := s.compile(&s.build, applied)
-	_, syncErr := s.eng.Sync(context.Background(), res.Desired)
+	applied := s.q.Apply(raw)
+	_, syncErr := s.eng.Sync(context.Background(), compile(&s.build, applied))
 	if syncErr == nil {
 		t.Fatal("the kernel accepted a table with a jump to a missing chain")
 	}
@@ -346,14 +393,24 @@ func TestQuarantineRealKernel(t *testing.T) {
 	if after := ns.MustExec(t, "", "nft", "list", "table", "inet", "nftguard"); after != before {
 		t.Fatal("the refused sync changed the table")
 	}
-	iso, err := s.isolate(context.Background(), applied, syncErr)
+	f, err := s.search(applied, syncErr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.eng.Sync(context.Background(), compile(&s.build, f.In)); err != nil {
+		t.Fatal(err)
+	}
+	s.q.Hold(applied, f)
 	t.Logf("1 refused among 1000 new policies (100 local pods): refused sync %v, search and sync %v, %d check-only batches",
-		failed.Round(time.Millisecond), (time.Since(start) - failed).Round(time.Millisecond), iso.checks)
-	if len(iso.bad) != 1 || iso.bad[objKey{"NetworkPolicy", "a", "np0617"}] == "" {
-		t.Fatalf("found %v", iso.bad)
+		failed.Round(time.Millisecond), (time.Since(start) - failed).Round(time.Millisecond), f.Checks)
+	bad := Key{KindNetworkPolicy, "a", "np0617"}
+	if len(f.Refused) != 1 || !engine.IsNotFound(f.Refused[bad]) {
+		t.Fatalf("found %v", f.Refused)
+	}
+	// Why it is held: the kernel's refusal as the engine names it, without
+	// the table's name.
+	if h := s.q.held[bad]; !strings.HasPrefix(h.reason, `add rule to chain "refuse-np0617-x" (rule 1: "jump no-such-chain"): no such file or directory`) {
+		t.Fatalf("held for %q, want the engine's refusal naming the chain", h.reason)
 	}
 	// The table equals a fresh sync of the 999 others.
 	ref := testns.New(t, "agentqref")
@@ -397,7 +454,7 @@ func testCNP(name, bad string) *cnpv1beta1.ClusterNetworkPolicy {
 // is synced, and the Event is about the ClusterNetworkPolicy
 // (cluster-scoped, v1beta1).
 func TestQuarantineClusterNetworkPolicies(t *testing.T) {
-	s, eng := newTestSyncer(t)
+	s, eng := newHarness(t)
 	admin := testCNP("admin", "")
 	in := testInput()
 	in.ClusterNetworkPolicies = []*cnpv1beta1.ClusterNetworkPolicy{admin}
@@ -421,13 +478,13 @@ func TestQuarantineClusterNetworkPolicies(t *testing.T) {
 	if err := refusal(eng.last); err != nil {
 		t.Fatalf("synced a refused table: %v", err)
 	}
-	if h := s.q.held[objKey{cnpKind, "", "admin"}]; !h.kept || h.obj != admin2 {
+	if h := s.q.held[Key{KindClusterNetworkPolicy, "", "admin"}]; !h.kept || h.obj != admin2 {
 		t.Fatalf("admin held %+v, want the refused version, kept", h)
 	}
-	if h, ok := s.q.held[objKey{cnpKind, "", "added"}]; !ok || h.kept {
+	if h, ok := s.q.held[Key{KindClusterNetworkPolicy, "", "added"}]; !ok || h.kept {
 		t.Fatalf("added held %v %+v, want held and not kept", ok, h)
 	}
-	probs := s.q.problems()
+	probs := s.q.Problems()
 	if len(probs) != 2 {
 		t.Fatalf("problems %v", probs)
 	}

@@ -1,4 +1,4 @@
-package agent
+package deniedflow
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/nftguard/nftguard/policy"
 )
 
-// Denied packets and bytes from the kernel's counters (issue 16). With
+// Denied packets and bytes from the kernel's counters. With
 // --log-denied every isolated pod chain's final drop counts (see
 // policy/logdenied.go), and the two shared np_denied_* chains count what
 // they logged and what they dropped. The agent reads those counters when
@@ -53,8 +53,8 @@ const (
 // kept from being logged.
 const suppressedRateLimit = "rate_limit"
 
-// counterReader is what the collector needs of the engine.
-type counterReader interface {
+// CounterReader is what the collector needs of the engine.
+type CounterReader interface {
 	Counters(ctx context.Context, match func(chain string) bool) ([]engine.RuleCounter, error)
 }
 
@@ -69,7 +69,7 @@ type seriesKey struct{ namespace, direction, kind string }
 // deniedCounters is a prometheus.Collector that reads the kernel's drop
 // counters on every collect.
 type deniedCounters struct {
-	src     counterReader
+	src     CounterReader
 	timeout time.Duration
 	onError func(error)
 
@@ -82,7 +82,7 @@ type deniedCounters struct {
 	suppressed *prometheus.CounterVec // shared with the log reader (reason label)
 }
 
-func newDeniedCounters(src counterReader, suppressed *prometheus.CounterVec, onError func(error)) *deniedCounters {
+func newDeniedCounters(src CounterReader, suppressed *prometheus.CounterVec, onError func(error)) *deniedCounters {
 	labels := []string{"namespace", "direction", "kind"}
 	return &deniedCounters{
 		src: src, timeout: 5 * time.Second, onError: onError,

@@ -1,10 +1,12 @@
-package agent
+package deniedflow
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,7 +23,7 @@ import (
 	"github.com/nftguard/nftguard/podset"
 )
 
-// BenchmarkDeniedRecord is the agent's work per record after the kernel
+// BenchmarkDeniedRecord is the work per record after the kernel
 // handed it over: resolving both addresses and the isolating policies from
 // caches of 10,000 pods and 1,000 policies (10 in the pod's namespace),
 // and writing the JSON slog record. With ClusterNetworkPolicies (20, the
@@ -43,16 +45,16 @@ func BenchmarkDeniedRecord(b *testing.B) {
 		npIdx.Add(&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns%d", i%100), Name: fmt.Sprintf("np%d", i)},
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app%d", i%10)}}}})
 	}
-	res := listerResolver{pods: (&sources{pods: podIdx}).pod, addrs: podIdx, policies: netlisters.NewNetworkPolicyLister(npIdx)}
+	res := NewResolver(podIdx, netlisters.NewNetworkPolicyLister(npIdx))
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	rec := flowlog.Record{Direction: flowlog.Ingress, Protocol: 6, Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"),
 		SrcPort: 40000, DstPort: 80}
-	run := func(b *testing.B, res listerResolver) {
+	run := func(b *testing.B, res *Resolver) {
 		b.ReportAllocs()
 		for b.Loop() {
 			r := rec
 			flowlog.Resolve(&r, res)
-			log.Info("denied", deniedAttrs(&r)...)
+			log.Info("denied", recordAttrs(&r)...)
 		}
 	}
 	b.Run("NetworkPolicy", func(b *testing.B) {
@@ -65,7 +67,14 @@ func BenchmarkDeniedRecord(b *testing.B) {
 	})
 	b.Run("ClusterNetworkPolicy", func(b *testing.B) {
 		in := compose.Input{NodeName: "n1"}
-		in.Pods = podset.NewSet(sortedPods(podIdx.List()))
+		var pods []*podset.Pod
+		for _, o := range podIdx.List() {
+			pods = append(pods, o.(*podset.Pod))
+		}
+		slices.SortFunc(pods, func(a, b *podset.Pod) int {
+			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		})
+		in.Pods = podset.NewSet(pods)
 		for _, o := range npIdx.List() {
 			in.NetworkPolicies = npset.New(append(in.NetworkPolicies.All(), o.(*networkingv1.NetworkPolicy)))
 		}
@@ -82,15 +91,13 @@ func BenchmarkDeniedRecord(b *testing.B) {
 						From:      []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: &metav1.LabelSelector{}}},
 						Protocols: []cnp.ClusterNetworkPolicyProtocol{{TCP: &cnp.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnp.Port{Number: int32(70 + i)}}}}}}}})
 		}
-		d := &clusterDecider{}
-		d.synced(in)
+		res := NewResolver(podIdx, netlisters.NewNetworkPolicyLister(npIdx))
+		res.Synced(in)
 		start := time.Now()
-		if d.get() == nil {
+		if res.cluster.get() == nil {
 			b.Fatal("no cluster")
 		}
 		build := time.Since(start)
-		res := res
-		res.cluster = d
 		run(b, res)
 		b.ReportMetric(float64(build.Microseconds())/1000, "build-ms")
 		r := rec
