@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -48,6 +49,17 @@ type ownNodeTarget struct {
 	name   string // e.g. "n1 uplink (own node)"
 	ep     *netlab.Endpoint
 	v4, v6 netip.Addr // invalid: the lab has no such address
+}
+
+// addrs yields the target's addresses the lab has, with their family.
+func (t ownNodeTarget) addrs() iter.Seq2[netlab.Family, netip.Addr] {
+	return func(yield func(netlab.Family, netip.Addr) bool) {
+		for f, a := range map[netlab.Family]netip.Addr{netlab.IPv4: t.v4, netlab.IPv6: t.v6} {
+			if a.IsValid() && !yield(f, a) {
+				return
+			}
+		}
+	}
 }
 
 var ownNodePorts = []netlab.Port{tcp80, tcp81, udp80, udp81, sctp80, sctp81}
@@ -188,14 +200,7 @@ func (o *ownNodeLab) probe(what string, srcs []string, want ownNodeWant) {
 	for _, s := range srcs {
 		src := o.lab.Endpoint(s)
 		for _, tgt := range o.targets() {
-			for _, f := range []netlab.Family{netlab.IPv4, netlab.IPv6} {
-				addr := tgt.v4
-				if f == netlab.IPv6 {
-					addr = tgt.v6
-				}
-				if !addr.IsValid() {
-					continue
-				}
+			for f, addr := range tgt.addrs() {
 				for _, p := range ownNodePorts {
 					wg.Add(1)
 					go func() {
@@ -261,14 +266,7 @@ func (o *ownNodeLab) fromNode(what string, pods ...string) {
 func (o *ownNodeLab) explainAgrees(src string, want ownNodeWant) {
 	o.t.Helper()
 	for _, tgt := range o.targets() {
-		for _, f := range []netlab.Family{netlab.IPv4, netlab.IPv6} {
-			addr := tgt.v4
-			if f == netlab.IPv6 {
-				addr = tgt.v6
-			}
-			if !addr.IsValid() {
-				continue
-			}
+		for f, addr := range tgt.addrs() {
 			for _, p := range []netlab.Port{tcp80, tcp81} {
 				out, err := exec.Command(nftguardBin, "explain", "-f", o.dir, "--node-name", "n1",
 					"--from", src, "--to", addr.String(), "--port", p.String()).CombinedOutput()

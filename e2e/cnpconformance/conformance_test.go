@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,15 +33,33 @@ import (
 var runFilter = flag.String("cnpconformance.run", "",
 	"run only the upstream conformance tests matching this -run pattern (below TestNftguardConformance/), e.g. CNPAdminTierIngressSCTP")
 
-// The lab: ordinary pods on n1 and n2 (ordinal 0 on n1, 1 on n2, so the
-// suite probes both within a node and across nodes), the suite's
-// host-network pods on n3 and n4, which host nothing else: a pod's egress to
-// them crosses its own node's forward hook, where policy applies (traffic
-// to a pod's own node is always allowed).
-var (
-	podNodes  = []string{"n1", "n2"}
-	hostNodes = []string{"n3", "n4"}
-)
+// placement is where the lab's kubelets put pods. Ordinary pods always go
+// to n1 and n2 (ordinal 0 on n1, 1 on n2, so the suite probes both within
+// a node and across nodes); the suite's host-network pods go either to
+// nodes of their own or beside the ordinary pods. Both placements run:
+// a pod's egress to a host-network pod on another node crosses the forward
+// hook, to one on its own node the input hook, and policy must hold on
+// both paths.
+type placement struct {
+	name                string
+	podNodes, hostNodes []string
+}
+
+var placements = []placement{
+	{name: "host-network pods on other nodes", podNodes: []string{"n1", "n2"}, hostNodes: []string{"n3", "n4"}},
+	{name: "host-network pods beside the client pods", podNodes: []string{"n1", "n2"}, hostNodes: []string{"n1", "n2"}},
+}
+
+// nodes are the lab's nodes: every node of either kind, once.
+func (p placement) nodes() []string {
+	var out []string
+	for _, n := range append(append([]string{}, p.podNodes...), p.hostNodes...) {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 func agentUser(node string) string { return "agent-" + node }
 
@@ -49,6 +68,14 @@ func agentUser(node string) string { return "agent-" + node }
 // `nftguard run` per lab node; see the package doc.
 func TestUpstreamConformance(t *testing.T) {
 	kerneltest.Require(t)
+	for _, p := range placements {
+		t.Run(p.name, func(t *testing.T) { runConformance(t, p) })
+	}
+}
+
+// runConformance runs the whole suite against a fresh cluster whose pods
+// are placed by pl.
+func runConformance(t *testing.T, pl placement) {
 	start := time.Now()
 	dir := t.TempDir()
 	logf, err := os.Create(filepath.Join(dir, "harness.log"))
@@ -74,7 +101,7 @@ func TestUpstreamConformance(t *testing.T) {
 	bin := buildNftguard(t, dir)
 
 	var users []string
-	for _, n := range append(append([]string{}, podNodes...), hostNodes...) {
+	for _, n := range pl.nodes() {
 		users = append(users, agentUser(n))
 	}
 	srv := kubetest.Start(t, kubetest.Options{Users: users})
@@ -88,7 +115,7 @@ func TestUpstreamConformance(t *testing.T) {
 	deployRBAC(ctx, t, adminCfg, cs, users)
 
 	var specs []netlab.NodeSpec
-	for _, n := range append(append([]string{}, podNodes...), hostNodes...) {
+	for _, n := range pl.nodes() {
 		specs = append(specs, netlab.NodeSpec{Name: n})
 	}
 	lab := netlab.New(t, netlab.Spec{Nodes: specs})
@@ -98,7 +125,7 @@ func TestUpstreamConformance(t *testing.T) {
 	}
 	createNodes(ctx, t, cs, lab)
 
-	k := newKubelet(cs, rt, podNodes, hostNodes, logger)
+	k := newKubelet(cs, rt, pl.podNodes, pl.hostNodes, logger)
 	kctx, kcancel := context.WithCancel(ctx)
 	kdone := make(chan struct{})
 	go func() { k.run(kctx); close(kdone) }()

@@ -9,14 +9,16 @@
 //   - a real kube-apiserver and etcd (internal/kubetest) with the
 //     experimental ClusterNetworkPolicy CRD, deploy/rbac.yaml, and one
 //     RBAC-restricted user per agent;
-//   - a netlab lab of four routed nodes joined by a switch, with Node
-//     objects (uplink addresses, kubernetes.io/os=linux for the suite's node
+//   - a netlab lab of routed nodes joined by a switch, with Node objects
+//     (uplink addresses, kubernetes.io/os=linux for the suite's node
 //     peers), and one `nftguard run --netns NODE --node-name NODE
 //     --kubeconfig FILE` per node. Ordinary pods go to n1 and n2 (ordinal 0
-//     to n1, 1 to n2: the suite probes within a node and across nodes); the
-//     suite's host-network pods (centaur) to n3 and n4, which host nothing
-//     else, so a pod's egress to them crosses its own node's forward hook,
-//     where policy applies (traffic to a pod's own node is always allowed);
+//     to n1, 1 to n2: the suite probes within a node and across nodes). The
+//     whole suite runs twice, once per placement of the suite's host-network
+//     pods (centaur): on n3 and n4, which host nothing else, so a pod's
+//     egress to them crosses the forward hook; and on n1 and n2 beside the
+//     client pods, so the egress of a pod to a host-network pod of its own
+//     node is delivered locally and meets policy in the input hook;
 //   - in-test controllers for what the test API server lacks, acting only
 //     in the suite's namespaces (network-policy-conformance-*): a
 //     StatefulSet controller (pods <set>-0..N-1 from the template, status

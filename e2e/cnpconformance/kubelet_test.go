@@ -44,7 +44,7 @@ type kubelet struct {
 	cs        kubernetes.Interface
 	rt        *netlab.Runtime
 	podNodes  []string // nodes for ordinary pods
-	hostNodes []string // nodes for host-network pods, no ordinary pods there
+	hostNodes []string // nodes for host-network pods (see placement)
 	log       *log.Logger
 
 	factory informers.SharedInformerFactory

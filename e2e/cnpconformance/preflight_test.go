@@ -93,11 +93,11 @@ func preflight(ctx context.Context, t *testing.T, cs kubernetes.Interface, lab *
 		return p
 	}
 	p0, p1, h0 := pod("probe-0"), pod("probe-1"), pod("hostprobe-0")
-	if p0.Spec.NodeName != podNodes[0] || p1.Spec.NodeName != podNodes[1] || h0.Spec.NodeName != hostNodes[0] {
+	if p0.Spec.NodeName != k.podNodes[0] || p1.Spec.NodeName != k.podNodes[1] || h0.Spec.NodeName != k.hostNodes[0] {
 		t.Errorf("placement: probe-0 on %q, probe-1 on %q, hostprobe-0 on %q; want %s, %s, %s",
-			p0.Spec.NodeName, p1.Spec.NodeName, h0.Spec.NodeName, podNodes[0], podNodes[1], hostNodes[0])
+			p0.Spec.NodeName, p1.Spec.NodeName, h0.Spec.NodeName, k.podNodes[0], k.podNodes[1], k.hostNodes[0])
 	}
-	if want := lab.Node(hostNodes[0]).IPv4.String(); h0.Status.PodIP != want || h0.Status.HostIP != want {
+	if want := lab.Node(k.hostNodes[0]).IPv4.String(); h0.Status.PodIP != want || h0.Status.HostIP != want {
 		t.Errorf("host-network pod: podIP %q hostIP %q, want the node's %s", h0.Status.PodIP, h0.Status.HostIP, want)
 	}
 	if p0.Status.PodIP == "" || len(p0.Status.PodIPs) != 2 || p0.Labels["preflight"] != "probe" {
