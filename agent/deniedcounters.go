@@ -12,7 +12,7 @@ import (
 	"github.com/nftguard/nftguard/policy"
 )
 
-// Denied packets and bytes from the kernel's counters (issue 16). With
+// Denied packets and bytes from the kernel's counters. With
 // --log-denied every isolated pod chain's final drop counts (see
 // policy/logdenied.go), and the two shared np_denied_* chains count what
 // they logged and what they dropped. The agent reads those counters when

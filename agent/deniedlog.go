@@ -24,7 +24,7 @@ import (
 	"github.com/nftguard/nftguard/policy"
 )
 
-// Logging of denied packets (issue 16), for `nftguard run --log-denied`:
+// Logging of denied packets, for `nftguard run --log-denied`:
 // the agent reads the NFLOG group its table logs to, writes one slog
 // record per denied packet (JSON with --log-format json), keeps the recent
 // ones in a bounded journal, and counts them. The table side is

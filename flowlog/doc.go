@@ -1,5 +1,5 @@
-// Package flowlog reads the packets nftguard's table denies and logs
-// (issue 16): it subscribes to the nfnetlink_log group over netlink, with
+// Package flowlog reads the packets nftguard's table denies and logs:
+// it subscribes to the nfnetlink_log group over netlink, with
 // no ulogd and no `nft monitor`, decodes each record, and names the pods
 // and the policies that decided.
 //

@@ -6,5 +6,5 @@
 // new Set that shares every other Group with the old one: a compiler that
 // remembers the Groups it saw tells, by identity and without looking at a
 // policy, which namespaces changed. An event then costs its namespace, not
-// the cluster's 10,000 policies (issue 17).
+// the cluster's 10,000 policies.
 package npset

@@ -10,7 +10,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 )
 
-// Logging of denied packets (issue 16): with Input.LogDenied set, the pods
+// Logging of denied packets: with Input.LogDenied set, the pods
 // of namespaces annotated AnnotationLogDenied: "true" end their chains not
 // in a plain drop but in
 //

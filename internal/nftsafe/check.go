@@ -22,7 +22,7 @@ var (
 	chainRef = regexp.MustCompile(`\b(?:jump|goto) ([a-zA-Z0-9/_.\-]+)`)
 	anonSet  = regexp.MustCompile(`\{([^{}]*)\}`)
 	// logPrefix is the one quoted string rule text may carry: the prefix
-	// of a log statement (logging of denied packets, issue 16).
+	// of a log statement (logging of denied packets).
 	logPrefix = regexp.MustCompile(`\blog prefix "([^"]*)"`)
 )
 

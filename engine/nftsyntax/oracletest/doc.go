@@ -1,5 +1,5 @@
 // Package oracletest holds kernel oracle tests for named sets and maps
-// (DESIGN.md principle 3, issue 4 tests 3 and 4) that need both the engine
+// (docs/design.md, principle 3: write what nft writes) that need both the engine
 // and nftsyntax: the engine imports nftsyntax, so these tests cannot live in
 // package nftsyntax without an import cycle.
 //
