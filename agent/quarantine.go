@@ -16,7 +16,7 @@ import (
 )
 
 // When the kernel refuses a sync's batch, no single object may stop
-// enforcement for the others (DESIGN.md, principle 7). The compilers check
+// enforcement for the others (docs/design.md, principle 7). The compilers check
 // what they can, but the kernel has the last word; what it refuses is found
 // here and held back ("quarantined"), and everything else is synced:
 //
