@@ -454,11 +454,11 @@ func (a *agentLab) burst(t *testing.T, admin kubernetes.Interface, k *kernelSets
 	// rightly syncs after.
 	ts := arrived()
 	b := syncBound(ts, agent.DefaultMinSyncInterval, agent.DefaultMaxSyncInterval)
-	t.Logf("burst: deletions arrived over %v with %d pauses of %v or more: at most %d syncs",
-		b.span.Round(time.Millisecond), b.pauses, b.pause, b.limit)
+	t.Logf("burst: deletions arrived over %v with %d pauses of %v or more (%d of %v or more): at most %d syncs",
+		b.span.Round(time.Millisecond), b.pauses, b.pause, b.long, 3*b.pause, b.limit)
 	if got := int(deleted - created); got > b.limit {
-		t.Errorf("%d syncs for %d deletions that arrived over %v with %d pauses of %v or more, want at most %d",
-			got, len(ts), b.span.Round(time.Millisecond), b.pauses, b.pause, b.limit)
+		t.Errorf("%d syncs for %d deletions that arrived over %v with %d pauses of %v or more (%d of %v or more), want at most %d",
+			got, len(ts), b.span.Round(time.Millisecond), b.pauses, b.pause, b.long, 3*b.pause, b.limit)
 	}
 }
 
@@ -513,6 +513,7 @@ type burstBound struct {
 	span   time.Duration // first to last arrival
 	pause  time.Duration // the shortest gap counted as a pause
 	pauses int           // gaps between arrivals of at least pause
+	long   int           // of those, gaps of at least 3*pause
 	limit  int
 }
 
@@ -522,19 +523,21 @@ type burstBound struct {
 //
 //   - A sync that does not end a full window follows a pause of at least
 //     the quiet time (≥ min): either its first event came that long after
-//     the previous sync ended (leading edge), or the events paused that
-//     long after its last one. Each pause can do both, so there are at most
-//     2 of these per pause, counting the quiet before the burst and after
-//     it. Each halves the window.
+//     the previous sync ended (leading edge, the pause before it), or the
+//     events paused that long after its last one (the pause after it). One
+//     pause does both only if it is at least 2*min long (the quiet end,
+//     the sync, then the quiet time again). The quiet before the burst and
+//     after it count as such pauses. Each of these syncs halves the window.
 //   - A sync that ends a full window below max doubles it: there are at
 //     most log2(max/min) of these (rounded up) plus one per halving.
 //   - A sync that ends a full window of max waits max after the previous
 //     one: at most span/max + 1 of these.
 //   - Plus one for the periodic safety-net resync, which may fall inside.
 //
-// Gaps are counted as pauses from min/2 on, not min: two watchers of one
-// API server receive the same events a few milliseconds apart, and a
-// loaded machine delays either one's delivery.
+// Gaps count as pauses from min/2 on, and as long pauses from 3*min/2 on,
+// not from min and 2*min: two watchers of one API server receive the same
+// events a few milliseconds apart, and a loaded machine delays either
+// one's delivery.
 func syncBound(ts []time.Time, min, max time.Duration) burstBound {
 	b := burstBound{pause: min / 2}
 	if len(ts) == 0 {
@@ -542,11 +545,15 @@ func syncBound(ts []time.Time, min, max time.Duration) burstBound {
 	}
 	b.span = ts[len(ts)-1].Sub(ts[0])
 	for i := 1; i < len(ts); i++ {
-		if ts[i].Sub(ts[i-1]) >= b.pause {
+		switch gap := ts[i].Sub(ts[i-1]); {
+		case gap >= 3*b.pause:
+			b.long++
+			b.pauses++
+		case gap >= b.pause:
 			b.pauses++
 		}
 	}
-	quietEnded := 2 * (b.pauses + 2)
+	quietEnded := 2 + b.pauses + b.long
 	doublings := int(math.Ceil(math.Log2(float64(max)/float64(min)))) + quietEnded
 	atMax := int(b.span/max) + 1
 	b.limit = quietEnded + doublings + atMax + 1
@@ -567,24 +574,26 @@ func TestSyncBound(t *testing.T) {
 	every := func(n int, gap time.Duration) []time.Time { return from(0, n, gap) }
 	const min, max = 20 * time.Millisecond, time.Second
 	for _, tc := range []struct {
-		name   string
-		ts     []time.Time
-		pauses int
-		limit  int
+		name         string
+		ts           []time.Time
+		pauses, long int
+		limit        int
 	}{
 		// 2 quiet ends (before and after) + 6+2 doublings + 3 windows of
 		// max + 1 resync.
-		{"1000 events 3ms apart", every(1000, 3*time.Millisecond), 0, 4 + 10 + 3 + 1},
-		// A pause mid-burst: 2 more quiet ends and 2 more doublings; the
-		// span is 3.5s.
-		{"two dense halves", append(every(500, 3*time.Millisecond), from(2*time.Second, 500, 3*time.Millisecond)...), 1, 6 + 12 + 4 + 1},
-		{"100 events 30ms apart", every(100, 30*time.Millisecond), 99, 2*101 + 6 + 2*101 + 3 + 1},
-		{"none", nil, 0, 0},
+		{"1000 events 3ms apart", every(1000, 3*time.Millisecond), 0, 0, 2 + 8 + 3 + 1},
+		// A long pause mid-burst: 2 more quiet ends and 2 more doublings;
+		// the span is 3.5s.
+		{"two dense halves", append(every(500, 3*time.Millisecond), from(2*time.Second, 500, 3*time.Millisecond)...), 1, 1, 4 + 10 + 4 + 1},
+		// Pauses too short for a quiet end and a leading edge both.
+		{"100 events 20ms apart", every(100, 20*time.Millisecond), 99, 0, 101 + 107 + 2 + 1},
+		{"100 events 30ms apart", every(100, 30*time.Millisecond), 99, 99, 200 + 206 + 3 + 1},
+		{"none", nil, 0, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := syncBound(tc.ts, min, max)
-			if b.pauses != tc.pauses || b.limit != tc.limit {
-				t.Errorf("pauses %d, limit %d; want %d, %d", b.pauses, b.limit, tc.pauses, tc.limit)
+			if b.pauses != tc.pauses || b.long != tc.long || b.limit != tc.limit {
+				t.Errorf("pauses %d (long %d), limit %d; want %d (%d), %d", b.pauses, b.long, b.limit, tc.pauses, tc.long, tc.limit)
 			}
 			if len(tc.ts) > 0 && b.limit >= len(tc.ts) && b.pauses < len(tc.ts)/2 {
 				t.Errorf("a burst of %d events with %d pauses may cost %d syncs: no coalescing asked for", len(tc.ts), b.pauses, b.limit)
