@@ -5,7 +5,7 @@
 GO      ?= go
 DEB_PKGS = nftables iptables iproute2 conntrack util-linux ipset
 
-.PHONY: all build deps demo test vet bench-engine clean
+.PHONY: all build deps demo test unit verify vet staticcheck bench-engine clean
 
 all: build
 
@@ -25,6 +25,24 @@ deps:
 demo: deps build
 	$(GO) run ./demo
 
+# unit is the inner loop: the pure tests only, no root, no kernel, no API
+# server (kernel tests skip without NFTGUARD_KERNEL_TESTS=1, which this
+# clears), the randomised tests at their -short sizes, and not e2e/, whose
+# tests run the built binary (make test runs them). go test's cache keeps a
+# re-run to the packages that changed.
+unit:
+	NFTGUARD_KERNEL_TESTS= $(GO) test -short $$($(GO) list ./... | grep -v '/e2e')
+
+# verify is every static check: vet (and gofmt, go mod tidy -diff), then
+# staticcheck, pinned, run from the module proxy (no install step; its
+# version must support the go.mod's Go version). make test runs it first.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+verify: vet staticcheck
+
+staticcheck:
+	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) -tags nftguard_testhooks ./agent
+
 # The e2e tests build the agent with its test hooks: vet that build too.
 vet:
 	$(GO) vet ./...
@@ -33,13 +51,13 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
-# test runs every test against the real kernel in throw-away network
-# namespaces; hack/gotest sets the kernel-test switch (NFTGUARD_KERNEL_TESTS=1,
+# test runs the static checks (verify), then every test against the real
+# kernel in throw-away network namespaces; hack/gotest sets the kernel-test switch (NFTGUARD_KERNEL_TESTS=1,
 # internal/kerneltest) and fails the run if any test was skipped. Then the
 # nft syntax parser is fuzzed for a bounded time (FUZZTIME=10m for a long run),
 # and the benchmark suite runs at tiny sizes so it keeps working.
 FUZZTIME ?= 30s
-test: deps vet k8sbins
+test: deps verify k8sbins
 	hack/gotest ./...
 	$(GO) test ./engine/nftsyntax/ -run '^$$' -fuzz '^FuzzCompileRule$$' -fuzztime $(FUZZTIME)
 	$(MAKE) bench-smoke

@@ -24,6 +24,8 @@
 // The table is never removed by the agent: on shutdown it stays in force, so
 // a restart or upgrade never opens the node (`nftguard cleanup` removes it).
 //
+// # Where things are
+//
 //	run.go          Run: start-up order, the sync loop and its retry back-off,
 //	                the drift monitor, the periodic resync
 //	config.go       Config and its defaults

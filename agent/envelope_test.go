@@ -36,9 +36,9 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
-// The envelope (issue 17): 150k pods over 5,000 Nodes, 30 of them on the
-// agent's node, 10k NetworkPolicies. Smaller points keep the same shape:
-// 150 pods per namespace, 10 policies per namespace, 30 pods per node, 10
+// The envelope (Kubernetes' limits): 150k pods over 5,000 Nodes, 30 of
+// them on the agent's node, 10k NetworkPolicies. Smaller points keep the
+// same shape: 150 pods per namespace, 10 policies per namespace, 30 pods per node, 10
 // replicas per Deployment (pods of one Deployment share their label set,
 // as pod-template-hash makes them do in a real cluster).
 const (
@@ -202,7 +202,7 @@ func (c *envCluster) input() compose.Input {
 		}
 		return in
 	}
-	// API objects in the cache (the transform before issue 17): every
+	// API objects in the cache (the transform before podset records): every
 	// kind listed, the pods converted, as the agent did before.
 	in := compose.Input{NodeName: envNode}
 	all := labels.Everything()
@@ -480,7 +480,7 @@ func BenchmarkEnvelopeEvent(b *testing.B) {
 // bench/results/ENVELOPE.md).
 const envMaxBytesPerPod = 850
 
-// stripBaseline is the transform as it was before issue 17 (API objects
+// stripBaseline is the transform as it was before podset records (API objects
 // in the cache, every container with ports kept whole, nothing shared):
 // the baseline each measurement is compared with in the same run.
 func stripBaseline(obj any) (any, error) {
@@ -579,7 +579,7 @@ func envServedPod(i int) *corev1.Pod {
 	c.TerminationMessagePath, c.TerminationMessagePolicy, c.ImagePullPolicy = "/dev/termination-log", corev1.TerminationMessageReadFile, corev1.PullIfNotPresent
 	fields := func(manager, sub, raw string) metav1.ManagedFieldsEntry {
 		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &t,
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(raw)}, Subresource: sub}
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(raw), Subresource: sub}
 	}
 	p.ManagedFields = []metav1.ManagedFieldsEntry{
 		fields("suite", "", `{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/restartedAt":{}},"f:labels":{".":{},"f:app":{},"f:pod-template-hash":{},"f:team":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"main\"}":{".":{},"f:image":{},"f:imagePullPolicy":{},"f:name":{},"f:ports":{".":{},"k:{\"containerPort\":8080,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{},"f:name":{},"f:protocol":{}},"k:{\"containerPort\":9090,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{},"f:name":{},"f:protocol":{}}}}},"f:nodeName":{}}}`),

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/apitest"
-	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/tabletest"
 	"github.com/nftguard/nftguard/npset"
@@ -53,13 +52,6 @@ func cnp(name string, tier v1beta1.Tier, prio int32, f func(*v1beta1.ClusterNetw
 		f(&c.Spec)
 	}
 	return c
-}
-
-// subjectPods makes the subject pods nsSel and podSel select.
-func subjectPods(nsSel, podSel *metav1.LabelSelector) func(*v1beta1.ClusterNetworkPolicySpec) {
-	return func(s *v1beta1.ClusterNetworkPolicySpec) {
-		s.Subject = cnptest.PodsSubject(nsSel, podSel)
-	}
 }
 
 func ingress(a v1beta1.ClusterNetworkPolicyRuleAction, name string, from []v1beta1.ClusterNetworkPolicyIngressPeer, protos ...v1beta1.ClusterNetworkPolicyProtocol) v1beta1.ClusterNetworkPolicyIngressRule {

@@ -15,8 +15,8 @@ import (
 )
 
 // TestTablesRoundTripThroughNft holds the ClusterNetworkPolicy tables to
-// principle 3: each golden scenario's table and random clusters' tables
-// load into the kernel through the engine, nft lists them as the engine
+// principle 3 (docs/design.md): each golden scenario's table and random
+// clusters' tables load into the kernel through the engine, nft lists them as the engine
 // renders them, nft -f of that listing in a fresh namespace is a table a
 // fresh engine finds nothing to change in, and a fresh engine over the
 // engine's own table finds nothing either.

@@ -65,7 +65,7 @@ func (s *slot) verdict(a v1beta1.ClusterNetworkPolicyRuleAction, end chainEnd) s
 	return s.drop(end)
 }
 
-// Logging of denied packets (issue 16). With Input.LogDenied set, a pod
+// Logging of denied packets. With Input.LogDenied set, a pod
 // chain's drops (Deny rules, and rules that fail closed) are those of
 // package policy's isolated pod chains (see policy/logdenied.go):
 //

@@ -51,4 +51,10 @@
 // its original tuple, so a connection re-created with the same tuple between
 // the dump and the delete is deleted too (it is simply tracked again on its
 // next packet).
+//
+// # Where things are
+//
+//	conntrack.go  ClearStale: dump the entries, read the node's addresses,
+//	              delete the stale ones; Stats and WithCIDRs
+//	decide.go     decide: the rules above, one entry at a time (pure)
 package conntrack

@@ -23,4 +23,21 @@
 //
 // The checks (Check) are pure functions of a Ruleset, so they are
 // table-tested without a kernel; Read and Probe are the only I/O.
+//
+// # Where things are
+//
+//	doctor.go   Run, Options, Report: read, probe, check, in that order
+//	model.go    Ruleset, Table, Chain, Rule, Set: what was read
+//	read.go     Read: the namespace's whole ruleset through dump requests
+//	netlink.go  the dump-only netlink client Read uses
+//	legacy.go   the iptables-legacy tables, through the x_tables
+//	            getsockopt interface
+//	netns.go    the private network namespace the probe writes in
+//	probe.go    Probe: the kernel features nftguard needs
+//	check.go    Check, Config, Hook: the findings (pure)
+//	hooks.go    OwnHooks: the base chains of nftguard's own table
+//	diff.go     our table against the one -f manifests compile to
+//	render.go   rules as nft text where nftguard's renderer can, described
+//	            otherwise
+//	metrics.go  a live agent's last sync, from its metrics
 package doctor

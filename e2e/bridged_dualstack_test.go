@@ -18,7 +18,7 @@ import (
 	"github.com/nftguard/nftguard/internal/netlab"
 )
 
-// Issue 18: on a bridge with br_netfilter, pod-to-pod IPv6 neighbour
+// On a bridge with br_netfilter, pod-to-pod IPv6 neighbour
 // discovery crosses the forward hook. These tests run the policy scenarios
 // on a bridged dual-stack node and check what is and is not accepted before
 // policy dispatch.

@@ -222,5 +222,4 @@ func (c *cluster) render() string {
 	return out
 }
 
-func nsOf(pod string) string   { ns, _, _ := strings.Cut(pod, "/"); return ns }
-func nameOf(pod string) string { _, n, _ := strings.Cut(pod, "/"); return n }
+func nsOf(pod string) string { ns, _, _ := strings.Cut(pod, "/"); return ns }

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -164,7 +163,6 @@ func (e *egressLab) sourceOf(pod string, dst netip.Addr, port int) string {
 // sourceRecorder answers each TCP connection with the source address it
 // arrived from, so the client learns what the outside world saw.
 type sourceRecorder struct {
-	mu sync.Mutex
 	ln []net.Listener
 }
 

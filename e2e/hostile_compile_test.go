@@ -16,7 +16,7 @@ import (
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
-// Issue 13, repros 1, 2 and 4, on the real kernel with real packets: a
+// Hostile input on the real kernel with real packets: a
 // Service whose egress ports overlap, one whose load-balancer address does
 // not parse, a NetworkPolicy with a name no API server accepts, and one with
 // 10,000 excepts never stop a NetworkPolicy in another namespace from being

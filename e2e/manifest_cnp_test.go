@@ -21,8 +21,8 @@ func shopOffPay(version, name string) string {
 // apiVersion nftguard does not read, a duplicate field) change nothing in
 // the kernel, handles included; an invalid name is skipped with its
 // FILE:DOCUMENT and the rest applied; both versions are applied. With the
-// compiler in the tree (issue 15) the packets must show the Admin Deny
-// overriding pay/ledger-from-shop's allow, and its removal.
+// ClusterNetworkPolicy compiler in the tree the packets must show the
+// Admin Deny overriding pay/ledger-from-shop's allow, and its removal.
 func TestApplyClusterNetworkPolicy(t *testing.T) {
 	l := newInputLab(t)
 	node := l.lab.Node("w1").Path

@@ -24,8 +24,8 @@ var (
 	manifestSeed  = flag.Uint64("manifest.seed", 0, "TestManifestCorruption: random seed (0: from the clock; the seed is logged)")
 )
 
-// inputLab is issue 13's setting: node w1 with pods shop/cart, pay/ledger
-// and web/front, and the policy pay/ledger-from-shop.
+// inputLab is the manifest-input tests' setting: node w1 with pods
+// shop/cart, pay/ledger and web/front, and the policy pay/ledger-from-shop.
 type inputLab struct {
 	t   *testing.T
 	lab *netlab.Lab
@@ -128,9 +128,8 @@ func (l *inputLab) check(intoLedger func(from string, p netlab.Port) bool) {
 	}
 }
 
-// TestApplyUnreadableInputChangesNothing is issue 13's repros 3 and 6 (and
-// the unreadable half of 7): input that cannot be read completely, input
-// without objects and a node name that matches nothing exit 2, and the
+// TestApplyUnreadableInputChangesNothing: input that cannot be read
+// completely, input without objects and a node name that matches nothing exit 2, and the
 // node's ruleset stays byte-identical, handles included; the policy stays
 // enforced.
 func TestApplyUnreadableInputChangesNothing(t *testing.T) {
@@ -202,9 +201,8 @@ func TestApplyUnreadableInputChangesNothing(t *testing.T) {
 	l.check(onlyShopOn80)
 }
 
-// TestApplyReadableRestIsEnforced is issue 13's repro 7 with repro 2's
-// hostile name: a policy given twice is the later version only (not a
-// merge of both), a policy whose name the API server would refuse is
+// TestApplyReadableRestIsEnforced, with a hostile name: a policy given
+// twice is the later version only (not a merge of both), a policy whose name the API server would refuse is
 // skipped by name, and the rest is programmed, equal to render of the same
 // input and enforced with real packets.
 func TestApplyReadableRestIsEnforced(t *testing.T) {

@@ -94,13 +94,6 @@ type portMatch struct {
 	lo, hi uint16
 }
 
-func (p portMatch) text() string {
-	if p.lo == p.hi {
-		return fmt.Sprintf("%s . %d", p.proto, p.lo)
-	}
-	return fmt.Sprintf("%s . %d-%d", p.proto, p.lo, p.hi)
-}
-
 // egressService is an annotated Service with its annotations parsed.
 type egressService struct {
 	svc      *corev1.Service

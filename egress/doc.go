@@ -39,4 +39,11 @@
 // status.loadBalancer.ingress[i].ip. A pod address already translated for
 // another pod is not a second map key (a warning names both). Names and
 // comments derived from the Service go through internal/nftsafe.
+//
+// # Where things are
+//
+//	compile.go      Input, Output, Binding, Compile: the chains, maps and
+//	                sets above, and which Service translates which pod
+//	annotations.go  the annotations read and their values parsed: port
+//	                lists merged, networks folded, problems for bad values
 package egress

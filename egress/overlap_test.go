@@ -16,7 +16,7 @@ import (
 
 // Repeated, overlapping and adjacent port ranges are merged, so the
 // anonymous set in the Service's rule never carries elements the kernel
-// refuses (issue 13, repro 1).
+// refuses (a hostile annotation must not fail the node's batch).
 func TestOverlappingPortsAreMerged(t *testing.T) {
 	for _, tc := range []struct{ ann, rule string }{
 		{"tcp:1-100,tcp:50-200", "meta l4proto tcp th dport 1-200 "},

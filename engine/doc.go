@@ -6,6 +6,7 @@
 // A Sync flows through the files in this order:
 //
 //	model.go       the caller's view: Table (inet only), Desired (chains, rules, sets, elements), Interface
+//	validate.go    names, types and comments refused before anything is sent (nft must read them back)
 //	engine.go      Engine, New, Sync, Delete: the retry loop around one sync
 //	compiler.go    Desired -> kernel form, recompiling only what the caller changed
 //	kernelform.go  the kernel form both sides are diffed in (kernelTable, kernelChain, ...)
@@ -18,6 +19,7 @@
 //	batch.go       the operations encoded as one nfnetlink transaction
 //	commit.go      sends a batch and maps the kernel's answers back to operations
 //	errors.go      Error: a refusal as the message and object it names; IsNotFound, IsAlreadyExists
+//	check.go       Check: the same batch without its end, so the kernel validates and changes nothing
 //	monitor.go     nftables events -> drift (a resync)
 //	counters.go    Counters: the rules' counter values, read on demand, never diffed
 //	nlmsg.go       nf_tables constants; the codec, socket and requests are internal/nfnl

@@ -78,4 +78,17 @@
 //     traffic of that flow, and link-local signalling (router and multicast
 //     listener messages, DHCPv6) never meets policy, whose keys are pod
 //     addresses.
+//
+// # Where things are
+//
+//	cluster.go  Input, Cluster, New: the objects indexed once, invalid ones
+//	            reported; policyTypes defaulting
+//	flow.go     Flow, Endpoint, ParsePort: what is asked, resolved against
+//	            the cluster
+//	eval.go     Explain, Result, Decision: the NetworkPolicy tier and the
+//	            order of the tiers
+//	cnp.go      the ClusterNetworkPolicies the compiler enforces, read with
+//	            its own classification (clusterpolicy.CheckAll)
+//	cnpeval.go  one ClusterNetworkPolicy tier for one side of a flow
+//	text.go     the verdict as explain prints it
 package explain

@@ -56,7 +56,8 @@ type Reader struct {
 // socket is created inside the namespace and belongs to it for its whole
 // life. It sends no PF_BIND: that command would make nfnetlink_log the
 // logger of plain `log` statements for the whole namespace, a change to
-// state that is not ours (principle 1); `log group N` needs no binding.
+// state that is not ours (docs/design.md, principle 1); `log group N`
+// needs no binding.
 func Open(cfg Config) (*Reader, error) {
 	if cfg.CopyRange == 0 {
 		cfg.CopyRange = DefaultCopyRange

@@ -2,7 +2,6 @@ package flowlog
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -119,9 +118,6 @@ const (
 	cfgCmdBind = 1
 	copyPacket = 2
 )
-
-// errNotPacket marks a message that is no NFLOG packet record.
-var errNotPacket = errors.New("not an nfnetlink_log packet message")
 
 // decodeMessage decodes the body of an NFULNL_MSG_PACKET message (the
 // nfgenmsg header and its attributes) into a record. Fields the message

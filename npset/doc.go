@@ -8,4 +8,7 @@
 // remembers the Groups it saw tells, by identity and without looking at a
 // policy, which namespaces changed. An event then costs its namespace, not
 // the cluster's 10,000 policies.
+//
+//	set.go  Set and Group (an nsgroup.Set of policies): New, Update and Replace build a Set, sharing
+//	        unchanged Groups
 package npset

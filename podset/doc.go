@@ -14,4 +14,9 @@
 // compiler that remembers the Groups it saw can tell, by identity and
 // without looking at a pod, which namespaces an event touched. That is
 // what makes the cost of one pod event independent of the cluster's size.
+//
+//	pods.go  Pod and Port: the compact record, made from the API object
+//	         (FromAPI), and its named-port lookup
+//	set.go   Set and Group: pods by namespace, sharing unchanged Groups;
+//	         Converter, which reuses the records of unchanged pods
 package podset

@@ -20,10 +20,6 @@ import (
 
 // --- builders -------------------------------------------------------------
 
-// The object builders are apitest's (shared with clusterpolicy's tests),
-// under the short names these tests were written with. Never assigned.
-type podOpt = apitest.PodOpt
-
 func tcp(p int) networkingv1.NetworkPolicyPort {
 	v := intstr.FromInt32(int32(p))
 	return networkingv1.NetworkPolicyPort{Port: &v}

@@ -79,6 +79,9 @@
 //	                are unique, bounded and safe
 //	incremental.go  Compiler and its memo: what one compile keeps for the
 //	                next
+//	hostile.go      the dispatch map entries of local pods (addDispatch),
+//	                and what pods sharing a key or an address get (the
+//	                first keeps it, the others are problems)
 //	logdenied.go    LogDenied: the rate-limited log of denied packets for
 //	                namespaces that opt in (shared np_denied_* chains), the
 //	                drop counters of every isolated pod while the node

@@ -14,7 +14,7 @@ import (
 	"github.com/nftguard/nftguard/npset"
 )
 
-// Names no API server accepts (a hand-written manifest, issue 13 repro 2)
+// Names no API server accepts (possible only in a hand-written manifest)
 // still compile to a table the kernel takes and nft prints and reads back:
 // the pod stays isolated, under hashed names, with quote-free comments.
 func TestHostileNamesCompileToSafeNames(t *testing.T) {

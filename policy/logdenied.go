@@ -10,7 +10,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 )
 
-// Logging of denied packets (issue 16): with Input.LogDenied set, the pods
+// Logging of denied packets: with Input.LogDenied set, the pods
 // of namespaces annotated AnnotationLogDenied: "true" end their chains not
 // in a plain drop but in
 //
@@ -50,7 +50,7 @@ import (
 // DeniedChain), and records only for the namespaces that asked for them.
 // Why the counters come with --log-denied and not always: a counter costs
 // a per-CPU add on the drop path only (allowed packets never reach the
-// final rule), so it is cheap, but principle 3 of the design makes the
+// final rule), so it is cheap, but principle 3 (docs/design.md) makes the
 // table an operator reads and diffs part of the product: without the
 // switch it stays byte for byte what it was before the feature, and the
 // goldens under testdata/ (all but log-denied.nft) pin that. The counters

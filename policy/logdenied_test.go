@@ -258,7 +258,7 @@ func chainLines(text string) map[string][]string {
 // engine renders it (counters aside, whose values nft prints), and nft -f
 // of that listing in a fresh namespace gives a table a fresh engine finds
 // nothing to change in: the log, limit and counter statements are nft's
-// own bytecode (principle 3).
+// own bytecode (docs/design.md, principle 3).
 func TestLogDeniedRoundTripsThroughNft(t *testing.T) {
 	ctx := context.Background()
 	for _, burst := range []uint32{50, 5} {

@@ -4,7 +4,7 @@ import "github.com/nftguard/nftguard/engine"
 
 // linkRules are accepted in both hook chains before any pod's chain is
 // consulted: the IPv6 neighbour discovery pods on one bridge need to reach
-// each other at all (issue 18).
+// each other at all on a bridged (br_netfilter) node.
 //
 // On a bridge with br_netfilter, neighbour solicitations and advertisements
 // between pods cross the inet forward hook. Their addresses are the pods'

@@ -91,7 +91,7 @@ func TestNeighbourDiscoveryRulesAreIPv6Only(t *testing.T) {
 }
 
 // The compiled table loads into the kernel, and nft lists the forward chain
-// with the same rules (principle 3: nft can read what we write).
+// with the same rules (docs/design.md, principle 3: nft reads what we write).
 func TestNeighbourDiscoveryLoadsInKernel(t *testing.T) {
 	ns := testns.New(t, "nd")
 	eng, err := engine.New(engine.Table{Family: "inet", Name: "nftguard"}, engine.WithNetNS(ns.Path))

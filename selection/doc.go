@@ -31,4 +31,12 @@
 // an address that does not parse is reported as a problem and left out.
 // Pods that share a namespace and name (never from an informer, possible
 // in manifests) count once, as the first one in input order.
+//
+// # Where things are
+//
+//	index.go      Memo and Index: one compile's view of namespaces and
+//	              pods, Select and what the previous compile derived
+//	pods.go       Pod (a selected pod with its parsed addresses), the
+//	              per-namespace pod buckets, and which pods count
+//	selectors.go  Selectors: label selectors parsed once per content
 package selection

@@ -7,7 +7,7 @@ import (
 	"github.com/nftguard/nftguard/podset"
 )
 
-// The API-load measurement (issue 17, apiload_test.go) asks of every pod
+// The API-load measurement (apiload_test.go) asks of every pod
 // watch event whether it changed anything the agent keeps. The agent keeps
 // podset records; these helpers compare and size them without depending
 // on the agent's unexported code.

@@ -35,7 +35,7 @@ import (
 )
 
 // TestAPILoad measures what one agent-like informer set costs the API
-// server and the network (issue 17's "design answer, measured"): the
+// server and the network (the envelope's design answer, measured): the
 // initial sync streamed through a watch (watch-list, client-go's default)
 // against a LIST (the feature off), alternated, and a pod-lifecycle churn
 // whose every pod event is compared with what the agent keeps of it.

@@ -16,7 +16,7 @@ import (
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
-// Scenario 7: ClusterNetworkPolicies (issue 15). The scenario-2 cluster
+// Scenario 7: ClusterNetworkPolicies. The scenario-2 cluster
 // plus Admin and Baseline ClusterNetworkPolicies:
 //
 //   - change latency of adding one Admin CNP and of one label change that
@@ -397,7 +397,7 @@ func (c cnpResult) summaryRows(w io.Writer) {
 	}
 }
 
-// goal is the data-path goal line of issue 15.
+// goal is the data-path goal line (≥ 0.9× no firewall with CNPs).
 func (c cnpResult) goal() string {
 	if len(c.DPCNP.TCPConn) == 0 {
 		return "Data path with ClusterNetworkPolicies ≥ 0.9× no firewall: not measured in this run."

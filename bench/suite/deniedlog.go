@@ -14,7 +14,7 @@ import (
 	nfpolicy "github.com/nftguard/nftguard/policy"
 )
 
-// Scenario 6: the price of logging denied traffic (issue 16).
+// Scenario 6: the price of logging denied traffic.
 //
 //   - Allowed traffic with logging on against off, at the profile's
 //     policy count: both tables in the same lab and repetition, every

@@ -14,7 +14,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 )
 
-// The envelope's compiler side (issue 17), measured without an API
+// The envelope's compiler side, measured without an API
 // server by the agent package's own test and benchmark: the live bytes per
 // pod of the caches and compiled state (TestEnvelopeMemory) and the cost of
 // one event, input + build + kernel sync (BenchmarkEnvelopeEvent), at 1k,
@@ -139,7 +139,7 @@ func (e envCompileResult) section(w io.Writer, plots map[string]string) {
 	}
 	fmt.Fprintln(w, "## Envelope: the compilers' side")
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "`%s` (%s) in the repository root: the agent's caches as its informers hold them (client-go indexers, the informer's transform), no API server. **Memory**: live heap after a full collection, per pod, for three transforms: the API objects (before issue 17), unshared records, and the agent's (records with equal labels and ports shared). **Events**: %d events per size, each alternating a change and its undo, each read as the agent's sync loop reads its caches, built, and synced into a real kernel table in a fresh network namespace; the same events at every size (replicas of pod 0, on the agent's node, or of a remote pod; pod 0 relabelled; an 11th policy in namespace 0 selecting pod 0's Deployment). CPU is the process's, collection included.\n\n",
+	fmt.Fprintf(w, "`%s` (%s) in the repository root: the agent's caches as its informers hold them (client-go indexers, the informer's transform), no API server. **Memory**: live heap after a full collection, per pod, for three transforms: the API objects (as cached before podset records), unshared records, and the agent's (records with equal labels and ports shared). **Events**: %d events per size, each alternating a change and its undo, each read as the agent's sync loop reads its caches, built, and synced into a real kernel table in a fresh network namespace; the same events at every size (replicas of pod 0, on the agent's node, or of a remote pod; pod 0 relabelled; an 11th policy in namespace 0 selecting pod 0's Deployment). CPU is the process's, collection included.\n\n",
 		e.Command, e.Duration.Round(time.Second), envEventsPerSize)
 	if name, ok := plots["envelope-memory"]; ok {
 		fmt.Fprintf(w, "![live bytes per pod](%s)\n\n", name)

@@ -23,7 +23,7 @@ type memoryMeasured struct {
 	// The first sync's parts: the informers' list and decode (from the
 	// agent's log), the compile and the kernel sync (from its metrics).
 	CachesSyncedSeconds, CompileSeconds, KernelSeconds float64
-	// API load (issue 17): what an informer set like the agent's
+	// API load: what an informer set like the agent's
 	// receives, counted by a wrapping RoundTripper (bytes after the
 	// transport's gzip decoding), on its connection (wire bytes: TLS
 	// records) and by its event handlers.

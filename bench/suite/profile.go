@@ -45,7 +45,7 @@ var (
 
 // profiles returns the named profile: full for `make bench`, quick for
 // regular use (< 5 min), smoke to keep the program working in CI (< 60 s),
-// envelope on demand only (issue 17: the compilers' bytes per pod and
+// envelope on demand only (the compilers' bytes per pod and
 // per-event cost at 1k-150k pods, envelope_compile.go, then scenario 4 at
 // 150k pods over 5,000 Nodes, 30 on the agent's node, 10k policies; 20-30
 // minutes, most of it creating the objects; $BENCH_ENVELOPE_PODS picks a

@@ -1,6 +1,6 @@
 // Command nftguard enforces Kubernetes network policy with nftables over
-// netlink, in one table it owns and nothing else. See README.md and
-// DESIGN.md for the subcommands.
+// netlink, in one table it owns and nothing else. See README.md for the
+// subcommands and docs/design.md for the principles behind them.
 package main
 
 import (

@@ -38,4 +38,29 @@
 // inet_proto values print as the names of Debian 12's /etc/protocols
 // (compiled in, see protocols.go), and ranges print as numbers, as nft does.
 // Only inet tables are supported.
+//
+// # Where things are
+//
+//	types.go          Family, DataType, Type, SetDecl, Compiled: the
+//	                  package's vocabulary (and its overview comment)
+//	lexer.go          rule text to tokens; SyntaxError
+//	parser.go         tokens to a ruleAST, refusing anything outside the
+//	                  subset above
+//	ast.go            the ruleAST and its statements, printed as nft prints
+//	                  them
+//	compile.go        CompileRule: a ruleAST to the expressions nft emits,
+//	                  protocol dependencies included
+//	render.go         RenderRule: expressions back to rule text
+//	fields.go         the selectors (ip saddr, th dport, meta mark, ...):
+//	                  their loads and data types
+//	datatypes.go      the data types nft knows, with nft's ids; ParseType
+//	elements.go       element text to kernel elements and back
+//	                  (EncodeElements, DecodeElements), ParseSetDecl
+//	plain.go          the fast path of EncodeElements for sets without
+//	                  intervals
+//	userdata.go       set and rule user data as nft writes it, ClipComment
+//	strings.go        CheckName, CheckComment: what nft reads back unchanged
+//	protocols.go      /etc/protocols as nft 1.0.6 prints it (generated)
+//	gen_protocols.go  the generator of protocols.go (go:build ignore)
+//	util.go           maskBytes: a prefix as a byte mask
 package nftsyntax

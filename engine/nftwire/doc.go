@@ -7,4 +7,10 @@
 //
 // It is the only package of this module that imports the v0.x
 // github.com/google/nftables: see expr.go.
+//
+//	expr.go      Expr and the expression types nft writes, and their fields
+//	encode.go    AppendExpr and Canonical: expressions to netlink attributes
+//	decode.go    DecodeExpr: netlink attributes back to expressions
+//	elem.go      Family and Elem: set elements in kernel form
+//	userdata.go  UserData: the libnftnl TLVs of comments and set metadata
 package nftwire

@@ -6,4 +6,13 @@
 // cache keyed by version (BinDir). Start fails the test, naming the command,
 // when they are missing: a test that cannot reach its dependency must not
 // pass quietly.
+//
+//	server.go   Start, Options, Server: etcd and kube-apiserver on loopback,
+//	            with tokens per user and a service-account key
+//	bins.go     where hack/k8sbins/build.sh puts the binaries, and the error
+//	            that says how to build them
+//	proc.go     the child processes, free ports, log tails, polling
+//	crd.go      the ClusterNetworkPolicy CRD from the module cache, installed
+//	objects.go  namespaces and running pods, as a kubelet would report them
+//	apply.go    Apply: server-side apply of manifests
 package kubetest

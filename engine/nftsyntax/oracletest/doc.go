@@ -1,7 +1,7 @@
 // Package oracletest holds kernel oracle tests for named sets and maps
-// (DESIGN.md principle 3, issue 4 tests 3 and 4) that need both the engine
-// and nftsyntax: the engine imports nftsyntax, so these tests cannot live in
-// package nftsyntax without an import cycle.
+// (docs/design.md, principle 3: write what nft writes) that need both the
+// engine and nftsyntax: the engine imports nftsyntax, so these tests
+// cannot live in package nftsyntax without an import cycle.
 //
 // Each test writes sets through the engine into one network namespace,
 // declares the same sets with `nft -f` in another, and compares what the

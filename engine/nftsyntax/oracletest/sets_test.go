@@ -163,10 +163,11 @@ func setComment(c string) []byte {
 	return append([]byte{7, byte(len(c) + 1)}, append([]byte(c), 0)...)
 }
 
-// TestOracleSets is issue 4 tests 3 and 4: for every case, the engine (with
-// nftsyntax.SetUserData, SetFlags and EncodeElements) writes the set into
-// namespace A, nft -f declares it in namespace B, and the kernel's copies,
-// nft's listings and DecodeElements of the dumped elements must agree.
+// TestOracleSets proves that named sets and maps are written as nft
+// writes them: for every case, the engine (with nftsyntax.SetUserData,
+// SetFlags and EncodeElements) writes the set into namespace A, nft -f
+// declares it in namespace B, and the kernel's copies, nft's listings and
+// DecodeElements of the dumped elements must agree.
 func TestOracleSets(t *testing.T) {
 	start := time.Now()
 	runSetBatch(t, setCases, nil, false)
