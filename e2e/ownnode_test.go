@@ -32,16 +32,15 @@ import (
 // SCTP on ports 80 and 81, IPv4 and IPv6; and from n1 itself into its pods
 // (kubelet-style probes).
 type ownNodeLab struct {
-	t          *testing.T
-	lab        *netlab.Lab
-	rt         *netlab.Runtime
-	bridged    bool
-	dir        string
-	hosts      map[string]*netlab.Endpoint // n1, n2: the nodes' servers
-	policies   []*networkingv1.NetworkPolicy
-	cnps       []*v1beta1.ClusterNetworkPolicy
-	logDenied  bool
-	lastTarget []ownNodeTarget
+	t         *testing.T
+	lab       *netlab.Lab
+	rt        *netlab.Runtime
+	bridged   bool
+	dir       string
+	hosts     map[string]*netlab.Endpoint // n1, n2: the nodes' servers
+	policies  []*networkingv1.NetworkPolicy
+	cnps      []*v1beta1.ClusterNetworkPolicy
+	logDenied bool
 }
 
 // ownNodeTarget is one destination of the probes.
@@ -291,8 +290,6 @@ func verdictWord(allowed bool) string {
 	}
 	return "denied"
 }
-
-func isOwnNode(t ownNodeTarget) bool { return strings.HasSuffix(t.name, "(own node)") }
 
 // TestEgressToOwnNode: a pod's egress to an address of its own node is
 // delivered locally (the input hook) and never crosses the forward hook;
