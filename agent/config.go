@@ -65,6 +65,10 @@ type Config struct {
 	// and the agent reads the group and writes one log record each.
 	LogDenied *policy.LogDenied
 
+	// eventReporters is how many nodes report a problem every node finds
+	// (tests lower it); zero means DefaultEventReporters.
+	eventReporters int
+
 	// noPodsAfter is how long no pod may be scheduled to NodeName before
 	// the agent warns (tests shorten it); zero means a minute.
 	noPodsAfter time.Duration

@@ -41,6 +41,7 @@ type metrics struct {
 	localPods        prometheus.Gauge
 	nodeWithoutPods  prometheus.Gauge
 	eventToKernel    *prometheus.HistogramVec
+	events           *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -108,8 +109,12 @@ func newMetrics() *metrics {
 			Help:    "From an informer delivering a change to the end of the sync that put it in the kernel, by object kind.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"kind"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nftguard_events_total",
+			Help: "Warning Events this node sent, by result: created, or exists (another node wrote the same problem's Event first).",
+		}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.conntrackCleared, m.quarantined, m.checks, m.localPods, m.nodeWithoutPods, m.eventToKernel, m.syncs, m.syncDuration, m.compileSeconds, m.operations, m.tableObjects,
+	m.reg.MustRegister(m.events, m.conntrackCleared, m.quarantined, m.checks, m.localPods, m.nodeWithoutPods, m.eventToKernel, m.syncs, m.syncDuration, m.compileSeconds, m.operations, m.tableObjects,
 		m.invalidObjects, m.driftDetected, m.driftRepairs, m.errors, m.lastSuccess, m.informerEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Export every error kind from the start, so alerts on rate() see zeros.
@@ -118,6 +123,9 @@ func newMetrics() *metrics {
 	}
 	for _, r := range []string{"success", "error"} {
 		m.syncs.WithLabelValues(r)
+	}
+	for _, r := range []string{eventCreated, eventExists} {
+		m.events.WithLabelValues(r)
 	}
 	return m
 }

@@ -99,7 +99,7 @@ func Run(ctx context.Context, cfg Config) error {
 	src.cnp = newCNPSource(cnpClient, client.Discovery(), cfg.CNPCheckInterval, m, log, onChange)
 	defer src.cnp.shutdown()
 
-	events := newEventRecorder(client, cfg.NodeName, m, log, src.uidOf)
+	events := newEventRecorder(client, cfg.NodeName, cfg.eventReporters, m, log, src.uidOf)
 	wg.Go(func() { events.run(ctx) })
 
 	// Until the caches are complete the table of the previous run stays in

@@ -79,7 +79,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 		}
 		err = ierr
 	}
-	s.report(res)
+	s.report(in, res)
 	if err != nil {
 		s.fail(errorKindSync)
 		return err // the engine's errors name the table and the object
@@ -117,9 +117,9 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 
 // report sends the compile problems and the quarantined objects to Events
 // and metrics.
-func (s *syncer) report(res compose.Result) {
+func (s *syncer) report(in compose.Input, res compose.Result) {
 	held := s.q.problems()
-	s.events.report(res.Problems, res.Warnings, held)
+	s.events.report(res.Problems, res.Warnings, held, cluster{pods: in.Pods, nodes: in.Nodes})
 	s.m.quarantined.Reset()
 	for k := range s.q.held {
 		s.m.quarantined.WithLabelValues(k.kind, k.namespace, k.name).Set(1)
