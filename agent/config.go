@@ -32,7 +32,9 @@ type Config struct {
 	// NetNS, when set, is the path of the network namespace the table is
 	// programmed in (multi-node simulation on one machine, tests).
 	NetNS string
-	// ClusterCIDRs and ServiceCIDRs tell egress SNAT what is in-cluster.
+	// ClusterCIDRs and ServiceCIDRs tell egress SNAT what is in-cluster,
+	// in addition to what the cluster says: Nodes' spec.podCIDRs and
+	// ServiceCIDR objects.
 	ClusterCIDRs []netip.Prefix
 	ServiceCIDRs []netip.Prefix
 

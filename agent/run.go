@@ -98,6 +98,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	src.cnp = newCNPSource(cnpClient, client.Discovery(), cfg.CNPCheckInterval, m, log, onChange)
 	defer src.cnp.shutdown()
+	// Service ranges from the cluster: never waited for (see servicecidr.go).
+	src.serviceCIDRs = newServiceCIDRSource(client, m, log, onChange)
+	wg.Go(func() { src.serviceCIDRs.run(ctx) })
 
 	events := newEventRecorder(client, cfg.NodeName, cfg.eventReporters, m, log, src.uidOf)
 	wg.Go(func() { events.run(ctx) })

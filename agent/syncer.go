@@ -100,7 +100,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	if why.has(reasonDrift) {
 		s.m.driftRepairs.Inc()
 	}
-	if err := s.clearConntrack(ctx, res.EgressBindings); err != nil {
+	if err := s.clearConntrack(ctx, in, res.EgressBindings); err != nil {
 		return err
 	}
 	level := slog.LevelDebug
@@ -167,12 +167,13 @@ func (r reason) String() string {
 // clearConntrack deletes conntrack entries whose egress translation the
 // table no longer makes: the kernel applies NAT rules only to a flow's first
 // packet. It reads the whole conntrack table, so it runs only when the
-// bindings changed.
-func (s *syncer) clearConntrack(ctx context.Context, bindings map[netip.Addr]egress.Binding) error {
+// bindings changed. The cluster's ranges are those the egress compiler
+// used: the flags, the Nodes' pod ranges and the ServiceCIDR objects.
+func (s *syncer) clearConntrack(ctx context.Context, in compose.Input, bindings map[netip.Addr]egress.Binding) error {
 	if s.cleared != nil && maps.Equal(s.cleared, bindings) {
 		return nil
 	}
-	st, err := conntrack.ClearStale(ctx, s.cfg.NetNS, bindings, conntrack.WithCIDRs(s.cfg.ClusterCIDRs, s.cfg.ServiceCIDRs))
+	st, err := conntrack.ClearStale(ctx, s.cfg.NetNS, bindings, conntrack.WithCIDRs(egress.PodRanges(in.ClusterCIDRs, in.Nodes), in.ServiceCIDRs))
 	if err != nil {
 		s.m.errors.WithLabelValues(errorKindConntrack).Inc()
 		return fmt.Errorf("table synced, but stale egress translations not cleared: %w", err)

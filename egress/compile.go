@@ -145,6 +145,9 @@ func Compile(in Input) Output {
 		}
 		return services[i].key < services[j].key
 	})
+	if len(services) == 0 {
+		return out // no egress asked for (and the Nodes are not read)
+	}
 	// Translating a family without knowing the cluster's pod addresses of
 	// that family would translate pod-to-pod traffic too: a family with no
 	// known pod range is not translated at all.
