@@ -79,8 +79,10 @@ type eventRecorder struct {
 	// uidOf finds the object's UID in the informer caches ("" if gone).
 	uidOf func(problem.Object) types.UID
 
-	mu   sync.Mutex
-	seen map[string]bool // problem keys reported (or queued) and still current
+	mu sync.Mutex
+	// seen are the current problems, logged and counted once each;
+	// queued those whose Event this node sent (or will send).
+	seen, queued map[string]bool
 	// passed are the current problems another node reports, with the
 	// voters they were ranked among: decided again when those change.
 	passed map[string]*voters
@@ -98,7 +100,7 @@ func newEventRecorder(client kubernetes.Interface, node string, reporters int, m
 		reporters = DefaultEventReporters
 	}
 	return &eventRecorder{client: client, node: node, m: m, log: log, uidOf: uidOf,
-		seen: map[string]bool{}, passed: map[string]*voters{},
+		seen: map[string]bool{}, queued: map[string]bool{}, passed: map[string]*voters{},
 		elect: electorate{node: node, k: reporters},
 		q:     make(chan queuedEvent, 256)}
 }
@@ -132,14 +134,36 @@ func (r *eventRecorder) report(problems, warnings, quarantined []problem.Problem
 		uid := r.uidOf(ref)
 		key := fmt.Sprintf("%s|%s|%s|%s|%s", ref.Kind, ref.Namespace, ref.Name, uid, p.Error())
 		current[key] = true
-		if r.seen[key] {
-			continue
-		}
 		// A Pod's problems are about this node's pods (the policy
 		// compiler reports local pods only); a quarantine is this node's
 		// kernel's answer: this node reports them, in an Event of its
 		// own. Other problems every node finds alike.
 		local := p.Local || held || ref.Kind == "Pod"
+		reason := reasonCompileFailed
+		switch {
+		case held:
+			reason = reasonQuarantined
+		case !skipped:
+			reason = reasonNotFullyApplied
+		}
+		if !r.seen[key] {
+			// Every node logs and counts what it finds; only the
+			// Event is written once for the cluster.
+			r.seen[key] = true
+			switch reason {
+			case reasonQuarantined:
+				r.m.errors.WithLabelValues(errorKindQuarantined).Inc()
+				r.log.Warn("object quarantined", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
+			case reasonCompileFailed:
+				r.m.errors.WithLabelValues(errorKindInvalidObject).Inc()
+				r.log.Warn("object left out of the table", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
+			default:
+				r.log.Warn("object does not take full effect", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "warning", p.Error())
+			}
+		}
+		if r.queued[key] {
+			continue
+		}
 		if !local {
 			v := r.elect.voters(ref)
 			if r.passed[key] == v {
@@ -151,32 +175,20 @@ func (r *eventRecorder) report(problems, warnings, quarantined []problem.Problem
 			}
 			delete(r.passed, key)
 		}
-		r.seen[key] = true
-		reason := reasonCompileFailed
-		switch {
-		case held:
-			reason = reasonQuarantined
-			r.m.errors.WithLabelValues(errorKindQuarantined).Inc()
-			r.log.Warn("object quarantined", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
-		case skipped:
-			r.m.errors.WithLabelValues(errorKindInvalidObject).Inc()
-			r.log.Warn("object left out of the table", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
-		default:
-			reason = reasonNotFullyApplied
-			r.log.Warn("object does not take full effect", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "warning", p.Error())
-		}
 		select {
 		case r.q <- queuedEvent{key, r.event(ref, uid, reason, p.Error(), local)}:
+			r.queued[key] = true
 		default:
-			// Queue full (API server down during a storm): forget the
-			// key so a later sync reports it again.
-			delete(r.seen, key)
+			// Queue full (API server down during a storm): a later
+			// sync that still has the problem sends it.
 		}
 	}
 	// A fixed (or deleted) object may break again later: report it then.
-	for k := range r.seen {
-		if !current[k] {
-			delete(r.seen, k)
+	for _, m := range []map[string]bool{r.seen, r.queued} {
+		for k := range m {
+			if !current[k] {
+				delete(m, k)
+			}
 		}
 	}
 	for k := range r.passed {
@@ -276,7 +288,7 @@ func (r *eventRecorder) run(ctx context.Context) {
 				r.m.errors.WithLabelValues(errorKindEvent).Inc()
 				r.log.Error("create event", "namespace", qe.ev.Namespace, "object", qe.ev.InvolvedObject.Name, "err", err)
 				r.mu.Lock()
-				delete(r.seen, qe.key) // retried at the next sync that still has the problem
+				delete(r.queued, qe.key) // retried at the next sync that still has the problem
 				r.mu.Unlock()
 			}
 		}

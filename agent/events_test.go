@@ -129,7 +129,8 @@ func quietRecorder(client *fake.Clientset, node string, k int) *eventRecorder {
 // TestRecordersShareOneEvent: two nodes report one problem; the second's
 // create is refused as AlreadyExists, which is success, and is not retried;
 // a node-local problem is reported by the node that has it even when it is
-// not a reporter of the object's other problems.
+// not a reporter of the object's other problems; every node counts what it
+// finds.
 func TestRecordersShareOneEvent(t *testing.T) {
 	client := fake.NewClientset()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -190,6 +191,10 @@ func TestRecordersShareOneEvent(t *testing.T) {
 		wrote += len(r.q)
 		if n.Name == "node-004" && len(r.q) == 0 {
 			t.Error("node-004 did not report its own local problem")
+		}
+		// Every node logs and counts what it finds, reporter or not.
+		if v := testutil.ToFloat64(r.m.errors.WithLabelValues(errorKindInvalidObject)); v != 1 {
+			t.Errorf("%s counted %v invalid objects, want 1", n.Name, v)
 		}
 	}
 	if wrote != 1+10 {
