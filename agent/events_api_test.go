@@ -16,10 +16,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/kubetest"
 	"github.com/nftguard/nftguard/internal/testns"
 )
+
+// apiPod is a pod the API server accepts, labelled app=NAMESPACE.
+func apiPod(ns, name, node string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": ns}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "agnhost"}}}}
+}
 
 // countingTransport counts the Event creates an agent sends.
 type countingTransport struct {
@@ -55,11 +60,11 @@ func TestEventsOncePerProblem(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, n := range nodes {
-		if _, err := kubetest.CreateRunningPod(ctx, admin, apitest.Pod("t", "p-"+n, "", apitest.OnNode(n)), fmt.Sprintf("10.77.%d.2", i)); err != nil {
+		if _, err := kubetest.CreateRunningPod(ctx, admin, apiPod("t", "p-"+n, n), fmt.Sprintf("10.77.%d.2", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := kubetest.CreateRunningPod(ctx, admin, apitest.Pod("lone", "p", "", apitest.OnNode("n1")), "10.77.0.3"); err != nil {
+	if _, err := kubetest.CreateRunningPod(ctx, admin, apiPod("lone", "p", "n1"), "10.77.0.3"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -141,7 +146,14 @@ func TestEventsOncePerProblem(t *testing.T) {
 	waitFor("lone", lone)
 	// Later syncs change nothing: give the agents a few, then count.
 	for round := range 3 {
-		write("t", "unrelated", fmt.Sprint(round%2 == 0))
+		p, err := admin.CoreV1().Pods("t").Get(ctx, "p-n1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Labels["round"] = fmt.Sprint(round)
+		if _, err := admin.CoreV1().Pods("t").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		time.Sleep(300 * time.Millisecond)
 	}
 	time.Sleep(time.Second)
