@@ -120,6 +120,9 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Info("stopped before the caches synced; table left in place")
 		return nil
 	}
+	// Not a condition (see servicecidr.go): bounded, so that the first
+	// sync normally has the Service ranges and no second one follows.
+	src.serviceCIDRs.waitSettled(ctx, serviceCIDRWait)
 	log.Info("informer caches synced", "after", time.Since(start).Round(time.Millisecond), "cluster_network_policy_version", src.cnp.watching())
 	wg.Go(func() { src.cnp.run(ctx) })
 

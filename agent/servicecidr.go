@@ -21,12 +21,12 @@ const serviceCIDRKind = "ServiceCIDR"
 
 // serviceCIDRSource follows networking.k8s.io/v1 ServiceCIDR objects, the
 // cluster's own list of Service ranges, so that egress translation knows
-// them without --service-cidr. They are an aid, not a condition: the agent
-// never waits for them (a Service range that egress does not know is a
-// destination that kube-proxy has already translated to a pod, or one
-// without endpoints), so an API server that does not serve the kind, or a
-// ClusterRole without the permission, is logged once and leaves the flags
-// alone in force; nothing else is held back.
+// them without --service-cidr. They are an aid, not a condition (a Service
+// address that egress does not know is one kube-proxy has not translated
+// to a pod: a Service without endpoints): the first sync waits for them at
+// most serviceCIDRWait after the other caches, and an API server that does
+// not serve the kind, or a ClusterRole without the permission, is logged
+// once and leaves the flags alone in force; nothing else is held back.
 type serviceCIDRSource struct {
 	client kubernetes.Interface
 	log    *slog.Logger
@@ -34,19 +34,44 @@ type serviceCIDRSource struct {
 	// onChange is the informers' change callback (see newSources).
 	onChange func(kind string, initial bool)
 
+	// settled is closed once the ranges are read or known not to be
+	// readable.
+	settled     chan struct{}
+	settledOnce sync.Once
+
 	mu     sync.Mutex
 	inf    cache.SharedIndexInformer // nil until the kind is known to be readable
 	cached []netip.Prefix
 	dirty  bool
 }
 
+// serviceCIDRWait bounds how long the first sync waits for the ranges
+// after the other caches synced: only so that it is not followed at once
+// by a second sync that adds them.
+const serviceCIDRWait = 5 * time.Second
+
 func newServiceCIDRSource(client kubernetes.Interface, m *metrics, log *slog.Logger, onChange func(string, bool)) *serviceCIDRSource {
-	return &serviceCIDRSource{client: client, m: m, log: log, onChange: onChange}
+	return &serviceCIDRSource{client: client, m: m, log: log, onChange: onChange, settled: make(chan struct{})}
+}
+
+func (s *serviceCIDRSource) settle() { s.settledOnce.Do(func() { close(s.settled) }) }
+
+// waitSettled waits until the ranges are read or known not to be
+// readable, at most d.
+func (s *serviceCIDRSource) waitSettled(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.settled:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // run asks once whether ServiceCIDRs can be listed (retrying while the API
 // server cannot answer), then watches them until ctx is done.
 func (s *serviceCIDRSource) run(ctx context.Context) {
+	defer s.settle()
 	backoff := time.Second
 	for {
 		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -84,7 +109,7 @@ func (s *serviceCIDRSource) run(ctx context.Context) {
 		s.mu.Unlock()
 		s.onChange(serviceCIDRKind, initial)
 	}
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    func(_ any, initial bool) { changed(initial) },
 		UpdateFunc: func(_, _ any) { changed(false) },
 		DeleteFunc: func(any) { changed(false) },
@@ -96,13 +121,16 @@ func (s *serviceCIDRSource) run(ctx context.Context) {
 	}
 	f.Start(ctx.Done())
 	defer f.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	// The handler's own sync: its initial adds have been delivered, so
+	// none of them triggers a sync after the first.
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		return
 	}
 	s.mu.Lock()
 	s.inf, s.dirty = inf, true
 	s.mu.Unlock()
-	s.onChange(serviceCIDRKind, false) // synced: the ranges enter the next sync
+	s.onChange(serviceCIDRKind, true) // the ranges enter the next sync
+	s.settle()
 	s.log.Info("watching ServiceCIDR objects for the cluster's Service ranges")
 	<-ctx.Done()
 }

@@ -50,6 +50,12 @@ func TestServiceCIDRSource(t *testing.T) {
 			done := make(chan struct{})
 			go func() { s.run(ctx); close(done) }()
 			defer func() { cancel(); <-done }()
+			// The first sync waits for this, in every case.
+			select {
+			case <-s.settled:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the source never settled")
+			}
 			if tc.err != nil {
 				select {
 				case <-done:
