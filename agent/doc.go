@@ -8,7 +8,11 @@
 // and calls engine.Sync. When the kernel refuses a batch, the loop finds the
 // refused objects with check-only batches and holds them back (see
 // quarantine.go). ClusterNetworkPolicies are watched only while their CRD
-// is served, which the agent follows without a restart (see cnp.go). The
+// is served, which the agent follows without a restart (see cnp.go);
+// ServiceCIDR objects, for egress, only when the API serves them and the
+// ClusterRole allows it, never as a condition (see servicecidr.go). Problems
+// become Warning Events once per problem in the cluster, not once per node
+// (see events.go). The
 // engine's netlink monitor reports foreign changes to the table (drift),
 // which the same loop repairs. Because the loop is the only writer, syncs
 // never overlap and every metric describes one sync.
