@@ -32,7 +32,9 @@ type Config struct {
 	// NetNS, when set, is the path of the network namespace the table is
 	// programmed in (multi-node simulation on one machine, tests).
 	NetNS string
-	// ClusterCIDRs and ServiceCIDRs tell egress SNAT what is in-cluster.
+	// ClusterCIDRs and ServiceCIDRs tell egress SNAT what is in-cluster,
+	// in addition to what the cluster says: Nodes' spec.podCIDRs and
+	// ServiceCIDR objects.
 	ClusterCIDRs []netip.Prefix
 	ServiceCIDRs []netip.Prefix
 
@@ -64,6 +66,10 @@ type Config struct {
 	// opt in (policy.LogDenied): the table logs them to an NFLOG group,
 	// and the agent reads the group and writes one log record each.
 	LogDenied *policy.LogDenied
+
+	// eventReporters is how many nodes report a problem every node finds
+	// (tests lower it); zero means DefaultEventReporters.
+	eventReporters int
 
 	// noPodsAfter is how long no pod may be scheduled to NodeName before
 	// the agent warns (tests shorten it); zero means a minute.

@@ -11,7 +11,11 @@
 // batches, compiled here) and syncs the rest; they are held back until
 // they change. ClusterNetworkPolicies are watched only while their CRD is
 // served, which the agent follows without a restart (cnp.go): they are
-// one of the caches the table is compiled from, so they stay here. The
+// one of the caches the table is compiled from, so they stay here.
+// ServiceCIDR objects, for egress, are watched only when the API serves
+// them and the ClusterRole allows it, never as a condition
+// (servicecidr.go). Problems become Warning Events once per problem in the
+// cluster, not once per node (events.go). The
 // engine's netlink monitor reports foreign changes to the table (drift),
 // which the same loop repairs. Because the loop is the only writer, syncs
 // never overlap and every metric describes one sync.

@@ -2,16 +2,22 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/problem"
 )
 
@@ -25,10 +31,46 @@ const reasonQuarantined = "NftguardQuarantined"
 // yet, such as an egress Service without a load-balancer address.
 const reasonNotFullyApplied = "NftguardNotFullyApplied"
 
-// eventRecorder turns compile problems into Kubernetes Warning events, once
-// per object and message: a bad object is reported when it appears (or its
-// problem changes), not on every sync. Events are sent by one goroutine so
-// an unreachable API server never delays a sync.
+// DefaultEventReporters is how many nodes report a problem that every node
+// finds alike: more than one, so that one node whose agent is down or late
+// does not hide it; few, so that the cluster's size does not multiply a
+// tenant's mistake.
+const DefaultEventReporters = 3
+
+// Values of the result label of nftguard_events_total.
+const (
+	eventCreated = "created" // a new Event was written
+	eventExists  = "exists"  // another node (or an earlier run) wrote it first
+)
+
+// eventRecorder turns compile problems into Kubernetes Warning Events, once
+// per problem in the cluster, not once per node:
+//
+//   - An Event's name is derived from the object (with its UID), the reason
+//     and the message, so every node that reports one problem writes the
+//     same Event: the first create succeeds, the others are refused with
+//     AlreadyExists, which is success. A changed problem (the object
+//     rewritten with another bad value) is a new Event; one that comes back
+//     unchanged while its Event still exists is not written again (no count
+//     updates: an Event's count would be a write per node).
+//   - Only a few nodes report a problem that every node finds alike (an
+//     invalid object): of the nodes that host a pod of the object's
+//     namespace, where the object would take effect (all Nodes when none
+//     does, or for a cluster-scoped object), the reporters nodes ranking
+//     highest for that object by rendezvous hashing. Every agent computes
+//     the same ranking from its caches, without talking to the others.
+//     Problems only the compiling node can find (its own pods; objects its
+//     kernel refuses) are reported by that node, in an Event whose name
+//     includes the node: at most one per node where the object takes
+//     effect.
+//
+// client-go's recorder and its EventCorrelator are not used: they aggregate
+// and rate-limit the Events of one process, and name Events by time, so
+// they cannot stop 5,000 processes from writing one problem 5,000 times.
+//
+// A problem is reported when it appears (or changes), not on every sync.
+// Events are sent by one goroutine so an unreachable API server never
+// delays a sync.
 type eventRecorder struct {
 	client kubernetes.Interface
 	node   string
@@ -37,9 +79,15 @@ type eventRecorder struct {
 	// uidOf finds the object's UID in the informer caches ("" if gone).
 	uidOf func(problem.Object) types.UID
 
-	mu   sync.Mutex
-	seen map[string]bool // problem keys reported (or queued) and still current
-	q    chan queuedEvent
+	mu sync.Mutex
+	// seen are the current problems, logged and counted once each;
+	// queued those whose Event this node sent (or will send).
+	seen, queued map[string]bool
+	// passed are the current problems another node reports, with the
+	// voters they were ranked among: decided again when those change.
+	passed map[string]*voters
+	elect  electorate
+	q      chan queuedEvent
 }
 
 type queuedEvent struct {
@@ -47,17 +95,30 @@ type queuedEvent struct {
 	ev  *corev1.Event
 }
 
-func newEventRecorder(client kubernetes.Interface, node string, m *metrics, log *slog.Logger, uidOf func(problem.Object) types.UID) *eventRecorder {
+func newEventRecorder(client kubernetes.Interface, node string, reporters int, m *metrics, log *slog.Logger, uidOf func(problem.Object) types.UID) *eventRecorder {
+	if reporters <= 0 {
+		reporters = DefaultEventReporters
+	}
 	return &eventRecorder{client: client, node: node, m: m, log: log, uidOf: uidOf,
-		seen: map[string]bool{}, q: make(chan queuedEvent, 256)}
+		seen: map[string]bool{}, queued: map[string]bool{}, passed: map[string]*voters{},
+		elect: electorate{node: node, k: reporters},
+		q:     make(chan queuedEvent, 256)}
+}
+
+// cluster is what the reporters of a problem are chosen from: the pods and
+// Nodes of the compile that found it.
+type cluster struct {
+	pods  *podset.Set
+	nodes []*corev1.Node
 }
 
 // report is called after every compile with all current problems, and the
 // objects held back because the kernel refuses them.
-func (r *eventRecorder) report(problems, warnings, quarantined []problem.Problem) {
+func (r *eventRecorder) report(problems, warnings, quarantined []problem.Problem, c cluster) {
 	current := map[string]bool{}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.elect.begin(c)
 	all := append(append(append([]problem.Problem{}, problems...), quarantined...), warnings...)
 	for i, p := range all {
 		// Problems are objects left out of the table; quarantined objects
@@ -73,40 +134,74 @@ func (r *eventRecorder) report(problems, warnings, quarantined []problem.Problem
 		uid := r.uidOf(ref)
 		key := fmt.Sprintf("%s|%s|%s|%s|%s", ref.Kind, ref.Namespace, ref.Name, uid, p.Error())
 		current[key] = true
-		if r.seen[key] {
-			continue
-		}
-		r.seen[key] = true
+		// A Pod's problems are about this node's pods (the policy
+		// compiler reports local pods only); a quarantine is this node's
+		// kernel's answer: this node reports them, in an Event of its
+		// own. Other problems every node finds alike.
+		local := p.Local || held || ref.Kind == "Pod"
 		reason := reasonCompileFailed
 		switch {
 		case held:
 			reason = reasonQuarantined
-			r.m.errors.WithLabelValues(errorKindQuarantined).Inc()
-			r.log.Warn("object quarantined", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
-		case skipped:
-			r.m.errors.WithLabelValues(errorKindInvalidObject).Inc()
-			r.log.Warn("object left out of the table", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
-		default:
+		case !skipped:
 			reason = reasonNotFullyApplied
-			r.log.Warn("object does not take full effect", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "warning", p.Error())
+		}
+		if !r.seen[key] {
+			// Every node logs and counts what it finds; only the
+			// Event is written once for the cluster.
+			r.seen[key] = true
+			switch reason {
+			case reasonQuarantined:
+				r.m.errors.WithLabelValues(errorKindQuarantined).Inc()
+				r.log.Warn("object quarantined", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
+			case reasonCompileFailed:
+				r.m.errors.WithLabelValues(errorKindInvalidObject).Inc()
+				r.log.Warn("object left out of the table", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
+			default:
+				r.log.Warn("object does not take full effect", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "warning", p.Error())
+			}
+		}
+		if r.queued[key] {
+			continue
+		}
+		if !local {
+			v := r.elect.voters(ref)
+			if r.passed[key] == v {
+				continue
+			}
+			if !r.elect.mine(ref, v) {
+				r.passed[key] = v
+				continue
+			}
+			delete(r.passed, key)
 		}
 		select {
-		case r.q <- queuedEvent{key, r.event(ref, uid, reason, p.Error())}:
+		case r.q <- queuedEvent{key, r.event(ref, uid, reason, p.Error(), local)}:
+			r.queued[key] = true
 		default:
-			// Queue full (API server down during a storm): forget the
-			// key so a later sync reports it again.
-			delete(r.seen, key)
+			// Queue full (API server down during a storm): a later
+			// sync that still has the problem sends it.
 		}
 	}
 	// A fixed (or deleted) object may break again later: report it then.
-	for k := range r.seen {
-		if !current[k] {
-			delete(r.seen, k)
+	for _, m := range []map[string]bool{r.seen, r.queued} {
+		for k := range m {
+			if !current[k] {
+				delete(m, k)
+			}
 		}
 	}
+	for k := range r.passed {
+		if !current[k] {
+			delete(r.passed, k)
+		}
+	}
+	r.elect.end()
 }
 
-func (r *eventRecorder) event(ref problem.Object, uid types.UID, reason, msg string) *corev1.Event {
+// event is the Event about one problem; a local one is this node's own
+// (its name says which node found it).
+func (r *eventRecorder) event(ref problem.Object, uid types.UID, reason, msg string, local bool) *corev1.Event {
 	now := metav1.Now()
 	// Events are namespaced; those about cluster-scoped objects (a
 	// ClusterNetworkPolicy, a Node) go to "default", where client-go's
@@ -116,16 +211,17 @@ func (r *eventRecorder) event(ref problem.Object, uid types.UID, reason, msg str
 	if ns == "" {
 		ns = metav1.NamespaceDefault
 	}
+	msg = truncate(msg, 1000)
+	by := ""
+	if local {
+		by = r.node
+	}
 	return &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{
-			// Unique per report; the dedupe above keeps the count low.
-			Name:      fmt.Sprintf("%s.%x", ref.Name, time.Now().UnixNano()),
-			Namespace: ns,
-		},
+		ObjectMeta: metav1.ObjectMeta{Name: eventName(ref, uid, reason, msg, by), Namespace: ns},
 		InvolvedObject: corev1.ObjectReference{Kind: ref.Kind, APIVersion: ref.APIVersion,
 			Namespace: ref.Namespace, Name: ref.Name, UID: uid},
 		Reason:              reason,
-		Message:             truncate(msg, 1000),
+		Message:             msg,
 		Type:                corev1.EventTypeWarning,
 		Source:              corev1.EventSource{Component: "nftguard", Host: r.node},
 		ReportingController: "nftguard",
@@ -134,6 +230,35 @@ func (r *eventRecorder) event(ref problem.Object, uid types.UID, reason, msg str
 		LastTimestamp:       now,
 		Count:               1,
 	}
+}
+
+// eventName is the same on every node for one problem: the object's name
+// (as much of it as is a DNS label) and a hash of everything the Event
+// says, so that a second reporter's create is refused as AlreadyExists.
+// node is set for a problem only that node finds (and reports).
+func eventName(ref problem.Object, uid types.UID, reason, msg, node string) string {
+	h := sha256.New()
+	for _, s := range []string{ref.APIVersion, ref.Kind, ref.Namespace, ref.Name, string(uid), reason, msg, node} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	prefix := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return '-'
+	}, ref.Name)
+	if len(prefix) > 200 {
+		prefix = prefix[:200]
+	}
+	prefix = strings.Trim(prefix, "-")
+	if prefix == "" {
+		prefix = "nftguard"
+	}
+	return prefix + "." + hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 func truncate(s string, n int) string {
@@ -153,13 +278,156 @@ func (r *eventRecorder) run(ctx context.Context) {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			_, err := r.client.CoreV1().Events(qe.ev.Namespace).Create(cctx, qe.ev, metav1.CreateOptions{})
 			cancel()
-			if err != nil && ctx.Err() == nil {
+			switch {
+			case err == nil:
+				r.m.events.WithLabelValues(eventCreated).Inc()
+			case apierrors.IsAlreadyExists(err):
+				// Another reporter wrote this very problem: done.
+				r.m.events.WithLabelValues(eventExists).Inc()
+			case ctx.Err() == nil:
 				r.m.errors.WithLabelValues(errorKindEvent).Inc()
 				r.log.Error("create event", "namespace", qe.ev.Namespace, "object", qe.ev.InvolvedObject.Name, "err", err)
 				r.mu.Lock()
-				delete(r.seen, qe.key) // retried at the next sync that still has the problem
+				delete(r.queued, qe.key) // retried at the next sync that still has the problem
 				r.mu.Unlock()
 			}
 		}
 	}
+}
+
+// electorate chooses the nodes that report a problem every node finds
+// alike. The voters of a namespace are kept while its pods' Group is
+// unchanged, so a sync costs the namespaces whose pods changed, not the
+// cluster.
+type electorate struct {
+	node string
+	k    int
+
+	pods  *podset.Set
+	nodes []*corev1.Node
+	byNS  map[string]*voters // the last report's, by namespace
+	used  map[string]*voters // this report's
+	allOf []*corev1.Node     // the Node list all was made from
+	all   *voters
+}
+
+// voters are the names of the nodes that may report an object's problems,
+// sorted and distinct.
+type voters struct {
+	group *podset.Group // the pods they were read from; nil for all Nodes
+	names []string
+}
+
+func (e *electorate) begin(c cluster) {
+	e.pods, e.nodes = c.pods, c.nodes
+	e.used = map[string]*voters{}
+	if !sameList(e.allOf, c.nodes) {
+		e.all, e.allOf = nil, c.nodes
+	}
+}
+
+func (e *electorate) end() { e.byNS, e.used, e.pods, e.nodes = e.used, nil, nil, nil }
+
+func sameList(a, b []*corev1.Node) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// voters are the nodes hosting a pod of ref's namespace, or every Node when
+// no pod is there or ref is cluster-scoped.
+func (e *electorate) voters(ref problem.Object) *voters {
+	if ns := ref.Namespace; ns != "" {
+		if v := e.used[ns]; v != nil {
+			return v
+		}
+		if g := e.group(ns); g != nil {
+			v := e.byNS[ns]
+			if v == nil || v.group != g {
+				v = &voters{group: g, names: podNodes(g)}
+			}
+			if len(v.names) > 0 {
+				e.used[ns] = v
+				return v
+			}
+		}
+	}
+	if e.all == nil {
+		names := []string{e.node} // this node reports even before its Node is in the cache
+		for _, n := range e.nodes {
+			names = append(names, n.Name)
+		}
+		slices.Sort(names)
+		e.all = &voters{names: slices.Compact(names)}
+	}
+	return e.all
+}
+
+func (e *electorate) group(ns string) *podset.Group {
+	gs := e.pods.Groups()
+	i, ok := slices.BinarySearchFunc(gs, ns, func(g *podset.Group, ns string) int { return strings.Compare(g.Namespace, ns) })
+	if !ok {
+		return nil
+	}
+	return gs[i]
+}
+
+func podNodes(g *podset.Group) []string {
+	var names []string
+	for _, p := range g.Items {
+		if p.NodeName != "" {
+			names = append(names, p.NodeName)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// mine reports whether this node is among the k voters that rank highest
+// for ref (rendezvous hashing: each voter's rank is a hash of its name and
+// the object, so every agent finds the same reporters, and a voter joining
+// or leaving changes the reporters of few objects).
+func (e *electorate) mine(ref problem.Object, v *voters) bool {
+	if _, ok := slices.BinarySearch(v.names, e.node); !ok {
+		return false // no pod of the namespace here: not where it takes effect
+	}
+	obj := fnvString(fnvOffset, ref.Kind+"\x00"+ref.Namespace+"\x00"+ref.Name+"\x00")
+	own := rank(obj, e.node)
+	above := 0
+	for _, n := range v.names {
+		if n == e.node {
+			continue
+		}
+		if s := rank(obj, n); s > own || s == own && n < e.node {
+			above++
+			if above >= e.k {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
+}
+
+// rank is a node's score for an object, whose FNV-1a state obj is: the
+// state continued with the node's name, then mixed (splitmix64's finalizer)
+// so that names differing in their last byte do not rank side by side.
+func rank(obj uint64, node string) uint64 {
+	h := fnvString(obj, node)
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
 }

@@ -35,6 +35,8 @@ type sources struct {
 	nodes    corelisters.NodeLister
 	// cnp follows the ClusterNetworkPolicy CRD; nil lists none.
 	cnp *cnpSource
+	// serviceCIDRs follows ServiceCIDR objects; nil adds no range.
+	serviceCIDRs *serviceCIDRSource
 
 	// What the last input read, and what changed since: the namespaces
 	// whose pods changed and the other kinds with a change. An input
@@ -205,6 +207,9 @@ func (s *sources) input(cfg *Config) (compose.Input, error) {
 	}
 	if s.cnp != nil {
 		in.ClusterNetworkPolicies = s.cnp.list()
+	}
+	if learned := s.serviceCIDRs.ranges(); len(learned) > 0 {
+		in.ServiceCIDRs = append(slices.Clip(cfg.ServiceCIDRs), learned...)
 	}
 	return in, nil
 }

@@ -17,6 +17,7 @@ const (
 	errorKindConntrack     = "conntrack"      // stale egress translations could not be cleared
 	errorKindQuarantined   = "quarantined"    // an object was newly held back because the kernel refuses it
 	errorKindDeniedLog     = "denied_log"     // the denied-packet log could not be read (the table is unaffected)
+	errorKindServiceCIDR   = "service_cidr"   // ServiceCIDR objects could not be watched (--service-cidr alone is used)
 )
 
 // metrics lives in its own registry: the process has no global state, and a
@@ -41,6 +42,7 @@ type metrics struct {
 	localPods        prometheus.Gauge
 	nodeWithoutPods  prometheus.Gauge
 	eventToKernel    *prometheus.HistogramVec
+	events           *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -77,7 +79,7 @@ func newMetrics() *metrics {
 			Name: "nftguard_drift_repairs_total", Help: "Successful syncs that repaired drift.",
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nftguard_errors_total", Help: "Errors by kind (sync, monitor, event, invalid_object, conntrack, quarantined).",
+			Name: "nftguard_errors_total", Help: "Errors by kind (sync, monitor, event, invalid_object, conntrack, quarantined, denied_log, service_cidr).",
 		}, []string{"kind"}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nftguard_last_sync_success_timestamp_seconds", Help: "Unix time of the last successful sync.",
@@ -108,16 +110,23 @@ func newMetrics() *metrics {
 			Help:    "From an informer delivering a change to the end of the sync that put it in the kernel, by object kind.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"kind"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nftguard_events_total",
+			Help: "Warning Events this node sent, by result: created, or exists (another node wrote the same problem's Event first).",
+		}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.conntrackCleared, m.quarantined, m.checks, m.localPods, m.nodeWithoutPods, m.eventToKernel, m.syncs, m.syncDuration, m.compileSeconds, m.operations, m.tableObjects,
+	m.reg.MustRegister(m.events, m.conntrackCleared, m.quarantined, m.checks, m.localPods, m.nodeWithoutPods, m.eventToKernel, m.syncs, m.syncDuration, m.compileSeconds, m.operations, m.tableObjects,
 		m.invalidObjects, m.driftDetected, m.driftRepairs, m.errors, m.lastSuccess, m.informerEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Export every error kind from the start, so alerts on rate() see zeros.
-	for _, k := range []string{errorKindSync, errorKindMonitor, errorKindEvent, errorKindInvalidObject, errorKindConntrack, errorKindQuarantined, errorKindDeniedLog} {
+	for _, k := range []string{errorKindSync, errorKindMonitor, errorKindEvent, errorKindInvalidObject, errorKindConntrack, errorKindQuarantined, errorKindDeniedLog, errorKindServiceCIDR} {
 		m.errors.WithLabelValues(k)
 	}
 	for _, r := range []string{"success", "error"} {
 		m.syncs.WithLabelValues(r)
+	}
+	for _, r := range []string{eventCreated, eventExists} {
+		m.events.WithLabelValues(r)
 	}
 	return m
 }

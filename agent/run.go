@@ -100,8 +100,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	src.cnp = newCNPSource(cnpClient, client.Discovery(), cfg.CNPCheckInterval, m, log, onChange)
 	defer src.cnp.shutdown()
+	// Service ranges from the cluster: never waited for (see servicecidr.go).
+	src.serviceCIDRs = newServiceCIDRSource(client, m, log, onChange)
+	wg.Go(func() { src.serviceCIDRs.run(ctx) })
 
-	events := newEventRecorder(client, cfg.NodeName, m, log, src.uidOf)
+	events := newEventRecorder(client, cfg.NodeName, cfg.eventReporters, m, log, src.uidOf)
 	wg.Go(func() { events.run(ctx) })
 
 	// Until the caches are complete the table of the previous run stays in
@@ -119,6 +122,9 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Info("stopped before the caches synced; table left in place")
 		return nil
 	}
+	// Not a condition (see servicecidr.go): bounded, so that the first
+	// sync normally has the Service ranges and no second one follows.
+	src.serviceCIDRs.waitSettled(ctx, serviceCIDRWait)
 	log.Info("informer caches synced", "after", time.Since(start).Round(time.Millisecond), "cluster_network_policy_version", src.cnp.watching())
 	wg.Go(func() { src.cnp.run(ctx) })
 

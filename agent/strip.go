@@ -250,11 +250,13 @@ func namedPorts(p *corev1.Pod) []podset.Port {
 	return slices.Clip(ports)
 }
 
-// stripNode keeps the node's addresses (egress never translates traffic to
-// nodes). A node's image list alone can be tens of kilobytes.
+// stripNode keeps the node's addresses and pod ranges (egress never
+// translates traffic to nodes or pods). A node's image list alone can be
+// tens of kilobytes.
 func stripNode(n *corev1.Node) *corev1.Node {
 	out := &corev1.Node{ObjectMeta: keptMeta(&n.ObjectMeta, true)}
 	out.Status.Addresses = n.Status.Addresses
+	out.Spec.PodCIDR, out.Spec.PodCIDRs = n.Spec.PodCIDR, n.Spec.PodCIDRs
 	return out
 }
 

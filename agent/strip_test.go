@@ -161,3 +161,22 @@ func TestStripNamespaceKeepsLogOptIn(t *testing.T) {
 		t.Errorf("namespace = %+v, want labels and only the log-denied annotation", got.ObjectMeta)
 	}
 }
+
+// TestStripNodeKeepsWhatEgressReads: the addresses and the pod ranges
+// (egress learns the cluster's pod ranges from them), not the rest.
+func TestStripNodeKeepsWhatEgressReads(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u", ResourceVersion: "3", Labels: map[string]string{"zone": "a"}},
+		Spec: corev1.NodeSpec{PodCIDR: "10.244.1.0/24", PodCIDRs: []string{"10.244.1.0/24", "fd00:1::/64"}, ProviderID: "cloud://n1"},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.1.1"}},
+			Images: []corev1.ContainerImage{{Names: []string{"big"}}}}}
+	got, err := strip(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u", ResourceVersion: "3", Labels: map[string]string{"zone": "a"}},
+		Spec:   corev1.NodeSpec{PodCIDR: "10.244.1.0/24", PodCIDRs: []string{"10.244.1.0/24", "fd00:1::/64"}},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.1.1"}}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stripped node (-want +got):\n%s", diff)
+	}
+}

@@ -80,7 +80,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 		}
 		err = ierr
 	}
-	s.report(res)
+	s.report(in, res)
 	if err != nil {
 		s.fail(errorKindSync)
 		return err // the engine's errors name the table and the object
@@ -101,7 +101,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	if why.has(reasonDrift) {
 		s.m.driftRepairs.Inc()
 	}
-	if err := s.clearConntrack(ctx, res.EgressBindings); err != nil {
+	if err := s.clearConntrack(ctx, in, res.EgressBindings); err != nil {
 		return err
 	}
 	level := slog.LevelDebug
@@ -118,9 +118,9 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 
 // report sends the compile problems and the quarantined objects to Events
 // and metrics.
-func (s *syncer) report(res compose.Result) {
+func (s *syncer) report(in compose.Input, res compose.Result) {
 	held := s.q.Problems()
-	s.events.report(res.Problems, res.Warnings, held)
+	s.events.report(res.Problems, res.Warnings, held, cluster{pods: in.Pods, nodes: in.Nodes})
 	s.m.quarantined.Reset()
 	for _, k := range s.q.Held() {
 		s.m.quarantined.WithLabelValues(k.Kind, k.Namespace, k.Name).Set(1)
@@ -219,12 +219,13 @@ func (r reason) String() string {
 // clearConntrack deletes conntrack entries whose egress translation the
 // table no longer makes: the kernel applies NAT rules only to a flow's first
 // packet. It reads the whole conntrack table, so it runs only when the
-// bindings changed.
-func (s *syncer) clearConntrack(ctx context.Context, bindings map[netip.Addr]egress.Binding) error {
+// bindings changed. The cluster's ranges are those the egress compiler
+// used: the flags, the Nodes' pod ranges and the ServiceCIDR objects.
+func (s *syncer) clearConntrack(ctx context.Context, in compose.Input, bindings map[netip.Addr]egress.Binding) error {
 	if s.cleared != nil && maps.Equal(s.cleared, bindings) {
 		return nil
 	}
-	st, err := conntrack.ClearStale(ctx, s.cfg.NetNS, bindings, conntrack.WithCIDRs(s.cfg.ClusterCIDRs, s.cfg.ServiceCIDRs))
+	st, err := conntrack.ClearStale(ctx, s.cfg.NetNS, bindings, conntrack.WithCIDRs(egress.PodRanges(in.ClusterCIDRs, in.Nodes), in.ServiceCIDRs))
 	if err != nil {
 		s.m.errors.WithLabelValues(errorKindConntrack).Inc()
 		return fmt.Errorf("table synced, but stale egress translations not cleared: %w", err)

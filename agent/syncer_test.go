@@ -73,7 +73,7 @@ func TestSyncerQuarantines(t *testing.T) {
 	m := newMetrics()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s := &syncer{eng: eng, m: m, log: log, inject: refuseLabelled, q: quarantine.New(sameContent),
-		events: newEventRecorder(nil, "n1", m, log, func(problem.Object) types.UID { return "" })}
+		events: newEventRecorder(nil, "n1", 0, m, log, func(problem.Object) types.UID { return "" })}
 	np := func(name, bad string) *networkingv1.NetworkPolicy {
 		return &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, Labels: map[string]string{"bad": bad}}}
 	}
@@ -96,7 +96,7 @@ func TestSyncerQuarantines(t *testing.T) {
 			}
 			in, res = iso.found.In, iso.res
 		}
-		s.report(res)
+		s.report(in, res)
 		s.q.Accepted(in)
 		h.succeeded(s.q.Len())
 		return nil

@@ -33,7 +33,11 @@ type egressLab struct {
 	services []*corev1.Service
 	policies []*networkingv1.NetworkPolicy
 	podIPs   map[string][]string // override of a pod's addresses
-	seen     *sourceRecorder
+	nodes    []*corev1.Node      // Node objects in the manifest
+	// cidrs are apply's range flags; nil means both pod ranges of n1 and
+	// the Service range.
+	cidrs []string
+	seen  *sourceRecorder
 }
 
 var (
@@ -89,6 +93,11 @@ func (e *egressLab) writeManifest() {
 		}
 		items = append(items, p)
 	}
+	for _, n := range e.nodes {
+		n = n.DeepCopy()
+		n.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
+		items = append(items, n)
+	}
 	for _, s := range e.services {
 		items = append(items, s)
 	}
@@ -112,8 +121,11 @@ func (e *egressLab) runApply() (stdout, stderr string, err error) {
 	e.writeManifest()
 	node := e.lab.Node("n1")
 	c := &cluster{t: e.t}
-	return c.run("apply", "-f", e.dir, "--netns", node.Path, "--node-name", "n1",
-		"--cluster-cidr", node.PodCIDRv4.String(), "--cluster-cidr", node.PodCIDRv6.String(), "--service-cidr", "10.96.0.0/16")
+	cidrs := e.cidrs
+	if cidrs == nil {
+		cidrs = []string{"--cluster-cidr", node.PodCIDRv4.String(), "--cluster-cidr", node.PodCIDRv6.String(), "--service-cidr", "10.96.0.0/16"}
+	}
+	return c.run(append([]string{"apply", "-f", e.dir, "--netns", node.Path, "--node-name", "n1"}, cidrs...)...)
 }
 
 // apply runs nftguard apply and returns its stderr; wantSkip says whether
@@ -375,4 +387,46 @@ func TestEgressSNAT(t *testing.T) {
 	if after := snapshot(); after != before {
 		t.Errorf("the foreign masquerade rules changed:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
+}
+
+// TestEgressNoIPv6RangeNoPodSNAT: with --cluster-cidr lacking the IPv6 pod
+// range, a Service asking for IPv6 egress must not translate its pods'
+// IPv6 traffic to other pods (a policy elsewhere that allows only traffic
+// from outside the cluster would then let it in): IPv6 is not translated
+// at all, with a warning naming the Service. A Node object naming the IPv6
+// pod range completes the ranges: then IPv6 leaving the cluster is
+// translated and pod-to-pod IPv6 still is not.
+func TestEgressNoIPv6RangeNoPodSNAT(t *testing.T) {
+	e := newEgressLab(t)
+	n1 := e.lab.Node("n1")
+	e.cidrs = []string{"--cluster-cidr", n1.PodCIDRv4.String(), "--service-cidr", "10.96.0.0/16"}
+	ext4, ext6 := e.ext(netlab.IPv4), e.ext(netlab.IPv6)
+	a, ya := e.lab.Endpoint("x/a"), e.lab.Endpoint("y/a")
+	expect := func(step, pod string, dst netip.Addr, want string) {
+		t.Helper()
+		if got := e.sourceOf(pod, dst, 9000); got != want {
+			t.Errorf("%s: %s -> %s arrived from %q, want %q", step, pod, dst, got, want)
+		}
+	}
+	e.services = []*corev1.Service{e.service("web", t0, map[string]string{"pod": "a"},
+		map[string]string{"nftguard.io/egress": "true", "nftguard.io/egress-ipv6": "true"}, lbIPv4, lbIPv6)}
+	stderr := e.apply()
+	if !strings.Contains(stderr, "warning: ") || !strings.Contains(stderr, "Service x/web: no IPv6 pod range of the cluster is known") {
+		t.Errorf("the untranslated family is not named: %q", stderr)
+	}
+	startRecorder(t, e.lab, "y/a", 9000)
+	expect("IPv4 leaves translated", "x/a", ext4, lbIPv4)
+	expect("IPv6 not translated at all", "x/a", ext6, a.IPv6.String())
+	expect("pod to pod IPv4", "x/a", ya.IPv4, a.IPv4.String())
+	expect("pod to pod IPv6 (no range known)", "x/a", ya.IPv6, a.IPv6.String())
+
+	// The Node's spec.podCIDRs give the IPv6 range.
+	e.nodes = []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec: corev1.NodeSpec{PodCIDR: n1.PodCIDRv4.String(), PodCIDRs: []string{n1.PodCIDRv4.String(), n1.PodCIDRv6.String()}}}}
+	if stderr := e.apply(); strings.Contains(stderr, "IPv6") {
+		t.Errorf("a warning about IPv6 with the Node's range known: %q", stderr)
+	}
+	expect("IPv6 leaves translated (range from the Node)", "x/a", ext6, lbIPv6)
+	expect("pod to pod IPv6 (range from the Node)", "x/a", ya.IPv6, a.IPv6.String())
+	expect("IPv4 still translated", "x/a", ext4, lbIPv4)
 }

@@ -139,13 +139,45 @@ func Compile(in Input) Output {
 		}
 		return services[i].key < services[j].key
 	})
-	if len(services) > 0 && len(in.ClusterCIDRs) == 0 {
+	if len(services) == 0 {
+		return out // no egress asked for (and the Nodes are not read)
+	}
+	// Translating a family without knowing the cluster's pod addresses of
+	// that family would translate pod-to-pod traffic too: a family with no
+	// known pod range is not translated at all.
+	ranges := PodRanges(in.ClusterCIDRs, in.Nodes)
+	has4, has6 := anyFamily(ranges, true), anyFamily(ranges, false)
+	if len(services) > 0 && !has4 && !has6 {
 		for _, s := range services {
 			out.Problems = append(out.Problems, problem.Problem{Object: serviceObject(s.svc),
 				Reason: "egress needs the cluster's pod CIDRs (--cluster-cidr) to tell traffic that leaves the cluster"})
 		}
 		services = nil
 	}
+	kept := services[:0]
+	for _, s := range services {
+		var missing []string
+		if s.lb4.IsValid() && !has4 {
+			s.lb4, missing = netip.Addr{}, append(missing, "IPv4")
+		}
+		if s.lb6.IsValid() && !has6 {
+			s.lb6, missing = netip.Addr{}, append(missing, "IPv6")
+		}
+		if len(missing) == 0 {
+			kept = append(kept, s)
+			continue
+		}
+		fam := strings.Join(missing, " and ")
+		p := problem.Problem{Object: serviceObject(s.svc),
+			Reason: fmt.Sprintf("no %s pod range of the cluster is known (--cluster-cidr, or Nodes' spec.podCIDRs), so %s traffic is not translated: it could not be told from pod-to-pod traffic", fam, fam)}
+		if !s.lb4.IsValid() && !s.lb6.IsValid() {
+			out.Problems = append(out.Problems, p) // nothing left to translate
+			continue
+		}
+		out.Warnings = append(out.Warnings, p)
+		kept = append(kept, s)
+	}
+	services = kept
 	if len(services) == 0 {
 		// No egress asked for: no NAT chain on the node at all.
 		return out
@@ -180,11 +212,19 @@ func Compile(in Input) Output {
 			}
 			pk := p.Namespace + "/" + p.Name
 			if w, taken := owner[pk]; taken {
-				out.Warnings = append(out.Warnings, problem.Problem{Object: serviceObject(s.svc),
+				out.Warnings = append(out.Warnings, problem.Problem{Object: serviceObject(s.svc), Local: true,
 					Reason: fmt.Sprintf("pod %s is already translated by the older Service %s; this Service does not translate it", pk, w)})
 				continue
 			}
 			a4, a6 := podAddrs(p)
+			// A pod outside every known pod range shows the ranges
+			// are incomplete: its peers may be outside them too.
+			if s.lb4.IsValid() {
+				a4 = inRanges(a4, ranges, pk, s, &out)
+			}
+			if s.lb6.IsValid() {
+				a6 = inRanges(a6, ranges, pk, s, &out)
+			}
 			if len(a4) == 0 && len(a6) == 0 {
 				continue // no address yet: nothing to translate
 			}
@@ -238,8 +278,7 @@ func Compile(in Input) Output {
 
 	internal4 := engine.Set{Name: SetInternal4, Type: "ipv4_addr", Interval: true, Comment: "cluster, service and node addresses: never translated"}
 	internal6 := engine.Set{Name: SetInternal6, Type: "ipv6_addr", Interval: true, Comment: "cluster, service and node addresses: never translated"}
-	var pre []netip.Prefix
-	pre = append(pre, in.ClusterCIDRs...)
+	pre := append([]netip.Prefix(nil), ranges...)
 	pre = append(pre, in.ServiceCIDRs...)
 	for _, a := range nodeAddrs(in) {
 		pre = append(pre, netip.PrefixFrom(a, a.BitLen()))
@@ -358,13 +397,55 @@ func claim(bound map[netip.Addr]string, as []netip.Addr, pk string, s *egressSer
 	for _, a := range as {
 		if other, taken := bound[a]; taken {
 			if other != pk {
-				out.Warnings = append(out.Warnings, problem.Problem{Object: serviceObject(s.svc),
+				out.Warnings = append(out.Warnings, problem.Problem{Object: serviceObject(s.svc), Local: true,
 					Reason: fmt.Sprintf("pod %s has address %s, which pod %s already has; it is translated for %s only", pk, a, other, other)})
 			}
 			continue
 		}
 		bound[a] = pk
 		kept = append(kept, a)
+	}
+	return kept
+}
+
+// PodRanges are the cluster's pod address ranges as far as they are known:
+// the configured ones (--cluster-cidr) and every Node's spec.podCIDRs (the
+// ranges the node IPAM gave out), merged.
+func PodRanges(cluster []netip.Prefix, nodes []*corev1.Node) []netip.Prefix {
+	ps := append([]netip.Prefix(nil), cluster...)
+	for _, n := range nodes {
+		podCIDRs := n.Spec.PodCIDRs
+		if len(podCIDRs) == 0 && n.Spec.PodCIDR != "" {
+			podCIDRs = []string{n.Spec.PodCIDR}
+		}
+		for _, c := range podCIDRs {
+			// The API server validates podCIDRs; one that does not
+			// parse (or is IPv4-mapped) adds nothing: its family stays
+			// unknown, which translates less, never more.
+			if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Zone() == "" && !p.Addr().Is4In6() {
+				ps = append(ps, p)
+			}
+		}
+	}
+	return cidrs.Fold(ps)
+}
+
+// inRanges returns the addresses of pod pk that lie in one of the known pod
+// ranges (merged, so sorted and disjoint), with a warning on s for each
+// other one: the pod's own address proves the ranges of its family
+// incomplete, and translating it could translate traffic to its peers.
+func inRanges(as []netip.Addr, ranges []netip.Prefix, pk string, s *egressService, out *Output) []netip.Addr {
+	kept := as[:0]
+	for _, a := range as {
+		// The last range starting at or before a is the only one that
+		// can hold it.
+		i := sort.Search(len(ranges), func(i int) bool { return a.Less(ranges[i].Addr()) })
+		if i > 0 && ranges[i-1].Contains(a) {
+			kept = append(kept, a)
+			continue
+		}
+		out.Warnings = append(out.Warnings, problem.Problem{Object: serviceObject(s.svc), Local: true,
+			Reason: fmt.Sprintf("pod %s has address %s, outside the cluster's known pod ranges (--cluster-cidr, Nodes' spec.podCIDRs): it is not translated", pk, a)})
 	}
 	return kept
 }

@@ -23,6 +23,20 @@
 //	                       with restrictions, whose chain checks them and
 //	                       translates
 //
+// # What is inside the cluster
+//
+// The pod ranges are the configured ones (Input.ClusterCIDRs, the flag
+// --cluster-cidr) and every Node's spec.podCIDRs, merged (PodRanges): a flag
+// that lacks a family, or a range added to the cluster later, is completed
+// by the Nodes the node IPAM gave ranges to. A family with no known pod
+// range is not translated at all, since its pod-to-pod traffic could not be
+// told from traffic that leaves the cluster: a Service that would translate
+// it is named (a warning when its other family is still translated, a
+// problem when nothing is left). A selected pod whose own address lies
+// outside every known range of its family proves those ranges incomplete:
+// that address is not translated (a warning names the pod). Service ranges
+// (Input.ServiceCIDRs) and node addresses are never translated either.
+//
 // Destination and source port lists are matched per protocol, so each
 // protocol is matched on its own: no rule ever requires two protocols at
 // once.

@@ -59,6 +59,11 @@ type Problem struct {
 	// Source says where the object was read: "FILE:DOCUMENT" (1-based) for
 	// manifests, empty for objects from the API server.
 	Source string
+	// Local is set when the problem depends on the compiling node's own
+	// pods (two local pods claiming one address, for one): other nodes do
+	// not find it, so the node that does must report it itself. A problem
+	// about the object alone is found alike by every node.
+	Local bool
 }
 
 // maxValue bounds how much of a tenant-controlled value reaches logs,

@@ -169,8 +169,8 @@ func (c *common) registerNetNS(fs *flag.FlagSet) {
 // registerEgress adds the flags that tell egress SNAT which destinations are
 // inside the cluster.
 func (c *common) registerEgress(fs *flag.FlagSet) {
-	fs.Var(&c.clusterCIDRs, "cluster-cidr", "pod CIDR of the cluster, IPv4 or IPv6 (repeatable); traffic to it is never translated")
-	fs.Var(&c.serviceCIDRs, "service-cidr", "Service CIDR of the cluster, IPv4 or IPv6 (repeatable); traffic to it is never translated")
+	fs.Var(&c.clusterCIDRs, "cluster-cidr", "pod CIDR of the cluster, IPv4 or IPv6 (repeatable), in addition to Nodes' spec.podCIDRs; traffic to it is never translated, and a family with no known pod range is not translated at all")
+	fs.Var(&c.serviceCIDRs, "service-cidr", "Service CIDR of the cluster, IPv4 or IPv6 (repeatable), in addition to ServiceCIDR objects (run); traffic to it is never translated")
 }
 
 // registerLogDenied adds the flags that turn on logging of denied packets

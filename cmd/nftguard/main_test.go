@@ -30,6 +30,11 @@ const (
 	tCNPAlpha = "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\nmetadata: {name: baseline-isolate}\n" +
 		"spec: {tier: Baseline, priority: 0, subject: {namespaces: {}}, ingress: [{action: Deny, from: [{namespaces: {}}]}]}\n"
 	noNetNS = "/nonexistent/nftguard-test-netns"
+	// tDualPod is tPod with an IPv6 address too; tEgressSvc translates
+	// it in both families.
+	tDualPod   = "apiVersion: v1\nkind: Pod\nmetadata: {name: cart, namespace: shop, labels: {app: web}}\nspec: {nodeName: w1}\nstatus: {podIPs: [{ip: 10.77.1.10}, {ip: 'fd00:77:1::10'}]}\n"
+	tEgressSvc = "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop, annotations: {nftguard.io/egress: 'true', nftguard.io/egress-ipv6: 'true'}}\n" +
+		"spec: {type: LoadBalancer, selector: {app: web}}\nstatus: {loadBalancer: {ingress: [{ip: 203.0.113.7}, {ip: '2001:db8::7'}]}}\n"
 )
 
 func docs(ds ...string) string { return strings.Join(ds, "---\n") }
@@ -142,6 +147,18 @@ func TestCLI(t *testing.T) {
 		{name: "ClusterNetworkPolicy in both versions warns", args: []string{"render", "-f", "-", "--node-name", "w1"},
 			stdin: docs(tPod, tCNP, strings.Replace(tCNPAlpha, "baseline-isolate", "admin-deny", 1)),
 			code:  0, errOut: []string{"warning: -:3: ClusterNetworkPolicy admin-deny: given again: replaces the one read at -:2"}, out: []string{"table inet nftguard"}},
+		// Egress: a family with no known pod range is not translated
+		// (its pod-to-pod traffic could not be told apart); a Node's
+		// spec.podCIDRs make the range known.
+		{name: "egress: no IPv6 pod range, IPv6 not translated", args: []string{"render", "-f", "-", "--node-name", "w1", "--cluster-cidr", "10.77.0.0/16"},
+			stdin: docs(tNS, tDualPod, tEgressSvc), code: 0, out: []string{"10.77.1.10 : 203.0.113.7"}, notOut: []string{"2001:db8::7"},
+			errOut: []string{"warning: -:3: Service shop/web: no IPv6 pod range of the cluster is known (--cluster-cidr, or Nodes' spec.podCIDRs), so IPv6 traffic is not translated"}},
+		{name: "egress: the IPv6 pod range from a Node object", args: []string{"render", "-f", "-", "--node-name", "w1", "--cluster-cidr", "10.77.0.0/16"},
+			stdin: docs(tNS, tDualPod, tEgressSvc, "apiVersion: v1\nkind: Node\nmetadata: {name: w1}\nspec: {podCIDR: 10.77.1.0/24, podCIDRs: [10.77.1.0/24, 'fd00:77:1::/64']}\n"),
+			code:  0, out: []string{"10.77.1.10 : 203.0.113.7", "fd00:77:1::10 : 2001:db8::7", "fd00:77:1::/64"}},
+		{name: "egress: no pod range of either family", args: []string{"render", "-f", "-", "--node-name", "w1"},
+			stdin: docs(tNS, tDualPod, tEgressSvc), code: 1, out: []string{"table inet nftguard"}, notOut: []string{"203.0.113.7"},
+			errOut: []string{"skipped: -:3: Service shop/web: egress needs the cluster's pod CIDRs"}},
 		{name: "all objects invalid", args: []string{"render", "-f", "-", "--node-name", "w1"}, stdin: strings.Replace(tNS, "shop", "Shop", 1),
 			code: 2, errOut: []string{"skipped: -:1: Namespace", "no valid objects in standard input"}},
 	} {
