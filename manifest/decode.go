@@ -1,0 +1,113 @@
+package manifest
+
+import (
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kjson "sigs.k8s.io/json"
+
+	"github.com/nftguard/nftguard/problem"
+)
+
+// doc is one document to decode (a file's document or a List's item), or
+// a problem found where one stood.
+type doc struct {
+	src    string
+	data   []byte // the document's JSON: a slice of the input, not a copy
+	id     problem.Object
+	k      kind
+	decode decodeFunc
+	bad    *problem.Problem // instead of a document: the input is unreadable here
+
+	// What decoding found: the object and its metadata, or the decode
+	// errors (the input is unreadable), and the metadata problems (the
+	// object is skipped).
+	obj     any
+	meta    *metav1.ObjectMeta
+	errs    []problem.Problem
+	invalid []problem.Problem
+}
+
+// bad records a problem that makes the input unreadable, in its place.
+func (r *reader) bad(p problem.Problem) { r.docs = append(r.docs, doc{bad: &p}) }
+
+// decodeBatch is how many documents a worker takes at a time: enough to
+// make the hand-off cheap, few enough to share the work evenly.
+const decodeBatch = 64
+
+// decodeAll decodes the documents on every processor. At scale decoding is
+// most of what apply does before it programs the kernel, and each document
+// writes only its own doc.
+func decodeAll(docs []doc) {
+	parallel(len(docs), decodeBatch, func(i int) { docs[i].run() })
+}
+
+// parallel calls fn(0) … fn(n-1) on up to GOMAXPROCS goroutines, handing
+// out batch indexes at a time, and returns when all calls have. fn must
+// only write what index i owns.
+func parallel(n, batch int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), (n+batch-1)/batch)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				start := int(next.Add(int64(batch))) - batch
+				if start >= n {
+					return
+				}
+				for i := start; i < min(start+batch, n); i++ {
+					fn(i)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// run decodes one document strictly, applies the API server's namespace
+// defaulting and validates its metadata. It is pure: it reads only d.
+func (d *doc) run() {
+	if d.decode == nil {
+		return
+	}
+	obj, meta, errs := d.decode(d.data)
+	if len(errs) > 0 {
+		for _, err := range errs {
+			p := problem.Problem{Source: d.src, Object: d.id, Reason: oneLine(err.Error())}
+			var fe kjson.FieldError
+			if errors.As(err, &fe) {
+				// The message is `unknown field "PATH"` or `duplicate
+				// field "PATH"`: keep its kind, the path goes in Field.
+				p.Field = fe.FieldPath()
+				p.Reason, _, _ = strings.Cut(p.Reason, " \"")
+			}
+			d.errs = append(d.errs, p)
+		}
+		return
+	}
+	// As the API server does: namespaced objects without a namespace are in
+	// "default", and cluster-scoped objects have none.
+	if d.k.namespaced && meta.Namespace == "" {
+		meta.Namespace = metav1.NamespaceDefault
+	}
+	if !d.k.namespaced {
+		meta.Namespace = ""
+	}
+	d.obj, d.meta = obj, meta
+	d.invalid = validateMeta(d.src, d.id, meta, d.k)
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
