@@ -6,9 +6,10 @@
 // Reading is strict, like `kubectl apply --validate=strict`, and it is all or
 // nothing: input that cannot be decoded completely (a syntax error anywhere,
 // an unknown or duplicate field, a known kind with an apiVersion nftguard
-// does not read, a document that is not an object) makes Load return an
-// *InputError and no objects, so a caller changes nothing rather than
-// enforce a guess. A well-formed object whose metadata the API server would
+// does not read, a document that is not an object, a YAML document whose
+// aliases would expand it beyond maxExpansion times its size) makes Load
+// return an *InputError and no objects, so a caller changes nothing rather
+// than enforce a guess. A well-formed object whose metadata the API server would
 // refuse (an invalid name, namespace, label or annotation key) is a Problem:
 // it is left out and the rest is returned, as the compilers do with objects
 // they cannot compile.
@@ -29,6 +30,8 @@
 //	file.go      a file into documents: a JSON stream, or YAML documents
 //	             split on "---" lines and converted to JSON in parallel
 //	             (with the path of a duplicate key for the message)
+//	alias.go     the bound on YAML aliases: a document's converted size
+//	             measured on its parsed tree before it is expanded
 //	scan.go      the JSON scanner: syntax, and where each document's
 //	             apiVersion, kind and List items are
 //	document.go  a scanned document (or a List's items) lined up for

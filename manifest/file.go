@@ -76,6 +76,9 @@ type yamlDoc struct {
 // convertYAML converts one YAML document to JSON and scans it. It is pure,
 // so documents are converted in parallel.
 func convertYAML(chunk []byte) yamlDoc {
+	if why := expandedTooMuch(chunk); why != "" {
+		return yamlDoc{bad: &problem.Problem{Reason: why}}
+	}
 	// Strict: a key given twice in a mapping is an error, as the YAML
 	// specification says (the lenient conversion keeps one silently).
 	j, err := yaml.YAMLToJSONStrict(chunk)
