@@ -76,7 +76,8 @@ func parallel(n, batch int, fn func(i int)) {
 }
 
 // run decodes one document strictly, applies the API server's namespace
-// defaulting and validates its metadata. It is pure: it reads only d.
+// defaulting and validates its metadata, then what else the API server
+// refuses on create that the compilers read leniently. It is pure: it reads only d.
 func (d *doc) run() {
 	if d.decode == nil {
 		return
@@ -106,6 +107,9 @@ func (d *doc) run() {
 	}
 	d.obj, d.meta = obj, meta
 	d.invalid = validateMeta(d.src, d.id, meta, d.k)
+	if len(d.invalid) == 0 {
+		d.invalid = validateCreate(d.src, d.id, obj, meta)
+	}
 }
 
 func oneLine(s string) string {

@@ -9,10 +9,15 @@
 // does not read, a document that is not an object, a YAML document whose
 // aliases would expand it beyond maxExpansion times its size) makes Load
 // return an *InputError and no objects, so a caller changes nothing rather
-// than enforce a guess. A well-formed object whose metadata the API server would
-// refuse (an invalid name, namespace, label or annotation key) is a Problem:
-// it is left out and the rest is returned, as the compilers do with objects
-// they cannot compile.
+// than enforce a guess. A well-formed object whose metadata the API server
+// would refuse (an invalid name, namespace, label or annotation key) is a
+// Problem: it is left out and the rest is returned, as the compilers do
+// with objects they cannot compile. So is a NetworkPolicy with an ipBlock
+// the API server refuses on create but still serves from before its strict
+// validation (leading zeros, an IPv4-mapped IPv6 address, bits beyond the
+// prefix length): the compiler reads those leniently, as Kubernetes
+// components read a stored object, and a manifest is refused them here
+// (create.go).
 //
 // Every kind is read in one apiVersion, except ClusterNetworkPolicy
 // (policy.networking.k8s.io), which the API server serves as v1beta1 and
@@ -42,6 +47,9 @@
 //	decode.go    strict decoding of the lined-up documents, on every
 //	             processor
 //	meta.go      metadata validated as the API server validates it
+//	create.go    what else the API server refuses on create but serves
+//	             from before: NetworkPolicy ipBlocks in other than strict
+//	             form
 //	objects.go   what Load returns: Objects (with each one's source) and
 //	             InputError
 package manifest

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"net/netip"
 	"strconv"
 	"strings"
 
@@ -140,14 +139,14 @@ func validatePeer(p networkingv1.NetworkPolicyPeer, path fieldPath, v *validator
 		}
 	}
 	if b := p.IPBlock; b != nil {
-		cidr, err := netip.ParsePrefix(b.CIDR)
+		cidr, err := ParseIPBlockCIDR(b.CIDR)
 		if err != nil {
 			bad(path.String()+".ipBlock.cidr", "invalid CIDR %q: %v", b.CIDR, err)
 			return
 		}
 		for k, e := range b.Except {
 			ef := path.String() + ".ipBlock.except[" + strconv.Itoa(k) + "]"
-			ex, err := netip.ParsePrefix(e)
+			ex, err := ParseIPBlockCIDR(e)
 			if err != nil {
 				bad(ef, "invalid CIDR %q: %v", e, err)
 				continue
