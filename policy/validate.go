@@ -22,7 +22,10 @@ func objectOf(np *networkingv1.NetworkPolicy) problem.Object {
 
 // Validate mirrors the API server's validation of the fields the
 // compiler relies on, so that a manifest applied without an API server is
-// refused for the same reasons a cluster would refuse it.
+// refused for the same reasons a cluster would refuse it. ipBlocks are
+// read as ParseIPBlockCIDR reads them, as an API server that stored them
+// before its strict validation still serves them; package manifest
+// refuses the forms the API server refuses on create.
 func Validate(np *networkingv1.NetworkPolicy) []problem.Problem {
 	return validate(np, nil)
 }
