@@ -141,14 +141,14 @@ func TestStripNamedPorts(t *testing.T) {
 		name  string
 		proto *corev1.Protocol
 		want  int32
-	}{{"http", nil, 1}, {"dns", &udp, 53}, {"dns", nil, 54}} {
+	}{{"http", nil, 2}, {"dns", &udp, 53}, {"dns", nil, 54}} { // a plain init container's port is never looked up
 		got, ok := s.NamedPort(c.name, c.proto)
 		if !ok || got != c.want {
 			t.Errorf("NamedPort(%s) = %d, %v; want %d", c.name, got, ok, c.want)
 		}
 	}
-	if len(s.Ports) != 4 {
-		t.Errorf("ports = %+v, want the four named ones", s.Ports)
+	if len(s.Ports) != 3 {
+		t.Errorf("ports = %+v, want the containers' three named ones", s.Ports)
 	}
 }
 

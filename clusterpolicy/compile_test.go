@@ -321,6 +321,16 @@ func TestInvalidObjects(t *testing.T) {
 		{"bad-cidr-deny", func(s *v1beta1.ClusterNetworkPolicySpec) {
 			s.Egress[0].To = append(s.Egress[0].To, toNets("10.0.0.1/8"))
 		}, "spec.egress[0].to[1].networks[0]", false, []string{"drop"}},
+		// An IPv4 network written as IPv4-mapped IPv6 would compile to an
+		// IPv6 set: a Deny that never denies IPv4. The API refuses it; a
+		// Deny fails closed, an Accept matches nothing.
+		{"ipv4-mapped-deny", func(s *v1beta1.ClusterNetworkPolicySpec) {
+			s.Egress[0].To = []v1beta1.ClusterNetworkPolicyEgressPeer{toNets("::ffff:10.77.1.0/120")}
+		}, "spec.egress[0].to[0].networks[0]", false, []string{"drop"}},
+		{"ipv4-mapped-accept", func(s *v1beta1.ClusterNetworkPolicySpec) {
+			s.Egress[0].Action = accept
+			s.Egress[0].To = []v1beta1.ClusterNetworkPolicyEgressPeer{toNets("10.0.0.0/8", "::ffff:10.77.1.0/120")}
+		}, "spec.egress[0].to[0].networks[1]", false, []string{}},
 		{"bad-cidr-accept", func(s *v1beta1.ClusterNetworkPolicySpec) {
 			s.Egress[0].Action = accept
 			s.Egress[0].To = append(s.Egress[0].To, toNets("garbage"))

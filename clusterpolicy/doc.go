@@ -83,7 +83,12 @@
 //     nothing; a Deny or Pass rule (or one whose action is unknown) drops
 //     everything of its direction. Rules before it still decide first, so
 //     an invalid Deny never turns into an allow and a policy never becomes
-//     more open than written.
+//     more open than written. A network is read as the CRD's CEL rule
+//     isCIDR(self) && cidr(self) == cidr(self).masked() reads it: no
+//     leading zeros, no bits beyond the prefix length, and no IPv4-mapped
+//     IPv6 address (::ffff:10.77.1.0/120 would otherwise be an IPv6 set
+//     that no IPv4 packet matches, a Deny that denies nothing). The rule
+//     was always refused by the API server, so no stored object has one.
 //
 // Valid rules this compiler cannot enforce as written fail closed the same
 // way, with a Warning naming the rule: peers with no known field (a newer

@@ -214,6 +214,10 @@ func (rv *ruleValidator) rule(field, peersField, name string, action v1beta1.Clu
 				switch {
 				case err != nil:
 					bad(fmt.Sprintf("%s.networks[%d]", pf, k), "invalid CIDR %q", string(c))
+				case pfx.Addr().Is4In6():
+					// The CRD's isCIDR refuses these: an IPv4 network
+					// written as IPv6 would match only IPv6 packets.
+					bad(fmt.Sprintf("%s.networks[%d]", pf, k), "CIDR %q is an IPv4-mapped IPv6 address, which the API refuses", string(c))
 				case pfx.Masked() != pfx:
 					bad(fmt.Sprintf("%s.networks[%d]", pf, k), "CIDR %q has host bits set (want %s)", string(c), pfx.Masked())
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,10 @@ type cnpCluster struct {
 	builder compose.Builder
 	eng     *engine.Engine
 	last    *engine.Desired
+	// wantProblem, when set, is a text a problem of the next syncs must
+	// contain (and every problem must): the objects are invalid on
+	// purpose.
+	wantProblem string
 }
 
 func newCNPCluster(t *testing.T, bridged bool) *cnpCluster {
@@ -68,8 +73,18 @@ func (c *cnpCluster) sync() {
 		in.ClusterNetworkPolicies = append(in.ClusterNetworkPolicies, p.DeepCopy())
 	}
 	res := c.builder.Build(in)
-	if len(res.Problems) > 0 {
+	switch {
+	case c.wantProblem == "" && len(res.Problems) > 0:
 		c.t.Fatalf("problems: %v", res.Problems)
+	case c.wantProblem != "":
+		for _, p := range res.Problems {
+			if !strings.Contains(p.Error(), c.wantProblem) {
+				c.t.Fatalf("problem %v, want only problems with %q", p, c.wantProblem)
+			}
+		}
+		if len(res.Problems) == 0 {
+			c.t.Fatalf("no problem, want one with %q", c.wantProblem)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -326,4 +341,25 @@ func TestClusterNetworkPolicyKeepsEstablishedFlows(t *testing.T) {
 		}
 	}
 	conn.expect(t, "established before the Deny", ya)
+}
+
+// TestClusterNetworkPolicyIPv4MappedNetworkFailsClosed: an Admin egress
+// Deny to y/a's address written as an IPv4-mapped IPv6 network, which the
+// API refuses. Compiled as written it was an IPv6 set that never matched
+// an IPv4 packet, so the Deny let x reach y/a over IPv4. The rule fails
+// closed instead: it drops all of x's egress, IPv4 and IPv6, as the API
+// prescribes for a rule it cannot read.
+func TestClusterNetworkPolicyIPv4MappedNetworkFailsClosed(t *testing.T) {
+	c := newCNPCluster(t, false)
+	c.t = t
+	c.reset()
+	mapped := netip.AddrFrom16(c.lab.Endpoint("y/a").Addr(netlab.IPv4).As16()).String() + "/128"
+	c.addCNP(cnpOf("no-y-a", v1beta1.AdminTier, 0, "x", func(s *cnpSpec) {
+		s.Egress = []v1beta1.ClusterNetworkPolicyEgressRule{cOut(cDeny, toNetworks(mapped))}
+	}))
+	c.wantProblem = "spec.egress[0].to[0].networks[0]: CIDR \"" + mapped + "\" is an IPv4-mapped IPv6 address"
+	c.sync()
+	for _, f := range []netlab.Family{netlab.IPv4, netlab.IPv6} {
+		c.checkCNP(f, []netlab.Port{tcp80, udp81}, not(fromNS("x")))
+	}
 }

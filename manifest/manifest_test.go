@@ -114,6 +114,19 @@ func TestLoad(t *testing.T) {
 			strings.Replace(cnp, "deny-metadata", "Deny", 1) + "---\n" + strings.Replace(cnp, "deny-metadata", strings.Repeat("a", 254), 1)},
 			want: "C", skipped: []string{`ClusterNetworkPolicy "Deny": metadata.name: a lowercase RFC 1123 subdomain`, "must be no more than 253 characters"}},
 
+		// ipBlocks the API server refuses on create since Kubernetes 1.36
+		// (and served from before): skipped, each value named; what cannot
+		// be read at all is the compiler's to report.
+		{name: "NetworkPolicy ipBlocks the API server refuses on create", files: map[string]string{"a.yaml": ns + "---\n" +
+			strings.Replace(policy, "  podSelector: {}\n", "  podSelector: {}\n  ingress:\n  - from:\n    - ipBlock: {cidr: \"::ffff:10.77.1.0/120\"}\n"+
+				"  egress:\n  - to:\n    - ipBlock: {cidr: 10.77.1.10/16, except: [010.77.1.0/24, 10.77.2.0/24, nope]}\n", 1) + "---\n" +
+			strings.Replace(policy, "name: deny", "name: fine", 1) + "---\n" +
+			strings.Replace(strings.Replace(policy, "name: deny", "name: unreadable", 1), "  podSelector: {}\n", "  podSelector: {}\n  egress:\n  - to:\n    - ipBlock: {cidr: nope}\n", 1)},
+			want: "NXX", skipped: []string{
+				`a.yaml:2: NetworkPolicy shop/deny: spec.ingress[0].from[0].ipBlock.cidr="::ffff:10.77.1.0/120": must not have an IPv4-mapped IPv6 address (the API server refuses it when a policy is created)`,
+				`a.yaml:2: NetworkPolicy shop/deny: spec.egress[0].to[0].ipBlock.cidr="10.77.1.10/16": must not have bits set beyond the prefix length`,
+				`a.yaml:2: NetworkPolicy shop/deny: spec.egress[0].to[0].ipBlock.except[0]="010.77.1.0/24": must not have leading 0s`}},
+
 		// Unreadable input: nothing is returned.
 		{name: "YAML syntax error in the middle", files: map[string]string{"a.yaml": ns + "---\nkind: Pod\n  bad: [\n---\n" + policy + "---\nkind: [\n"},
 			unreadable: []string{"a.yaml:2: not valid YAML", "a.yaml:4: not valid YAML"}},

@@ -5,20 +5,23 @@ import (
 	"fmt"
 )
 
-// The scanner walks JSON text once, checks its syntax, and notes where each
-// top-level value is and, in an object, where the members the reader
-// dispatches on are: apiVersion, kind and items (and, when items is an
-// array, the same about each element). The reader then decodes every
-// object it reads exactly once, straight from the input bytes into its
-// typed struct; before, a document was copied out of its stream, probed
-// for its kind by a second decode, and (in a List) copied and probed again
-// for each item, so every byte was scanned six or seven times.
+// The scanner walks JSON text once (a JSON file's stream of values, or one
+// YAML document after its conversion to JSON), checks its syntax, and
+// notes where each top-level value is and, in an object, where the members
+// the reader dispatches on are: apiVersion, kind and items (and, when
+// items is an array, the same about each element, so a List in a List is
+// probed too). The reader (document.go) reads apiVersion and kind from
+// those spans and hands each object's span to its strict decoder, which
+// reads the input bytes in place: a document is neither copied out of its
+// stream nor decoded a second time to learn its kind, and a List's items
+// are decoded one by one from their spans, the List itself with its items
+// array emptied.
 //
 // The scanner validates completely (the JSON grammar of RFC 8259, as
-// encoding/json accepts it, FuzzScan compares the two): a part of the
+// encoding/json accepts it; FuzzScan compares the two): a part of the
 // input that is never decoded (a kind nftguard does not read, the rest of
 // a List around its items) must still be well-formed, or the input is
-// refused as before.
+// refused.
 
 // maxDepth bounds nesting, as encoding/json does, so that hostile input
 // cannot grow the stack without bound.

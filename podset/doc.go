@@ -7,7 +7,8 @@
 // of struct before any string) would be most of the agent's memory. A Pod
 // keeps only what a policy or egress compiler reads: identity, labels, the
 // node, whether the pod owns its address, the addresses and the named
-// container ports.
+// container ports a port name can resolve to (the containers', then the
+// sidecars', as Kubernetes resolves them: see NamedPorts).
 //
 // A Set groups pods by namespace (it is an nsgroup.Set). Replacing the pods of some namespaces
 // gives a new Set that shares every other Group with the old one, so a

@@ -22,9 +22,9 @@ type Pod struct {
 	// IPs are status.podIPs as written (status.podIP when an older writer
 	// set only that); they are parsed, and refused, by the compilers.
 	IPs []string
-	// Ports are the named container ports, init containers first, in
-	// declaration order: a port name resolves to the first match. The
-	// list may be shared between pods.
+	// Ports are the named container ports in lookup order (see
+	// NamedPorts): a port name resolves to the first match. The list may
+	// be shared between pods.
 	Ports []Port
 	// HostNetwork pods use their node's address.
 	HostNetwork bool
@@ -87,22 +87,33 @@ func FromAPIList(list []*corev1.Pod) []*Pod {
 	return out
 }
 
-// NamedPorts lists the named ports of a pod's containers, init containers
-// first, in declaration order; nil if there are none.
+// NamedPorts lists the named ports a port name can resolve to, in the
+// order Kubernetes looks them up (endpointslice.FindPort, which the
+// endpoint controllers resolve a Service's named targetPort with): the
+// containers' in declaration order, then those of the init containers that
+// keep running beside them (restartPolicy Always: sidecars). A plain init
+// container has exited before the app containers start, so its ports are
+// never looked up. Nil if there are none.
 func NamedPorts(p *corev1.Pod) []Port {
 	var out []Port
-	for _, cts := range [2][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for i := range cts {
-			for _, port := range cts[i].Ports {
-				if port.Name == "" {
-					continue // never looked up
-				}
-				proto := port.Protocol
-				if proto == "" {
-					proto = corev1.ProtocolTCP
-				}
-				out = append(out, Port{Name: port.Name, Protocol: proto, Number: port.ContainerPort})
+	add := func(c *corev1.Container) {
+		for _, port := range c.Ports {
+			if port.Name == "" {
+				continue // never looked up
 			}
+			proto := port.Protocol
+			if proto == "" {
+				proto = corev1.ProtocolTCP
+			}
+			out = append(out, Port{Name: port.Name, Protocol: proto, Number: port.ContainerPort})
+		}
+	}
+	for i := range p.Spec.Containers {
+		add(&p.Spec.Containers[i])
+	}
+	for i := range p.Spec.InitContainers {
+		if c := &p.Spec.InitContainers[i]; c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			add(c)
 		}
 	}
 	return out

@@ -12,34 +12,40 @@ import (
 
 func TestNamedPort(t *testing.T) {
 	udp, sctp := corev1.ProtocolUDP, corev1.ProtocolSCTP
-	pod := FromAPI(&corev1.Pod{Spec: corev1.PodSpec{
-		InitContainers: []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 7000}}}},
-		Containers: []corev1.Container{
-			{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {ContainerPort: 9}, {Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP}}},
-			{Ports: []corev1.ContainerPort{{Name: "dns", ContainerPort: 5353, Protocol: corev1.ProtocolTCP}}},
-		},
-	}})
-	cases := []struct {
-		name  string
-		proto *corev1.Protocol
-		want  int32
-		ok    bool
+	always, onFailure := corev1.ContainerRestartPolicyAlways, corev1.ContainerRestartPolicy("OnFailure")
+	ctr := func(ports ...corev1.ContainerPort) corev1.Container { return corev1.Container{Ports: ports} }
+	sidecar := func(ports ...corev1.ContainerPort) corev1.Container {
+		return corev1.Container{Ports: ports, RestartPolicy: &always}
+	}
+	http := func(n int32) corev1.ContainerPort { return corev1.ContainerPort{Name: "http", ContainerPort: n} }
+	app := ctr(http(8080), corev1.ContainerPort{ContainerPort: 9}, corev1.ContainerPort{Name: "dns", ContainerPort: 53, Protocol: udp})
+	for _, tc := range []struct {
+		name       string
+		init, ctrs []corev1.Container
+		port       string
+		proto      *corev1.Protocol
+		want       int32 // 0: not found
 	}{
-		{"http", nil, 7000, true}, // init containers first; no protocol is TCP on both sides
-		{"dns", &udp, 53, true},
-		{"dns", nil, 5353, true},
-		{"dns", &sctp, 0, false},
-		{"missing", nil, 0, false},
-		{"", nil, 0, false}, // unnamed ports are not kept
-	}
-	for _, tc := range cases {
-		got, ok := pod.NamedPort(tc.name, tc.proto)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("NamedPort(%q, %v) = %d, %v; want %d, %v", tc.name, tc.proto, got, ok, tc.want, tc.ok)
-		}
-	}
-	if len(pod.Ports) != 4 {
-		t.Errorf("Ports = %v, want the 4 named ones", pod.Ports)
+		{"app container", nil, []corev1.Container{app}, "http", nil, 8080},
+		{"a plain init container's port is never looked up", []corev1.Container{ctr(http(7000))}, []corev1.Container{app}, "http", nil, 8080},
+		{"nor when only it has the name", []corev1.Container{ctr(http(7000))}, []corev1.Container{ctr()}, "http", nil, 0},
+		{"an init container with another restart policy is not a sidecar", []corev1.Container{{Ports: []corev1.ContainerPort{http(7000)}, RestartPolicy: &onFailure}}, nil, "http", nil, 0},
+		{"containers before sidecars", []corev1.Container{sidecar(http(7000))}, []corev1.Container{app}, "http", nil, 8080},
+		{"a sidecar's port when no container has it", []corev1.Container{ctr(http(6000)), sidecar(http(7000))}, []corev1.Container{ctr()}, "http", nil, 7000},
+		{"first container in declaration order", nil, []corev1.Container{ctr(http(1)), ctr(http(2))}, "http", nil, 1},
+		{"protocol: UDP", nil, []corev1.Container{app}, "dns", &udp, 53},
+		{"protocol: unset is TCP", nil, []corev1.Container{app, ctr(corev1.ContainerPort{Name: "dns", ContainerPort: 5353, Protocol: corev1.ProtocolTCP})}, "dns", nil, 5353},
+		{"protocol: no SCTP port", nil, []corev1.Container{app}, "dns", &sctp, 0},
+		{"missing", nil, []corev1.Container{app}, "missing", nil, 0},
+		{"unnamed ports are not kept", nil, []corev1.Container{app}, "", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := FromAPI(&corev1.Pod{Spec: corev1.PodSpec{InitContainers: tc.init, Containers: tc.ctrs}})
+			got, ok := pod.NamedPort(tc.port, tc.proto)
+			if got != tc.want || ok != (tc.want != 0) {
+				t.Errorf("NamedPort(%q, %v) = %d, %v; want %d (ports %v)", tc.port, tc.proto, got, ok, tc.want, pod.Ports)
+			}
+		})
 	}
 }
 

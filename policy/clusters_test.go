@@ -37,6 +37,7 @@ func randomCluster(r *rand.Rand) Input {
 		in.Namespaces = append(in.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ns%d", i), Labels: l}})
 	}
 	protos := []corev1.Protocol{"", corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP}
+	sidecar := corev1.ContainerRestartPolicyAlways
 	nPods := r.Intn(40)
 	var podList []*corev1.Pod
 	for i := 0; i < nPods; i++ {
@@ -80,6 +81,12 @@ func randomCluster(r *rand.Rand) Input {
 				ct.Ports = append(ct.Ports, corev1.ContainerPort{Name: pick("http", "dns", "metrics"), ContainerPort: int32(1 + r.Intn(9000)), Protocol: protos[r.Intn(len(protos))]})
 			}
 			if r.Intn(4) == 0 {
+				// A pod's first init container is a sidecar (its ports
+				// are looked up after the containers'), a second one a
+				// plain init container (its ports never are).
+				if len(p.Spec.InitContainers) == 0 {
+					ct.RestartPolicy = &sidecar
+				}
 				p.Spec.InitContainers = append(p.Spec.InitContainers, ct)
 			} else {
 				p.Spec.Containers = append(p.Spec.Containers, ct)

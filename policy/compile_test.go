@@ -328,6 +328,61 @@ func TestIPBlockExcept(t *testing.T) {
 	}
 }
 
+// TestIPBlockAsOlderAPIServersStoredIt: ipBlocks an API server before
+// Kubernetes 1.36 accepted and a newer one still serves are read as
+// Kubernetes components read them, never dropping the policy (which would
+// take its pods' isolation away): an IPv4-mapped network is the IPv4
+// network it maps, in the cidr and in an except; bits beyond the prefix
+// length are cleared; leading zeros are decimal.
+func TestIPBlockAsOlderAPIServersStoredIt(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		blocks []networkingv1.IPBlock
+		v4, v6 []string // the cidr sets' elements; nil: no set
+	}{
+		{"IPv4-mapped except", []networkingv1.IPBlock{{CIDR: "10.0.0.0/8", Except: []string{"::ffff:10.1.0.0/112"}}},
+			[]string{"10.0.0.0/16", "10.2.0.0-10.255.255.255"}, nil},
+		{"IPv4-mapped cidr", []networkingv1.IPBlock{{CIDR: "::ffff:10.77.1.0/120", Except: []string{"10.77.1.128/25"}}},
+			[]string{"10.77.1.0/25"}, nil},
+		{"host bits", []networkingv1.IPBlock{{CIDR: "10.77.1.10/16", Except: []string{"10.77.1.10/24"}}},
+			[]string{"10.77.0.0/24", "10.77.2.0-10.77.255.255"}, nil},
+		{"leading zeros", []networkingv1.IPBlock{{CIDR: "010.077.000.000/016"}}, []string{"10.77.0.0/16"}, nil},
+		{"IPv6 stays IPv6", []networkingv1.IPBlock{{CIDR: "::ffff:0:0/95"}}, nil, []string{"::fffe:0:0/95"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var peers []networkingv1.NetworkPolicyPeer
+			for i := range tc.blocks {
+				peers = append(peers, networkingv1.NetworkPolicyPeer{IPBlock: &tc.blocks[i]})
+			}
+			np := netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+				s.Egress = []networkingv1.NetworkPolicyEgressRule{{To: peers}}
+			})
+			if probs := Validate(np); len(probs) > 0 {
+				t.Fatalf("Validate: %v", probs)
+			}
+			out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1")}),
+				Policies: npset.New([]*networkingv1.NetworkPolicy{np})})
+			for _, s := range []struct {
+				name string
+				want []string
+			}{{"np_x_p_eg0_cidr4", tc.v4}, {"np_x_p_eg0_cidr6", tc.v6}} {
+				if s.want == nil {
+					for _, got := range out.Sets {
+						if got.Name == s.name {
+							t.Errorf("set %s: %v, want none", s.name, keys(got))
+						}
+					}
+					continue
+				}
+				eq(t, s.name, keys(set(t, out, s.name)), s.want)
+			}
+			if !hasChain(out, "np_egr_x_a") {
+				t.Errorf("x/a is not isolated: chains %v", chainNames(out))
+			}
+		})
+	}
+}
+
 func TestPodsThatAreNotEnforced(t *testing.T) {
 	pods := []*corev1.Pod{
 		apitest.Pod("x", "done", "10.0.0.1", apitest.Phase(corev1.PodSucceeded)),

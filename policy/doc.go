@@ -64,6 +64,21 @@
 // replies are established. A pod reaching itself through the node (a
 // hairpin) is accepted explicitly.
 //
+// # ipBlocks that an API server stored before its strict validation
+//
+// Since Kubernetes 1.36 the API server refuses, when a policy is created,
+// ipBlocks with leading zeros, an IPv4-mapped IPv6 address
+// (::ffff:10.77.1.0/120) or bits beyond the prefix length (10.77.1.10/16),
+// but it keeps serving the policies it stored before. The compiler reads
+// those values as Kubernetes components read them (ParseIPBlockCIDR, in
+// ranges.go): decimal octets, the bits masked, the IPv4 network a mapped
+// one stands for. Refusing them here would drop a policy the cluster
+// enforces, and with it its pods' isolation; reading a mapped network as
+// IPv6 would make an except that excepts nothing. Manifests are refused
+// such values as the API server refuses them on create, by the manifest
+// reader, before they reach the compiler. A policy that no API server
+// would accept (Validate) is left out and reported.
+//
 // # Where things are
 //
 //	compile.go      Input, Output, Compile and Compiler.Compile: the whole
@@ -87,7 +102,7 @@
 //	                drop counters of every isolated pod while the node
 //	                logs, and DeniedChain (chain name -> namespace)
 //	validate.go     Validate: the API server's rules for a NetworkPolicy
-//	ranges.go       ipBlock arithmetic
+//	ranges.go       ipBlock reading (ParseIPBlockCIDR) and arithmetic
 //
 // Which pods and namespaces a selector selects, named ports, and the
 // per-namespace pod index that makes an event cheap are package selection's,

@@ -5,8 +5,47 @@ import (
 	"net/netip"
 	"sort"
 
+	netutils "k8s.io/utils/net"
+
 	"github.com/nftguard/nftguard/internal/cidrs"
 )
+
+// ParseIPBlockCIDR reads an ipBlock's cidr or except as Kubernetes
+// components read it: as k8s.io/utils/net.ParseCIDRSloppy does, which
+// is how the API server validated it before its strict validation
+// (StrictIPCIDRValidation, on by default since Kubernetes 1.36), so that
+// a policy an older API server stored, and a newer one still serves, means
+// what it meant. Octets and prefix lengths with leading zeros are decimal,
+// bits beyond the prefix length are cleared, and an IPv4-mapped IPv6
+// network (::ffff:10.77.1.0/120) is the IPv4 network it maps
+// (10.77.1.0/24), as Go's net package, which the API server and most
+// implementations parse with, treats it. Read as written it would be an
+// IPv6 network that no IPv4 packet matches: an except that excepts
+// nothing, or a peer that allows nothing in the family its author meant.
+//
+// A value that the API server refuses when a policy is created is
+// refused by the manifest reader (package manifest), like the API server:
+// this reading is for objects an API server serves.
+func ParseIPBlockCIDR(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		_, n, sloppyErr := netutils.ParseCIDRSloppy(s)
+		if sloppyErr != nil {
+			return netip.Prefix{}, err // netip's reason names the part that is wrong
+		}
+		ones, _ := n.Mask.Size()
+		a, ok := netip.AddrFromSlice(n.IP)
+		if !ok {
+			return netip.Prefix{}, err
+		}
+		p = netip.PrefixFrom(a, ones)
+	}
+	p = p.Masked()
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p, nil
+}
 
 // addrRange is an inclusive range of addresses of one family.
 type addrRange struct{ lo, hi netip.Addr }

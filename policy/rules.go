@@ -110,10 +110,10 @@ func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers 
 	nsel, dup := 0, false
 	for _, peer := range peers {
 		if peer.IPBlock != nil {
-			cidr, _ := netip.ParsePrefix(peer.IPBlock.CIDR)
+			cidr, _ := ParseIPBlockCIDR(peer.IPBlock.CIDR) // valid: validate
 			var except []netip.Prefix
 			for _, e := range peer.IPBlock.Except {
-				ep, _ := netip.ParsePrefix(e)
+				ep, _ := ParseIPBlockCIDR(e)
 				except = append(except, ep)
 			}
 			rs := blockRanges(cidr, except)

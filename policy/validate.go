@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"net/netip"
 	"strconv"
 	"strings"
 
@@ -23,7 +22,10 @@ func objectOf(np *networkingv1.NetworkPolicy) problem.Object {
 
 // Validate mirrors the API server's validation of the fields the
 // compiler relies on, so that a manifest applied without an API server is
-// refused for the same reasons a cluster would refuse it.
+// refused for the same reasons a cluster would refuse it. ipBlocks are
+// read as ParseIPBlockCIDR reads them, as an API server that stored them
+// before its strict validation still serves them; package manifest
+// refuses the forms the API server refuses on create.
 func Validate(np *networkingv1.NetworkPolicy) []problem.Problem {
 	return validate(np, nil)
 }
@@ -140,14 +142,14 @@ func validatePeer(p networkingv1.NetworkPolicyPeer, path fieldPath, v *validator
 		}
 	}
 	if b := p.IPBlock; b != nil {
-		cidr, err := netip.ParsePrefix(b.CIDR)
+		cidr, err := ParseIPBlockCIDR(b.CIDR)
 		if err != nil {
 			bad(path.String()+".ipBlock.cidr", "invalid CIDR %q: %v", b.CIDR, err)
 			return
 		}
 		for k, e := range b.Except {
 			ef := path.String() + ".ipBlock.except[" + strconv.Itoa(k) + "]"
-			ex, err := netip.ParsePrefix(e)
+			ex, err := ParseIPBlockCIDR(e)
 			if err != nil {
 				bad(ef, "invalid CIDR %q: %v", e, err)
 				continue

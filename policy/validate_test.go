@@ -51,6 +51,12 @@ func TestValidate(t *testing.T) {
 			`NetworkPolicy x/p: spec.egress[0].to[0].ipBlock.except[1]: "fd00::/64" is not in the same IP family as cidr "10.0.0.0/8"`,
 			`NetworkPolicy x/p: spec.egress[0].to[0].ipBlock.except[2]: invalid CIDR "bad": netip.ParsePrefix("bad"): no '/'`,
 			`NetworkPolicy x/p: spec.egress[0].to[0].ipBlock.except[3]: "10.0.0.0/8" must be a strict subset of cidr "10.0.0.0/8"`}},
+		{"what an older API server stored", egressPeers(
+			networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8", Except: []string{"::ffff:10.1.0.0/112", "10.2.0.1/16", "010.003.000.000/16"}}},
+			networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "::ffff:10.77.1.0/120", Except: []string{"10.77.1.0/25"}}},
+		), nil},
+		{"an IPv4-mapped except outside the cidr", egressPeers(networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8", Except: []string{"::ffff:11.0.0.0/112"}}}), []string{
+			`NetworkPolicy x/p: spec.egress[0].to[0].ipBlock.except[0]: "::ffff:11.0.0.0/112" must be a strict subset of cidr "10.0.0.0/8"`}},
 		{"bad selector operator", egressPeers(networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}}), []string{
 			`NetworkPolicy x/p: spec.egress[0].to[0].namespaceSelector: "Near" is not a valid label selector operator`}},

@@ -121,6 +121,12 @@ func TestCLI(t *testing.T) {
 			code: 1, out: []string{"table inet nftguard"},
 			errOut: []string{"skipped: -:3: NetworkPolicy shop/bad: spec.ingress[0].from[0].ipBlock.cidr", "skipped: -:3: NetworkPolicy shop/bad: spec.ingress[0].from[1].ipBlock.cidr",
 				"nftguard render: 1 invalid object(s) skipped"}},
+		{name: "ipBlocks the API server refuses on create are skipped", args: []string{"render", "-f", "-", "--node-name", "w1"},
+			stdin: docs(tNS, tPod, strings.Replace(strings.Replace(tBadCIDRs, "10.0.0.0/33", `"::ffff:10.77.1.0/120"`, 1), "nope", "10.77.1.10/16", 1)),
+			code:  1, out: []string{"table inet nftguard"},
+			errOut: []string{`skipped: -:3: NetworkPolicy shop/bad: spec.ingress[0].from[0].ipBlock.cidr="::ffff:10.77.1.0/120": must not have an IPv4-mapped IPv6 address`,
+				`skipped: -:3: NetworkPolicy shop/bad: spec.ingress[0].from[1].ipBlock.cidr="10.77.1.10/16": must not have bits set beyond the prefix length`,
+				"nftguard render: 1 invalid object(s) skipped"}},
 		{name: "repeated object warns and the later one is used", args: []string{"render", "-f", "-", "--node-name", "w1"}, stdin: docs(tNS, tPod, tBadCIDRs, tNP, strings.Replace(tBadCIDRs, "10.0.0.0/33", "10.0.0.0/8", 1)),
 			code: 1, out: []string{"table inet nftguard"}, errOut: []string{"warning: -:5: NetworkPolicy shop/bad: given again: replaces the one read at -:3", "skipped: -:5: NetworkPolicy shop/bad: spec.ingress[0].from[1].ipBlock.cidr", "1 invalid object(s) skipped"}},
 		// ClusterNetworkPolicy: both versions, read as strictly as the

@@ -1,0 +1,62 @@
+package manifest
+
+import (
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	netutils "k8s.io/utils/net"
+
+	"github.com/nftguard/nftguard/problem"
+)
+
+// validateCreate checks what the API server refuses when an object is
+// created but still serves when an older version stored it: a NetworkPolicy
+// ipBlock's cidr and except in other than the strict form
+// (StrictIPCIDRValidation, on by default since Kubernetes 1.36): leading
+// zeros, an IPv4-mapped IPv6 address, bits set beyond the prefix length.
+// The compiler reads such a value as Kubernetes components do, so that a
+// stored policy keeps its meaning (policy.ParseIPBlockCIDR); a manifest is
+// what someone is about to create, so it is refused here as the API server
+// would refuse it, and the object is skipped like one with invalid
+// metadata. A value that cannot be read at all is the compiler's to
+// report, as before.
+func validateCreate(src string, id problem.Object, obj any, meta *metav1.ObjectMeta) []problem.Problem {
+	np, ok := obj.(*networkingv1.NetworkPolicy)
+	if !ok {
+		return nil
+	}
+	id.Namespace, id.Name = shown(meta.Namespace), shown(meta.Name)
+	var out []problem.Problem
+	check := func(path *field.Path, b *networkingv1.IPBlock) {
+		if b == nil {
+			return
+		}
+		values := append([]string{b.CIDR}, b.Except...)
+		for i, v := range values {
+			p := path.Child("ipBlock", "cidr")
+			if i > 0 {
+				p = path.Child("ipBlock", "except").Index(i - 1)
+			}
+			if _, _, err := netutils.ParseCIDRSloppy(v); err != nil {
+				continue
+			}
+			for _, e := range validation.IsValidCIDRForLegacyField(p, v, true, nil) {
+				out = append(out, problem.Problem{Source: src, Object: id, Field: e.Field, Value: v,
+					Reason: e.Detail + " (the API server refuses it when a policy is created)"})
+			}
+		}
+	}
+	spec := field.NewPath("spec")
+	for i, r := range np.Spec.Ingress {
+		for j := range r.From {
+			check(spec.Child("ingress").Index(i).Child("from").Index(j), r.From[j].IPBlock)
+		}
+	}
+	for i, r := range np.Spec.Egress {
+		for j := range r.To {
+			check(spec.Child("egress").Index(i).Child("to").Index(j), r.To[j].IPBlock)
+		}
+	}
+	return out
+}
