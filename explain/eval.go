@@ -13,6 +13,7 @@ import (
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/podset"
+	nppolicy "github.com/nftguard/nftguard/policy"
 )
 
 // Result is the verdict on one flow: the source's egress and the
@@ -327,14 +328,16 @@ func selectorText(s *metav1.LabelSelector) string {
 	return t
 }
 
-// inBlock reports whether a is in the CIDR and in none of its excepts.
+// inBlock reports whether a is in the CIDR and in none of its excepts,
+// read as the compiler reads them (policy.ParseIPBlockCIDR: a value an
+// older API server stored means what it meant then).
 func inBlock(b *networkingv1.IPBlock, a netip.Addr) bool {
-	cidr, err := netip.ParsePrefix(b.CIDR)
-	if err != nil || !cidr.Masked().Contains(a) {
+	cidr, err := nppolicy.ParseIPBlockCIDR(b.CIDR)
+	if err != nil || !cidr.Contains(a) {
 		return false
 	}
 	for _, e := range b.Except {
-		if ex, err := netip.ParsePrefix(e); err == nil && ex.Masked().Contains(a) {
+		if ex, err := nppolicy.ParseIPBlockCIDR(e); err == nil && ex.Contains(a) {
 			return false
 		}
 	}
@@ -380,7 +383,8 @@ func matchPorts(ports []networkingv1.NetworkPolicyPort, dst Endpoint, f Flow) (s
 }
 
 // namedPort finds the first container port of that name and protocol
-// (TCP when unset), init containers first, as the compilers do
+// (TCP when unset), in the containers first, then in sidecars (init
+// containers that keep running), as Kubernetes and the compilers do
 // (podset.Pod.NamedPort). The API server checks port names per container,
 // so two containers of a pod may declare one name for different protocols
 // (TCP 53 and UDP 53 as "dns"): each protocol then matches its own port.
