@@ -1,9 +1,14 @@
 package testns
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/internal/kerneltest"
 )
@@ -48,4 +53,42 @@ func TestSweepStale(t *testing.T) {
 	if !strings.HasPrefix(live.Name, Prefix+owner+"-live-") {
 		t.Errorf("namespace %s does not carry its owner %s", live.Name, owner)
 	}
+}
+
+// TestSweepStaleBusy leaves a stale namespace that the sweep cannot remove
+// (a mount stacked on another, as when a later bind mount of Dir hides a
+// killed run's mounts): the sweep leaves it and creating a namespace still
+// works, instead of failing every test after it.
+func TestSweepStaleBusy(t *testing.T) {
+	kerneltest.Require(t)
+	name := Prefix + "1.never-busy-0"
+	path := filepath.Join(Dir, name)
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := unix.Mount("nftguard-test", path, "tmpfs", 0, "size=4k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for range 2 {
+			_ = unix.Unmount(path, unix.MNT_DETACH)
+		}
+		// Each later sweep peels one mount: the leftover may be gone.
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("remove %s: %v", path, err)
+		}
+	})
+	if err := SweepStale(Prefix); err != nil {
+		t.Fatalf("sweep failed on a busy leftover: %v", err)
+	}
+	left, err := Leftovers(Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(left, name) {
+		t.Fatalf("the busy leftover %s is gone: the test did not make it busy", name)
+	}
+	New(t, "afterbusy")
 }
