@@ -10,6 +10,16 @@
 // every selecting policy shares appear here (label selectors, the
 // kubernetes.io/metadata.name label, container ports).
 //
+// # Selectors an API server stored
+//
+// A label selector is read as metav1.LabelSelectorAsSelector reads it,
+// except for one thing API servers before Kubernetes 1.27 stored in
+// NetworkPolicies (and still serve) and a ClusterNetworkPolicy's schema
+// never checks: In and NotIn values that no label can have (AsSelector).
+// Since no object carries such a value, it is read as selecting nothing,
+// not refused: refusing it would leave the policy out and lift the
+// isolation of the pods it selects.
+//
 // # One compile, and the next
 //
 // A Memo keeps what one compile derived for the next; Memo.Index starts a
@@ -38,5 +48,6 @@
 //	              pods, Select and what the previous compile derived
 //	pods.go       Pod (a selected pod with its parsed addresses), the
 //	              per-namespace pod buckets, and which pods count
-//	selectors.go  Selectors: label selectors parsed once per content
+//	selectors.go  AsSelector, and Selectors: label selectors parsed once
+//	              per content
 package selection
