@@ -26,6 +26,7 @@ import (
 
 	"bytes"
 	"encoding/json"
+	"github.com/nftguard/nftguard/budget"
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/testns"
@@ -247,6 +248,9 @@ func measureEnvelope(tb testing.TB, name string, pods int, transform func(any) (
 	sel := liveHeap() - afterList
 	runtime.KeepAlive(x)
 	x = nil
+	// As the agent compiles: with the budgets.
+	limits := budget.Default()
+	in.Budget = &limits
 	var b compose.Builder
 	res := b.Build(in)
 	all := liveHeap() - base

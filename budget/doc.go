@@ -1,0 +1,59 @@
+// Package budget bounds what NetworkPolicies may cost a node, and fails
+// closed the ones that would cost more: a tenant's object must not cost a
+// node more than a stated multiple of its own size, nor freeze or open it.
+//
+// Before the compilers run, Gate estimates each NetworkPolicy that selects
+// pods of this node (Estimate: an upper bound of the rules and set
+// elements it adds, from its own sizes and how many addresses its
+// selectors select) and replaces each one over budget by its fail-closed
+// form (FailClosed: the same podSelector and policyTypes, no rules), so
+// the pods it selects stay isolated and nothing it allows is installed.
+// A policy is over budget when its estimate exceeds the per-object limit,
+// or when the policies that fit their own limit together exceed the
+// node's: then the largest give way (by their share of the node's limit,
+// ties by name) until the rest fit, so that one large object never pushes
+// out many small ones. Everything else is compiled as written, at the cost
+// it had without the over-budget object.
+//
+// # The limits (Default)
+//
+// Per object 10,000 rules and 300,000 set elements; per node 100,000
+// rules and 500,000 elements. Measured on the 2-core development machine
+// (BenchmarkCostFactors: compile, desired table and the engine's model):
+// a rule costs ≤ 10 µs to compile and ≈ 94 live bytes, an element ≤ 2.3 µs
+// and ≈ 65 bytes; the netlink batch that carries them adds ≈ 500 bytes per
+// rule for the length of a sync (issue measurements: 800,000 rules were a
+// 406 MB batch). So one object costs at most ≈ 0.1 s + 0.7 s of compile
+// and ≈ 6 MB + 20 MB held (+5 MB of batch), and all of them ≈ 1 s + 1.2 s
+// and ≈ 10 MB + 33 MB held (+50 MB of batch): within the DaemonSet's
+// memory limit beside the caches of a 150,000-pod cluster. 300,000
+// elements per object let one policy select every pod of a cluster at
+// Kubernetes' limit (150,000 pods, dual-stack) while rules copy their peer
+// sets; the node's 500,000 then hold one or two such policies.
+//
+// # The cost model
+//
+// Estimate mirrors package policy's layout and nothing else does: each
+// local pod the policy selects gets a chain per direction holding, per
+// rule, one rule per peer kind and family (pods, ipBlocks; IPv4, IPv6)
+// and port entry, plus one per family for egress named ports; each rule
+// holds its own sets (the selected addresses; ipBlocks cut by their
+// excepts; egress named ports as address . protocol . port, peers ×
+// names). A policy that selects no local pod costs nothing: no chain holds
+// its rules and no set is declared for it. TestEstimateBoundsTheCompile
+// checks the bound against the compiler on random clusters (worst case
+// ≈ 9× the actual cost, from the per-pod chain overhead each policy is
+// charged with). When the layout changes (ports as sets, selections
+// shared), Estimate and its table test change with it.
+//
+// ClusterNetworkPolicies are written by cluster administrators and are
+// not budgeted; Services' egress annotations are bounded where they are
+// read.
+//
+// # Where things are
+//
+//	model.go   Cost, Shape, Estimate: the cost model
+//	limits.go  Limits and Default
+//	gate.go    Gate (incremental estimates, the choice, the substitution),
+//	           FailClosed, and Problem (how an over-budget policy is named)
+package budget
