@@ -17,19 +17,21 @@
 //
 // # The limits (Default)
 //
-// Per object 10,000 rules and 300,000 set elements; per node 100,000
-// rules and 500,000 elements. Measured on the 2-core development machine
-// (BenchmarkCostFactors: compile, desired table and the engine's model):
-// a rule costs ≤ 10 µs to compile and ≈ 94 live bytes, an element ≤ 2.3 µs
-// and ≈ 65 bytes; the netlink batch that carries them adds ≈ 500 bytes per
-// rule for the length of a sync (issue measurements: 800,000 rules were a
-// 406 MB batch). So one object costs at most ≈ 0.1 s + 0.7 s of compile
-// and ≈ 6 MB + 20 MB held (+5 MB of batch), and all of them ≈ 1 s + 1.2 s
-// and ≈ 10 MB + 33 MB held (+50 MB of batch): within the DaemonSet's
-// memory limit beside the caches of a 150,000-pod cluster. 300,000
-// elements per object let one policy select every pod of a cluster at
-// Kubernetes' limit (150,000 pods, dual-stack) while rules copy their peer
-// sets; the node's 500,000 then hold one or two such policies.
+// Per object 10,000 rules and 150,000 set elements; per node 50,000 rules
+// and 200,000 elements. The node's limits come from the agent under the
+// DaemonSet's limits (TestAgentMemoryBudget in e2e: GOMEMLIMIT=160MiB in a
+// 256 MiB memory cgroup, 2,006 pods, a 5,000-port policy and 300 policies
+// each copying every pod's address): with 200,000 elements the cgroup
+// peaked at 169.5 MiB, with 250,000 at 229.5 MiB, with 500,000 the agent
+// was OOM-killed. The table's memory in the kernel is charged to the
+// agent's cgroup and is outside GOMEMLIMIT, so it is what the node's
+// limits bound; the Go side (BenchmarkCostFactors: compile, desired table
+// and the engine's model) costs ≈ 94 bytes and ≤ 10 µs per rule and ≈ 65
+// bytes and ≤ 2.3 µs per element, plus ≈ 500 bytes per rule of netlink
+// batch for the length of a sync. So one object costs at most ≈ 0.1 s +
+// 0.35 s of compile, all of them ≈ 0.5 s + 0.5 s. 150,000 elements per
+// object let one policy select every pod of a 75,000-pod dual-stack
+// cluster (150,000 single-stack) while rules copy their peer sets.
 //
 // # The cost model
 //

@@ -13,8 +13,8 @@ type Limits struct {
 // chosen.
 func Default() Limits {
 	return Limits{
-		Object: Cost{Rules: 10_000, Elements: 300_000},
-		Node:   Cost{Rules: 100_000, Elements: 500_000},
+		Object: Cost{Rules: 10_000, Elements: 150_000},
+		Node:   Cost{Rules: 50_000, Elements: 200_000},
 	}
 }
 
