@@ -26,8 +26,11 @@
 // compile and returns its Index, the cluster's pods grouped by namespace.
 // Index.Select evaluates a namespaceSelector and podSelector pair once per
 // compile, and reuses the previous compile's answer when no namespace it
-// looked at changed: one pod event costs the selections of its namespace,
-// not of the cluster. Pods come as a podset.Set: a namespace whose Group
+// looked at changed. In a namespace whose pods changed, it drops from its
+// previous answer the pods that went and matches only the pods that came
+// (the walk of the new group says which), so a pod event costs each
+// selection the event's pods, not the namespace's: with 1,000 selectors
+// selecting in a namespace of 10,000 pods, not 10 million matches. Pods come as a podset.Set: a namespace whose Group
 // is the previous compile's is not looked at again, so an event costs the
 // namespaces it touched, not the cluster's pods. Within a new Group, and
 // for namespaces and policies, objects are compared by identity, as
