@@ -33,6 +33,17 @@
 // object let one policy select every pod of a 75,000-pod dual-stack
 // cluster (150,000 single-stack) while rules copy their peer sets.
 //
+// # What the gate costs
+//
+// An event costs the namespaces it touched: groups are compared by
+// identity and position, a pod change re-estimates only the policies that
+// select local pods and counted pods of a changed namespace, and only
+// namespaces with a policy over budget are rebuilt. BenchmarkEnvelopeEvent
+// (agent, with the budgets as the agent runs them) measured one event at
+// 150,000 pods and 10,000 policies at 0.14–0.60 ms (0.21–0.48 ms before
+// the budgets, another day's load); TestEnvelopeMemory 755 live bytes per
+// pod at 10,000 pods (742 without).
+//
 // # The cost model
 //
 // Estimate mirrors package policy's layout and nothing else does: each

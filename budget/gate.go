@@ -47,20 +47,23 @@ type Over struct {
 // Like the compilers, it relies on changed objects being new objects (see
 // compose.Builder).
 type Gate struct {
-	entries map[*networkingv1.NetworkPolicy]*entry
-	groups  map[string]*npset.Group // the input's group of each namespace, last call
-	active  map[*entry]bool         // entries that select local pods
-	total   Cost                    // of every entry within its own budget
-	subst   map[string]substitution
-	closed  map[*networkingv1.NetworkPolicy]*networkingv1.NetworkPolicy
+	entries      map[*networkingv1.NetworkPolicy]*entry
+	groups       map[string]*npset.Group    // the input's group of each namespace, last call
+	policyGroups []*npset.Group             // the input's groups, last call
+	active       map[*entry]bool            // entries that select local pods
+	readers      map[string]map[*entry]bool // the active entries that counted a namespace's pods
+	total        Cost                       // of every entry within its own budget
+	subst        map[string]substitution
+	closed       map[*networkingv1.NetworkPolicy]*networkingv1.NetworkPolicy
 
-	pods       *podset.Set
-	podGroups  map[string]*podset.Group
-	local      map[string][]*podset.Pod // this node's pods by namespace
-	addrs      map[*podset.Group]int    // addresses of each group's pods
-	allAddrs   int
-	namespaces []*corev1.Namespace
-	nsLabels   map[string]labels.Set
+	pods         *podset.Set
+	podGroups    map[string]*podset.Group
+	podGroupList []*podset.Group          // the Set's groups, last call
+	local        map[string][]*podset.Pod // this node's pods by namespace
+	addrs        map[*podset.Group]int    // addresses of each group's pods
+	allAddrs     int
+	namespaces   []*corev1.Namespace
+	nsLabels     map[string]labels.Set
 	// counts are addresses a pod selector selects in a group, kept for
 	// the next call only as far as this one used them.
 	counts, prevCounts map[countKey]int
@@ -75,7 +78,9 @@ type countKey struct {
 type entry struct {
 	np      *networkingv1.NetworkPolicy
 	cost    Cost
-	invalid bool // the compiler leaves it out
+	invalid bool     // the compiler leaves it out
+	reads   []string // namespaces whose pods it counted
+	usesAll bool     // it counted every pod's addresses
 }
 
 // substitution is a namespace's group with its over-budget policies in
@@ -95,6 +100,7 @@ func (g *Gate) Apply(in Input) (*npset.Set, []Over) {
 		g.entries = map[*networkingv1.NetworkPolicy]*entry{}
 		g.groups = map[string]*npset.Group{}
 		g.active = map[*entry]bool{}
+		g.readers = map[string]map[*entry]bool{}
 		g.subst = map[string]substitution{}
 		g.closed = map[*networkingv1.NetworkPolicy]*networkingv1.NetworkPolicy{}
 		g.podGroups = map[string]*podset.Group{}
@@ -113,11 +119,26 @@ func (g *Gate) Apply(in Input) (*npset.Set, []Over) {
 			}
 		}
 	}
-	// Pods and namespaces: what selects local pods is estimated again,
-	// and every policy of a namespace whose local pods changed.
+	// Pods and namespaces: every policy of a namespace whose local pods
+	// changed is estimated again, and the policies that select local pods
+	// and counted pods of a namespace that changed (all of them when
+	// namespaces came, went or changed their labels).
 	changed := false
 	if in.Pods != g.pods {
-		changed = g.readPods(in.Pods, in.NodeName, markNS) || changed
+		changedNS, structural := g.readPods(in.Pods, in.NodeName, markNS)
+		changed = structural
+		for _, ns := range changedNS {
+			for e := range g.readers[ns] {
+				dirty[e] = true
+			}
+		}
+		if len(changedNS) > 0 {
+			for e := range g.active {
+				if e.usesAll {
+					dirty[e] = true
+				}
+			}
+		}
 	}
 	if !sameList(in.Namespaces, g.namespaces) {
 		g.namespaces = in.Namespaces
@@ -139,9 +160,25 @@ func (g *Gate) Apply(in Input) (*npset.Set, []Over) {
 	}
 	// Policies of changed namespaces: new ones estimated, gone ones
 	// forgotten.
+	// The policy groups: a Set made by Replace holds the previous one's
+	// groups at the same places unless a namespace came or went, so an
+	// event costs a pointer comparison per namespace and no lookups.
+	pgroups := in.Policies.Groups()
+	positional := len(pgroups) == len(g.policyGroups)
+	for i, grp := range pgroups {
+		if positional && g.policyGroups[i].Namespace != grp.Namespace {
+			positional = false
+			break
+		}
+	}
 	seen := map[string]bool{}
-	for _, grp := range in.Policies.Groups() {
-		seen[grp.Namespace] = true
+	for i, grp := range pgroups {
+		if positional && g.policyGroups[i] == grp {
+			continue
+		}
+		if !positional {
+			seen[grp.Namespace] = true
+		}
 		old := g.groups[grp.Namespace]
 		if old == grp {
 			continue
@@ -166,14 +203,17 @@ func (g *Gate) Apply(in Input) (*npset.Set, []Over) {
 			}
 		}
 	}
-	for ns, old := range g.groups {
-		if !seen[ns] {
-			for _, np := range old.Items {
-				g.forget(np, in.Limits)
+	if !positional {
+		for ns, old := range g.groups {
+			if !seen[ns] {
+				for _, np := range old.Items {
+					g.forget(np, in.Limits)
+				}
+				delete(g.groups, ns)
 			}
-			delete(g.groups, ns)
 		}
 	}
+	g.policyGroups = pgroups
 	sc := selection.NewSelectors()
 	for e := range dirty {
 		if g.entries[e.np] != e {
@@ -187,18 +227,39 @@ func (g *Gate) Apply(in Input) (*npset.Set, []Over) {
 
 // readPods notes the namespaces whose pods changed, re-reading their local
 // pods and addresses; markNS is called for those whose local pods changed.
-// It tells whether any pod changed.
-func (g *Gate) readPods(set *podset.Set, node string, markNS func(string)) bool {
+// It returns the namespaces whose pods changed, and whether namespaces
+// came or went.
+func (g *Gate) readPods(set *podset.Set, node string, markNS func(string)) (changedNS []string, structural bool) {
 	g.pods = set
-	changed := false
-	seen := make(map[string]bool, len(g.podGroups))
-	for _, grp := range set.Groups() {
-		seen[grp.Namespace] = true
+	groups := set.Groups()
+	positional := len(groups) == len(g.podGroupList)
+	for i, grp := range groups {
+		if positional && g.podGroupList[i].Namespace != grp.Namespace {
+			positional = false
+			break
+		}
+	}
+	defer func() { g.podGroupList = groups }()
+	var seen map[string]bool
+	if !positional {
+		seen = make(map[string]bool, len(g.podGroups))
+	}
+	for i, grp := range groups {
+		if positional {
+			if g.podGroupList[i] == grp {
+				continue
+			}
+		} else {
+			seen[grp.Namespace] = true
+		}
 		old := g.podGroups[grp.Namespace]
 		if old == grp {
 			continue
 		}
-		changed = true
+		changedNS = append(changedNS, grp.Namespace)
+		if old == nil {
+			structural = true
+		}
 		g.podGroups[grp.Namespace] = grp
 		if old != nil {
 			g.allAddrs -= g.addrs[old]
@@ -221,8 +282,12 @@ func (g *Gate) readPods(set *podset.Set, node string, markNS func(string)) bool 
 		}
 	}
 	for ns, old := range g.podGroups {
+		if positional {
+			break // the same namespaces: none went
+		}
 		if !seen[ns] {
-			changed = true
+			structural = true
+			changedNS = append(changedNS, ns)
 			g.allAddrs -= g.addrs[old]
 			delete(g.addrs, old)
 			delete(g.podGroups, ns)
@@ -232,7 +297,7 @@ func (g *Gate) readPods(set *podset.Set, node string, markNS func(string)) bool 
 			}
 		}
 	}
-	return changed
+	return changedNS, structural
 }
 
 func sameList(a, b []*corev1.Namespace) bool {
@@ -246,9 +311,23 @@ func (g *Gate) forget(np *networkingv1.NetworkPolicy, l Limits) {
 		return
 	}
 	g.setCost(e, Cost{}, l)
-	delete(g.active, e)
+	g.deactivate(e)
 	delete(g.entries, np)
 	delete(g.closed, np)
+}
+
+// deactivate forgets what e counted.
+func (g *Gate) deactivate(e *entry) {
+	delete(g.active, e)
+	for _, ns := range e.reads {
+		if rs := g.readers[ns]; rs != nil {
+			delete(rs, e)
+			if len(rs) == 0 {
+				delete(g.readers, ns)
+			}
+		}
+	}
+	e.reads, e.usesAll = e.reads[:0], false
 }
 
 // setCost replaces e's cost, keeping the total of the policies within
@@ -265,7 +344,7 @@ func (g *Gate) setCost(e *entry, c Cost, l Limits) {
 
 // estimate measures e's policy on this node.
 func (g *Gate) estimate(sc *selection.Selectors, e *entry, l Limits) {
-	delete(g.active, e)
+	g.deactivate(e)
 	np := e.np
 	if e.invalid {
 		g.setCost(e, Cost{}, l)
@@ -308,10 +387,11 @@ func (g *Gate) estimate(sc *selection.Selectors, e *entry, l Limits) {
 				continue
 			}
 			r.SelectorPeers++
-			r.SelectedAddrs += g.selected(sc, np.Namespace, p.NamespaceSelector, p.PodSelector)
+			r.SelectedAddrs += g.selected(sc, e, np.Namespace, p.NamespaceSelector, p.PodSelector)
 		}
 		if egress && r.NamedPorts > 0 && len(peers) == 0 {
 			r.AllAddrs = g.allAddrs
+			e.usesAll = true
 		}
 		s.Rules = append(s.Rules, r)
 	}
@@ -332,7 +412,7 @@ func (g *Gate) estimate(sc *selection.Selectors, e *entry, l Limits) {
 // the namespaces nsSel selects (nil: ownNS). Selectors are valid: the
 // policy passed validation. Every address of a pod counts, enforced or
 // not: an upper bound.
-func (g *Gate) selected(sc *selection.Selectors, ownNS string, nsSel, podSel *metav1.LabelSelector) int {
+func (g *Gate) selected(sc *selection.Selectors, e *entry, ownNS string, nsSel, podSel *metav1.LabelSelector) int {
 	var ps *selection.Parsed
 	key := ""
 	if podSel != nil {
@@ -344,6 +424,12 @@ func (g *Gate) selected(sc *selection.Selectors, ownNS string, nsSel, podSel *me
 		}
 	}
 	inGroup := func(grp *podset.Group) int {
+		if rs := g.readers[grp.Namespace]; rs == nil {
+			g.readers[grp.Namespace] = map[*entry]bool{e: true}
+		} else {
+			rs[e] = true
+		}
+		e.reads = append(e.reads, grp.Namespace)
 		k := countKey{grp, key}
 		if n, ok := g.counts[k]; ok {
 			return n
@@ -387,7 +473,8 @@ func (g *Gate) selected(sc *selection.Selectors, ownNS string, nsSel, podSel *me
 func (g *Gate) decide(in Input) (*npset.Set, []Over) {
 	l := in.Limits
 	var over []Over
-	for _, e := range g.entries {
+	// Only policies that select local pods cost anything here.
+	for e := range g.active {
 		if e.cost.Exceeds(l.Object) {
 			over = append(over, Over{Policy: e.np, Cost: e.cost})
 		}
@@ -397,7 +484,7 @@ func (g *Gate) decide(in Input) (*npset.Set, []Over) {
 		// own budget give way until the rest fit, so that many small
 		// policies are not failed for one large one.
 		var fit []*entry
-		for _, e := range g.entries {
+		for e := range g.active {
 			if !e.cost.Exceeds(l.Object) && e.cost != (Cost{}) {
 				fit = append(fit, e)
 			}
@@ -423,13 +510,16 @@ func (g *Gate) decide(in Input) (*npset.Set, []Over) {
 	for _, o := range over {
 		byNS[o.Policy.Namespace] = append(byNS[o.Policy.Namespace], o.Policy)
 	}
+	// Only namespaces with a policy over budget now, or before, are
+	// looked at: an event costs the namespaces it touched.
 	repl := map[string]*npset.Group{}
-	for _, grp := range in.Policies.Groups() {
-		closed := byNS[grp.Namespace]
-		if len(closed) == 0 {
-			delete(g.subst, grp.Namespace)
-			continue
+	for ns := range g.subst {
+		if _, ok := byNS[ns]; !ok {
+			delete(g.subst, ns)
 		}
+	}
+	for ns, closed := range byNS {
+		grp := g.groups[ns]
 		isOver := make(map[*networkingv1.NetworkPolicy]bool, len(closed))
 		for _, np := range closed {
 			isOver[np] = true
@@ -442,8 +532,8 @@ func (g *Gate) decide(in Input) (*npset.Set, []Over) {
 				key.WriteByte('0')
 			}
 		}
-		if s, ok := g.subst[grp.Namespace]; ok && s.in == grp && s.over == key.String() {
-			repl[grp.Namespace] = s.out
+		if s, ok := g.subst[ns]; ok && s.in == grp && s.over == key.String() {
+			repl[ns] = s.out
 			continue
 		}
 		items := make([]*networkingv1.NetworkPolicy, len(grp.Items))
@@ -453,14 +543,9 @@ func (g *Gate) decide(in Input) (*npset.Set, []Over) {
 				items[i] = g.failClosed(np)
 			}
 		}
-		out := &npset.Group{Namespace: grp.Namespace, Items: items}
-		g.subst[grp.Namespace] = substitution{in: grp, over: key.String(), out: out}
-		repl[grp.Namespace] = out
-	}
-	for ns := range g.subst {
-		if _, ok := repl[ns]; !ok {
-			delete(g.subst, ns)
-		}
+		out := &npset.Group{Namespace: ns, Items: items}
+		g.subst[ns] = substitution{in: grp, over: key.String(), out: out}
+		repl[ns] = out
 	}
 	return in.Policies.WithGroups(repl), over
 }
