@@ -22,7 +22,7 @@
 // DaemonSet's limits (TestAgentMemoryBudget in e2e: GOMEMLIMIT=160MiB in a
 // 256 MiB memory cgroup, 2,006 pods, a 5,000-port policy and 300 policies
 // each copying every pod's address): with 200,000 elements the cgroup
-// peaked at 169.5 MiB, with 250,000 at 229.5 MiB, with 500,000 the agent
+// peaked at 169.5–179.9 MiB (two runs), with 250,000 at 229.5 MiB, with 500,000 the agent
 // was OOM-killed. The table's memory in the kernel is charged to the
 // agent's cgroup and is outside GOMEMLIMIT, so it is what the node's
 // limits bound; the Go side (BenchmarkCostFactors: compile, desired table
