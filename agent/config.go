@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/nftguard/nftguard/budget"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -62,6 +63,10 @@ type Config struct {
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 
+	// Budget bounds what NetworkPolicies may cost this node (package
+	// budget); the zero value means budget.Default().
+	Budget budget.Limits
+
 	// LogDenied, when set, logs denied packets of pods in namespaces that
 	// opt in (policy.LogDenied): the table logs them to an NFLOG group,
 	// and the agent reads the group and writes one log record each.
@@ -89,6 +94,12 @@ func (c Config) withDefaults() (Config, error) {
 		if err := c.LogDenied.Validate(); err != nil {
 			return c, fmt.Errorf("log denied packets: %w", err)
 		}
+	}
+	if c.Budget == (budget.Limits{}) {
+		c.Budget = budget.Default()
+	}
+	if err := c.Budget.Validate(); err != nil {
+		return c, err
 	}
 	if c.MinSyncInterval == 0 {
 		c.MinSyncInterval = DefaultMinSyncInterval

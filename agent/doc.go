@@ -14,8 +14,11 @@
 // one of the caches the table is compiled from, so they stay here.
 // ServiceCIDR objects, for egress, are watched only when the API serves
 // them and the ClusterRole allows it, never as a condition
-// (servicecidr.go). Problems become Warning Events once per problem in the
-// cluster, not once per node (events.go). The
+// (servicecidr.go). NetworkPolicies over their budget on this node are
+// compiled in their fail-closed form (package budget, applied by
+// compose.Builder with Config.Budget), named in a metric and an Event.
+// Problems become Warning Events once per problem in the cluster, not once
+// per node (events.go). The
 // engine's netlink monitor reports foreign changes to the table (drift),
 // which the same loop repairs. Because the loop is the only writer, syncs
 // never overlap and every metric describes one sync.

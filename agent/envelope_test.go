@@ -26,6 +26,7 @@ import (
 
 	"bytes"
 	"encoding/json"
+	"github.com/nftguard/nftguard/budget"
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/testns"
@@ -196,7 +197,8 @@ func newEnvClusterMeasured(tb testing.TB, pods int, transform func(any) (any, er
 // input reads the caches as the agent's sources.input does on every sync.
 func (c *envCluster) input() compose.Input {
 	if c.records {
-		in, err := c.src.input(&Config{NodeName: envNode})
+		// With the budgets, as the agent compiles.
+		in, err := c.src.input(&Config{NodeName: envNode, Budget: budget.Default()})
 		if err != nil {
 			panic(err)
 		}
@@ -247,6 +249,11 @@ func measureEnvelope(tb testing.TB, name string, pods int, transform func(any) (
 	sel := liveHeap() - afterList
 	runtime.KeepAlive(x)
 	x = nil
+	if in.Budget == nil {
+		// As the agent compiles: with the budgets.
+		limits := budget.Default()
+		in.Budget = &limits
+	}
 	var b compose.Builder
 	res := b.Build(in)
 	all := liveHeap() - base

@@ -27,6 +27,10 @@ const reasonCompileFailed = "NftguardCompileFailed"
 // reasonQuarantined marks an object the kernel refuses (package quarantine).
 const reasonQuarantined = "NftguardQuarantined"
 
+// reasonOverBudget marks a NetworkPolicy enforced in its fail-closed form
+// because it is over its budget on the reporting node (package budget).
+const reasonOverBudget = "NftguardOverBudget"
+
 // reasonNotFullyApplied marks a valid object that does not take full effect
 // yet, such as an egress Service without a load-balancer address.
 const reasonNotFullyApplied = "NftguardNotFullyApplied"
@@ -114,13 +118,19 @@ type cluster struct {
 
 // report is called after every compile with all current problems, and the
 // objects held back because the kernel refuses them.
-func (r *eventRecorder) report(problems, warnings, quarantined []problem.Problem, c cluster) {
+//
+// overBudget are NetworkPolicies over their budget on this node: whether
+// one is depends on the node's own pods, so every node that finds it
+// reports it, but the message does not name the node, so all of them
+// write one Event.
+func (r *eventRecorder) report(problems, warnings, quarantined, overBudget []problem.Problem, c cluster) {
 	current := map[string]bool{}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.elect.begin(c)
-	all := append(append(append([]problem.Problem{}, problems...), quarantined...), warnings...)
+	all := append(append(append(append([]problem.Problem{}, problems...), quarantined...), warnings...), overBudget...)
 	for i, p := range all {
+		over := i >= len(all)-len(overBudget)
 		// Problems are objects left out of the table; quarantined objects
 		// are held back (package quarantine); warnings are valid objects
 		// that do not take full effect yet (an egress Service without a
@@ -138,9 +148,11 @@ func (r *eventRecorder) report(problems, warnings, quarantined []problem.Problem
 		// compiler reports local pods only); a quarantine is this node's
 		// kernel's answer: this node reports them, in an Event of its
 		// own. Other problems every node finds alike.
-		local := p.Local || held || ref.Kind == "Pod"
+		local := p.Local || held || ref.Kind == "Pod" || over
 		reason := reasonCompileFailed
 		switch {
+		case over:
+			reason = reasonOverBudget
 		case held:
 			reason = reasonQuarantined
 		case !skipped:
@@ -154,6 +166,9 @@ func (r *eventRecorder) report(problems, warnings, quarantined []problem.Problem
 			case reasonQuarantined:
 				r.m.errors.WithLabelValues(errorKindQuarantined).Inc()
 				r.log.Warn("object quarantined", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
+			case reasonOverBudget:
+				r.m.errors.WithLabelValues(errorKindOverBudget).Inc()
+				r.log.Warn("object over budget: enforced in its fail-closed form", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
 			case reasonCompileFailed:
 				r.m.errors.WithLabelValues(errorKindInvalidObject).Inc()
 				r.log.Warn("object left out of the table", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
@@ -176,7 +191,7 @@ func (r *eventRecorder) report(problems, warnings, quarantined []problem.Problem
 			delete(r.passed, key)
 		}
 		select {
-		case r.q <- queuedEvent{key, r.event(ref, uid, reason, p.Error(), local)}:
+		case r.q <- queuedEvent{key, r.event(ref, uid, reason, p.Error(), local && !over)}:
 			r.queued[key] = true
 		default:
 			// Queue full (API server down during a storm): a later

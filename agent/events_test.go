@@ -141,8 +141,8 @@ func TestRecordersShareOneEvent(t *testing.T) {
 	for _, n := range []string{"node-000", "node-001"} {
 		r := quietRecorder(client, n, 3)
 		recs = append(recs, r)
-		r.report([]problem.Problem{bad}, nil, nil, c)
-		r.report([]problem.Problem{bad}, nil, nil, c) // a later sync: nothing new
+		r.report([]problem.Problem{bad}, nil, nil, nil, c)
+		r.report([]problem.Problem{bad}, nil, nil, nil, c) // a later sync: nothing new
 		go r.run(ctx)
 	}
 	events := func() []corev1.Event {
@@ -187,7 +187,7 @@ func TestRecordersShareOneEvent(t *testing.T) {
 	wrote := 0
 	for _, n := range c.nodes {
 		r := quietRecorder(client, n.Name, 1)
-		r.report([]problem.Problem{bad}, []problem.Problem{local}, nil, c)
+		r.report([]problem.Problem{bad}, []problem.Problem{local}, nil, nil, c)
 		wrote += len(r.q)
 		if n.Name == "node-004" && len(r.q) == 0 {
 			t.Error("node-004 did not report its own local problem")

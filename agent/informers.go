@@ -16,6 +16,7 @@ import (
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nftguard/nftguard/budget"
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
@@ -181,6 +182,9 @@ func (s *sources) stop() { s.factory.Shutdown() }
 // the caches; the compilers are pure and do not modify them.
 func (s *sources) input(cfg *Config) (compose.Input, error) {
 	in := compose.Input{NodeName: cfg.NodeName, ClusterCIDRs: cfg.ClusterCIDRs, ServiceCIDRs: cfg.ServiceCIDRs, LogDenied: cfg.LogDenied}
+	if cfg.Budget != (budget.Limits{}) {
+		in.Budget = &cfg.Budget
+	}
 	in.Pods = s.podInput()
 	if s.stripper != nil && s.stripper.needsSweep() {
 		s.stripper.sweep(s.pods.List())

@@ -16,6 +16,7 @@ const (
 	errorKindInvalidObject = "invalid_object" // an object was newly found uncompilable
 	errorKindConntrack     = "conntrack"      // stale egress translations could not be cleared
 	errorKindQuarantined   = "quarantined"    // an object was newly held back because the kernel refuses it
+	errorKindOverBudget    = "over_budget"    // a NetworkPolicy newly failed closed because it is over budget
 	errorKindDeniedLog     = "denied_log"     // the denied-packet log could not be read (the table is unaffected)
 	errorKindServiceCIDR   = "service_cidr"   // ServiceCIDR objects could not be watched (--service-cidr alone is used)
 )
@@ -38,6 +39,8 @@ type metrics struct {
 	informerEvents   *prometheus.CounterVec
 	conntrackCleared prometheus.Counter
 	quarantined      *prometheus.GaugeVec
+	overBudget       *prometheus.GaugeVec
+	budgetEstimate   *prometheus.GaugeVec
 	checks           prometheus.Counter
 	localPods        prometheus.Gauge
 	nodeWithoutPods  prometheus.Gauge
@@ -79,7 +82,7 @@ func newMetrics() *metrics {
 			Name: "nftguard_drift_repairs_total", Help: "Successful syncs that repaired drift.",
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nftguard_errors_total", Help: "Errors by kind (sync, monitor, event, invalid_object, conntrack, quarantined, denied_log, service_cidr).",
+			Name: "nftguard_errors_total", Help: "Errors by kind (sync, monitor, event, invalid_object, conntrack, quarantined, denied_log, service_cidr, over_budget).",
 		}, []string{"kind"}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nftguard_last_sync_success_timestamp_seconds", Help: "Unix time of the last successful sync.",
@@ -94,6 +97,14 @@ func newMetrics() *metrics {
 			Name: "nftguard_quarantined_objects",
 			Help: "Objects held back because the kernel refuses the table with them (1 per object; retried when they change).",
 		}, []string{"kind", "namespace", "name"}),
+		overBudget: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nftguard_objects_over_budget",
+			Help: "NetworkPolicies enforced in their fail-closed form (their pods isolated, no allows) because they are over budget on this node, by the budget they exceed (object or node): 1 per object.",
+		}, []string{"kind", "namespace", "name", "budget"}),
+		budgetEstimate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nftguard_budget_estimate",
+			Help: "Estimated cost of the NetworkPolicies of the last compile that fit their own budget, by dimension (rules, elements).",
+		}, []string{"dimension"}),
 		checks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nftguard_sync_checks_total",
 			Help: "Check-only batches (validated by the kernel, never applied) sent to find the objects a refused sync held.",
@@ -115,11 +126,11 @@ func newMetrics() *metrics {
 			Help: "Warning Events this node sent, by result: created, or exists (another node wrote the same problem's Event first).",
 		}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.events, m.conntrackCleared, m.quarantined, m.checks, m.localPods, m.nodeWithoutPods, m.eventToKernel, m.syncs, m.syncDuration, m.compileSeconds, m.operations, m.tableObjects,
+	m.reg.MustRegister(m.events, m.conntrackCleared, m.quarantined, m.overBudget, m.budgetEstimate, m.checks, m.localPods, m.nodeWithoutPods, m.eventToKernel, m.syncs, m.syncDuration, m.compileSeconds, m.operations, m.tableObjects,
 		m.invalidObjects, m.driftDetected, m.driftRepairs, m.errors, m.lastSuccess, m.informerEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Export every error kind from the start, so alerts on rate() see zeros.
-	for _, k := range []string{errorKindSync, errorKindMonitor, errorKindEvent, errorKindInvalidObject, errorKindConntrack, errorKindQuarantined, errorKindDeniedLog, errorKindServiceCIDR} {
+	for _, k := range []string{errorKindSync, errorKindMonitor, errorKindEvent, errorKindInvalidObject, errorKindConntrack, errorKindQuarantined, errorKindDeniedLog, errorKindServiceCIDR, errorKindOverBudget} {
 		m.errors.WithLabelValues(k)
 	}
 	for _, r := range []string{"success", "error"} {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/nftguard/nftguard/budget"
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/conntrack"
 	"github.com/nftguard/nftguard/egress"
@@ -120,7 +121,22 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 // and metrics.
 func (s *syncer) report(in compose.Input, res compose.Result) {
 	held := s.q.Problems()
-	s.events.report(res.Problems, res.Warnings, held, cluster{pods: in.Pods, nodes: in.Nodes})
+	var over []problem.Problem
+	s.m.overBudget.Reset()
+	for _, o := range res.OverBudget {
+		which := "object"
+		if o.Node {
+			which = "node"
+		}
+		s.m.overBudget.WithLabelValues("NetworkPolicy", o.Policy.Namespace, o.Policy.Name, which).Set(1)
+		over = append(over, budget.Problem(o, s.cfg.Budget))
+	}
+	if g := s.build.Budget(); g != nil {
+		t := g.Total()
+		s.m.budgetEstimate.WithLabelValues("rules").Set(float64(t.Rules))
+		s.m.budgetEstimate.WithLabelValues("elements").Set(float64(t.Elements))
+	}
+	s.events.report(res.Problems, res.Warnings, held, over, cluster{pods: in.Pods, nodes: in.Nodes})
 	s.m.quarantined.Reset()
 	for _, k := range s.q.Held() {
 		s.m.quarantined.WithLabelValues(k.Kind, k.Namespace, k.Name).Set(1)

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/nftguard/nftguard/budget"
 	"github.com/nftguard/nftguard/clusterpolicy"
 	"github.com/nftguard/nftguard/egress"
 	"github.com/nftguard/nftguard/engine"
@@ -40,6 +41,10 @@ type Input struct {
 	// LogDenied turns on logging of denied packets for pods of
 	// namespaces that opt in (see policy.LogDenied); nil leaves it off.
 	LogDenied *policy.LogDenied
+	// Budget, when set, bounds what NetworkPolicies may cost the node:
+	// one over its budget, or over what the node's total leaves, is
+	// compiled in its fail-closed form (see package budget).
+	Budget *budget.Limits
 }
 
 // Result is the desired table and what was left out of it.
@@ -53,6 +58,9 @@ type Result struct {
 	Problems []problem.Problem
 	// Warnings name valid objects that do not take full effect (yet).
 	Warnings []problem.Problem
+	// OverBudget are the NetworkPolicies compiled in their fail-closed
+	// form because they are over budget on this node.
+	OverBudget []budget.Over
 }
 
 // Build compiles the desired table.
@@ -72,6 +80,18 @@ func Build(in Input) Result {
 type Builder struct {
 	policy  policy.Compiler
 	cluster clusterpolicy.Compiler
+	budget  budget.Gate
+	// budgeted is set once a Build applied budgets.
+	budgeted bool
+}
+
+// Budget is the gate that applied the last Build's budgets, nil before
+// one did: its Total and Estimate say what the policies cost.
+func (b *Builder) Budget() *budget.Gate {
+	if !b.budgeted {
+		return nil
+	}
+	return &b.budget
 }
 
 // Build compiles the desired table; the result equals the package's Build.
@@ -86,11 +106,18 @@ func (b *Builder) Build(in Input) Result {
 		Policies:   in.ClusterNetworkPolicies,
 		LogDenied:  in.LogDenied,
 	})
+	policies := in.NetworkPolicies
+	var over []budget.Over
+	if in.Budget != nil {
+		b.budgeted = true
+		policies, over = b.budget.Apply(budget.Input{NodeName: in.NodeName, Namespaces: in.Namespaces,
+			Pods: in.Pods, Policies: in.NetworkPolicies, Limits: *in.Budget})
+	}
 	pol := b.policy.Compile(policy.Input{
 		NodeName:   in.NodeName,
 		Namespaces: in.Namespaces,
 		Pods:       in.Pods,
-		Policies:   in.NetworkPolicies,
+		Policies:   policies,
 		LogDenied:  in.LogDenied,
 		Tiers:      cnp.Tiers,
 	})
@@ -110,6 +137,7 @@ func (b *Builder) Build(in Input) Result {
 		EgressBindings: eg.Bindings,
 		Problems:       slices.Concat(pol.Problems, cnp.Problems, eg.Problems),
 		Warnings:       eg.Warnings,
+		OverBudget:     over,
 	}
 	if len(cnp.Warnings) > 0 {
 		r.Warnings = slices.Concat(cnp.Warnings, eg.Warnings)

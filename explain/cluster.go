@@ -4,6 +4,7 @@ import (
 	"github.com/nftguard/nftguard/podset"
 	nppolicy "github.com/nftguard/nftguard/policy"
 	"github.com/nftguard/nftguard/problem"
+	"github.com/nftguard/nftguard/selection"
 
 	"fmt"
 	"net/netip"
@@ -11,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
@@ -150,7 +150,7 @@ func New(in Input) (*Cluster, []problem.Problem) {
 			problems = append(problems, probs...)
 			continue
 		}
-		sel, _ := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		sel, _ := selection.AsSelector(&np.Spec.PodSelector)
 		p := &policy{np: np, key: key, selector: sel}
 		p.ingress, p.egress = policyTypes(np)
 		c.policies = append(c.policies, p)

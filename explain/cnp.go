@@ -7,13 +7,13 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/clusterpolicy"
 	"github.com/nftguard/nftguard/problem"
+	"github.com/nftguard/nftguard/selection"
 )
 
 // Tier names as explain prints them; the CNP tiers are the API's values.
@@ -77,10 +77,10 @@ func (c *Cluster) addClusterPolicies(cnps []*cnpv1beta1.ClusterNetworkPolicy) (p
 		cp := &clusterPolicy{name: cnp.Name, shown: displayName(cnp.Name), tier: string(cnp.Spec.Tier), priority: cnp.Spec.Priority}
 		// Check parsed these selectors: an enforced policy's parse.
 		if s := cnp.Spec.Subject.Namespaces; s != nil {
-			cp.nsSel, _ = metav1.LabelSelectorAsSelector(s)
+			cp.nsSel, _ = selection.AsSelector(s)
 		} else {
-			cp.nsSel, _ = metav1.LabelSelectorAsSelector(&cnp.Spec.Subject.Pods.NamespaceSelector)
-			cp.podSel, _ = metav1.LabelSelectorAsSelector(&cnp.Spec.Subject.Pods.PodSelector)
+			cp.nsSel, _ = selection.AsSelector(&cnp.Spec.Subject.Pods.NamespaceSelector)
+			cp.podSel, _ = selection.AsSelector(&cnp.Spec.Subject.Pods.PodSelector)
 		}
 		for k, r := range cnp.Spec.Ingress {
 			rule := cnpRule{name: r.Name, action: r.Action, protocols: r.Protocols,

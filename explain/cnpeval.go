@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
+
+	"github.com/nftguard/nftguard/selection"
 )
 
 // ClusterRuleRef names one ClusterNetworkPolicy rule and what of it matched.
@@ -174,7 +176,7 @@ func (c *Cluster) matchClusterPeers(peers []cnpv1beta1.ClusterNetworkPolicyEgres
 
 // matches applies a selector that validation already parsed.
 func matches(s *metav1.LabelSelector, l labels.Set) bool {
-	sel, err := metav1.LabelSelectorAsSelector(s)
+	sel, err := selection.AsSelector(s)
 	return err == nil && sel.Matches(l)
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nftguard/nftguard/podset"
 	nppolicy "github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/selection"
 )
 
 // Result is the verdict on one flow: the source's egress and the
@@ -302,14 +303,14 @@ func (c *Cluster) matchPeers(peers []networkingv1.NetworkPolicyPeer, field, poli
 				continue
 			}
 		} else {
-			sel, _ := metav1.LabelSelectorAsSelector(pr.NamespaceSelector)
+			sel, _ := selection.AsSelector(pr.NamespaceSelector)
 			if !sel.Matches(c.namespaceLabels(obj.Namespace)) {
 				continue
 			}
 			parts = append(parts, "namespaceSelector "+selectorText(pr.NamespaceSelector))
 		}
 		if pr.PodSelector != nil {
-			sel, _ := metav1.LabelSelectorAsSelector(pr.PodSelector)
+			sel, _ := selection.AsSelector(pr.PodSelector)
 			if !sel.Matches(labels.Set(obj.Labels)) {
 				continue
 			}

@@ -8,11 +8,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/nftguard/nftguard/explain"
 	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/selection"
 )
 
 // Resolver is what a reader knows about the cluster: the agent answers
@@ -76,7 +76,7 @@ func IsolatingPolicies(nps []*networkingv1.NetworkPolicy, podLabels map[string]s
 		if (d == Ingress && !ing) || (d == Egress && !egr) {
 			continue
 		}
-		if sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); err == nil && sel.Matches(labels.Set(podLabels)) {
+		if sel, err := selection.AsSelector(&np.Spec.PodSelector); err == nil && sel.Matches(labels.Set(podLabels)) {
 			out = append(out, np.Namespace+"/"+np.Name)
 		}
 	}

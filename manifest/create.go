@@ -1,22 +1,28 @@
 package manifest
 
 import (
+	"fmt"
+
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	netutils "k8s.io/utils/net"
 
 	"github.com/nftguard/nftguard/problem"
+	"github.com/nftguard/nftguard/selection"
 )
 
 // validateCreate checks what the API server refuses when an object is
 // created but still serves when an older version stored it: a NetworkPolicy
 // ipBlock's cidr and except in other than the strict form
 // (StrictIPCIDRValidation, on by default since Kubernetes 1.36): leading
-// zeros, an IPv4-mapped IPv6 address, bits set beyond the prefix length.
-// The compiler reads such a value as Kubernetes components do, so that a
-// stored policy keeps its meaning (policy.ParseIPBlockCIDR); a manifest is
+// zeros, an IPv4-mapped IPv6 address, bits set beyond the prefix length;
+// and label selectors with keys or values no label can have (refused in
+// matchExpressions since Kubernetes 1.27). The compiler reads such a value
+// as Kubernetes components do, so that a stored policy keeps its meaning
+// (policy.ParseIPBlockCIDR, selection.AsSelector); a manifest is
 // what someone is about to create, so it is refused here as the API server
 // would refuse it, and the object is skipped like one with invalid
 // metadata. A value that cannot be read at all is the compiler's to
@@ -47,15 +53,36 @@ func validateCreate(src string, id problem.Object, obj any, meta *metav1.ObjectM
 			}
 		}
 	}
+	checkSelector := func(path *field.Path, ls *metav1.LabelSelector) {
+		if ls == nil {
+			return
+		}
+		if _, err := metav1.LabelSelectorAsSelector(ls); err == nil {
+			return
+		}
+		if _, err := selection.AsSelector(ls); err != nil {
+			return
+		}
+		for _, e := range metav1validation.ValidateLabelSelector(ls, metav1validation.LabelSelectorValidationOptions{}, path) {
+			out = append(out, problem.Problem{Source: src, Object: id, Field: e.Field, Value: fmt.Sprint(e.BadValue),
+				Reason: e.Detail + " (the API server refuses it when a policy is created)"})
+		}
+	}
 	spec := field.NewPath("spec")
+	checkSelector(spec.Child("podSelector"), &np.Spec.PodSelector)
+	peer := func(path *field.Path, p networkingv1.NetworkPolicyPeer) {
+		check(path, p.IPBlock)
+		checkSelector(path.Child("namespaceSelector"), p.NamespaceSelector)
+		checkSelector(path.Child("podSelector"), p.PodSelector)
+	}
 	for i, r := range np.Spec.Ingress {
 		for j := range r.From {
-			check(spec.Child("ingress").Index(i).Child("from").Index(j), r.From[j].IPBlock)
+			peer(spec.Child("ingress").Index(i).Child("from").Index(j), r.From[j])
 		}
 	}
 	for i, r := range np.Spec.Egress {
 		for j := range r.To {
-			check(spec.Child("egress").Index(i).Child("to").Index(j), r.To[j].IPBlock)
+			peer(spec.Child("egress").Index(i).Child("to").Index(j), r.To[j])
 		}
 	}
 	return out

@@ -15,9 +15,12 @@
 // with objects they cannot compile. So is a NetworkPolicy with an ipBlock
 // the API server refuses on create but still serves from before its strict
 // validation (leading zeros, an IPv4-mapped IPv6 address, bits beyond the
-// prefix length): the compiler reads those leniently, as Kubernetes
-// components read a stored object, and a manifest is refused them here
-// (create.go).
+// prefix length), or with a label selector value no label can have (in
+// matchExpressions, accepted before Kubernetes 1.27): the compiler reads
+// those leniently, as Kubernetes components read a stored object, and a
+// manifest is refused them here (create.go). A ClusterNetworkPolicy's
+// schema never checks selector values, so it is read like a stored
+// NetworkPolicy.
 //
 // Every kind is read in one apiVersion, except ClusterNetworkPolicy
 // (policy.networking.k8s.io), which the API server serves as v1beta1 and
@@ -49,7 +52,7 @@
 //	meta.go      metadata validated as the API server validates it
 //	create.go    what else the API server refuses on create but serves
 //	             from before: NetworkPolicy ipBlocks in other than strict
-//	             form
+//	             form, selector values no label can have
 //	objects.go   what Load returns: Objects (with each one's source) and
 //	             InputError
 package manifest

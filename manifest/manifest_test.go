@@ -127,6 +127,18 @@ func TestLoad(t *testing.T) {
 				`a.yaml:2: NetworkPolicy shop/deny: spec.egress[0].to[0].ipBlock.cidr="10.77.1.10/16": must not have bits set beyond the prefix length`,
 				`a.yaml:2: NetworkPolicy shop/deny: spec.egress[0].to[0].ipBlock.except[0]="010.77.1.0/24": must not have leading 0s`}},
 
+		// Label selectors with values the API server refuses on create
+		// since Kubernetes 1.27 (and serves from before): a NetworkPolicy
+		// is skipped, each value named; a ClusterNetworkPolicy, whose schema
+		// never checks them, is read (the value selects no pod).
+		{name: "NetworkPolicy selector values the API server refuses on create", files: map[string]string{"a.yaml": ns + "---\n" +
+			strings.Replace(policy, "  podSelector: {}\n", "  podSelector: {matchExpressions: [{key: app, operator: In, values: [web, \"no value!\"]}]}\n  ingress:\n  - from:\n"+
+				"    - namespaceSelector: {matchExpressions: [{key: team, operator: NotIn, values: [\"a b\"]}]}\n", 1) + "---\n" +
+			strings.Replace(cnp, "    namespaces: {}\n", "    namespaces: {matchExpressions: [{key: team, operator: In, values: [ops, \"no value!\"]}]}\n", 1)},
+			want: "NC", skipped: []string{
+				`a.yaml:2: NetworkPolicy shop/deny: spec.podSelector.matchExpressions[0].values[1]="no value!": a valid label must be`,
+				`a.yaml:2: NetworkPolicy shop/deny: spec.ingress[0].from[0].namespaceSelector.matchExpressions[0].values[0]="a b": a valid label must be`}},
+
 		// Unreadable input: nothing is returned.
 		{name: "YAML syntax error in the middle", files: map[string]string{"a.yaml": ns + "---\nkind: Pod\n  bad: [\n---\n" + policy + "---\nkind: [\n"},
 			unreadable: []string{"a.yaml:2: not valid YAML", "a.yaml:4: not valid YAML"}},

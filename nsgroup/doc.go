@@ -12,5 +12,6 @@
 //
 // Files:
 //
-//	set.go  Set, Group, New, Replace, Update, and Group.Filter's kept answer
+//	set.go  Set, Group, New, Replace, Update, WithGroups, and Group.Filter's
+//	        kept answer
 package nsgroup

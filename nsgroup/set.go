@@ -141,3 +141,23 @@ func (s *Set[T]) Update(list []T) *Set[T] {
 	}
 	return s.Replace(changed)
 }
+
+// WithGroups returns a Set whose groups of the namespaces in repl are the
+// given Groups (which must hold items of their namespace), and every other
+// group s's own. A caller that substitutes some items passes the same
+// Group again while nothing changed, so that a compiler comparing Groups
+// by identity sees no change.
+func (s *Set[T]) WithGroups(repl map[string]*Group[T]) *Set[T] {
+	if len(repl) == 0 {
+		return s
+	}
+	out := &Set[T]{groups: make([]*Group[T], 0, len(s.Groups()))}
+	for _, g := range s.Groups() {
+		if r, ok := repl[g.Namespace]; ok {
+			g = r
+		}
+		out.groups = append(out.groups, g)
+		out.len += len(g.Items)
+	}
+	return out
+}

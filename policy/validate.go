@@ -41,7 +41,7 @@ type validator struct {
 // selectorError is the error of parsing ls (not nil).
 func (v *validator) selectorError(ls *metav1.LabelSelector) error {
 	if v == nil {
-		_, err := metav1.LabelSelectorAsSelector(ls)
+		_, err := selection.AsSelector(ls)
 		return err
 	}
 	return v.selectors.Parse(ls).Err

@@ -261,13 +261,27 @@ func (x *Index) evalPeer(k PeerKey, pm *peerMemo) (Selection, bool) {
 		next.ends, next.dups = make([]int, len(namespaces)), make([]bool, len(namespaces))
 		for i, ns := range namespaces {
 			n := len(next.sel.Pods)
+			start := 0
+			if reuse && i > 0 {
+				start = old.ends[i-1]
+			}
 			if reuse && !x.dirtyNS[ns] {
-				start := 0
-				if i > 0 {
-					start = old.ends[i-1]
-				}
 				next.sel.Pods = append(next.sel.Pods, old.sel.Pods[start:old.ends[i]]...)
 				next.dups[i] = old.dups[i]
+			} else if d := x.nsDelta(ns); reuse && d != nil && !old.dups[i] && !x.nsHasDuplicates(ns) {
+				// The part the previous compile selected, without the
+				// pods that went, with the new pods that match: the
+				// event's pods are matched, not the namespace's.
+				for _, p := range old.sel.Pods[start:old.ends[i]] {
+					if !d.removed[p] {
+						next.sel.Pods = append(next.sel.Pods, p)
+					}
+				}
+				for _, p := range d.added {
+					if everything || pm.pods.Selector.Matches(labels.Set(p.Obj.Labels)) {
+						next.sel.Pods = append(next.sel.Pods, p)
+					}
+				}
 			} else {
 				for _, p := range x.nsPods(ns) {
 					if everything || pm.pods.Selector.Matches(labels.Set(p.Obj.Labels)) {

@@ -57,6 +57,18 @@ type nsBucket struct {
 	local    []*Pod      // the valid ones on the node
 	dup      bool        // two of pods share a name
 	problems []problem.Problem
+	// What the walk that made the bucket changed against the bucket the
+	// previous compile read (set when there was one): selections update
+	// their part of the namespace by these instead of matching every pod
+	// of it again, so that an event costs what it changed.
+	delta *podDelta
+}
+
+// podDelta is how a namespace's valid pods changed in one walk.
+type podDelta struct {
+	gen     uint64        // the compile that walked
+	removed map[*Pod]bool // valid before, gone or replaced
+	added   []*Pod        // valid now, new records, in group order
 }
 
 func (x *Index) indexPods(set *podset.Set) {
@@ -134,7 +146,13 @@ func (x *Index) indexPods(set *podset.Set) {
 // are gone.
 func (x *Index) walkGroup(g *podset.Group, b *nsBucket, gen uint64) {
 	old := b.entries
-	*b = nsBucket{group: g, gen: gen, entries: make([]*podEntry, 0, len(g.Items))}
+	var delta *podDelta
+	if b.group != nil && b.gen == gen-1 {
+		// The previous compile read this bucket: what changes now is
+		// what its selections must change.
+		delta = &podDelta{gen: gen}
+	}
+	*b = nsBucket{group: g, gen: gen, entries: make([]*podEntry, 0, len(g.Items)), delta: delta}
 	// A new group is mostly the old one in the same order (the agent
 	// sorts by name), so records are first looked for in step with the
 	// old entries; a map of this namespace's entries is made only when
@@ -171,6 +189,9 @@ func (x *Index) walkGroup(g *podset.Group, b *nsBucket, gen uint64) {
 				e = new(podEntry)
 			}
 			x.newPod(o, e)
+			if delta != nil && e.valid {
+				delta.added = append(delta.added, &e.Pod)
+			}
 			if byRecord != nil {
 				byRecord[o] = e
 			}
@@ -193,6 +214,12 @@ func (x *Index) walkGroup(g *podset.Group, b *nsBucket, gen uint64) {
 	b.dup = hasDuplicates(b.pods)
 	for _, e := range old {
 		if e.gen != gen { // deleted or replaced
+			if delta != nil && e.valid {
+				if delta.removed == nil {
+					delta.removed = map[*Pod]bool{}
+				}
+				delta.removed[&e.Pod] = true
+			}
 			// The entry may sit in a block that outlives it: it must
 			// not keep the old record alive.
 			*e = podEntry{}
@@ -259,6 +286,15 @@ func (x *Index) newPod(o *podset.Pod, e *podEntry) {
 func (x *Index) nsPods(ns string) []*Pod {
 	if b := x.next.buckets[ns]; b != nil {
 		return b.pods
+	}
+	return nil
+}
+
+// nsDelta is how namespace ns's pods changed since the previous compile,
+// or nil when that is not known.
+func (x *Index) nsDelta(ns string) *podDelta {
+	if b := x.next.buckets[ns]; b != nil && b.delta != nil && b.delta.gen == x.next.gen {
+		return b.delta
 	}
 	return nil
 }

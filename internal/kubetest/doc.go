@@ -15,4 +15,6 @@
 //	crd.go      the ClusterNetworkPolicy CRD from the module cache, installed
 //	objects.go  namespaces and running pods, as a kubelet would report them
 //	apply.go    Apply: server-side apply of manifests
+//	etcd.go     PutStored: an object written straight into etcd, as an
+//	            older API server stored it
 package kubetest
