@@ -27,19 +27,56 @@ const (
 	AnnSrcPorts    = "egress-source-ports"
 	AnnAllowedNets = "egress-allowed-networks"
 	AnnDeniedNets  = "egress-denied-networks"
-	PrefixNftguard = "nftguard.io/"
-	PrefixKubeVIP  = "kube-vip.io/"
-	ChainPostroute = "eg_postrouting"
-	SetInternal4   = "eg_internal4"
-	SetInternal6   = "eg_internal6"
-	MapSNAT4       = "eg_snat4"
-	MapSNAT6       = "eg_snat6"
-	MapDispatch4   = "eg_dispatch4"
-	MapDispatch6   = "eg_dispatch6"
+	// AnnNodeMasquerade "true" lets the selected pods leave with the
+	// node's address where the Service's address cannot be used (not on
+	// this node, none yet, invalid) instead of being held.
+	AnnNodeMasquerade = "egress-node-masquerade"
+	PrefixNftguard    = "nftguard.io/"
+	PrefixKubeVIP     = "kube-vip.io/"
+	ChainPostroute    = "eg_postrouting"
+	SetInternal4      = "eg_internal4"
+	SetInternal6      = "eg_internal6"
+	MapSNAT4          = "eg_snat4"
+	MapSNAT6          = "eg_snat6"
+	MapDispatch4      = "eg_dispatch4"
+	MapDispatch6      = "eg_dispatch6"
+	ChainHold         = "eg_hold"
+	SetHold4          = "eg_hold4"
+	SetHold6          = "eg_hold6"
+	SetGuard4         = "eg_guard4"
+	SetGuard6         = "eg_guard6"
+	SetKnown4         = "eg_known4"
+	SetKnown6         = "eg_known6"
 	// ChainPriority puts eg_postrouting before ordinary source NAT
 	// (srcnat, 100): the first NAT binding of a connection is ours.
 	ChainPriority = 90
+	// HoldPriority puts eg_hold before eg_postrouting: a held packet is
+	// dropped with its own source, before any NAT could bind it.
+	HoldPriority = 80
 )
+
+// Reasons a pod address is held (Held.Reason), as metrics label them.
+const (
+	HoldInvalid   = "invalid"    // the Service's annotations or address are invalid
+	HoldNoAddress = "no_address" // the Service has no load-balancer address of the family yet
+	HoldNotLocal  = "not_local"  // the address is not on this node
+)
+
+// LocalAddrs are the addresses this node holds (its local routing table:
+// its interfaces' addresses and local routes), as prefixes.
+type LocalAddrs struct {
+	Prefixes []netip.Prefix
+}
+
+// Contains says whether a is local to the node.
+func (l *LocalAddrs) Contains(a netip.Addr) bool {
+	for _, p := range l.Prefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
 
 // Input is the cluster state the egress part is compiled from.
 type Input struct {
@@ -52,6 +89,11 @@ type Input struct {
 	// NodeIPs are addresses of nodes in addition to those in Nodes (for
 	// one-shot use without Node objects).
 	NodeIPs []netip.Addr
+	// Local, when set, are the addresses this node holds: a Service whose
+	// load-balancer address is not among them does not translate here
+	// (the replies would go to the node that holds it). Nil means not
+	// checked (the one-shot commands): every address is taken as local.
+	Local *LocalAddrs
 }
 
 // serviceObject names a Service in a problem.
@@ -86,6 +128,21 @@ type Output struct {
 	// they select: no load-balancer address yet, or a pod that an older
 	// Service already translates.
 	Warnings []problem.Problem
+	// Held are the local pod addresses whose traffic that leaves the
+	// cluster is dropped, because their Service's address cannot be used
+	// here and the Service did not opt into node masquerade.
+	Held []Held
+	// Pending are the local pods (namespace/name) a Service claims that
+	// have no address yet: while there is one, traffic that leaves the
+	// cluster from this node's pod addresses no pod has is dropped.
+	Pending []string
+}
+
+// Held is one held pod address.
+type Held struct {
+	Addr    netip.Addr
+	Service string // namespace/name
+	Reason  string // HoldInvalid, HoldNoAddress or HoldNotLocal
 }
 
 // portMatch is one protocol with a port or a port range.
@@ -103,6 +160,25 @@ type egressService struct {
 	dst, src []portMatch
 	allowed  []netip.Prefix
 	denied   []netip.Prefix
+	// claim4 and claim6 are the families whose traffic leaving the
+	// cluster the Service claims: translated, or held when it cannot be.
+	claim4, claim6 bool
+	nodeMasq       bool
+	invalid        bool
+	// remote4 and remote6 are load-balancer addresses this node does
+	// not hold (then lb4 and lb6 are unset).
+	remote4, remote6 netip.Addr
+}
+
+// holdReason says why s cannot translate a family (is4) here.
+func (s *egressService) holdReason(is4 bool) string {
+	switch {
+	case s.invalid:
+		return HoldInvalid
+	case is4 && s.remote4.IsValid(), !is4 && s.remote6.IsValid():
+		return HoldNotLocal
+	}
+	return HoldNoAddress
 }
 
 func (s *egressService) restricted() bool {
@@ -156,6 +232,9 @@ func Compile(in Input) Output {
 	}
 	kept := services[:0]
 	for _, s := range services {
+		// A family without known pod ranges can be neither translated
+		// nor held: what leaves the cluster cannot be told.
+		s.claim4, s.claim6 = s.claim4 && has4, s.claim6 && has6
 		var missing []string
 		if s.lb4.IsValid() && !has4 {
 			s.lb4, missing = netip.Addr{}, append(missing, "IPv4")
@@ -182,15 +261,31 @@ func Compile(in Input) Output {
 		// No egress asked for: no NAT chain on the node at all.
 		return out
 	}
+	// Only the node that holds an address can translate to it: the
+	// replies come back to that node.
+	if in.Local != nil {
+		for _, s := range services {
+			if s.lb4.IsValid() && !in.Local.Contains(s.lb4) {
+				s.remote4, s.lb4 = s.lb4, netip.Addr{}
+			}
+			if s.lb6.IsValid() && !in.Local.Contains(s.lb6) {
+				s.remote6, s.lb6 = s.lb6, netip.Addr{}
+			}
+		}
+	}
 
 	snat4 := engine.Set{Name: MapSNAT4, Type: "ipv4_addr", Map: "ipv4_addr", Comment: "pod -> egress address"}
 	snat6 := engine.Set{Name: MapSNAT6, Type: "ipv6_addr", Map: "ipv6_addr", Comment: "pod -> egress address"}
 	disp4 := engine.Set{Name: MapDispatch4, Type: "ipv4_addr", Map: "verdict", Comment: "pod -> restricted egress Service"}
 	disp6 := engine.Set{Name: MapDispatch6, Type: "ipv6_addr", Map: "verdict", Comment: "pod -> restricted egress Service"}
+	hold4 := engine.Set{Name: SetHold4, Type: "ipv4_addr", Comment: "pods whose egress address cannot be used here"}
+	hold6 := engine.Set{Name: SetHold6, Type: "ipv6_addr", Comment: "pods whose egress address cannot be used here"}
 	var svcChains []engine.Chain
 	var svcSets []engine.Set
 	owner := map[string]string{}     // pod key → winning Service key
 	bound := map[netip.Addr]string{} // pod address → pod key translated to it
+	held := map[netip.Addr]bool{}
+	var guard4, guard6 bool // a pending pod's Service claims the family
 
 	// The pods that can be translated (on this node, own address, not
 	// terminated) by namespace, in input order: each Service only looks at
@@ -206,6 +301,7 @@ func Compile(in Input) Output {
 
 	for _, s := range services {
 		var v4, v6 []netip.Addr
+		selected := false
 		for _, p := range local[s.svc.Namespace] {
 			if !s.selector.Matches(labels.Set(p.Labels)) {
 				continue
@@ -216,36 +312,55 @@ func Compile(in Input) Output {
 					Reason: fmt.Sprintf("pod %s is already translated by the older Service %s; this Service does not translate it", pk, w)})
 				continue
 			}
+			selected = true
 			a4, a6 := podAddrs(p)
+			if len(a4) == 0 && len(a6) == 0 {
+				// No address yet: the pod object comes before its
+				// address, its first packets may not.
+				owner[pk] = s.key
+				if !s.nodeMasq && (s.claim4 || s.claim6) {
+					out.Pending = append(out.Pending, pk)
+					guard4, guard6 = guard4 || s.claim4, guard6 || s.claim6
+				}
+				continue
+			}
 			// A pod outside every known pod range shows the ranges
 			// are incomplete: its peers may be outside them too.
-			if s.lb4.IsValid() {
+			if s.claim4 {
 				a4 = inRanges(a4, ranges, pk, s, &out)
 			}
-			if s.lb6.IsValid() {
+			if s.claim6 {
 				a6 = inRanges(a6, ranges, pk, s, &out)
 			}
 			if len(a4) == 0 && len(a6) == 0 {
-				continue // no address yet: nothing to translate
+				continue // nothing of a claimed family to translate
 			}
 			owner[pk] = s.key
 			// An address is a map key: a second pod claiming one
 			// already bound (a stale or hand-written status) would
 			// make the kernel refuse the whole batch.
-			if s.lb4.IsValid() {
-				a4 = claim(bound, a4, pk, s, &out)
+			for _, f := range []struct {
+				addrs  []netip.Addr
+				lb     netip.Addr
+				claim  bool
+				is4    bool
+				bindTo *[]netip.Addr
+			}{{a4, s.lb4, s.claim4, true, &v4}, {a6, s.lb6, s.claim6, false, &v6}} {
+				switch {
+				case f.lb.IsValid():
+					*f.bindTo = append(*f.bindTo, claim(bound, f.addrs, pk, s, &out)...)
+				case f.claim && !s.nodeMasq:
+					for _, a := range f.addrs {
+						if !held[a] {
+							held[a] = true
+							out.Held = append(out.Held, Held{Addr: a, Service: s.key, Reason: s.holdReason(f.is4)})
+						}
+					}
+				}
 			}
-			if s.lb6.IsValid() {
-				a6 = claim(bound, a6, pk, s, &out)
-			}
-			v4 = append(v4, a4...)
-			v6 = append(v6, a6...)
 		}
-		if !s.lb4.IsValid() {
-			v4 = nil
-		}
-		if !s.lb6.IsValid() {
-			v6 = nil
+		if selected {
+			out.Warnings = append(out.Warnings, s.remoteWarnings()...)
 		}
 		for _, a := range v4 {
 			out.Bindings[a] = Binding{To: s.lb4, Restricted: s.restricted()}
@@ -275,6 +390,14 @@ func Compile(in Input) Output {
 			disp6.Elements = append(disp6.Elements, engine.Element{Key: a.String(), Value: "jump " + ch.Name})
 		}
 	}
+	for _, h := range out.Held {
+		if h.Addr.Is4() {
+			hold4.Elements = append(hold4.Elements, engine.Element{Key: h.Addr.String()})
+		} else {
+			hold6.Elements = append(hold6.Elements, engine.Element{Key: h.Addr.String()})
+		}
+	}
+	gd4, gd6, known4, known6 := guardSets(in, ranges, guard4, guard6)
 
 	internal4 := engine.Set{Name: SetInternal4, Type: "ipv4_addr", Interval: true, Comment: "cluster, service and node addresses: never translated"}
 	internal6 := engine.Set{Name: SetInternal6, Type: "ipv6_addr", Interval: true, Comment: "cluster, service and node addresses: never translated"}
@@ -292,6 +415,15 @@ func Compile(in Input) Output {
 	}
 
 	out.Chains = append(out.Chains, engine.Chain{
+		Name: ChainHold, Type: "filter", Hook: "postrouting", Priority: HoldPriority, Policy: "accept",
+		Comment: "egress held: claimed pods that cannot leave with their Service's address",
+		Rules: []engine.Rule{
+			{Rule: "ip saddr @" + SetHold4 + " ip daddr != @" + SetInternal4 + " counter drop", Comment: "Service address not usable here"},
+			{Rule: "ip6 saddr @" + SetHold6 + " ip6 daddr != @" + SetInternal6 + " counter drop", Comment: "Service address not usable here"},
+			{Rule: "ip saddr @" + SetGuard4 + " ip saddr != @" + SetKnown4 + " ip daddr != @" + SetInternal4 + " counter drop", Comment: "pod address not known yet"},
+			{Rule: "ip6 saddr @" + SetGuard6 + " ip6 saddr != @" + SetKnown6 + " ip6 daddr != @" + SetInternal6 + " counter drop", Comment: "pod address not known yet"},
+		},
+	}, engine.Chain{
 		Name: ChainPostroute, Type: "nat", Hook: "postrouting", Priority: ChainPriority, Policy: "accept",
 		Comment: "egress SNAT: pods behind an annotated LoadBalancer Service",
 		Rules: []engine.Rule{
@@ -305,12 +437,114 @@ func Compile(in Input) Output {
 	})
 	sort.Slice(svcChains, func(i, j int) bool { return svcChains[i].Name < svcChains[j].Name })
 	out.Chains = append(out.Chains, svcChains...)
-	for _, s := range []*engine.Set{&internal4, &internal6, &snat4, &snat6, &disp4, &disp6} {
+	for _, s := range []*engine.Set{&internal4, &internal6, &snat4, &snat6, &disp4, &disp6, &hold4, &hold6, &gd4, &gd6, &known4, &known6} {
 		sort.Slice(s.Elements, func(i, j int) bool { return s.Elements[i].Key < s.Elements[j].Key })
 		out.Sets = append(out.Sets, *s)
 	}
 	out.Sets = append(out.Sets, svcSets...)
 	return out
+}
+
+// remoteWarnings name the load-balancer addresses of s this node does not
+// hold, and what becomes of the selected pods here.
+func (s *egressService) remoteWarnings() []problem.Problem {
+	var out []problem.Problem
+	for _, a := range []netip.Addr{s.remote4, s.remote6} {
+		if !a.IsValid() {
+			continue
+		}
+		what := "held: their traffic that leaves the cluster is dropped (annotate " + AnnNodeMasquerade + ": \"true\" to let them leave with the node's address)"
+		if s.nodeMasq {
+			what = "left to the node's masquerade (" + AnnNodeMasquerade + ")"
+		}
+		out = append(out, problem.Problem{Object: serviceObject(s.svc), Local: true,
+			Reason: fmt.Sprintf("load-balancer address %s is not on this node (another node announces it), so the selected pods here are %s", a, what)})
+	}
+	return out
+}
+
+// guardSets are the pod-start guard's sets: while a pending pod's Service
+// claims a family (on), the node's pod ranges of that family (its own
+// spec.podCIDRs, or the cluster's when the Node names none) and every
+// address a running pod has in them; empty otherwise, so that the guard
+// costs other pods one lookup in an empty set.
+func guardSets(in Input, ranges []netip.Prefix, on4, on6 bool) (g4, g6, k4, k6 engine.Set) {
+	g4 = engine.Set{Name: SetGuard4, Type: "ipv4_addr", Interval: true, Comment: "this node's pod ranges, while a claimed pod has no address"}
+	g6 = engine.Set{Name: SetGuard6, Type: "ipv6_addr", Interval: true, Comment: "this node's pod ranges, while a claimed pod has no address"}
+	k4 = engine.Set{Name: SetKnown4, Type: "ipv4_addr", Comment: "pod addresses known, while the guard is on"}
+	k6 = engine.Set{Name: SetKnown6, Type: "ipv6_addr", Comment: "pod addresses known, while the guard is on"}
+	if !on4 && !on6 {
+		return
+	}
+	own := PodRanges(nil, nodeNamed(in.Nodes, in.NodeName))
+	onlyLocal := true // the node's own ranges hold only its own pods
+	var gr []netip.Prefix
+	for _, fam := range []struct {
+		on, is4 bool
+	}{{on4, true}, {on6, false}} {
+		if !fam.on {
+			continue
+		}
+		src := own
+		if !anyFamily(own, fam.is4) {
+			src, onlyLocal = ranges, false
+		}
+		for _, p := range src {
+			if p.Addr().Is4() == fam.is4 {
+				gr = append(gr, p)
+			}
+		}
+	}
+	for _, p := range gr {
+		if p.Addr().Is4() {
+			g4.Elements = append(g4.Elements, engine.Element{Key: p.String()})
+		} else {
+			g6.Elements = append(g6.Elements, engine.Element{Key: p.String()})
+		}
+	}
+	seen := map[netip.Addr]bool{}
+	for _, g := range in.Pods.Groups() {
+		pods := g.Items
+		if onlyLocal {
+			pods = podset.LocalTo(g, in.NodeName)
+		}
+		for _, p := range pods {
+			if p.HostNetwork || p.Finished {
+				continue
+			}
+			a4, a6 := podAddrs(p)
+			for _, a := range append(a4, a6...) {
+				if seen[a] || !inAny(a, gr) {
+					continue
+				}
+				seen[a] = true
+				if a.Is4() {
+					k4.Elements = append(k4.Elements, engine.Element{Key: a.String()})
+				} else {
+					k6.Elements = append(k6.Elements, engine.Element{Key: a.String()})
+				}
+			}
+		}
+	}
+	return
+}
+
+func nodeNamed(nodes []*corev1.Node, name string) []*corev1.Node {
+	for _, n := range nodes {
+		if n.Name == name {
+			return []*corev1.Node{n}
+		}
+	}
+	return nil
+}
+
+func inAny(a netip.Addr, ps []netip.Prefix) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // chain builds the chain of a restricted Service: the denied networks return
