@@ -40,6 +40,9 @@ type Input struct {
 	// LogDenied turns on logging of denied packets for pods of
 	// namespaces that opt in (see policy.LogDenied); nil leaves it off.
 	LogDenied *policy.LogDenied
+	// Local are the addresses this node holds (egress.Input.Local); nil
+	// means not checked.
+	Local *egress.LocalAddrs
 }
 
 // Result is the desired table and what was left out of it.
@@ -48,6 +51,9 @@ type Result struct {
 	// EgressBindings maps each translated pod address to its egress
 	// address, for clearing conntrack entries of older translations.
 	EgressBindings map[netip.Addr]egress.Binding
+	// EgressHeld and EgressPending are egress.Output's Held and Pending.
+	EgressHeld    []egress.Held
+	EgressPending []string
 	// Problems name the objects left out and why; everything else is in
 	// the table.
 	Problems []problem.Problem
@@ -101,6 +107,7 @@ func (b *Builder) Build(in Input) Result {
 		Nodes:        in.Nodes,
 		ClusterCIDRs: in.ClusterCIDRs,
 		ServiceCIDRs: in.ServiceCIDRs,
+		Local:        in.Local,
 	})
 	r := Result{
 		Desired: &engine.Desired{
@@ -108,6 +115,8 @@ func (b *Builder) Build(in Input) Result {
 			Sets:   slices.Concat(pol.Sets, cnp.Sets, eg.Sets),
 		},
 		EgressBindings: eg.Bindings,
+		EgressHeld:     eg.Held,
+		EgressPending:  eg.Pending,
 		Problems:       slices.Concat(pol.Problems, cnp.Problems, eg.Problems),
 		Warnings:       eg.Warnings,
 	}
