@@ -137,6 +137,10 @@ func parseService(svc *corev1.Service) (*egressService, []problem.Problem, []pro
 			es.lb6 = a
 		}
 	}
+	// An address of a family is a claim of it, whatever spec.ipFamilies
+	// says (a LoadBalancer may give an IPv6 address to an IPv4 Service).
+	es.claim4 = es.claim4 || es.lb4.IsValid()
+	es.claim6 = es.claim6 || es.lb6.IsValid()
 	if len(probs) > 0 {
 		// Nothing of an invalid Service is programmed differently from
 		// what was asked: no translation at all, its pods held.
