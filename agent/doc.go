@@ -58,6 +58,8 @@
 //	                given to every compile and followed over rtnetlink, a
 //	                change synced like an object change; the held and
 //	                pending egress metrics
+//	egresscount.go  egressCounters: each egress Service's translated packets
+//	                and bytes from the kernel's counters, read at scrape
 //	testhook.go     test builds only (-tags nftguard_testhooks): a label
 //	                that makes the kernel refuse an object, for the e2e tests
 //	testhook_off.go the same hook, absent from every other build

@@ -245,6 +245,18 @@ func TestAgentEgress(t *testing.T) {
 		if v := metricValue(m, `nftguard_egress_held_addresses{namespace="x",reason="not_local",service="web"}`); v != 2 {
 			t.Errorf("n2 held addresses = %v, want 2 (x/b's IPv4 and IPv6)", v)
 		}
+		// Each probe above is one TCP connection of a few packets each
+		// way; only x/a's outgoing ones are translated here.
+		m = e.agents["n1"].metrics(t)
+		pk := metricValue(m, `nftguard_egress_translated_packets_total{namespace="x",service="web"}`)
+		by := metricValue(m, `nftguard_egress_translated_bytes_total{namespace="x",service="web"}`)
+		if pk < 4 || by < 40*pk {
+			t.Errorf("n1 translated packets %v bytes %v: want the probes' packets counted", pk, by)
+		}
+		t.Logf("n1 counted %v packets, %v bytes translated for x/web", pk, by)
+		if v := metricValue(e.agents["n2"].metrics(t), `nftguard_egress_translated_packets_total{namespace="x",service="web"}`); v > 0 {
+			t.Errorf("n2 counted %v packets translated, but holds them", v)
+		}
 	})
 
 	t.Run("address moved to the other node and back", func(t *testing.T) {

@@ -47,6 +47,12 @@ const (
 	SetGuard6         = "eg_guard6"
 	SetKnown4         = "eg_known4"
 	SetKnown6         = "eg_known6"
+	MapCount4         = "eg_count4"
+	MapCount6         = "eg_count6"
+	// CountChainPrefix starts the name of each Service's counting chain,
+	// whose rules count its translated traffic (rule comment: the
+	// Service's namespace/name).
+	CountChainPrefix = "eg_cnt_"
 	// ChainPriority puts eg_postrouting before ordinary source NAT
 	// (srcnat, 100): the first NAT binding of a connection is ours.
 	ChainPriority = 90
@@ -280,6 +286,8 @@ func Compile(in Input) Output {
 	disp6 := engine.Set{Name: MapDispatch6, Type: "ipv6_addr", Map: "verdict", Comment: "pod -> restricted egress Service"}
 	hold4 := engine.Set{Name: SetHold4, Type: "ipv4_addr", Comment: "pods whose egress address cannot be used here"}
 	hold6 := engine.Set{Name: SetHold6, Type: "ipv6_addr", Comment: "pods whose egress address cannot be used here"}
+	count4 := engine.Set{Name: MapCount4, Type: "ipv4_addr", Map: "verdict", Comment: "pod -> counting chain of its egress Service"}
+	count6 := engine.Set{Name: MapCount6, Type: "ipv6_addr", Map: "verdict", Comment: "pod -> counting chain of its egress Service"}
 	var svcChains []engine.Chain
 	var svcSets []engine.Set
 	owner := map[string]string{}     // pod key → winning Service key
@@ -368,6 +376,29 @@ func Compile(in Input) Output {
 		for _, a := range v6 {
 			out.Bindings[a] = Binding{To: s.lb6, Restricted: s.restricted()}
 		}
+		var rules []engine.Rule
+		if s.restricted() && len(v4)+len(v6) > 0 {
+			ch, sets := s.chain(v4, v6)
+			svcChains = append(svcChains, ch)
+			svcSets = append(svcSets, sets...)
+			for _, a := range v4 {
+				disp4.Elements = append(disp4.Elements, engine.Element{Key: a.String(), Value: "jump " + ch.Name})
+			}
+			for _, a := range v6 {
+				disp6.Elements = append(disp6.Elements, engine.Element{Key: a.String(), Value: "jump " + ch.Name})
+			}
+			rules = ch.Rules
+		}
+		if len(v4)+len(v6) > 0 {
+			cc := s.countChain(v4, v6, rules)
+			svcChains = append(svcChains, cc)
+			for _, a := range v4 {
+				count4.Elements = append(count4.Elements, engine.Element{Key: a.String(), Value: "jump " + cc.Name})
+			}
+			for _, a := range v6 {
+				count6.Elements = append(count6.Elements, engine.Element{Key: a.String(), Value: "jump " + cc.Name})
+			}
+		}
 		if !s.restricted() {
 			for _, a := range v4 {
 				snat4.Elements = append(snat4.Elements, engine.Element{Key: a.String(), Value: s.lb4.String()})
@@ -375,19 +406,6 @@ func Compile(in Input) Output {
 			for _, a := range v6 {
 				snat6.Elements = append(snat6.Elements, engine.Element{Key: a.String(), Value: s.lb6.String()})
 			}
-			continue
-		}
-		if len(v4) == 0 && len(v6) == 0 {
-			continue
-		}
-		ch, sets := s.chain(v4, v6)
-		svcChains = append(svcChains, ch)
-		svcSets = append(svcSets, sets...)
-		for _, a := range v4 {
-			disp4.Elements = append(disp4.Elements, engine.Element{Key: a.String(), Value: "jump " + ch.Name})
-		}
-		for _, a := range v6 {
-			disp6.Elements = append(disp6.Elements, engine.Element{Key: a.String(), Value: "jump " + ch.Name})
 		}
 	}
 	for _, h := range out.Held {
@@ -422,6 +440,8 @@ func Compile(in Input) Output {
 			{Rule: "ip6 saddr @" + SetHold6 + " ip6 daddr != @" + SetInternal6 + " counter drop", Comment: "Service address not usable here"},
 			{Rule: "ip saddr @" + SetGuard4 + " ip saddr != @" + SetKnown4 + " ip daddr != @" + SetInternal4 + " counter drop", Comment: "pod address not known yet"},
 			{Rule: "ip6 saddr @" + SetGuard6 + " ip6 saddr != @" + SetKnown6 + " ip6 daddr != @" + SetInternal6 + " counter drop", Comment: "pod address not known yet"},
+			{Rule: "ip saddr vmap @" + MapCount4},
+			{Rule: "ip6 saddr vmap @" + MapCount6},
 		},
 	}, engine.Chain{
 		Name: ChainPostroute, Type: "nat", Hook: "postrouting", Priority: ChainPriority, Policy: "accept",
@@ -437,12 +457,42 @@ func Compile(in Input) Output {
 	})
 	sort.Slice(svcChains, func(i, j int) bool { return svcChains[i].Name < svcChains[j].Name })
 	out.Chains = append(out.Chains, svcChains...)
-	for _, s := range []*engine.Set{&internal4, &internal6, &snat4, &snat6, &disp4, &disp6, &hold4, &hold6, &gd4, &gd6, &known4, &known6} {
+	for _, s := range []*engine.Set{&internal4, &internal6, &snat4, &snat6, &disp4, &disp6, &hold4, &hold6, &gd4, &gd6, &known4, &known6, &count4, &count6} {
 		sort.Slice(s.Elements, func(i, j int) bool { return s.Elements[i].Key < s.Elements[j].Key })
 		out.Sets = append(out.Sets, *s)
 	}
 	out.Sets = append(out.Sets, svcSets...)
 	return out
+}
+
+// countChain counts the traffic s translates for its pods v4 and v6, before
+// it is translated (the hold chain jumps here, every packet, not only a
+// connection's first as in the NAT chain): what leaves the cluster, and for
+// a restricted Service only what its own chain's rules (restricted) would
+// translate, the same matches with a counter instead of the translation.
+func (s *egressService) countChain(v4, v6 []netip.Addr, restricted []engine.Rule) engine.Chain {
+	name := nftsafe.Name(CountChainPrefix + nftsafe.NamePart(s.svc.Namespace) + "_" + nftsafe.NamePart(s.svc.Name))
+	ch := engine.Chain{Name: name, Comment: nftsafe.Comment("translated traffic of Service " + s.key)}
+	comment := nftsafe.Comment(s.key)
+	if len(v4) > 0 {
+		ch.Rules = append(ch.Rules, engine.Rule{Rule: "ip daddr @" + SetInternal4 + " return"})
+	}
+	if len(v6) > 0 {
+		ch.Rules = append(ch.Rules, engine.Rule{Rule: "ip6 daddr @" + SetInternal6 + " return"})
+	}
+	if restricted == nil {
+		ch.Rules = append(ch.Rules, engine.Rule{Rule: "counter", Comment: comment})
+		return ch
+	}
+	for _, r := range restricted {
+		match, _, translates := strings.Cut(r.Rule, " snat ")
+		if !translates {
+			ch.Rules = append(ch.Rules, r) // the denied networks' return
+			continue
+		}
+		ch.Rules = append(ch.Rules, engine.Rule{Rule: match + " counter", Comment: comment})
+	}
+	return ch
 }
 
 // remoteWarnings name the load-balancer addresses of s this node does not

@@ -14,7 +14,14 @@
 //	                       from held pod addresses (@eg_hold4/6), and, while
 //	                       a claimed pod has no address yet, from this
 //	                       node's pod range (@eg_guard4/6) unless a pod
-//	                       has the address (@eg_known4/6)
+//	                       has the address (@eg_known4/6); then jumps to
+//	                       the counting chain of a translated pod's Service
+//	                       (@eg_count4/6)
+//	chain eg_cnt_NS_NAME   counts the Service's translated traffic, every
+//	                       packet (the NAT chain sees only a flow's first):
+//	                       internal destinations return, then a counter, or
+//	                       for a restricted Service its own chain's matches,
+//	                       each with a counter (comment: NS/NAME)
 //	chain eg_postrouting   type nat hook postrouting priority 90 (before
 //	                       ordinary source NAT at 100, so the first NAT
 //	                       binding is ours):

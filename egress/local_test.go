@@ -133,3 +133,30 @@ func TestPodStartGuard(t *testing.T) {
 		t.Errorf("no own range: guard %q known %q", g, k)
 	}
 }
+
+// Each Service that translates has a counting chain its pods' addresses
+// jump to from the hold chain: a counter for an unrestricted Service, its
+// own matches with a counter for a restricted one.
+func TestCountChains(t *testing.T) {
+	in := baseInput()
+	in.Services = []*corev1.Service{
+		svc("x", "web", t0, map[string]string{"nftguard.io/egress": "true"}, "203.0.113.7"),
+		svc("x", "db", t0, map[string]string{"nftguard.io/egress": "true", "nftguard.io/egress-destination-ports": "tcp:443"}, "203.0.113.8"),
+	}
+	in.Pods = podtest.Set([]*corev1.Pod{pod("x", "w", "web", "n1", "10.244.1.5"), pod("x", "d", "db", "n1", "10.244.1.6")})
+	out := compileChecked(t, in)
+	if got := elems(findSet(t, out, MapCount4)); got != "10.244.1.5 : jump eg_cnt_x_web, 10.244.1.6 : jump eg_cnt_x_db" {
+		t.Errorf("count map %s", got)
+	}
+	web, _ := findChain(out, "eg_cnt_x_web")
+	db, _ := findChain(out, "eg_cnt_x_db")
+	if got := rules(web); got != "ip daddr @eg_internal4 return\ncounter" {
+		t.Errorf("web counting chain:\n%s", got)
+	}
+	if got := rules(db); got != "ip daddr @eg_internal4 return\nmeta nfproto ipv4 meta l4proto tcp th dport 443 counter" {
+		t.Errorf("db counting chain:\n%s", got)
+	}
+	if web.Rules[1].Comment != "x/web" {
+		t.Errorf("the counter's comment %q does not name the Service", web.Rules[1].Comment)
+	}
+}
