@@ -119,6 +119,7 @@ func annotationField(name string) string {
 type Binding struct {
 	To         netip.Addr
 	Restricted bool
+	Service    string // namespace/name of the Service that translates
 }
 
 // Output is the egress part of the desired table. Bindings lists every pod
@@ -371,10 +372,10 @@ func Compile(in Input) Output {
 			out.Warnings = append(out.Warnings, s.remoteWarnings()...)
 		}
 		for _, a := range v4 {
-			out.Bindings[a] = Binding{To: s.lb4, Restricted: s.restricted()}
+			out.Bindings[a] = Binding{To: s.lb4, Restricted: s.restricted(), Service: s.key}
 		}
 		for _, a := range v6 {
-			out.Bindings[a] = Binding{To: s.lb6, Restricted: s.restricted()}
+			out.Bindings[a] = Binding{To: s.lb6, Restricted: s.restricted(), Service: s.key}
 		}
 		var rules []engine.Rule
 		if s.restricted() && len(v4)+len(v6) > 0 {

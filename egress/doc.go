@@ -107,4 +107,7 @@
 //	annotations.go  the annotations read and their values parsed: port
 //	                lists merged, networks folded, problems for bad values;
 //	                ParseLoadBalancerIP
+//	source.go       SourceOf: what source address a pod's traffic to one
+//	                destination leaves with, and why, read from Compile's
+//	                output (`nftguard explain-egress`)
 package egress
