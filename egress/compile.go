@@ -514,43 +514,43 @@ func (s *egressService) remoteWarnings() []problem.Problem {
 	return out
 }
 
-// guardSets are the pod-start guard's sets: while a pending pod's Service
-// claims a family (on), the node's pod ranges of that family (its own
-// spec.podCIDRs, or the cluster's when the Node names none) and every
-// address a running pod has in them; empty otherwise, so that the guard
-// costs other pods one lookup in an empty set.
+// guardSets are the pod-start guard's sets. The guarded ranges of a family
+// are the node's own pod ranges (its Node's spec.podCIDRs), or the
+// cluster's when the Node names none of the family; eg_known4/6 hold every
+// address a running pod has in them, kept whether the guard is on or not,
+// so that a pod's event costs one element and turning the guard on or off
+// (on4, on6: a pending pod's Service claims the family) changes only the
+// few ranges of eg_guard4/6, never the whole known set. While the guard is
+// off its range sets are empty and cost every packet one lookup in an
+// empty set.
 func guardSets(in Input, ranges []netip.Prefix, on4, on6 bool) (g4, g6, k4, k6 engine.Set) {
 	g4 = engine.Set{Name: SetGuard4, Type: "ipv4_addr", Interval: true, Comment: "this node's pod ranges, while a claimed pod has no address"}
 	g6 = engine.Set{Name: SetGuard6, Type: "ipv6_addr", Interval: true, Comment: "this node's pod ranges, while a claimed pod has no address"}
-	k4 = engine.Set{Name: SetKnown4, Type: "ipv4_addr", Comment: "pod addresses known, while the guard is on"}
-	k6 = engine.Set{Name: SetKnown6, Type: "ipv6_addr", Comment: "pod addresses known, while the guard is on"}
-	if !on4 && !on6 {
-		return
-	}
+	k4 = engine.Set{Name: SetKnown4, Type: "ipv4_addr", Comment: "pod addresses in this node's pod ranges"}
+	k6 = engine.Set{Name: SetKnown6, Type: "ipv6_addr", Comment: "pod addresses in this node's pod ranges"}
 	own := PodRanges(nil, nodeNamed(in.Nodes, in.NodeName))
 	onlyLocal := true // the node's own ranges hold only its own pods
 	var gr []netip.Prefix
 	for _, fam := range []struct {
 		on, is4 bool
 	}{{on4, true}, {on6, false}} {
-		if !fam.on {
-			continue
-		}
 		src := own
 		if !anyFamily(own, fam.is4) {
 			src, onlyLocal = ranges, false
 		}
 		for _, p := range src {
-			if p.Addr().Is4() == fam.is4 {
-				gr = append(gr, p)
+			if p.Addr().Is4() != fam.is4 {
+				continue
 			}
-		}
-	}
-	for _, p := range gr {
-		if p.Addr().Is4() {
-			g4.Elements = append(g4.Elements, engine.Element{Key: p.String()})
-		} else {
-			g6.Elements = append(g6.Elements, engine.Element{Key: p.String()})
+			gr = append(gr, p)
+			if !fam.on {
+				continue
+			}
+			if fam.is4 {
+				g4.Elements = append(g4.Elements, engine.Element{Key: p.String()})
+			} else {
+				g6.Elements = append(g6.Elements, engine.Element{Key: p.String()})
+			}
 		}
 	}
 	seen := map[netip.Addr]bool{}
@@ -577,7 +577,7 @@ func guardSets(in Input, ranges []netip.Prefix, on4, on6 bool) (g4, g6, k4, k6 e
 			}
 		}
 	}
-	return
+	return g4, g6, k4, k6
 }
 
 func nodeNamed(nodes []*corev1.Node, name string) []*corev1.Node {

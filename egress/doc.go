@@ -64,8 +64,14 @@
 // for it. That is the guard's cost to other pods: while it is on, any new
 // pod of this node, claimed or not, waits for its address to reach the
 // agent before its traffic can leave the cluster; traffic inside the
-// cluster is never held. While it is off its sets are empty and cost every
-// packet one lookup in an empty set.
+// cluster is never held. While it is off its range sets are empty and cost
+// every packet one lookup in an empty set. The known addresses are kept
+// whether it is on or not, so that turning it on or off changes a few
+// ranges, never the whole set: a tenant's pod that never gets an address
+// costs the node that, not a rewrite of every pod address. Without a range
+// of its own on the Node the guard covers the cluster's pod ranges and
+// knows every pod's address (traffic of other nodes' pods routed through
+// this one must not be held).
 //
 // # What is inside the cluster
 //
