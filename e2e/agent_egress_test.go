@@ -310,6 +310,14 @@ func TestAgentEgress(t *testing.T) {
 		e.service(t, "newer", map[string]string{"nftguard.io/egress": "true"}, "203.0.113.9")
 		e.warning(t, "newer", "already translated by the older Service x/web")
 		e.steady(t, "older wins", "x/s", v4, lb4)
+		// A long-lived UDP flow (one socket) keeps its conntrack entry:
+		// it must move to the other Service's address when web stops
+		// translating, and to the node's masquerade when that Service
+		// goes, although both addresses stay on the node.
+		e.udp.reset()
+		stopFlow := e.udpFlow(t, "x/s")
+		defer stopFlow()
+		waitUDP(t, e.udp, lb4, "the flow before")
 		web, err := e.admin.CoreV1().Services("x").Get(e.ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -319,11 +327,16 @@ func TestAgentEgress(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.expect(t, "annotation removed: the other Service", "x/s", v4, "203.0.113.9")
+		waitUDP(t, e.udp, "203.0.113.9", "the long-lived flow after web stopped translating")
 		e.expect(t, "annotation removed: IPv6 no longer claimed", "x/s", v6, e.masq[v6])
 		if err := e.admin.CoreV1().Services("x").Delete(e.ctx, "newer", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		e.expect(t, "Service deleted: node masquerade", "x/s", v4, e.masq[v4])
+		// 203.0.113.9 is still on the node, yet the flow's translation
+		// to it was ours: it goes, and the flow is masqueraded.
+		waitUDP(t, e.udp, e.masq[v4], "the long-lived flow after its Service was deleted")
+		stopFlow()
 	})
 
 	t.Run("pod start", func(t *testing.T) {
@@ -422,6 +435,49 @@ func (e *egressAgentLab) podStarts(t *testing.T, n int, lb string) {
 	sort.Slice(held, func(i, j int) bool { return held[i] < held[j] })
 	t.Logf("%d pod starts: zero datagrams with another source than %s; first datagram sent to first one through with it: p50 %v, p99 %v, max %v (sending starts %v after the pod object, its address is written %v later)",
 		n, lb, held[len(held)/2].Round(time.Millisecond), held[len(held)*99/100].Round(time.Millisecond), held[len(held)-1].Round(time.Millisecond), sandboxDelay, statusDelay)
+}
+
+// udpFlow sends a UDP datagram to ext:9001 every 5 ms from one socket of
+// pod, until the returned func is called.
+func (e *egressAgentLab) udpFlow(t *testing.T, pod string) func() {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	ext := e.lab.Endpoint("ext").IPv4
+	go func() {
+		defer close(done)
+		e.lab.Run(pod, func() error {
+			c, err := net.Dial("udp4", netip.AddrPortFrom(ext, 9001).String())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			tk := time.NewTicker(5 * time.Millisecond)
+			defer tk.Stop()
+			for {
+				c.Write([]byte("f"))
+				select {
+				case <-stop:
+					return nil
+				case <-tk.C:
+				}
+			}
+		})
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(stop); <-done }) }
+}
+
+// waitUDP waits up to 5 s for a datagram from src at the counter.
+func waitUDP(t *testing.T, u *udpCounter, src, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for u.count(src) == 0 {
+		if time.Now().After(deadline) {
+			t.Errorf("%s: no datagram from %s within 5s (seen: %v)", what, src, u.others(""))
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // udpCounter counts the datagrams arriving at a host, by source address,
