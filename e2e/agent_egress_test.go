@@ -323,7 +323,7 @@ func TestAgentEgress(t *testing.T) {
 			t.Fatal(err)
 		}
 		delete(web.Annotations, "nftguard.io/egress")
-		if web, err = e.admin.CoreV1().Services("x").Update(e.ctx, web, metav1.UpdateOptions{}); err != nil {
+		if _, err = e.admin.CoreV1().Services("x").Update(e.ctx, web, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		e.expect(t, "annotation removed: the other Service", "x/s", v4, "203.0.113.9")
@@ -345,7 +345,7 @@ func TestAgentEgress(t *testing.T) {
 			t.Fatal(err)
 		}
 		web.Annotations["nftguard.io/egress"] = "true"
-		if web, err = e.admin.CoreV1().Services("x").Update(e.ctx, web, metav1.UpdateOptions{}); err != nil {
+		if _, err = e.admin.CoreV1().Services("x").Update(e.ctx, web, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		e.expect(t, "egress again", "x/s", v4, lb4)
