@@ -339,6 +339,32 @@ func TestAgentEgress(t *testing.T) {
 		stopFlow()
 	})
 
+	t.Run("IPv6 address only", func(t *testing.T) {
+		// The lab's API server is single-stack IPv4, so the Service's
+		// spec.ipFamilies is [IPv4]: with only an IPv6 address, its
+		// IPv6 traffic is translated and its IPv4 traffic held (the
+		// family it claims has no address), never masqueraded.
+		e.announce(t, "n1", "2001:db8::6")
+		s, err := e.admin.CoreV1().Services("y").Create(e.ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "v6", Annotations: map[string]string{"nftguard.io/egress": "true", "nftguard.io/egress-ipv6": "true"}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"pod": "a"},
+				Ports: []corev1.ServicePort{{Port: 80}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "2001:db8::6"}}
+		if _, err := e.admin.CoreV1().Services("y").UpdateStatus(e.ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.expect(t, "IPv6 translated", "y/a", v6, "2001:db8::6")
+		e.expect(t, "IPv4 held", "y/a", v4, "")
+		if err := e.admin.CoreV1().Services("y").Delete(e.ctx, "v6", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.expect(t, "Service deleted", "y/a", v6, e.masq[v6])
+	})
+
 	t.Run("pod start", func(t *testing.T) {
 		web, err := e.admin.CoreV1().Services("x").Get(e.ctx, "web", metav1.GetOptions{})
 		if err != nil {
