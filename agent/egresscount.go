@@ -34,6 +34,7 @@ type egressCounters struct {
 	last    map[ruleID]engine.Count
 	packets *prometheus.CounterVec
 	bytes   *prometheus.CounterVec
+	dropped *prometheus.CounterVec
 }
 
 type ruleID struct {
@@ -43,7 +44,7 @@ type ruleID struct {
 
 func newEgressCounters(src counterReader, onError func(error)) *egressCounters {
 	labels := []string{"namespace", "service"}
-	return &egressCounters{src: src, onError: onError, last: map[ruleID]engine.Count{},
+	c := &egressCounters{src: src, onError: onError, last: map[ruleID]engine.Count{},
 		packets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nftguard_egress_translated_packets_total",
 			Help: "Packets this node translated to an egress Service's load-balancer address (counted before translation, every packet of a flow), by Service.",
@@ -52,13 +53,26 @@ func newEgressCounters(src counterReader, onError func(error)) *egressCounters {
 			Name: "nftguard_egress_translated_bytes_total",
 			Help: "Bytes (layer 3 and up) of the packets in nftguard_egress_translated_packets_total.",
 		}, labels),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nftguard_egress_dropped_packets_total",
+			Help: "Packets leaving the cluster that egress dropped, by reason: held (their Service's address cannot be used on this node) or pod_start_guard (from a pod address not known yet while a claimed pod waits for its address).",
+		}, []string{"reason"}),
 	}
+	// Both reasons from the start, so that rate() sees zeros.
+	for _, r := range dropReasons {
+		c.dropped.WithLabelValues(r)
+	}
+	return c
 }
+
+// dropReasons maps eg_hold's dropping rules to the reason label.
+var dropReasons = map[string]string{egress.CommentHeld: "held", egress.CommentGuard: "pod_start_guard"}
 
 // Describe implements prometheus.Collector.
 func (c *egressCounters) Describe(ch chan<- *prometheus.Desc) {
 	c.packets.Describe(ch)
 	c.bytes.Describe(ch)
+	c.dropped.Describe(ch)
 }
 
 // Collect implements prometheus.Collector: it reads the kernel, then
@@ -69,7 +83,9 @@ func (c *egressCounters) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rcs, err := c.src.Counters(ctx, func(chain string) bool { return strings.HasPrefix(chain, egress.CountChainPrefix) })
+	rcs, err := c.src.Counters(ctx, func(chain string) bool {
+		return chain == egress.ChainHold || strings.HasPrefix(chain, egress.CountChainPrefix)
+	})
 	if err != nil {
 		if c.onError != nil {
 			c.onError(err)
@@ -79,14 +95,14 @@ func (c *egressCounters) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.packets.Collect(ch)
 	c.bytes.Collect(ch)
+	c.dropped.Collect(ch)
 }
 
 func (c *egressCounters) update(rcs []engine.RuleCounter) {
 	seen := make(map[ruleID]engine.Count, len(rcs))
 	for _, rc := range rcs {
-		ns, name, ok := strings.Cut(rc.Comment, "/")
-		if !ok || len(rc.Counters) == 0 {
-			continue // a return rule, or not ours
+		if len(rc.Counters) == 0 {
+			continue // a return rule, or a jump
 		}
 		id := ruleID{rc.Chain, rc.Handle}
 		var now engine.Count
@@ -95,11 +111,20 @@ func (c *egressCounters) update(rcs []engine.RuleCounter) {
 			now.Bytes += v.Bytes
 		}
 		prev := c.last[id]
-		if now.Packets >= prev.Packets && now.Bytes >= prev.Bytes {
+		seen[id] = now
+		if now.Packets < prev.Packets || now.Bytes < prev.Bytes {
+			continue // cannot happen to one handle; never subtract
+		}
+		if rc.Chain == egress.ChainHold {
+			if reason, ok := dropReasons[rc.Comment]; ok {
+				c.dropped.WithLabelValues(reason).Add(float64(now.Packets - prev.Packets))
+			}
+			continue
+		}
+		if ns, name, ok := strings.Cut(rc.Comment, "/"); ok {
 			c.packets.WithLabelValues(ns, name).Add(float64(now.Packets - prev.Packets))
 			c.bytes.WithLabelValues(ns, name).Add(float64(now.Bytes - prev.Bytes))
 		}
-		seen[id] = now
 	}
 	c.last = seen // rules that are gone are forgotten
 }

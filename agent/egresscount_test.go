@@ -38,7 +38,8 @@ func TestEgressCountersOnlyGrow(t *testing.T) {
 		{[]engine.RuleCounter{rc("eg_cnt_x_web", 5, 10, 1000, "x/web"), rc("np_denied_egress", 7, 99, 99, "x/web")}, 10, 1000},
 		{[]engine.RuleCounter{rc("eg_cnt_x_web", 5, 12, 1200, "x/web")}, 12, 1200},
 		// replaced: a new handle from zero
-		{[]engine.RuleCounter{rc("eg_cnt_x_web", 9, 3, 300, "x/web"), rc("eg_cnt_x_web", 8, 50, 50, "")}, 15, 1500},
+		{[]engine.RuleCounter{rc("eg_cnt_x_web", 9, 3, 300, "x/web"), rc("eg_cnt_x_web", 8, 50, 50, ""),
+			rc("eg_hold", 2, 7, 700, "Service address not usable here"), rc("eg_hold", 3, 4, 400, "pod address not known yet")}, 15, 1500},
 	}
 	for i, s := range steps {
 		f.rcs = s.rcs
@@ -50,5 +51,8 @@ func TestEgressCountersOnlyGrow(t *testing.T) {
 		if got := testutil.ToFloat64(c.bytes.WithLabelValues("x", "web")); got != s.bytes {
 			t.Errorf("step %d: bytes %v, want %v", i, got, s.bytes)
 		}
+	}
+	if h, g := testutil.ToFloat64(c.dropped.WithLabelValues("held")), testutil.ToFloat64(c.dropped.WithLabelValues("pod_start_guard")); h != 7 || g != 4 {
+		t.Errorf("dropped held %v, guard %v; want 7 and 4", h, g)
 	}
 }

@@ -254,8 +254,13 @@ func TestAgentEgress(t *testing.T) {
 			t.Errorf("n1 translated packets %v bytes %v: want the probes' packets counted", pk, by)
 		}
 		t.Logf("n1 counted %v packets, %v bytes translated for x/web", pk, by)
-		if v := metricValue(e.agents["n2"].metrics(t), `nftguard_egress_translated_packets_total{namespace="x",service="web"}`); v > 0 {
+		m = e.agents["n2"].metrics(t)
+		if v := metricValue(m, `nftguard_egress_translated_packets_total{namespace="x",service="web"}`); v > 0 {
 			t.Errorf("n2 counted %v packets translated, but holds them", v)
+		}
+		// x/b's probes: each connection's SYN and its retransmission.
+		if v := metricValue(m, `nftguard_egress_dropped_packets_total{reason="held"}`); v < 6 {
+			t.Errorf("n2 counted %v held packets dropped, want x/b's SYNs", v)
 		}
 	})
 
@@ -376,6 +381,12 @@ func TestAgentEgress(t *testing.T) {
 		}
 		e.expect(t, "egress again", "x/s", v4, lb4)
 		e.podStarts(t, *egressStarts, lb4)
+		// The datagrams sent before each pod's address was known.
+		if v := metricValue(e.agents["n1"].metrics(t), `nftguard_egress_dropped_packets_total{reason="pod_start_guard"}`); v < float64(*egressStarts) {
+			t.Errorf("n1 counted %v packets dropped by the pod-start guard, want at least one per start", v)
+		} else {
+			t.Logf("n1 dropped %v packets from pod addresses not known yet", v)
+		}
 	})
 }
 

@@ -56,6 +56,10 @@ const (
 	// ChainPriority puts eg_postrouting before ordinary source NAT
 	// (srcnat, 100): the first NAT binding of a connection is ours.
 	ChainPriority = 90
+	// Comments of eg_hold's dropping rules, which name what their counters
+	// count.
+	CommentHeld  = "Service address not usable here"
+	CommentGuard = "pod address not known yet"
 	// HoldPriority puts eg_hold before eg_postrouting: a held packet is
 	// dropped with its own source, before any NAT could bind it.
 	HoldPriority = 80
@@ -437,10 +441,10 @@ func Compile(in Input) Output {
 		Name: ChainHold, Type: "filter", Hook: "postrouting", Priority: HoldPriority, Policy: "accept",
 		Comment: "egress held: claimed pods that cannot leave with their Service's address",
 		Rules: []engine.Rule{
-			{Rule: "ip saddr @" + SetHold4 + " ip daddr != @" + SetInternal4 + " counter drop", Comment: "Service address not usable here"},
-			{Rule: "ip6 saddr @" + SetHold6 + " ip6 daddr != @" + SetInternal6 + " counter drop", Comment: "Service address not usable here"},
-			{Rule: "ip saddr @" + SetGuard4 + " ip saddr != @" + SetKnown4 + " ip daddr != @" + SetInternal4 + " counter drop", Comment: "pod address not known yet"},
-			{Rule: "ip6 saddr @" + SetGuard6 + " ip6 saddr != @" + SetKnown6 + " ip6 daddr != @" + SetInternal6 + " counter drop", Comment: "pod address not known yet"},
+			{Rule: "ip saddr @" + SetHold4 + " ip daddr != @" + SetInternal4 + " counter drop", Comment: CommentHeld},
+			{Rule: "ip6 saddr @" + SetHold6 + " ip6 daddr != @" + SetInternal6 + " counter drop", Comment: CommentHeld},
+			{Rule: "ip saddr @" + SetGuard4 + " ip saddr != @" + SetKnown4 + " ip daddr != @" + SetInternal4 + " counter drop", Comment: CommentGuard},
+			{Rule: "ip6 saddr @" + SetGuard6 + " ip6 saddr != @" + SetKnown6 + " ip6 daddr != @" + SetInternal6 + " counter drop", Comment: CommentGuard},
 			{Rule: "ip saddr vmap @" + MapCount4},
 			{Rule: "ip6 saddr vmap @" + MapCount6},
 		},
