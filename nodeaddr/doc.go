@@ -10,7 +10,8 @@
 // change between the list and the subscription is lost, and lists the
 // whole local table again after each burst of notifications: the table is
 // small, and a fresh list cannot drift from the kernel the way a state
-// kept from increments could after an overrun socket buffer. It runs in
+// kept from increments could after an overrun socket buffer (ENOBUFS is
+// answered by listing again). It runs in
 // the network namespace it is given, like the rest of nftguard's netlink
 // (internal/nfnl.InNetNS).
 //

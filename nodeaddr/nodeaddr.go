@@ -56,19 +56,25 @@ func Watch(ctx context.Context, nsPath string, onChange func([]netip.Prefix)) er
 	onChange(cur)
 	for {
 		msgs, err := sub.Receive()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil
+		case errors.Is(err, unix.ENOBUFS):
+			// Notifications were lost to a full socket buffer: what
+			// they said is unknown, so list again.
+			msgs = []netlink.Message{{Header: netlink.Header{Type: unix.RTM_NEWADDR}}}
+		case err != nil:
 			return fmt.Errorf("local addresses: receive notifications: %w", err)
 		}
 		// One change (an address moved) comes as several messages:
 		// take what is queued before listing once.
 		more, err := drain(sub)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil
+		case errors.Is(err, unix.ENOBUFS):
+			more = []netlink.Message{{Header: netlink.Header{Type: unix.RTM_NEWADDR}}}
+		case err != nil:
 			return fmt.Errorf("local addresses: receive notifications: %w", err)
 		}
 		// A node with a large routing table (BGP) sees many route
@@ -96,11 +102,15 @@ func drain(c *netlink.Conn) ([]netlink.Message, error) {
 		}
 		msgs, err := c.Receive()
 		if err != nil {
+			// The next Receive waits again, whatever this one said.
+			if derr := c.SetReadDeadline(time.Time{}); derr != nil {
+				return nil, derr
+			}
 			var ne interface{ Timeout() bool }
 			if errors.As(err, &ne) && ne.Timeout() {
-				return out, c.SetReadDeadline(time.Time{})
+				return out, nil
 			}
-			return nil, err
+			return out, err
 		}
 		out = append(out, msgs...)
 	}
