@@ -178,15 +178,19 @@ func (e *egressAgentLab) service(t *testing.T, name string, ann map[string]strin
 
 func (e *egressAgentLab) setLB(t *testing.T, s *corev1.Service, lb ...string) *corev1.Service {
 	t.Helper()
+	s, err := e.admin.CoreV1().Services(s.Namespace).Get(e.ctx, s.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.Status.LoadBalancer.Ingress = nil
 	for _, ip := range lb {
 		s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
 	}
-	s, err := e.admin.CoreV1().Services("x").UpdateStatus(e.ctx, s, metav1.UpdateOptions{})
+	out, err := e.admin.CoreV1().Services(s.Namespace).UpdateStatus(e.ctx, s, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatalf("status of Service %s: %v", s.Name, err)
 	}
-	return s
+	return out
 }
 
 // warning waits for a Warning Event about Service x/name that contains
@@ -262,6 +266,31 @@ func TestAgentEgress(t *testing.T) {
 		if v := metricValue(m, `nftguard_egress_dropped_packets_total{reason="held"}`); v < 6 {
 			t.Errorf("n2 counted %v held packets dropped, want x/b's SYNs", v)
 		}
+	})
+
+	t.Run("node masquerade by annotation", func(t *testing.T) {
+		set := func(v string) {
+			s, err := e.admin.CoreV1().Services("x").Get(e.ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v == "" {
+				delete(s.Annotations, "nftguard.io/egress-node-masquerade")
+			} else {
+				s.Annotations["nftguard.io/egress-node-masquerade"] = v
+			}
+			if _, err := e.admin.CoreV1().Services("x").Update(e.ctx, s, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// n2 has no masquerade of its own: x/b's traffic is masqueraded
+		// by n1, which it is routed through.
+		set("true")
+		e.expect(t, "elsewhere, opted into node masquerade", "x/b", v4, e.masq[v4])
+		e.steady(t, "the leader still translates", "x/a", v4, lb4)
+		e.warning(t, "web", "left to the node's masquerade")
+		set("")
+		e.expect(t, "opt-in removed: held again", "x/b", v4, "")
 	})
 
 	t.Run("address moved to the other node and back", func(t *testing.T) {
