@@ -26,8 +26,9 @@ const localAddrKind = "LocalAddress"
 // decide where a Service's address may be translated to, and the metrics
 // of what the last sync held back.
 type egressState struct {
-	mu    sync.Mutex
-	local *egress.LocalAddrs
+	mu          sync.Mutex
+	local       *egress.LocalAddrs
+	guardAlways bool
 
 	held        *prometheus.GaugeVec
 	pending     prometheus.Gauge
@@ -79,6 +80,7 @@ func (e *egressState) input(in *compose.Input) {
 	e.mu.Lock()
 	in.Local = e.local
 	e.mu.Unlock()
+	in.EgressGuardAlways = e.guardAlways
 }
 
 // observe sets the metrics of what the sync just held back.

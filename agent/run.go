@@ -160,6 +160,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// The node's addresses decide where egress may translate; a change
 	// (kube-vip moving an address) is synced like an object change.
 	eg := newEgressState(m.reg)
+	eg.guardAlways = cfg.EgressGuardAlways
 	m.reg.MustRegister(newEgressCounters(eng, func(err error) {
 		log.Warn("reading the egress counters failed", "err", err)
 	}))

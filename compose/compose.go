@@ -43,6 +43,8 @@ type Input struct {
 	// Local are the addresses this node holds (egress.Input.Local); nil
 	// means not checked.
 	Local *egress.LocalAddrs
+	// EgressGuardAlways is egress.Input.GuardAlways.
+	EgressGuardAlways bool
 }
 
 // Result is the desired table and what was left out of it.
@@ -108,6 +110,7 @@ func (b *Builder) Build(in Input) Result {
 		ClusterCIDRs: in.ClusterCIDRs,
 		ServiceCIDRs: in.ServiceCIDRs,
 		Local:        in.Local,
+		GuardAlways:  in.EgressGuardAlways,
 	})
 	r := Result{
 		Desired: &engine.Desired{

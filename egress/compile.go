@@ -104,6 +104,12 @@ type Input struct {
 	// (the replies would go to the node that holds it). Nil means not
 	// checked (the one-shot commands): every address is taken as local.
 	Local *LocalAddrs
+	// GuardAlways keeps the pod-start guard on for every family a
+	// Service claims (without node masquerade), not only while a claimed
+	// pod of this node has no address: then a pod's first packet is held
+	// even if it comes before the agent has learned of the pod object,
+	// and every new pod of the node waits for its address to be known.
+	GuardAlways bool
 }
 
 // serviceObject names a Service in a problem.
@@ -410,6 +416,15 @@ func Compile(in Input) Output {
 			}
 			for _, a := range v6 {
 				snat6.Elements = append(snat6.Elements, engine.Element{Key: a.String(), Value: s.lb6.String()})
+			}
+		}
+	}
+	if in.GuardAlways {
+		// Any claimed pod may start on this node, before its object
+		// reaches the agent.
+		for _, s := range services {
+			if !s.nodeMasq {
+				guard4, guard6 = guard4 || s.claim4, guard6 || s.claim6
 			}
 		}
 	}

@@ -71,7 +71,11 @@
 // costs the node that, not a rewrite of every pod address. Without a range
 // of its own on the Node the guard covers the cluster's pod ranges and
 // knows every pod's address (traffic of other nodes' pods routed through
-// this one must not be held).
+// this one must not be held). With Input.GuardAlways the guard is on
+// whenever a Service claims pods (without node masquerade), pending pod or
+// not: a pod that sends before the agent has learned of its object is
+// covered too, at the cost of every new pod of the node waiting for its
+// address to be known.
 //
 // # What is inside the cluster
 //

@@ -162,3 +162,23 @@ func TestCountChains(t *testing.T) {
 		t.Errorf("the counter's comment %q does not name the Service", web.Rules[1].Comment)
 	}
 }
+
+// With GuardAlways the guard is on while any Service claims pods, for the
+// families it claims, with no pending pod and even with no selected pod on
+// this node; a node-masquerade Service never turns it on.
+func TestPodStartGuardAlways(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{PodCIDRs: []string{"10.244.1.0/24", "fd00:244:0:1::/64"}}}
+	in := baseInput()
+	in.GuardAlways = true
+	in.Nodes = []*corev1.Node{node}
+	in.Pods = podtest.Set([]*corev1.Pod{pod("y", "db", "db", "n1", "10.244.1.6")})
+	in.Services = []*corev1.Service{svc("x", "web", t0, map[string]string{"nftguard.io/egress": "true"}, "203.0.113.7")}
+	out := compileChecked(t, in)
+	if g, g6, k := elems(findSet(t, out, SetGuard4)), elems(findSet(t, out, SetGuard6)), elems(findSet(t, out, SetKnown4)); g != "10.244.1.0/24" || g6 != "" || k != "10.244.1.6" {
+		t.Errorf("guard4 %q guard6 %q known %q: want this node's IPv4 range guarded, its pod known", g, g6, k)
+	}
+	in.Services[0].Annotations["nftguard.io/egress-node-masquerade"] = "true"
+	if g := elems(findSet(t, compileChecked(t, in), SetGuard4)); g != "" {
+		t.Errorf("node masquerade: guard %q, want off", g)
+	}
+}
