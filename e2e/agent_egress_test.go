@@ -44,8 +44,8 @@ var egressAgentTopology = []netlab.NodeSpec{
 	{Name: "n2", Pods: []string{"x/b", "y/b"}},
 }
 
-func newEgressAgentLab(t *testing.T) *egressAgentLab {
-	args := []string{"--min-sync-interval", "20ms", "--max-sync-interval", "500ms", "--service-cidr", "10.96.0.0/16"}
+func newEgressAgentLab(t *testing.T, extra ...string) *egressAgentLab {
+	args := append([]string{"--min-sync-interval", "20ms", "--max-sync-interval", "500ms", "--service-cidr", "10.96.0.0/16"}, extra...)
 	for i := range egressAgentTopology {
 		args = append(args, "--cluster-cidr", fmt.Sprintf("10.%d.0.0/24", 100+i), "--cluster-cidr", fmt.Sprintf("fd00:10:%d::/64", 100+i))
 	}
@@ -409,7 +409,7 @@ func TestAgentEgress(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.expect(t, "egress again", "x/s", v4, lb4)
-		e.podStarts(t, *egressStarts, lb4)
+		e.podStarts(t, *egressStarts, lb4, "a-2", 100*time.Millisecond, e.masq[v4])
 		// The datagrams sent before each pod's address was known.
 		if v := metricValue(e.agents["n1"].metrics(t), `nftguard_egress_dropped_packets_total{reason="pod_start_guard"}`); v < float64(*egressStarts) {
 			t.Errorf("n1 counted %v packets dropped by the pod-start guard, want at least one per start", v)
@@ -419,28 +419,43 @@ func TestAgentEgress(t *testing.T) {
 	})
 }
 
-// podStarts starts a selected pod on n1 n times. Each start is a new pod
-// object, created without an address, as the scheduler's binding leaves
-// it; after sandboxDelay the pod's network exists and it sends a UDP
+// TestAgentEgressGuardAlways: with --egress-pod-start-guard always, a pod
+// that sends from the instant its object is created, before its agent can
+// have learned of it, still never leaves with another address.
+func TestAgentEgressGuardAlways(t *testing.T) {
+	e := newEgressAgentLab(t, "--egress-pod-start-guard", "always")
+	lb := "203.0.113.7"
+	e.announce(t, "n1", lb)
+	e.setPodLabel(e.ctx, "x/s", "app", "web")
+	e.service(t, "web", map[string]string{"nftguard.io/egress": "true"}, lb)
+	e.expect(t, "translated", "x/s", netlab.IPv4, lb)
+	// With the guard always on, the freed address is held, not masqueraded.
+	e.podStarts(t, *egressStarts/5, lb, "s", 0, "")
+}
+
+// podStarts starts a selected pod on n1 n times, after deleting the pod
+// object prev. Each start is a new pod object, created without an address,
+// as the scheduler's binding leaves it; after sandboxDelay (0: at once)
+// the pod's network exists and it sends a UDP
 // datagram to ext every millisecond from its first instant; statusDelay
 // later the kubelet writes its address to the API; sending goes on until
 // 20 datagrams have arrived with the Service's address. Every datagram
 // that arrives is counted by source at ext: none may come from another.
 // The pod is x/s's namespace each time (same address, a new socket and so
 // a new source port, a new pod object); the previous pod object is deleted
-// first, and the next start waits until its translation is gone.
-func (e *egressAgentLab) podStarts(t *testing.T, n int, lb string) {
-	const sandboxDelay, statusDelay = 100 * time.Millisecond, 50 * time.Millisecond
+// first, and the next start waits until the address leaves with freed
+// (the node's masquerade, or "": held).
+func (e *egressAgentLab) podStarts(t *testing.T, n int, lb, prev string, sandboxDelay time.Duration, freed string) {
+	const statusDelay = 50 * time.Millisecond
 	s := e.lab.Endpoint("x/s")
 	ext := e.lab.Endpoint("ext").IPv4
 	var held []time.Duration
-	prev := "a-2"
 	for i := 0; i < n; i++ {
 		if err := e.admin.CoreV1().Pods("x").Delete(e.ctx, prev, now); err != nil {
 			t.Fatal(err)
 		}
 		// The address is free again when it leaves the cluster untranslated.
-		e.expect(t, "previous pod gone", "x/s", netlab.IPv4, e.masq[netlab.IPv4])
+		e.expect(t, "previous pod gone", "x/s", netlab.IPv4, freed)
 		e.udp.reset()
 		name := fmt.Sprintf("start-%d", i)
 		p := latPod("x", name, "n1", "", map[string]string{"app": "web"})
