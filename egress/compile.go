@@ -555,7 +555,9 @@ func guardSets(in Input, ranges []netip.Prefix, on4, on6 bool) (g4, g6, k4, k6 e
 	}{{on4, true}, {on6, false}} {
 		src := own
 		if !anyFamily(own, fam.is4) {
-			src, onlyLocal = ranges, false
+			src = ranges
+			// Other nodes' pods matter only where a range is guarded.
+			onlyLocal = onlyLocal && !anyFamily(ranges, fam.is4)
 		}
 		for _, p := range src {
 			if p.Addr().Is4() != fam.is4 {
