@@ -67,6 +67,11 @@ type Config struct {
 	// budget); the zero value means budget.Default().
 	Budget budget.Limits
 
+	// EgressGuardAlways keeps egress's pod-start guard on whenever a
+	// Service claims pods, not only while a claimed pod of this node
+	// waits for its address (egress.Input.GuardAlways).
+	EgressGuardAlways bool
+
 	// LogDenied, when set, logs denied packets of pods in namespaces that
 	// opt in (policy.LogDenied): the table logs them to an NFLOG group,
 	// and the agent reads the group and writes one log record each.

@@ -23,6 +23,11 @@
 // which the same loop repairs. Because the loop is the only writer, syncs
 // never overlap and every metric describes one sync.
 //
+// Egress translates only to load-balancer addresses this node holds: Run
+// reads the node's local addresses before the first sync and follows them
+// over rtnetlink (egress.go), so kube-vip moving an address is synced like
+// any change, in the same one-transaction sync.
+//
 // With --log-denied, Run also starts package deniedflow (the denied-packet
 // log, its attribution to pods and policies, and the drop counters as
 // metrics) and hands it the input of every successful sync; it reads the
@@ -52,6 +57,12 @@
 //	health.go       what /readyz says
 //	server.go       the /healthz, /readyz and /metrics listener
 //	localpods.go    the warning when no pod is scheduled to --node-name
+//	egress.go       egressState: the node's addresses (package nodeaddr)
+//	                given to every compile and followed over rtnetlink, a
+//	                change synced like an object change; the held and
+//	                pending egress metrics
+//	egresscount.go  egressCounters: each egress Service's translated packets
+//	                and bytes from the kernel's counters, read at scrape
 //	testhook.go     test builds only (-tags nftguard_testhooks): a label
 //	                that makes the kernel refuse an object, for the e2e tests
 //	testhook_off.go the same hook, absent from every other build

@@ -102,6 +102,11 @@ func TestClusterRangesFromTheCluster(t *testing.T) {
 	agents := map[string]agent{}
 	for _, user := range []string{"full", "limited"} {
 		a := agent{ns: testns.New(t, "rg"+user), addr: freeAddr(t)}
+		// The node holds the Service's addresses, as kube-vip's leader
+		// does: egress translates only to addresses of its node.
+		a.ns.MustExec(t, "", "ip", "link", "set", "lo", "up")
+		a.ns.MustExec(t, "", "ip", "addr", "add", "203.0.113.7/32", "dev", "lo")
+		a.ns.MustExec(t, "", "ip", "addr", "add", "2001:db8::7/128", "dev", "lo")
 		agents[user] = a
 		wg.Go(func() {
 			err := Run(ctx, Config{REST: srv.Config(user), NodeName: "n1", NetNS: a.ns.Path, MetricsAddr: a.addr,

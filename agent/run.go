@@ -157,7 +157,19 @@ func Run(ctx context.Context, cfg Config) error {
 		watchLocalPods(ctx, src.localPods(cfg.NodeName), cfg.noPodsAfter, m, log)
 	})
 
-	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, health: h, inject: testInjector(), q: quarantine.New(sameContent)}
+	// The node's addresses decide where egress may translate; a change
+	// (kube-vip moving an address) is synced like an object change.
+	eg := newEgressState(m.reg)
+	eg.guardAlways = cfg.EgressGuardAlways
+	m.reg.MustRegister(newEgressCounters(eng, func(err error) {
+		log.Warn("reading the egress counters failed", "err", err)
+	}))
+	if err := eg.start(cfg.NetNS); err != nil {
+		return err
+	}
+	wg.Go(func() { eg.watch(ctx, cfg.NetNS, log, func() { onChange(localAddrKind, false) }) })
+
+	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, health: h, inject: testInjector(), q: quarantine.New(sameContent), egress: eg}
 	if res != nil {
 		s.synced = res.Synced
 	}

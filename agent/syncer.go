@@ -42,6 +42,9 @@ type syncer struct {
 	// synced, when set, is given the input of every successful sync
 	// (the denied-packet log judges records by it: deniedflow.Resolver).
 	synced func(compose.Input)
+	// egress gives the compile the node's addresses and takes the
+	// metrics of what was held; nil in tests that run without it.
+	egress *egressState
 }
 
 // compile builds the desired table with b.
@@ -62,6 +65,9 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	if err != nil {
 		s.fail(errorKindSync)
 		return err
+	}
+	if s.egress != nil {
+		s.egress.input(&raw)
 	}
 	in := s.q.Apply(raw)
 	res := s.compile(&s.build, in)
@@ -99,6 +105,9 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	s.m.operations.Observe(float64(st.Operations))
 	s.m.observeTable(res.Desired)
 	s.m.lastSuccess.SetToCurrentTime()
+	if s.egress != nil {
+		s.egress.observe(res)
+	}
 	if why.has(reasonDrift) {
 		s.m.driftRepairs.Inc()
 	}
@@ -241,7 +250,7 @@ func (s *syncer) clearConntrack(ctx context.Context, in compose.Input, bindings 
 	if s.cleared != nil && maps.Equal(s.cleared, bindings) {
 		return nil
 	}
-	st, err := conntrack.ClearStale(ctx, s.cfg.NetNS, bindings, conntrack.WithCIDRs(egress.PodRanges(in.ClusterCIDRs, in.Nodes), in.ServiceCIDRs))
+	st, err := conntrack.ClearStale(ctx, s.cfg.NetNS, bindings, conntrack.WithCIDRs(egress.PodRanges(in.ClusterCIDRs, in.Nodes), in.ServiceCIDRs), conntrack.WithPrevious(s.cleared))
 	if err != nil {
 		s.m.errors.WithLabelValues(errorKindConntrack).Inc()
 		return fmt.Errorf("table synced, but stale egress translations not cleared: %w", err)

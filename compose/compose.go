@@ -45,6 +45,11 @@ type Input struct {
 	// one over its budget, or over what the node's total leaves, is
 	// compiled in its fail-closed form (see package budget).
 	Budget *budget.Limits
+	// Local are the addresses this node holds (egress.Input.Local); nil
+	// means not checked.
+	Local *egress.LocalAddrs
+	// EgressGuardAlways is egress.Input.GuardAlways.
+	EgressGuardAlways bool
 }
 
 // Result is the desired table and what was left out of it.
@@ -53,6 +58,9 @@ type Result struct {
 	// EgressBindings maps each translated pod address to its egress
 	// address, for clearing conntrack entries of older translations.
 	EgressBindings map[netip.Addr]egress.Binding
+	// EgressHeld and EgressPending are egress.Output's Held and Pending.
+	EgressHeld    []egress.Held
+	EgressPending []string
 	// Problems name the objects left out and why; everything else is in
 	// the table.
 	Problems []problem.Problem
@@ -128,6 +136,8 @@ func (b *Builder) Build(in Input) Result {
 		Nodes:        in.Nodes,
 		ClusterCIDRs: in.ClusterCIDRs,
 		ServiceCIDRs: in.ServiceCIDRs,
+		Local:        in.Local,
+		GuardAlways:  in.EgressGuardAlways,
 	})
 	r := Result{
 		Desired: &engine.Desired{
@@ -135,6 +145,8 @@ func (b *Builder) Build(in Input) Result {
 			Sets:   slices.Concat(pol.Sets, cnp.Sets, eg.Sets),
 		},
 		EgressBindings: eg.Bindings,
+		EgressHeld:     eg.Held,
+		EgressPending:  eg.Pending,
 		Problems:       slices.Concat(pol.Problems, cnp.Problems, eg.Problems),
 		Warnings:       eg.Warnings,
 		OverBudget:     over,

@@ -37,6 +37,20 @@ func WithCIDRs(cluster, service []netip.Prefix) Option {
 	}
 }
 
+// WithPrevious tells ClearStale the bindings it was last called with: an
+// entry translated to an address that is still the node's (a load-balancer
+// address kube-vip keeps announcing here) but that P was bound to then and
+// is not now (annotation removed, Service deleted, pod held) was our
+// translation, and is deleted.
+func WithPrevious(previous map[netip.Addr]egress.Binding) Option {
+	return func(e *env) {
+		e.previous = make(map[netip.Addr]egress.Binding, len(previous))
+		for a, b := range previous {
+			e.previous[a.Unmap()] = b
+		}
+	}
+}
+
 // ClearStale deletes the conntrack entries in the network namespace at
 // netnsPath ("" for the current one) whose source translation no longer
 // matches bindings (pod address → egress address, as just synced); see the

@@ -30,10 +30,12 @@ const (
 	keepNodeAddress                // T is a node address and P has no unrestricted binding
 	deleteMove                     // T is a node address and P now has an unrestricted binding
 	deleteStale                    // T is an egress address P is no longer bound to
+	deleteWasOurs                  // T is a node address P was bound to before and is no longer
 )
 
 var verdictNames = [...]string{"keep: no source NAT", "keep: not pod traffic", "keep: internal destination",
-	"keep: current binding", "keep: node address", "delete: move to egress address", "delete: stale egress address"}
+	"keep: current binding", "keep: node address", "delete: move to egress address", "delete: stale egress address",
+	"delete: node address that was our translation"}
 
 func (v verdict) String() string { return verdictNames[v] }
 
@@ -46,6 +48,10 @@ type env struct {
 	local    map[netip.Addr]bool // the node's own addresses
 	cluster  []netip.Prefix      // pod sources; empty: any source
 	internal []netip.Prefix      // destinations never translated
+	// previous are the bindings of the last cleaning (WithPrevious): a
+	// load-balancer address still on the node is a node address, but a
+	// translation to it that P had then was ours.
+	previous map[netip.Addr]egress.Binding
 }
 
 func inAny(a netip.Addr, ps []netip.Prefix) bool {
@@ -75,6 +81,9 @@ func decide(e entry, v env) verdict {
 		return keepCurrent
 	}
 	if v.local[t] {
+		if pb, was := v.previous[p]; was && pb.To.Unmap() == t {
+			return deleteWasOurs
+		}
 		if bound && !b.Restricted {
 			return deleteMove
 		}

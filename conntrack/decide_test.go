@@ -34,6 +34,11 @@ func TestDecide(t *testing.T) {
 		local: map[netip.Addr]bool{node: true, node6: true, a("127.0.0.1"): true},
 	}
 	scoped := base
+	// lb is still on the node (kube-vip announces it here) but other's
+	// Service no longer translates it.
+	withPrev := base
+	withPrev.local = map[netip.Addr]bool{node: true, lb: true, lbNew: true}
+	withPrev.previous = map[netip.Addr]egress.Binding{other: {To: lb}, pod: {To: lbNew}}
 	scoped.cluster = []netip.Prefix{pfx("10.244.0.0/16"), pfx("fd00:10:244::/48")}
 	scoped.internal = []netip.Prefix{pfx("10.244.0.0/16"), pfx("fd00:10:244::/48"), pfx("10.96.0.0/16")}
 
@@ -43,6 +48,9 @@ func TestDecide(t *testing.T) {
 		v    env
 		want verdict
 	}{
+		{"node address that was our translation", entry{other, ext, lb}, withPrev, deleteWasOurs},
+		{"node address, bound to it before and now", entry{pod, ext, lbNew}, withPrev, keepCurrent},
+		{"node address, another one before", entry{other, ext, node}, withPrev, keepNodeAddress},
 		{"no source NAT", entry{pod, ext, pod}, base, keepNoSNAT},
 		{"no source NAT, mapped form", entry{netip.AddrFrom16(pod.As16()), ext, pod}, base, keepNoSNAT},
 		{"invalid entry", entry{}, base, keepNoSNAT},
@@ -78,7 +86,7 @@ func TestDecide(t *testing.T) {
 
 func TestVerdictRemove(t *testing.T) {
 	for v := keepNoSNAT; v <= deleteStale; v++ {
-		want := v == deleteMove || v == deleteStale
+		want := v == deleteMove || v == deleteStale || v == deleteWasOurs
 		if v.remove() != want {
 			t.Errorf("%q.remove() = %v, want %v", v, v.remove(), want)
 		}

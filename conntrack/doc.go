@@ -33,6 +33,10 @@
 //     a pod's connection through a masqueraded Service (hairpin, NodePort)
 //     would be cut on every sync and re-balanced to another backend.
 //   - P is bound to T now: the translation is right; kept.
+//   - With [WithPrevious], T is an address of the node that P was bound to
+//     at the last cleaning and is not now: a load-balancer address the node
+//     still holds, which was our translation (annotation removed, Service
+//     deleted, pod held); deleted.
 //   - T is an address of the node itself (read from the namespace over
 //     netlink: that is a masquerade, or an SNAT by another tool): deleted only
 //     if P now has an unrestricted binding — the connection predates the
@@ -46,7 +50,8 @@
 //
 // Known limits, all of which err on the side of keeping a connection:
 // an entry already bound to the right address is not re-examined against a
-// changed port or network restriction; an old load-balancer address that is
+// changed port or network restriction; without [WithPrevious] (the one-shot
+// commands, an agent's first cleaning) an old load-balancer address that is
 // still assigned to the node counts as a node address; an entry is deleted by
 // its original tuple, so a connection re-created with the same tuple between
 // the dump and the delete is deleted too (it is simply tracked again on its
@@ -55,6 +60,6 @@
 // # Where things are
 //
 //	conntrack.go  ClearStale: dump the entries, read the node's addresses,
-//	              delete the stale ones; Stats and WithCIDRs
+//	              delete the stale ones; Stats, WithCIDRs, WithPrevious
 //	decide.go     decide: the rules above, one entry at a time (pure)
 package conntrack

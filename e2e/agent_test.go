@@ -68,6 +68,10 @@ type agentLabOptions struct {
 	users []string // API users besides the agents' (no permissions)
 	// cidrs passes the lab's pod CIDRs as --cluster-cidr (egress needs them).
 	cidrs bool
+	// topology and external replace agentTopology and add external hosts
+	// (behind the first node).
+	topology []netlab.NodeSpec
+	external []string
 }
 
 var agentTopology = []netlab.NodeSpec{
@@ -291,8 +295,12 @@ func newAgentLab(t *testing.T) *agentLab { return newAgentLabWith(t, agentLabOpt
 
 func newAgentLabWith(t *testing.T, opts agentLabOptions) *agentLab {
 	t.Helper()
+	topology := opts.topology
+	if topology == nil {
+		topology = agentTopology
+	}
 	var users []string
-	for _, n := range agentTopology {
+	for _, n := range topology {
 		users = append(users, agentUser(n.Name))
 	}
 	start := time.Now()
@@ -307,7 +315,7 @@ func newAgentLabWith(t *testing.T, opts agentLabOptions) *agentLab {
 	if a.args == nil {
 		a.args = []string{"--min-sync-interval", "50ms", "--max-sync-interval", "500ms"}
 	}
-	a.lab = netlab.New(t, netlab.Spec{Nodes: agentTopology, Ports: agentPorts})
+	a.lab = netlab.New(t, netlab.Spec{Nodes: topology, External: opts.external, Ports: agentPorts})
 	if opts.cidrs {
 		for _, n := range a.lab.Nodes {
 			a.args = append(a.args, "--cluster-cidr", n.PodCIDRv4.String())
@@ -316,7 +324,7 @@ func newAgentLabWith(t *testing.T, opts agentLabOptions) *agentLab {
 	ctx := context.Background()
 	a.deploy(ctx, users)
 	a.createCluster(ctx)
-	for _, n := range agentTopology {
+	for _, n := range topology {
 		a.startAgent(t, n.Name)
 	}
 	return a

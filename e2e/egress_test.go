@@ -354,10 +354,11 @@ func TestEgressSNAT(t *testing.T) {
 	e.apply()
 	expect("kube-vip annotation", "x/b", ext4, "203.0.113.8")
 
-	// A bad annotation skips only that Service.
+	// A bad annotation skips only that Service, and holds its pods: they
+	// never leave with the node's address instead.
 	kv.Annotations["kube-vip.io/egress-destination-ports"] = "tcp:http"
 	stderr = e.apply(true)
-	expect("bad annotation: skipped", "x/b", ext4, masq4)
+	expect("bad annotation: held", "x/b", ext4, "")
 	expect("bad annotation: others stay", "x/a", ext4, lbIPv4)
 	if !strings.Contains(stderr, `kube-vip.io/egress-destination-ports]="tcp:http"`) {
 		t.Errorf("bad annotation not named: %q", stderr)

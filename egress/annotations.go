@@ -26,10 +26,12 @@ func annotation(svc *corev1.Service, name string) (value, full string, ok bool) 
 }
 
 // parseService reads a Service's egress annotations. It returns nil when the
-// Service does not ask for egress, or when any annotation is invalid (then
-// with the problems: that Service's egress is not programmed at all rather
-// than programmed differently from what was asked), or when it has no
-// load-balancer address yet (a warning: nothing is wrong, it is not ready).
+// Service does not claim egress for its pods (no annotation, "false", not a
+// LoadBalancer, no selector: the last two with a problem). A Service that
+// claims egress but cannot be translated to (an invalid annotation or
+// load-balancer address: problems; no address yet: a warning) is returned
+// all the same, with no addresses: its pods are held, not left to the
+// node's masquerade, unless it opts into node masquerade.
 func parseService(svc *corev1.Service) (*egressService, []problem.Problem, []problem.Problem) {
 	v, full, ok := annotation(svc, AnnEgress)
 	if !ok {
@@ -67,6 +69,26 @@ func parseService(svc *corev1.Service) (*egressService, []problem.Problem, []pro
 		}
 		want6 = b
 	}
+	// The families the Service claims: those it can have an address of
+	// (spec.ipFamilies; both when unset, as in hand-written manifests),
+	// IPv6 only when asked for.
+	es.claim4, es.claim6 = len(svc.Spec.IPFamilies) == 0, want6 && len(svc.Spec.IPFamilies) == 0
+	for _, f := range svc.Spec.IPFamilies {
+		switch f {
+		case corev1.IPv4Protocol:
+			es.claim4 = true
+		case corev1.IPv6Protocol:
+			es.claim6 = want6
+		}
+	}
+	if v, full, ok := annotation(svc, AnnNodeMasquerade); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			// Read as "false": an unreadable opt-out holds the pods.
+			bad(full, v, "not a boolean (want \"true\" or \"false\")")
+		}
+		es.nodeMasq = b
+	}
 	if v, full, ok := annotation(svc, AnnDstPorts); ok {
 		ms, err := parsePorts(v)
 		if err != nil {
@@ -99,16 +121,15 @@ func parseService(svc *corev1.Service) (*egressService, []problem.Problem, []pro
 		if ing.IP == "" {
 			continue // hostname-only ingress: no address to translate to
 		}
-		a, err := netip.ParseAddr(ing.IP)
-		if err != nil || a.Zone() != "" {
+		a, why := ParseLoadBalancerIP(ing.IP)
+		if why != "" {
 			// Not "no address yet": the load balancer wrote something
-			// that is not an address, and that is what to fix.
+			// the API server refuses, and that is what to fix.
 			probs = append(probs, problem.Problem{Object: serviceObject(svc),
 				Field: fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), Value: ing.IP,
-				Reason: "not an IP address"})
+				Reason: why})
 			continue
 		}
-		a = a.Unmap()
 		if a.Is4() && !es.lb4.IsValid() {
 			es.lb4 = a
 		}
@@ -116,14 +137,43 @@ func parseService(svc *corev1.Service) (*egressService, []problem.Problem, []pro
 			es.lb6 = a
 		}
 	}
+	// An address of a family is a claim of it, whatever spec.ipFamilies
+	// says (a LoadBalancer may give an IPv6 address to an IPv4 Service).
+	es.claim4 = es.claim4 || es.lb4.IsValid()
+	es.claim6 = es.claim6 || es.lb6.IsValid()
 	if len(probs) > 0 {
-		return nil, probs, nil
+		// Nothing of an invalid Service is programmed differently from
+		// what was asked: no translation at all, its pods held.
+		es.lb4, es.lb6, es.dst, es.src, es.allowed, es.denied = netip.Addr{}, netip.Addr{}, nil, nil, nil, nil
+		es.invalid = true
+		return es, probs, nil
 	}
 	if !es.lb4.IsValid() && !es.lb6.IsValid() {
-		return nil, nil, []problem.Problem{{Object: serviceObject(svc),
-			Reason: "no load-balancer address in status.loadBalancer.ingress yet: nothing is translated"}}
+		what := "held: their traffic that leaves the cluster is dropped until it has one"
+		if es.nodeMasq {
+			what = "left to the node's masquerade (" + AnnNodeMasquerade + ")"
+		}
+		return es, nil, []problem.Problem{{Object: serviceObject(svc),
+			Reason: "no load-balancer address in status.loadBalancer.ingress yet: nothing is translated, the selected pods are " + what}}
 	}
 	return es, nil, nil
+}
+
+// ParseLoadBalancerIP reads a status.loadBalancer.ingress[].ip as strictly
+// as the API server validates it since Kubernetes 1.33 (no leading zeros,
+// no IPv4-mapped IPv6 address, no zone); why is "" when it is valid, and
+// otherwise says what is wrong.
+func ParseLoadBalancerIP(s string) (a netip.Addr, why string) {
+	a, err := netip.ParseAddr(s) // refuses leading zeros in IPv4
+	switch {
+	case err != nil:
+		return netip.Addr{}, "not an IP address"
+	case a.Zone() != "":
+		return netip.Addr{}, "an IP address with a zone"
+	case a.Is4In6():
+		return netip.Addr{}, "an IPv4-mapped IPv6 address (write the IPv4 address)"
+	}
+	return a, ""
 }
 
 // Bounds on what one annotation may ask for, after merging: each list

@@ -27,19 +27,66 @@ const (
 	AnnSrcPorts    = "egress-source-ports"
 	AnnAllowedNets = "egress-allowed-networks"
 	AnnDeniedNets  = "egress-denied-networks"
-	PrefixNftguard = "nftguard.io/"
-	PrefixKubeVIP  = "kube-vip.io/"
-	ChainPostroute = "eg_postrouting"
-	SetInternal4   = "eg_internal4"
-	SetInternal6   = "eg_internal6"
-	MapSNAT4       = "eg_snat4"
-	MapSNAT6       = "eg_snat6"
-	MapDispatch4   = "eg_dispatch4"
-	MapDispatch6   = "eg_dispatch6"
+	// AnnNodeMasquerade "true" lets the selected pods leave with the
+	// node's address where the Service's address cannot be used (not on
+	// this node, none yet, invalid) instead of being held.
+	AnnNodeMasquerade = "egress-node-masquerade"
+	PrefixNftguard    = "nftguard.io/"
+	PrefixKubeVIP     = "kube-vip.io/"
+	ChainPostroute    = "eg_postrouting"
+	SetInternal4      = "eg_internal4"
+	SetInternal6      = "eg_internal6"
+	MapSNAT4          = "eg_snat4"
+	MapSNAT6          = "eg_snat6"
+	MapDispatch4      = "eg_dispatch4"
+	MapDispatch6      = "eg_dispatch6"
+	ChainHold         = "eg_hold"
+	SetHold4          = "eg_hold4"
+	SetHold6          = "eg_hold6"
+	SetGuard4         = "eg_guard4"
+	SetGuard6         = "eg_guard6"
+	SetKnown4         = "eg_known4"
+	SetKnown6         = "eg_known6"
+	MapCount4         = "eg_count4"
+	MapCount6         = "eg_count6"
+	// CountChainPrefix starts the name of each Service's counting chain,
+	// whose rules count its translated traffic (rule comment: the
+	// Service's namespace/name).
+	CountChainPrefix = "eg_cnt_"
 	// ChainPriority puts eg_postrouting before ordinary source NAT
 	// (srcnat, 100): the first NAT binding of a connection is ours.
 	ChainPriority = 90
+	// Comments of eg_hold's dropping rules, which name what their counters
+	// count.
+	CommentHeld  = "Service address not usable here"
+	CommentGuard = "pod address not known yet"
+	// HoldPriority puts eg_hold before eg_postrouting: a held packet is
+	// dropped with its own source, before any NAT could bind it.
+	HoldPriority = 80
 )
+
+// Reasons a pod address is held (Held.Reason), as metrics label them.
+const (
+	HoldInvalid   = "invalid"    // the Service's annotations or address are invalid
+	HoldNoAddress = "no_address" // the Service has no load-balancer address of the family yet
+	HoldNotLocal  = "not_local"  // the address is not on this node
+)
+
+// LocalAddrs are the addresses this node holds (its local routing table:
+// its interfaces' addresses and local routes), as prefixes.
+type LocalAddrs struct {
+	Prefixes []netip.Prefix
+}
+
+// Contains says whether a is local to the node.
+func (l *LocalAddrs) Contains(a netip.Addr) bool {
+	for _, p := range l.Prefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
 
 // Input is the cluster state the egress part is compiled from.
 type Input struct {
@@ -52,6 +99,17 @@ type Input struct {
 	// NodeIPs are addresses of nodes in addition to those in Nodes (for
 	// one-shot use without Node objects).
 	NodeIPs []netip.Addr
+	// Local, when set, are the addresses this node holds: a Service whose
+	// load-balancer address is not among them does not translate here
+	// (the replies would go to the node that holds it). Nil means not
+	// checked (the one-shot commands): every address is taken as local.
+	Local *LocalAddrs
+	// GuardAlways keeps the pod-start guard on for every family a
+	// Service claims (without node masquerade), not only while a claimed
+	// pod of this node has no address: then a pod's first packet is held
+	// even if it comes before the agent has learned of the pod object,
+	// and every new pod of the node waits for its address to be known.
+	GuardAlways bool
 }
 
 // serviceObject names a Service in a problem.
@@ -71,6 +129,7 @@ func annotationField(name string) string {
 type Binding struct {
 	To         netip.Addr
 	Restricted bool
+	Service    string // namespace/name of the Service that translates
 }
 
 // Output is the egress part of the desired table. Bindings lists every pod
@@ -86,6 +145,21 @@ type Output struct {
 	// they select: no load-balancer address yet, or a pod that an older
 	// Service already translates.
 	Warnings []problem.Problem
+	// Held are the local pod addresses whose traffic that leaves the
+	// cluster is dropped, because their Service's address cannot be used
+	// here and the Service did not opt into node masquerade.
+	Held []Held
+	// Pending are the local pods (namespace/name) a Service claims that
+	// have no address yet: while there is one, traffic that leaves the
+	// cluster from this node's pod addresses no pod has is dropped.
+	Pending []string
+}
+
+// Held is one held pod address.
+type Held struct {
+	Addr    netip.Addr
+	Service string // namespace/name
+	Reason  string // HoldInvalid, HoldNoAddress or HoldNotLocal
 }
 
 // portMatch is one protocol with a port or a port range.
@@ -103,6 +177,25 @@ type egressService struct {
 	dst, src []portMatch
 	allowed  []netip.Prefix
 	denied   []netip.Prefix
+	// claim4 and claim6 are the families whose traffic leaving the
+	// cluster the Service claims: translated, or held when it cannot be.
+	claim4, claim6 bool
+	nodeMasq       bool
+	invalid        bool
+	// remote4 and remote6 are load-balancer addresses this node does
+	// not hold (then lb4 and lb6 are unset).
+	remote4, remote6 netip.Addr
+}
+
+// holdReason says why s cannot translate a family (is4) here.
+func (s *egressService) holdReason(is4 bool) string {
+	switch {
+	case s.invalid:
+		return HoldInvalid
+	case is4 && s.remote4.IsValid(), !is4 && s.remote6.IsValid():
+		return HoldNotLocal
+	}
+	return HoldNoAddress
 }
 
 func (s *egressService) restricted() bool {
@@ -156,6 +249,9 @@ func Compile(in Input) Output {
 	}
 	kept := services[:0]
 	for _, s := range services {
+		// A family without known pod ranges can be neither translated
+		// nor held: what leaves the cluster cannot be told.
+		s.claim4, s.claim6 = s.claim4 && has4, s.claim6 && has6
 		var missing []string
 		if s.lb4.IsValid() && !has4 {
 			s.lb4, missing = netip.Addr{}, append(missing, "IPv4")
@@ -182,15 +278,33 @@ func Compile(in Input) Output {
 		// No egress asked for: no NAT chain on the node at all.
 		return out
 	}
+	// Only the node that holds an address can translate to it: the
+	// replies come back to that node.
+	if in.Local != nil {
+		for _, s := range services {
+			if s.lb4.IsValid() && !in.Local.Contains(s.lb4) {
+				s.remote4, s.lb4 = s.lb4, netip.Addr{}
+			}
+			if s.lb6.IsValid() && !in.Local.Contains(s.lb6) {
+				s.remote6, s.lb6 = s.lb6, netip.Addr{}
+			}
+		}
+	}
 
 	snat4 := engine.Set{Name: MapSNAT4, Type: "ipv4_addr", Map: "ipv4_addr", Comment: "pod -> egress address"}
 	snat6 := engine.Set{Name: MapSNAT6, Type: "ipv6_addr", Map: "ipv6_addr", Comment: "pod -> egress address"}
 	disp4 := engine.Set{Name: MapDispatch4, Type: "ipv4_addr", Map: "verdict", Comment: "pod -> restricted egress Service"}
 	disp6 := engine.Set{Name: MapDispatch6, Type: "ipv6_addr", Map: "verdict", Comment: "pod -> restricted egress Service"}
+	hold4 := engine.Set{Name: SetHold4, Type: "ipv4_addr", Comment: "pods whose egress address cannot be used here"}
+	hold6 := engine.Set{Name: SetHold6, Type: "ipv6_addr", Comment: "pods whose egress address cannot be used here"}
+	count4 := engine.Set{Name: MapCount4, Type: "ipv4_addr", Map: "verdict", Comment: "pod -> counting chain of its egress Service"}
+	count6 := engine.Set{Name: MapCount6, Type: "ipv6_addr", Map: "verdict", Comment: "pod -> counting chain of its egress Service"}
 	var svcChains []engine.Chain
 	var svcSets []engine.Set
 	owner := map[string]string{}     // pod key → winning Service key
 	bound := map[netip.Addr]string{} // pod address → pod key translated to it
+	held := map[netip.Addr]bool{}
+	var guard4, guard6 bool // a pending pod's Service claims the family
 
 	// The pods that can be translated (on this node, own address, not
 	// terminated) by namespace, in input order: each Service only looks at
@@ -206,6 +320,7 @@ func Compile(in Input) Output {
 
 	for _, s := range services {
 		var v4, v6 []netip.Addr
+		selected := false
 		for _, p := range local[s.svc.Namespace] {
 			if !s.selector.Matches(labels.Set(p.Labels)) {
 				continue
@@ -216,42 +331,84 @@ func Compile(in Input) Output {
 					Reason: fmt.Sprintf("pod %s is already translated by the older Service %s; this Service does not translate it", pk, w)})
 				continue
 			}
+			selected = true
 			a4, a6 := podAddrs(p)
+			if len(a4) == 0 && len(a6) == 0 {
+				// No address yet: the pod object comes before its
+				// address, its first packets may not.
+				owner[pk] = s.key
+				if !s.nodeMasq && (s.claim4 || s.claim6) {
+					out.Pending = append(out.Pending, pk)
+					guard4, guard6 = guard4 || s.claim4, guard6 || s.claim6
+				}
+				continue
+			}
 			// A pod outside every known pod range shows the ranges
 			// are incomplete: its peers may be outside them too.
-			if s.lb4.IsValid() {
+			if s.claim4 {
 				a4 = inRanges(a4, ranges, pk, s, &out)
 			}
-			if s.lb6.IsValid() {
+			if s.claim6 {
 				a6 = inRanges(a6, ranges, pk, s, &out)
 			}
 			if len(a4) == 0 && len(a6) == 0 {
-				continue // no address yet: nothing to translate
+				continue // nothing of a claimed family to translate
 			}
 			owner[pk] = s.key
 			// An address is a map key: a second pod claiming one
 			// already bound (a stale or hand-written status) would
 			// make the kernel refuse the whole batch.
-			if s.lb4.IsValid() {
-				a4 = claim(bound, a4, pk, s, &out)
+			for _, f := range []struct {
+				addrs  []netip.Addr
+				lb     netip.Addr
+				claim  bool
+				is4    bool
+				bindTo *[]netip.Addr
+			}{{a4, s.lb4, s.claim4, true, &v4}, {a6, s.lb6, s.claim6, false, &v6}} {
+				switch {
+				case f.lb.IsValid():
+					*f.bindTo = append(*f.bindTo, claim(bound, f.addrs, pk, s, &out)...)
+				case f.claim && !s.nodeMasq:
+					for _, a := range f.addrs {
+						if !held[a] {
+							held[a] = true
+							out.Held = append(out.Held, Held{Addr: a, Service: s.key, Reason: s.holdReason(f.is4)})
+						}
+					}
+				}
 			}
-			if s.lb6.IsValid() {
-				a6 = claim(bound, a6, pk, s, &out)
-			}
-			v4 = append(v4, a4...)
-			v6 = append(v6, a6...)
 		}
-		if !s.lb4.IsValid() {
-			v4 = nil
-		}
-		if !s.lb6.IsValid() {
-			v6 = nil
+		if selected {
+			out.Warnings = append(out.Warnings, s.remoteWarnings()...)
 		}
 		for _, a := range v4 {
-			out.Bindings[a] = Binding{To: s.lb4, Restricted: s.restricted()}
+			out.Bindings[a] = Binding{To: s.lb4, Restricted: s.restricted(), Service: s.key}
 		}
 		for _, a := range v6 {
-			out.Bindings[a] = Binding{To: s.lb6, Restricted: s.restricted()}
+			out.Bindings[a] = Binding{To: s.lb6, Restricted: s.restricted(), Service: s.key}
+		}
+		var rules []engine.Rule
+		if s.restricted() && len(v4)+len(v6) > 0 {
+			ch, sets := s.chain(v4, v6)
+			svcChains = append(svcChains, ch)
+			svcSets = append(svcSets, sets...)
+			for _, a := range v4 {
+				disp4.Elements = append(disp4.Elements, engine.Element{Key: a.String(), Value: "jump " + ch.Name})
+			}
+			for _, a := range v6 {
+				disp6.Elements = append(disp6.Elements, engine.Element{Key: a.String(), Value: "jump " + ch.Name})
+			}
+			rules = ch.Rules
+		}
+		if len(v4)+len(v6) > 0 {
+			cc := s.countChain(v4, v6, rules)
+			svcChains = append(svcChains, cc)
+			for _, a := range v4 {
+				count4.Elements = append(count4.Elements, engine.Element{Key: a.String(), Value: "jump " + cc.Name})
+			}
+			for _, a := range v6 {
+				count6.Elements = append(count6.Elements, engine.Element{Key: a.String(), Value: "jump " + cc.Name})
+			}
 		}
 		if !s.restricted() {
 			for _, a := range v4 {
@@ -260,21 +417,25 @@ func Compile(in Input) Output {
 			for _, a := range v6 {
 				snat6.Elements = append(snat6.Elements, engine.Element{Key: a.String(), Value: s.lb6.String()})
 			}
-			continue
-		}
-		if len(v4) == 0 && len(v6) == 0 {
-			continue
-		}
-		ch, sets := s.chain(v4, v6)
-		svcChains = append(svcChains, ch)
-		svcSets = append(svcSets, sets...)
-		for _, a := range v4 {
-			disp4.Elements = append(disp4.Elements, engine.Element{Key: a.String(), Value: "jump " + ch.Name})
-		}
-		for _, a := range v6 {
-			disp6.Elements = append(disp6.Elements, engine.Element{Key: a.String(), Value: "jump " + ch.Name})
 		}
 	}
+	if in.GuardAlways {
+		// Any claimed pod may start on this node, before its object
+		// reaches the agent.
+		for _, s := range services {
+			if !s.nodeMasq {
+				guard4, guard6 = guard4 || s.claim4, guard6 || s.claim6
+			}
+		}
+	}
+	for _, h := range out.Held {
+		if h.Addr.Is4() {
+			hold4.Elements = append(hold4.Elements, engine.Element{Key: h.Addr.String()})
+		} else {
+			hold6.Elements = append(hold6.Elements, engine.Element{Key: h.Addr.String()})
+		}
+	}
+	gd4, gd6, known4, known6 := guardSets(in, ranges, guard4, guard6)
 
 	internal4 := engine.Set{Name: SetInternal4, Type: "ipv4_addr", Interval: true, Comment: "cluster, service and node addresses: never translated"}
 	internal6 := engine.Set{Name: SetInternal6, Type: "ipv6_addr", Interval: true, Comment: "cluster, service and node addresses: never translated"}
@@ -292,6 +453,17 @@ func Compile(in Input) Output {
 	}
 
 	out.Chains = append(out.Chains, engine.Chain{
+		Name: ChainHold, Type: "filter", Hook: "postrouting", Priority: HoldPriority, Policy: "accept",
+		Comment: "egress held: claimed pods that cannot leave with their Service's address",
+		Rules: []engine.Rule{
+			{Rule: "ip saddr @" + SetHold4 + " ip daddr != @" + SetInternal4 + " counter drop", Comment: CommentHeld},
+			{Rule: "ip6 saddr @" + SetHold6 + " ip6 daddr != @" + SetInternal6 + " counter drop", Comment: CommentHeld},
+			{Rule: "ip saddr @" + SetGuard4 + " ip saddr != @" + SetKnown4 + " ip daddr != @" + SetInternal4 + " counter drop", Comment: CommentGuard},
+			{Rule: "ip6 saddr @" + SetGuard6 + " ip6 saddr != @" + SetKnown6 + " ip6 daddr != @" + SetInternal6 + " counter drop", Comment: CommentGuard},
+			{Rule: "ip saddr vmap @" + MapCount4},
+			{Rule: "ip6 saddr vmap @" + MapCount6},
+		},
+	}, engine.Chain{
 		Name: ChainPostroute, Type: "nat", Hook: "postrouting", Priority: ChainPriority, Policy: "accept",
 		Comment: "egress SNAT: pods behind an annotated LoadBalancer Service",
 		Rules: []engine.Rule{
@@ -305,12 +477,146 @@ func Compile(in Input) Output {
 	})
 	sort.Slice(svcChains, func(i, j int) bool { return svcChains[i].Name < svcChains[j].Name })
 	out.Chains = append(out.Chains, svcChains...)
-	for _, s := range []*engine.Set{&internal4, &internal6, &snat4, &snat6, &disp4, &disp6} {
+	for _, s := range []*engine.Set{&internal4, &internal6, &snat4, &snat6, &disp4, &disp6, &hold4, &hold6, &gd4, &gd6, &known4, &known6, &count4, &count6} {
 		sort.Slice(s.Elements, func(i, j int) bool { return s.Elements[i].Key < s.Elements[j].Key })
 		out.Sets = append(out.Sets, *s)
 	}
 	out.Sets = append(out.Sets, svcSets...)
 	return out
+}
+
+// countChain counts the traffic s translates for its pods v4 and v6, before
+// it is translated (the hold chain jumps here, every packet, not only a
+// connection's first as in the NAT chain): what leaves the cluster, and for
+// a restricted Service only what its own chain's rules (restricted) would
+// translate, the same matches with a counter instead of the translation.
+func (s *egressService) countChain(v4, v6 []netip.Addr, restricted []engine.Rule) engine.Chain {
+	name := nftsafe.Name(CountChainPrefix + nftsafe.NamePart(s.svc.Namespace) + "_" + nftsafe.NamePart(s.svc.Name))
+	ch := engine.Chain{Name: name, Comment: nftsafe.Comment("translated traffic of Service " + s.key)}
+	comment := nftsafe.Comment(s.key)
+	if len(v4) > 0 {
+		ch.Rules = append(ch.Rules, engine.Rule{Rule: "ip daddr @" + SetInternal4 + " return"})
+	}
+	if len(v6) > 0 {
+		ch.Rules = append(ch.Rules, engine.Rule{Rule: "ip6 daddr @" + SetInternal6 + " return"})
+	}
+	if restricted == nil {
+		ch.Rules = append(ch.Rules, engine.Rule{Rule: "counter", Comment: comment})
+		return ch
+	}
+	for _, r := range restricted {
+		match, _, translates := strings.Cut(r.Rule, " snat ")
+		if !translates {
+			ch.Rules = append(ch.Rules, r) // the denied networks' return
+			continue
+		}
+		ch.Rules = append(ch.Rules, engine.Rule{Rule: match + " counter", Comment: comment})
+	}
+	return ch
+}
+
+// remoteWarnings name the load-balancer addresses of s this node does not
+// hold, and what becomes of the selected pods here.
+func (s *egressService) remoteWarnings() []problem.Problem {
+	var out []problem.Problem
+	for _, a := range []netip.Addr{s.remote4, s.remote6} {
+		if !a.IsValid() {
+			continue
+		}
+		what := "held: their traffic that leaves the cluster is dropped (annotate " + AnnNodeMasquerade + ": \"true\" to let them leave with the node's address)"
+		if s.nodeMasq {
+			what = "left to the node's masquerade (" + AnnNodeMasquerade + ")"
+		}
+		out = append(out, problem.Problem{Object: serviceObject(s.svc), Local: true,
+			Reason: fmt.Sprintf("load-balancer address %s is not on this node (another node announces it), so the selected pods here are %s", a, what)})
+	}
+	return out
+}
+
+// guardSets are the pod-start guard's sets. The guarded ranges of a family
+// are the node's own pod ranges (its Node's spec.podCIDRs), or the
+// cluster's when the Node names none of the family; eg_known4/6 hold every
+// address a running pod has in them, kept whether the guard is on or not,
+// so that a pod's event costs one element and turning the guard on or off
+// (on4, on6: a pending pod's Service claims the family) changes only the
+// few ranges of eg_guard4/6, never the whole known set. While the guard is
+// off its range sets are empty and cost every packet one lookup in an
+// empty set.
+func guardSets(in Input, ranges []netip.Prefix, on4, on6 bool) (g4, g6, k4, k6 engine.Set) {
+	g4 = engine.Set{Name: SetGuard4, Type: "ipv4_addr", Interval: true, Comment: "this node's pod ranges, while a claimed pod has no address"}
+	g6 = engine.Set{Name: SetGuard6, Type: "ipv6_addr", Interval: true, Comment: "this node's pod ranges, while a claimed pod has no address"}
+	k4 = engine.Set{Name: SetKnown4, Type: "ipv4_addr", Comment: "pod addresses in this node's pod ranges"}
+	k6 = engine.Set{Name: SetKnown6, Type: "ipv6_addr", Comment: "pod addresses in this node's pod ranges"}
+	own := PodRanges(nil, nodeNamed(in.Nodes, in.NodeName))
+	onlyLocal := true // the node's own ranges hold only its own pods
+	var gr []netip.Prefix
+	for _, fam := range []struct {
+		on, is4 bool
+	}{{on4, true}, {on6, false}} {
+		src := own
+		if !anyFamily(own, fam.is4) {
+			src = ranges
+			// Other nodes' pods matter only where a range is guarded.
+			onlyLocal = onlyLocal && !anyFamily(ranges, fam.is4)
+		}
+		for _, p := range src {
+			if p.Addr().Is4() != fam.is4 {
+				continue
+			}
+			gr = append(gr, p)
+			if !fam.on {
+				continue
+			}
+			if fam.is4 {
+				g4.Elements = append(g4.Elements, engine.Element{Key: p.String()})
+			} else {
+				g6.Elements = append(g6.Elements, engine.Element{Key: p.String()})
+			}
+		}
+	}
+	seen := map[netip.Addr]bool{}
+	for _, g := range in.Pods.Groups() {
+		pods := g.Items
+		if onlyLocal {
+			pods = podset.LocalTo(g, in.NodeName)
+		}
+		for _, p := range pods {
+			if p.HostNetwork || p.Finished {
+				continue
+			}
+			a4, a6 := podAddrs(p)
+			for _, a := range append(a4, a6...) {
+				if seen[a] || !inAny(a, gr) {
+					continue
+				}
+				seen[a] = true
+				if a.Is4() {
+					k4.Elements = append(k4.Elements, engine.Element{Key: a.String()})
+				} else {
+					k6.Elements = append(k6.Elements, engine.Element{Key: a.String()})
+				}
+			}
+		}
+	}
+	return g4, g6, k4, k6
+}
+
+func nodeNamed(nodes []*corev1.Node, name string) []*corev1.Node {
+	for _, n := range nodes {
+		if n.Name == name {
+			return []*corev1.Node{n}
+		}
+	}
+	return nil
+}
+
+func inAny(a netip.Addr, ps []netip.Prefix) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // chain builds the chain of a restricted Service: the denied networks return

@@ -220,6 +220,16 @@ func TestBadAnnotationsSkipOnlyThatService(t *testing.T) {
 		if got := elems(findSet(t, out, MapSNAT4)); got != "10.244.1.6 : 203.0.113.2" {
 			t.Errorf("%v: snat %s", tc.ann, got)
 		}
+		// A Service that claims egress but is invalid holds its pods
+		// (fail closed); one whose egress annotation is unreadable
+		// claims nothing.
+		wantHeld := "10.244.1.5"
+		if tc.ann["nftguard.io/egress"] != "true" {
+			wantHeld = ""
+		}
+		if got := elems(findSet(t, out, SetHold4)); got != wantHeld {
+			t.Errorf("%v: held %q, want %q", tc.ann, got, wantHeld)
+		}
 	}
 }
 
@@ -232,11 +242,20 @@ func TestServicesThatCannotEgress(t *testing.T) {
 	in.Services = []*corev1.Service{notLB, noIP, off}
 	in.Pods = podtest.Set([]*corev1.Pod{pod("x", "a", "cip", "n1", "10.244.1.5"), pod("x", "b", "pending", "n1", "10.244.1.6"), pod("x", "c", "off", "n1", "10.244.1.7")})
 	out := compileChecked(t, in)
-	if len(out.Chains)+len(out.Sets) != 0 {
-		t.Errorf("no Service can egress, yet the output has %d chains and %d sets", len(out.Chains), len(out.Sets))
+	// The Service without an address yet claims its pod: held, not
+	// left to the node's masquerade.
+	if len(out.Bindings) != 0 || elems(findSet(t, out, SetHold4)) != "10.244.1.6" {
+		t.Errorf("bindings %v, held %s: want only 10.244.1.6 held", out.Bindings, elems(findSet(t, out, SetHold4)))
+	}
+	if len(out.Held) != 1 || out.Held[0].Reason != HoldNoAddress || out.Held[0].Service != "x/pending" {
+		t.Errorf("held = %+v", out.Held)
 	}
 	if len(out.Problems) != 1 || len(out.Warnings) != 1 || !strings.Contains(out.Warnings[0].Error(), "no load-balancer address") {
 		t.Errorf("problems %v (want the ClusterIP Service), warnings %v (want the pending one)", out.Problems, out.Warnings)
+	}
+	in.Services = []*corev1.Service{notLB, off}
+	if out := compileChecked(t, in); len(out.Chains)+len(out.Sets) != 0 {
+		t.Errorf("no Service claims egress, yet the output has %d chains and %d sets", len(out.Chains), len(out.Sets))
 	}
 	in.ClusterCIDRs = nil
 	in.Services = []*corev1.Service{svc("x", "web", t0, map[string]string{"nftguard.io/egress": "true"}, "203.0.113.7")}

@@ -104,6 +104,17 @@ func randomCluster(r *rand.Rand) Input {
 		}
 		in.Services = append(in.Services, s)
 	}
+	// Drawn after everything above, so that the clusters above stay the
+	// clusters they were: some Services opt into node masquerade, and
+	// some nodes hold only some of the addresses (as under kube-vip).
+	for _, s := range in.Services {
+		if r.Intn(5) == 0 {
+			s.Annotations[PrefixNftguard+AnnNodeMasquerade] = "true"
+		}
+	}
+	if r.Intn(3) == 0 {
+		in.Local = &LocalAddrs{Prefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/31"), netip.MustParsePrefix("192.0.2.3/32"), netip.MustParsePrefix("2001:db8::1/128")}}
+	}
 	return in
 }
 
@@ -112,6 +123,9 @@ func renderGolden(t *testing.T, in Input, out Output) string {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "# node %s cluster %v service %v node addresses %v\n", in.NodeName, in.ClusterCIDRs, in.ServiceCIDRs, in.NodeIPs)
+	if in.Local != nil {
+		fmt.Fprintf(&b, "# local addresses %v\n", in.Local.Prefixes)
+	}
 	for _, p := range podtest.List(in.Pods) {
 		var ips []string
 		for _, ip := range p.Status.PodIPs {
@@ -142,6 +156,12 @@ func renderGolden(t *testing.T, in Input, out Output) string {
 	for _, a := range addrs {
 		bd := out.Bindings[a]
 		fmt.Fprintf(&b, "# binding %s -> %s restricted=%v\n", a, bd.To, bd.Restricted)
+	}
+	for _, h := range out.Held {
+		fmt.Fprintf(&b, "# held %s (%s, %s)\n", h.Addr, h.Service, h.Reason)
+	}
+	for _, p := range out.Pending {
+		fmt.Fprintf(&b, "# pending %s\n", p)
 	}
 	if len(out.Chains)+len(out.Sets) == 0 {
 		b.WriteString("# no table\n")

@@ -191,7 +191,7 @@ func TestHostileServiceNames(t *testing.T) {
 	s.Spec.Selector = map[string]string{"app": "web"}
 	in.Services = append(in.Services, s)
 	out := compileChecked(t, in)
-	if len(out.Chains) != 2 {
+	if len(out.Chains) != 4 {
 		t.Fatalf("chains = %+v", out.Chains)
 	}
 	if errs := nftcheck.Check(&engine.Desired{Chains: out.Chains, Sets: out.Sets}); len(errs) > 0 {

@@ -58,6 +58,7 @@ func commands() []command {
 		{"cleanup", "remove nftguard's table in one transaction", runCleanup},
 		{"run", "the node agent: keep the table equal to the cluster's policies", runRun},
 		{"explain", "say whether NetworkPolicy allows one flow, and which rule decided", runExplain},
+		{"explain-egress", "say what source address a pod's traffic to one destination leaves with, and why", runExplainEgress},
 		{"flows", "print denied packets as the kernel logs them (NFLOG over netlink)", runFlows},
 		{"doctor", "read-only host check: nftables features, foreign tables and rules", runDoctor},
 		{"version", "print the version and VCS revision nftguard was built from", runVersion},

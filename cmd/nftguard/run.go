@@ -27,6 +27,7 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	maxSync := fs.Duration("max-sync-interval", agent.DefaultMaxSyncInterval, "largest coalescing window: the longest any change waits for its sync, even during a steady stream of changes (a 1,000-event burst costs about 6 syncs plus one per second it lasts)")
 	resync := fs.Duration("resync-period", agent.DefaultResyncPeriod, "periodic recompile and incremental sync without changes (negative disables)")
 	crdCheck := fs.Duration("crd-check-interval", agent.DefaultCNPCheckInterval, "how often discovery is asked whether ClusterNetworkPolicies (policy.networking.k8s.io) are served: the delay before a CRD installed while the agent runs is watched")
+	guard := fs.String("egress-pod-start-guard", "pending", `when traffic leaving the cluster from this node's pod addresses no pod has is dropped: "pending" while a pod an egress Service claims has no address yet, "always" while any Service claims pods (also covers a pod that sends before the agent learns of it; every new pod of the node waits for its address to be known)`)
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -34,6 +35,9 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	}
 	if *maxSync < *minSync {
 		return usagef("--max-sync-interval %v is shorter than --min-sync-interval %v", *maxSync, *minSync)
+	}
+	if *guard != "pending" && *guard != "always" {
+		return usagef("--egress-pod-start-guard %q: want pending or always", *guard)
 	}
 	logDenied, err := c.logDeniedConfig()
 	if err != nil {
@@ -50,18 +54,19 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		return err
 	}
 	return agent.Run(ctx, agent.Config{
-		REST:             cfg,
-		NodeName:         c.nodeName,
-		NetNS:            c.netns,
-		ClusterCIDRs:     c.clusterCIDRs,
-		ServiceCIDRs:     c.serviceCIDRs,
-		MinSyncInterval:  *minSync,
-		MaxSyncInterval:  *maxSync,
-		ResyncPeriod:     *resync,
-		CNPCheckInterval: *crdCheck,
-		MetricsAddr:      *metricsAddr,
-		Logger:           log,
-		LogDenied:        logDenied,
+		REST:              cfg,
+		NodeName:          c.nodeName,
+		NetNS:             c.netns,
+		ClusterCIDRs:      c.clusterCIDRs,
+		ServiceCIDRs:      c.serviceCIDRs,
+		MinSyncInterval:   *minSync,
+		MaxSyncInterval:   *maxSync,
+		ResyncPeriod:      *resync,
+		CNPCheckInterval:  *crdCheck,
+		MetricsAddr:       *metricsAddr,
+		Logger:            log,
+		LogDenied:         logDenied,
+		EgressGuardAlways: *guard == "always",
 	})
 }
 
