@@ -96,8 +96,10 @@
 //
 // Two objects of one name (possible only in manifests) would share set
 // names: the first in input order counts, the other is a Problem. Local
-// pods sharing a key or an address are handled as policy handles them
-// (the first in key order; policy reports the others).
+// pods sharing a key or an address are handled and reported exactly as
+// policy handles them, by the same code (package podchain): the first in
+// key order keeps its chains and map keys; package compose reports a pod
+// both tiers name once.
 //
 // # State
 //
@@ -112,15 +114,18 @@
 //
 //	compile.go      Input, Output, Compile: policies in evaluation order,
 //	                subjects, pod chains and dispatch maps
-//	layout.go       the four slots (tier × direction), verdicts, the maps
-//	                and the Tiers rules
-//	rules.go        one rule → peer and port matches and their sets; a pod
-//	                chain from compiled rules
+//	layout.go       the four slots (tier × direction) as kinds of pod chain
+//	                of package podchain, the maps and the Tiers rules
+//	rules.go        one rule → peer and port matches and their sets
 //	validate.go     the CRD's schema and CEL rules, and fail-closed marking
 //	check.go        Check, CheckAll: that classification, exported so that
 //	                explain follows exactly what the kernel enforces
 //	names.go        every generated name
-//	incremental.go  Compiler and its memo
+//	incremental.go  Compiler and its memo; a pod chain from compiled rules
+//
+// The pod chains themselves (hairpin accepts, verdicts, how drops are
+// written when the node logs), the dispatch maps, set declaration and the
+// rule and chain memo are package podchain's, shared with policy.
 //
 // Tests: golden tables in testdata/ (go test ./clusterpolicy/ -run Golden
 // -update rewrites them), the incremental Compiler against Compile over

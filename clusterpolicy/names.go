@@ -12,7 +12,8 @@ import (
 //	cnp_admin_ingress4/6, ...        the dispatch maps, one per tier,
 //	                                 direction and family (slot.mapBase)
 //	cnp_ai_NS_POD, cnp_ae_NS_POD,    a local pod's chain of one tier and
-//	cnp_bi_NS_POD, cnp_be_NS_POD     direction (slot.chainPrefix)
+//	cnp_bi_NS_POD, cnp_be_NS_POD     direction (slot.ChainPrefix, named by
+//	                                 podchain.Dir.ChainName)
 //	cnp_POLICY_inN_KIND,             the sets of ingress / egress rule N of
 //	cnp_POLICY_egN_KIND              a policy; KIND is pods4/6, net4/6,
 //	                                 nodes4/6 or named4/6
@@ -29,11 +30,6 @@ import (
 //
 // Bounded and safe: every part goes through nftsafe.NamePart and the whole
 // through nftsafe.Name, exactly as policy's names.
-
-// podChainName names a local pod's chain of one slot.
-func podChainName(prefix, ns, name string) string {
-	return nftsafe.Name("cnp_" + prefix + "_" + nftsafe.NamePart(ns) + "_" + nftsafe.NamePart(name))
-}
 
 // setName names a set of a policy's rule: the policy name, the direction's
 // tag with the rule index, and the set's kind.

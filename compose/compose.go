@@ -108,11 +108,29 @@ func (b *Builder) Build(in Input) Result {
 			Sets:   slices.Concat(pol.Sets, cnp.Sets, eg.Sets),
 		},
 		EgressBindings: eg.Bindings,
-		Problems:       slices.Concat(pol.Problems, cnp.Problems, eg.Problems),
+		Problems:       dropRepeated(slices.Concat(pol.Problems, cnp.Problems, eg.Problems)),
 		Warnings:       eg.Warnings,
 	}
 	if len(cnp.Warnings) > 0 {
 		r.Warnings = slices.Concat(cnp.Warnings, eg.Warnings)
 	}
 	return r
+}
+
+// dropRepeated drops problems equal to an earlier one: both policy tiers
+// report a local pod's shared address or name (package podchain), and the
+// pod is one problem, not one per tier.
+func dropRepeated(ps []problem.Problem) []problem.Problem {
+	if len(ps) < 2 {
+		return ps
+	}
+	seen := make(map[problem.Problem]bool, len(ps))
+	out := ps[:0]
+	for _, p := range ps {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
 }

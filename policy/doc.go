@@ -86,17 +86,15 @@
 //	layout.go       the fixed chains (np_forward, np_input, np_ingress), the
 //	                dispatch maps, and Tiers (the ClusterNetworkPolicy
 //	                lookups placed around them)
-//	chains.go       a local pod's chain: one builder, parameterised by a
-//	                direction (ingress or egress)
+//	chains.go       the two directions (ingress, egress) as kinds of pod
+//	                chain of package podchain, and a local pod's chain from
+//	                the rules of the policies selecting it
 //	rules.go        one policy rule → peer, port and named-port matches and
 //	                the sets they name
 //	names.go        every generated chain and set name, and why the names
 //	                are unique, bounded and safe
 //	incremental.go  Compiler and its memo: what one compile keeps for the
 //	                next
-//	hostile.go      the dispatch map entries of local pods (addDispatch),
-//	                and what pods sharing a key or an address get (the
-//	                first keeps it, the others are problems)
 //	logdenied.go    LogDenied: the rate-limited log of denied packets for
 //	                namespaces that opt in (shared np_denied_* chains), the
 //	                drop counters of every isolated pod while the node
@@ -106,7 +104,11 @@
 //
 // Which pods and namespaces a selector selects, named ports, and the
 // per-namespace pod index that makes an event cheap are package selection's,
-// shared with every compiler that selects pods.
+// shared with every compiler that selects pods. The per-pod chain builder,
+// the dispatch maps (the first local pod in key order keeps an address or
+// a name two pods share; the others are problems), set declaration and
+// the rule and chain memo are package podchain's, shared with
+// clusterpolicy.
 //
 // Tests: testdata/ holds golden tables (go test ./policy/ -run Golden
 // -update rewrites them; review the diff), random.sum pins thousands of

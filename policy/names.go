@@ -13,7 +13,7 @@ import (
 //	np_forward, np_ingress            the fixed chains (layout.go)
 //	np_ingress4/6, np_egress4/6       the dispatch maps (layout.go)
 //	np_ing_NS_POD, np_egr_NS_POD      a local pod's ingress / egress chain
-//	                                  (direction.chainPrefix)
+//	                                  (podchain.Dir.ChainPrefix, via ChainName)
 //	np_NS_POLICY_inN_KIND,            the sets of rule N of a policy's
 //	np_NS_POLICY_egN_KIND             ingress / egress (direction.setTag);
 //	                                  KIND is pods4/6, cidr4/6 or named4/6
@@ -51,11 +51,6 @@ import (
 // anything else, possible only in a hand-written manifest, becomes "X" and a
 // hash of it: uppercase never occurs in a DNS name, so it cannot collide
 // with one, and the object is still enforced under a name nft reads back.
-
-// objName names a per-pod chain: prefix is the direction's chainPrefix.
-func objName(prefix, ns, name string) string {
-	return nftsafe.Name("np_" + prefix + "_" + nftsafe.NamePart(ns) + "_" + nftsafe.NamePart(name))
-}
 
 // setName names a set of a rule from its parts: namespace, policy name,
 // the direction's setTag with the rule's index, and the set's KIND.

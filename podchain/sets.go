@@ -1,0 +1,200 @@
+package podchain
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/selection"
+)
+
+// AddrSet declares, for the rule being compiled, a named set holding the
+// given elements, sorted and without repeats, and returns its name. It may
+// reorder elems. A name another rule declared first keeps that rule's set
+// (two objects of one key, possible only in manifests, share names; the
+// first counts), and the rule that came second is compiled again next
+// time rather than remembered: the first may not be there then.
+func (c *Cycle) AddrSet(name, typ string, interval bool, elems []string, comment string) string {
+	if _, ok := c.sets[name]; ok {
+		c.scratch.collided = true
+		return name
+	}
+	return c.declare(&engine.Set{Name: name, Type: typ, Interval: interval, Comment: comment, Elements: Elements(elems)})
+}
+
+// SharedSet is AddrSet for elements already sorted and without repeats,
+// shared (never changed) with other sets, as PeerAddrs gives them.
+func (c *Cycle) SharedSet(name, typ string, elems []engine.Element, comment string) string {
+	if _, ok := c.sets[name]; ok {
+		c.scratch.collided = true
+		return name
+	}
+	return c.declare(&engine.Set{Name: name, Type: typ, Comment: comment, Elements: elems})
+}
+
+func (c *Cycle) declare(s *engine.Set) string {
+	c.sets[s.Name] = s
+	c.scratch.declared = append(c.scratch.declared, s)
+	return s.Name
+}
+
+// Sets returns the sets declared in this compile, by name.
+func (c *Cycle) Sets() []engine.Set {
+	names := make([]string, 0, len(c.sets))
+	for n := range c.sets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]engine.Set, 0, len(names))
+	for _, n := range names {
+		out = append(out, *c.sets[n])
+	}
+	return out
+}
+
+// Elements sorts keys and returns them as set elements, each once.
+func Elements(keys []string) []engine.Element {
+	if len(keys) == 0 {
+		return nil
+	}
+	sort.Strings(keys)
+	out := make([]engine.Element, 0, len(keys))
+	for i, k := range keys {
+		if i == 0 || k != keys[i-1] {
+			out = append(out, engine.Element{Key: k})
+		}
+	}
+	return out
+}
+
+// sameSets tells whether two lists of sets hold the same sets.
+func sameSets(a, b []*engine.Set) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Name != y.Name || x.Type != y.Type || x.Interval != y.Interval || x.Comment != y.Comment || !slices.Equal(x.Elements, y.Elements) {
+			return false
+		}
+	}
+	return true
+}
+
+// SelectedPods joins selections, each pod once. The result may be the
+// first selection's list: it must not be changed.
+func SelectedPods(sels []selection.Selection) []*selection.Pod {
+	var pods []*selection.Pod
+	dup := false
+	for i, sel := range sels {
+		if i == 0 {
+			pods = sel.Pods
+		} else {
+			if i == 1 {
+				pods = append([]*selection.Pod(nil), pods...)
+			}
+			pods = append(pods, sel.Pods...)
+		}
+		dup = dup || sel.Dup
+	}
+	if dup {
+		// Pods sharing a key count once, as the first selected.
+		pods = selection.Unique(pods)
+	}
+	// Otherwise a pod twice is the same pod, and its repeated addresses
+	// are dropped with the repeated elements.
+	return pods
+}
+
+// peerAddrs is the sorted set elements of the addresses that a list of
+// pod selections selects.
+type peerAddrs struct {
+	v4, v6 []engine.Element
+}
+
+// PeerAddrs returns the IPv4 and IPv6 set elements of the addresses of the
+// pods that the selections (named by keys) select. Rules of many policies
+// often select the same pods (every namespace, say): their sets share
+// these elements, computed once per compile and kept across compiles while
+// they stay the same, so that a pod event that changes no address changes
+// no rule. The keys are recorded as what the rule being compiled read.
+func (c *Cycle) PeerAddrs(keys []selection.PeerKey, sels []selection.Selection) (v4, v6 []engine.Element) {
+	c.scratch.used = append(c.scratch.used, keys...)
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	ck := fmt.Sprint(keys)
+	if pa := c.addrs[ck]; pa != nil {
+		return pa.v4, pa.v6
+	}
+	old := c.prev.addrs[ck]
+	same := old != nil
+	for _, k := range keys {
+		if !same {
+			break
+		}
+		same = c.sel.Unchanged(k)
+	}
+	if !same {
+		var a4, a6 []string
+		for _, p := range SelectedPods(sels) {
+			a4 = append(a4, p.V4Text()...)
+			a6 = append(a6, p.V6Text()...)
+		}
+		pa := &peerAddrs{v4: Elements(a4), v6: Elements(a6)}
+		if old == nil || !slices.Equal(old.v4, pa.v4) || !slices.Equal(old.v6, pa.v6) {
+			old = pa
+		}
+	}
+	c.addrs[ck], c.next.addrs[ck] = old, old
+	return old.v4, old.v6
+}
+
+// NamedPort is a port name and one protocol it may be declared with.
+type NamedPort struct {
+	Name  string
+	Proto corev1.Protocol
+}
+
+// l4 are the protocols a port may be declared with, as nft names them.
+var l4 = map[corev1.Protocol]string{corev1.ProtocolTCP: "tcp", corev1.ProtocolUDP: "udp", corev1.ProtocolSCTP: "sctp"}
+
+// NamedTuples resolves egress named ports on each destination pod: the
+// address . protocol . port tuples of every pod, name and protocol the
+// pod declares the name with, as set elements' text.
+func NamedTuples(pods []*selection.Pod, named []NamedPort) (t4, t6 []string) {
+	for _, p := range pods {
+		for i := range named {
+			np := &named[i]
+			n, ok := p.Obj.NamedPort(np.Name, &np.Proto)
+			if !ok {
+				continue
+			}
+			suffix := " . " + l4[np.Proto] + " . " + strconv.Itoa(int(n))
+			for _, a := range p.V4Text() {
+				t4 = append(t4, a+suffix)
+			}
+			for _, a := range p.V6Text() {
+				t6 = append(t6, a+suffix)
+			}
+		}
+	}
+	return t4, t6
+}
+
+// NamedSets declares the sets of egress named-port tuples (names base4 and
+// base6) and returns the matches that look them up.
+func (c *Cycle) NamedSets(name4, name6 string, t4, t6 []string, comment string) []string {
+	var out []string
+	if len(t4) > 0 {
+		out = append(out, "ip daddr . meta l4proto . th dport @"+c.AddrSet(name4, "ipv4_addr . inet_proto . inet_service", false, t4, comment))
+	}
+	if len(t6) > 0 {
+		out = append(out, "ip6 daddr . meta l4proto . th dport @"+c.AddrSet(name6, "ipv6_addr . inet_proto . inet_service", false, t6, comment))
+	}
+	return out
+}
