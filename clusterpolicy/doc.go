@@ -55,15 +55,18 @@
 // reached by goto from an egress chain, so ingress tiers work the same for
 // every path.
 //
-// Peers become named sets per policy rule and family: pods and namespaces
-// peers the selected pods' addresses (cnp_POLICY_inN_pods4), networks
-// interval sets (net4/net6, nested prefixes folded), nodes peers the
-// selected Nodes' InternalIP and ExternalIP addresses (nodes4/nodes6).
-// Ports are matched inline (tcp dport 80, udp dport 1000-2000, sctp
-// ...); destinationNamedPort resolves per destination pod and per
-// protocol the name is declared with: inline in the local pod's ingress
-// chain, and as a set of address . protocol . port (named4/named6) for
-// egress. An empty protocols list matches every protocol, ICMP included.
+// Peers become named sets: pods and namespaces peers the selected pods'
+// addresses, one set per distinct selection and family shared by every
+// rule of every policy that selects the same pods (cnp_sel_HASH_4);
+// networks interval sets per rule (net4/net6, nested prefixes folded),
+// nodes peers the selected Nodes' InternalIP and ExternalIP addresses
+// (nodes4/nodes6). Numbered ports are one match per protocol: inline when
+// the protocol's ports are one range (tcp dport 80, udp dport 1000-2000),
+// else an interval set of the rule (tcp dport @cnp_POLICY_in0_tcp);
+// destinationNamedPort resolves per destination pod and per protocol the
+// name is declared with: inline in the local pod's ingress chain, and as
+// a set of address . protocol . port (named4/named6) for egress. An empty
+// protocols list matches every protocol, ICMP included.
 // Names: names.go. Without a valid ClusterNetworkPolicy none of this
 // exists and the table is byte for byte the NetworkPolicy table.
 //

@@ -3,7 +3,6 @@ package clusterpolicy
 import (
 	"net/netip"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,41 +19,34 @@ import (
 // matches are written.
 var l4 = [3]corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP}
 
-// portMatches returns the matches of the protocols that apply to any peer
-// (numbers and ranges) and, with dst, the named ports resolved on dst. One
-// "" stands for no restriction.
-func portMatches(protos []v1beta1.ClusterNetworkPolicyProtocol, dst *podset.Pod) []string {
-	if len(protos) == 0 {
-		return []string{""}
-	}
-	var out []string
+// portEntries returns the numbered ports of a rule's protocols, and its
+// named ports (each name with every protocol it may be declared with).
+func portEntries(protos []v1beta1.ClusterNetworkPolicyProtocol) (entries []podchain.PortEntry, named []podchain.NamedPort) {
 	for i := range protos {
 		p := &protos[i]
 		switch {
 		case p.TCP != nil:
-			out = append(out, portMatch("tcp", p.TCP.DestinationPort))
+			entries = append(entries, portEntry("tcp", p.TCP.DestinationPort))
 		case p.UDP != nil:
-			out = append(out, portMatch("udp", p.UDP.DestinationPort))
+			entries = append(entries, portEntry("udp", p.UDP.DestinationPort))
 		case p.SCTP != nil:
-			out = append(out, portMatch("sctp", p.SCTP.DestinationPort))
-		case p.DestinationNamedPort != "" && dst != nil:
+			entries = append(entries, portEntry("sctp", p.SCTP.DestinationPort))
+		case p.DestinationNamedPort != "":
 			// A name may be declared for more than one protocol.
 			for _, proto := range l4 {
-				if n, ok := dst.NamedPort(p.DestinationNamedPort, &proto); ok {
-					out = append(out, strings.ToLower(string(proto))+" dport "+strconv.Itoa(int(n)))
-				}
+				named = append(named, podchain.NamedPort{Name: p.DestinationNamedPort, Proto: proto})
 			}
 		}
 	}
-	return out
+	return entries, named
 }
 
-// portMatch matches a valid destinationPort of protocol proto.
-func portMatch(proto string, p *v1beta1.Port) string {
+// portEntry is a valid destinationPort of protocol proto.
+func portEntry(proto string, p *v1beta1.Port) podchain.PortEntry {
 	if p.Range != nil {
-		return proto + " dport " + strconv.Itoa(int(p.Range.Start)) + "-" + strconv.Itoa(int(p.Range.End))
+		return podchain.PortEntry{Proto: proto, From: p.Range.Start, To: max(p.Range.Start, p.Range.End)}
 	}
-	return proto + " dport " + strconv.Itoa(int(p.Number))
+	return podchain.PortEntry{Proto: proto, From: p.Number, To: p.Number}
 }
 
 // ruleOf returns rule idx of a direction of a policy, ingress peers as
@@ -102,24 +94,26 @@ func (c *compiler) compileRule(cp *compiledPolicy, s *slot, idx int) *podchain.R
 		r.Fail = true
 		return r
 	}
-	var named []podchain.NamedPort
-	for _, p := range protos {
-		if p.DestinationNamedPort != "" {
-			if egress {
-				// A name may be declared for more than one protocol.
-				for _, proto := range l4 {
-					named = append(named, podchain.NamedPort{Name: p.DestinationNamedPort, Proto: proto})
-				}
-			} else {
-				r.DstPorts = func(dst *podset.Pod) []string { return portMatches(protos, dst) }
-			}
-		}
+	tag := s.setTag + idxText
+	pname := cp.cnp.Name
+	entries, named := portEntries(protos)
+	portMatches := []string{""} // no protocols: every port and protocol
+	if len(protos) > 0 {
+		portMatches = c.cyc.PortMatches(entries, func(proto string) string { return setName(pname, tag, proto) }, r.Comment)
 	}
-	if r.DstPorts == nil {
-		r.PortMatches = portMatches(protos, nil)
+	var egressNamed podchain.NamedPorts
+	switch {
+	case len(named) == 0:
+		r.PortMatches = portMatches
+	case egress:
+		r.PortMatches = portMatches
+		egressNamed = podchain.NewNamedPorts(named)
+	default:
+		nn := podchain.NewNamedPorts(named)
+		static := portMatches[:len(portMatches):len(portMatches)]
+		r.DstPorts = func(dst *podset.Pod) []string { return append(static, nn.Matches(dst)...) }
 	}
 
-	tag := s.setTag + idxText
 	var sels []selection.Selection
 	var keys []selection.PeerKey
 	var nets4, nets6 []netip.Prefix
@@ -151,25 +145,24 @@ func (c *compiler) compileRule(cp *compiledPolicy, s *slot, idx int) *podchain.R
 		sel, k := c.sel.Select("", nsSel, podSel)
 		sels, keys = append(sels, sel), append(keys, k)
 	}
-	v4, v6 := c.cyc.PeerAddrs(keys, sels)
-	pname := cp.cnp.Name
+	s4, s6 := c.cyc.PeerSets("cnp_", keys, sels, func(kind string) string { return setName(pname, tag, kind) })
 	add := func(match string, kind, typ string, interval bool, elems []string) {
 		if len(elems) > 0 {
 			r.PeerMatches = append(r.PeerMatches, match+" @"+c.cyc.AddrSet(setName(pname, tag, kind), typ, interval, elems, r.Comment))
 		}
 	}
-	if len(v4) > 0 {
-		r.PeerMatches = append(r.PeerMatches, s.Peer4+" @"+c.cyc.SharedSet(setName(pname, tag, "pods4"), "ipv4_addr", v4, r.Comment))
+	if s4 != "" {
+		r.PeerMatches = append(r.PeerMatches, s.Peer4+" @"+s4)
 	}
-	if len(v6) > 0 {
-		r.PeerMatches = append(r.PeerMatches, s.Peer6+" @"+c.cyc.SharedSet(setName(pname, tag, "pods6"), "ipv6_addr", v6, r.Comment))
+	if s6 != "" {
+		r.PeerMatches = append(r.PeerMatches, s.Peer6+" @"+s6)
 	}
 	add(s.Peer4, "net4", "ipv4_addr", true, prefixTexts(nets4))
 	add(s.Peer6, "net6", "ipv6_addr", true, prefixTexts(nets6))
 	add(s.Peer4, "nodes4", "ipv4_addr", false, nodes4)
 	add(s.Peer6, "nodes6", "ipv6_addr", false, nodes6)
-	if len(named) > 0 {
-		t4, t6 := podchain.NamedTuples(podchain.SelectedPods(sels), named)
+	if egressNamed != nil {
+		t4, t6 := podchain.NamedTuples(podchain.SelectedPods(sels), egressNamed)
 		r.NamedMatches = c.cyc.NamedSets(setName(pname, tag, "named4"), setName(pname, tag, "named6"), t4, t6, r.Comment)
 	}
 	return r

@@ -22,10 +22,16 @@
 //     list, and the other is reported the same way by both tiers; of pods
 //     sharing a namespace and name the first keeps its chains
 //     (DropSharedLocal).
-//   - Sets: a set name declared twice (two objects of one key, possible in
+//   - Sets: the pods of a selection are one set per family named for the
+//     selection (PeerSets), shared by every rule of every policy that
+//     selects them; a set name declared twice (two objects of one key, possible in
 //     manifests only) keeps the first declarer's set and the second rule is
 //     not remembered; pod selections' addresses are computed once per
 //     compile and shared by every set of the same selections.
+//   - Ports (ports.go): numbered ports are one match per protocol, inline
+//     for one range, else an interval set of the rule; named ports are
+//     resolved through an index of the rule's names, so resolving them on
+//     a pod costs the pod's ports.
 //   - The memo (Cycle, Memo): a rule is taken from the previous compile when
 //     its policy object, its peer selections, its sets' names and what else
 //     it read are unchanged; a rule compiled again to the same rule and sets
@@ -40,7 +46,45 @@
 //	dispatch.go  Dispatch (the verdict maps, first pod keeps an address)
 //	             and DropSharedLocal
 //	sets.go      set declaration with name-collision tracking, shared
-//	             peer addresses (PeerAddrs), egress named-port tuples
+//	             peer addresses and sets (PeerSets), egress
+//	             named-port tuples
+//	ports.go     port matches and port sets (PortMatches), the named-port
+//	             index (NamedPorts)
 //	memo.go      Memo and Cycle: what one compile keeps for the next, and
 //	             the rule memo
+//
+// # Cost of one object
+//
+// What one policy rule costs, in rules and set elements (a budget
+// estimator must match this):
+//
+//   - In the chain of each local pod the policy selects (one chain per
+//     pod and kind: NetworkPolicy ingress or egress, or tier and
+//     direction): peers × ports + named rules, where peers is 1 without
+//     peers, else one per family that has addresses of pods and one per
+//     family that has ipBlocks / networks / nodes (at most 4; for a
+//     ClusterNetworkPolicy with pods and namespaces peers and networks and
+//     nodes peers, at most 6); ports is 1 without ports, else one per
+//     protocol among its numbered and protocol-only ports (at most 3),
+//     plus, for ingress named ports, one per distinct port the name
+//     resolves to on that pod (at most the pod's named ports); named is,
+//     for egress named ports, one per family that has a resolved tuple (at
+//     most 2). A rule that fails closed is one rule (Deny, Pass) or none
+//     (Accept).
+//   - Once per rule, whatever the pods: a port set per protocol with more
+//     than one range (one element per merged range, at most the rule's
+//     ports of that protocol); an ipBlock / network set per family (one
+//     element per range left after excepts, at most 2 × (blocks + excepts));
+//     a nodes set (the selected Nodes' addresses); egress named-port sets
+//     (for each selected peer pod, its addresses × the rule's names it
+//     declares).
+//   - Once per distinct selection, however many rules and policies use it:
+//     a set per family of the selected pods' addresses.
+//   - Per local pod and kind of chain that some policy selects it for: its
+//     addresses as dispatch-map elements and as "pod to itself" rules, and
+//     for NetworkPolicy "ct state invalid drop" and the final drop.
+//
+// So ports cost elements, not rules, and a selection costs its pods once;
+// what stays a product is a rule's few matches copied into each selected
+// local pod's chain (local pods × rules of the policies selecting them).
 package podchain

@@ -13,7 +13,7 @@ import (
 type Memo struct {
 	rules  map[RuleKey]*ruleMemo
 	chains map[chainKey]*chainMemo
-	addrs  map[string]*peerAddrs // by the selections' keys, see PeerAddrs
+	addrs  map[string]*peerAddrs // by the selections' keys, see peerAddrs
 }
 
 // RuleKey names one rule of one policy: Policy is the compiler's own
@@ -31,6 +31,9 @@ type ruleMemo struct {
 	deps  Deps
 	peers []selection.PeerKey
 	sets  []*engine.Set
+	// shared are the selections whose shared sets it looks up
+	// (PeerSets).
+	shared []*peerAddrs
 }
 
 // Deps is what a rule read besides its policy and its peer selections.
@@ -46,6 +49,7 @@ type scratch struct {
 	declared []*engine.Set
 	collided bool
 	used     []selection.PeerKey
+	shared   []*peerAddrs
 }
 
 // Cycle is one compile of a compiler's pod chains: the previous memo
@@ -58,6 +62,7 @@ type Cycle struct {
 	sets       map[string]*engine.Set
 	rules      map[RuleKey]*Rule
 	addrs      map[string]*peerAddrs
+	selNames   map[string]*peerAddrs // shared sets' names (without family) in use
 	scratch    scratch
 }
 
@@ -77,9 +82,10 @@ func NewCycle(sel *selection.Index, prev *Memo, nodesSame bool) *Cycle {
 			chains: map[chainKey]*chainMemo{},
 			addrs:  map[string]*peerAddrs{},
 		},
-		sets:  map[string]*engine.Set{},
-		rules: map[RuleKey]*Rule{},
-		addrs: map[string]*peerAddrs{},
+		sets:     map[string]*engine.Set{},
+		rules:    map[RuleKey]*Rule{},
+		addrs:    map[string]*peerAddrs{},
+		selNames: map[string]*peerAddrs{},
 	}
 }
 
@@ -90,7 +96,7 @@ func (c *Cycle) Next() *Memo { return c.next }
 // compiled already, the previous compile's when everything it read is
 // unchanged, else compile's. compile declares the rule's sets through
 // AddrSet, SharedSet and NamedSets and records the selections it reads
-// through PeerAddrs or Used; it returns the rule and what else it read. A
+// through PeerSets; it returns the rule and what else it read. A
 // rule compiled again to what it was before is the previous one, so the
 // chains that hold it are kept too.
 func (c *Cycle) Rule(k RuleKey, compile func() (*Rule, Deps)) *Rule {
@@ -100,6 +106,9 @@ func (c *Cycle) Rule(k RuleKey, compile func() (*Rule, Deps)) *Rule {
 	if rm, ok := c.prev.rules[k]; ok && c.stillValid(rm) {
 		for _, s := range rm.sets {
 			c.sets[s.Name] = s
+		}
+		for _, pa := range rm.shared {
+			c.useShared(sharedBase(pa), pa)
 		}
 		c.rules[k], c.next.rules[k] = rm.r, rm
 		return rm.r
@@ -116,16 +125,10 @@ func (c *Cycle) Rule(k RuleKey, compile func() (*Rule, Deps)) *Rule {
 		}
 		// A rule whose set name another declared first is compiled
 		// every time: the first declarer may not be there next time.
-		c.next.rules[k] = &ruleMemo{r: r, deps: deps, peers: c.scratch.used, sets: sets}
+		c.next.rules[k] = &ruleMemo{r: r, deps: deps, peers: c.scratch.used, sets: sets, shared: c.scratch.shared}
 	}
 	c.rules[k] = r
 	return r
-}
-
-// Used records selections the rule being compiled read other than
-// through PeerAddrs.
-func (c *Cycle) Used(keys ...selection.PeerKey) {
-	c.scratch.used = append(c.scratch.used, keys...)
 }
 
 // stillValid tells whether a rule compiled before is what compiling it now
@@ -139,6 +142,11 @@ func (c *Cycle) stillValid(rm *ruleMemo) bool {
 	}
 	for _, s := range rm.sets {
 		if _, taken := c.sets[s.Name]; taken {
+			return false
+		}
+	}
+	for _, pa := range rm.shared {
+		if o, taken := c.selNames[sharedBase(pa)]; taken && o != pa {
 			return false
 		}
 	}

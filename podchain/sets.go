@@ -1,14 +1,18 @@
 package podchain
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/selection"
 )
 
@@ -27,7 +31,7 @@ func (c *Cycle) AddrSet(name, typ string, interval bool, elems []string, comment
 }
 
 // SharedSet is AddrSet for elements already sorted and without repeats,
-// shared (never changed) with other sets, as PeerAddrs gives them.
+// shared (never changed) with other sets.
 func (c *Cycle) SharedSet(name, typ string, elems []engine.Element, comment string) string {
 	if _, ok := c.sets[name]; ok {
 		c.scratch.collided = true
@@ -111,25 +115,29 @@ func SelectedPods(sels []selection.Selection) []*selection.Pod {
 }
 
 // peerAddrs is the sorted set elements of the addresses that a list of
-// pod selections selects.
+// pod selections selects, and the sets shared by every rule that selects
+// them (made when first used).
 type peerAddrs struct {
-	v4, v6 []engine.Element
+	key        string // the selections' keys as text
+	base       string // the shared sets' name without the family
+	v4, v6     []engine.Element
+	set4, set6 *engine.Set
 }
 
-// PeerAddrs returns the IPv4 and IPv6 set elements of the addresses of the
-// pods that the selections (named by keys) select. Rules of many policies
-// often select the same pods (every namespace, say): their sets share
-// these elements, computed once per compile and kept across compiles while
-// they stay the same, so that a pod event that changes no address changes
-// no rule. The keys are recorded as what the rule being compiled read.
-func (c *Cycle) PeerAddrs(keys []selection.PeerKey, sels []selection.Selection) (v4, v6 []engine.Element) {
+// peerAddrs returns the addresses of the pods that the selections (named
+// by keys) select, and records the selections as what the rule being
+// compiled read. Rules of many policies often select the same pods (every
+// namespace, say): the elements are computed once per compile and kept
+// across compiles while they stay the same, so that a pod event that
+// changes no address changes no rule.
+func (c *Cycle) peerAddrs(keys []selection.PeerKey, sels []selection.Selection) *peerAddrs {
 	c.scratch.used = append(c.scratch.used, keys...)
 	if len(keys) == 0 {
-		return nil, nil
+		return nil
 	}
 	ck := fmt.Sprint(keys)
 	if pa := c.addrs[ck]; pa != nil {
-		return pa.v4, pa.v6
+		return pa
 	}
 	old := c.prev.addrs[ck]
 	same := old != nil
@@ -145,43 +153,90 @@ func (c *Cycle) PeerAddrs(keys []selection.PeerKey, sels []selection.Selection) 
 			a4 = append(a4, p.V4Text()...)
 			a6 = append(a6, p.V6Text()...)
 		}
-		pa := &peerAddrs{v4: Elements(a4), v6: Elements(a6)}
+		pa := &peerAddrs{key: ck, v4: Elements(a4), v6: Elements(a6)}
 		if old == nil || !slices.Equal(old.v4, pa.v4) || !slices.Equal(old.v6, pa.v6) {
 			old = pa
 		}
 	}
 	c.addrs[ck], c.next.addrs[ck] = old, old
-	return old.v4, old.v6
+	return old
 }
 
-// NamedPort is a port name and one protocol it may be declared with.
-type NamedPort struct {
-	Name  string
-	Proto corev1.Protocol
+// PeerSets declares the sets of the addresses of the pods that the
+// selections select, one per family that has any, and returns their names
+// ("" for a family without addresses). The sets are named for the
+// selections, not for a rule (prefix, "sel_", 16 hex digits of the
+// SHA-256 of the selections' keys, "_4" or "_6"), so every rule of every
+// policy that selects the same pods looks up the one set: 100 policies
+// allowing every namespace cost the node one set, not 100 copies of it.
+// A set lives while a rule of this compile uses it. Two different
+// selections whose names collide (64 bits of a hash) are not shared: the
+// second gets the rule's own sets, fallback(kind) with kind "pods4" or
+// "pods6".
+func (c *Cycle) PeerSets(prefix string, keys []selection.PeerKey, sels []selection.Selection, fallback func(kind string) string) (s4, s6 string) {
+	pa := c.peerAddrs(keys, sels)
+	if pa == nil {
+		return "", ""
+	}
+	if pa.base == "" {
+		sum := sha256.Sum256([]byte(pa.key))
+		pa.base = prefix + "sel_" + hex.EncodeToString(sum[:8])
+	}
+	base := pa.base
+	if o, taken := c.selNames[base]; taken && o != pa {
+		if len(pa.v4) > 0 {
+			s4 = c.SharedSet(fallback("pods4"), "ipv4_addr", pa.v4, nftsafe.Comment("pods of "+pa.key))
+		}
+		if len(pa.v6) > 0 {
+			s6 = c.SharedSet(fallback("pods6"), "ipv6_addr", pa.v6, nftsafe.Comment("pods of "+pa.key))
+		}
+		return s4, s6
+	}
+	if len(pa.v4) > 0 && pa.set4 == nil {
+		pa.set4 = &engine.Set{Name: base + "_4", Type: "ipv4_addr", Comment: nftsafe.Comment("pods of " + pa.key), Elements: pa.v4}
+	}
+	if len(pa.v6) > 0 && pa.set6 == nil {
+		pa.set6 = &engine.Set{Name: base + "_6", Type: "ipv6_addr", Comment: nftsafe.Comment("pods of " + pa.key), Elements: pa.v6}
+	}
+	c.useShared(base, pa)
+	c.scratch.shared = append(c.scratch.shared, pa)
+	if pa.set4 != nil {
+		s4 = pa.set4.Name
+	}
+	if pa.set6 != nil {
+		s6 = pa.set6.Name
+	}
+	return s4, s6
 }
 
-// l4 are the protocols a port may be declared with, as nft names them.
-var l4 = map[corev1.Protocol]string{corev1.ProtocolTCP: "tcp", corev1.ProtocolUDP: "udp", corev1.ProtocolSCTP: "sctp"}
+func sharedBase(pa *peerAddrs) string { return pa.base }
+
+// useShared registers a selection's shared sets in this compile.
+func (c *Cycle) useShared(base string, pa *peerAddrs) {
+	c.selNames[base] = pa
+	c.addrs[pa.key], c.next.addrs[pa.key] = pa, pa
+	for _, s := range [2]*engine.Set{pa.set4, pa.set6} {
+		if s != nil {
+			c.sets[s.Name] = s
+		}
+	}
+}
 
 // NamedTuples resolves egress named ports on each destination pod: the
 // address . protocol . port tuples of every pod, name and protocol the
-// pod declares the name with, as set elements' text.
-func NamedTuples(pods []*selection.Pod, named []NamedPort) (t4, t6 []string) {
+// pod declares the name with, as set elements' text. It costs the pods'
+// ports, not the names listed times the pods' ports.
+func NamedTuples(pods []*selection.Pod, named NamedPorts) (t4, t6 []string) {
 	for _, p := range pods {
-		for i := range named {
-			np := &named[i]
-			n, ok := p.Obj.NamedPort(np.Name, &np.Proto)
-			if !ok {
-				continue
-			}
-			suffix := " . " + l4[np.Proto] + " . " + strconv.Itoa(int(n))
+		named.Resolve(p.Obj, func(proto corev1.Protocol, port int32) {
+			suffix := " . " + strings.ToLower(string(proto)) + " . " + strconv.Itoa(int(port))
 			for _, a := range p.V4Text() {
 				t4 = append(t4, a+suffix)
 			}
 			for _, a := range p.V6Text() {
 				t6 = append(t6, a+suffix)
 			}
-		}
+		})
 	}
 	return t4, t6
 }

@@ -2,7 +2,6 @@ package policy
 
 import (
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/podchain"
@@ -62,15 +61,4 @@ func (c *compiler) rule(d *direction, cp *compiledPolicy, idx int) *podchain.Rul
 		peers, ports := d.rule(cp.np, idx)
 		return c.compileRule(d, cp, idx, peers, ports)
 	})
-}
-
-// namedPorts are the named ports of a rule's ports.
-func namedPorts(ports []networkingv1.NetworkPolicyPort) []networkingv1.NetworkPolicyPort {
-	var named []networkingv1.NetworkPolicyPort
-	for _, pp := range ports {
-		if pp.Port != nil && pp.Port.Type != intstr.Int {
-			named = append(named, pp)
-		}
-	}
-	return named
 }

@@ -15,32 +15,6 @@ import (
 	"github.com/nftguard/nftguard/selection"
 )
 
-// portMatchesFor returns the port matches that apply to any peer: numbers,
-// ranges, protocols, and (for ingress, dst != nil) names resolved on the
-// destination pod. One "" stands for no port restriction.
-func portMatchesFor(ports []networkingv1.NetworkPolicyPort, dst *podset.Pod) []string {
-	if len(ports) == 0 {
-		return []string{""}
-	}
-	var portMatches []string
-	for _, pp := range ports {
-		proto := protoName(pp.Protocol)
-		switch {
-		case pp.Port == nil:
-			portMatches = append(portMatches, "meta l4proto "+proto)
-		case pp.Port.Type == intstr.Int && pp.EndPort != nil && *pp.EndPort != pp.Port.IntVal:
-			portMatches = append(portMatches, proto+" dport "+strconv.Itoa(int(pp.Port.IntVal))+"-"+strconv.Itoa(int(*pp.EndPort)))
-		case pp.Port.Type == intstr.Int:
-			portMatches = append(portMatches, proto+" dport "+strconv.Itoa(int(pp.Port.IntVal)))
-		case dst != nil:
-			if n, ok := dst.NamedPort(pp.Port.StrVal, pp.Protocol); ok {
-				portMatches = append(portMatches, proto+" dport "+strconv.Itoa(int(n)))
-			}
-		}
-	}
-	return portMatches
-}
-
 // compileRule compiles the part of a rule that does not depend on the pod
 // whose chain it goes into, declaring its sets.
 func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) (*podchain.Rule, podchain.Deps) {
@@ -49,33 +23,55 @@ func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers 
 	r := &podchain.Rule{Comment: nftsafe.Comment(cp.key + " " + d.Field + "[" + idxText + "]")}
 	base := []string{cp.np.Namespace, cp.np.Name, d.setTag + idxText}
 
-	// Named ports resolve on the destination pod: for ingress that is the
-	// chain's pod, for egress each peer pod.
+	// Numbered ports are matches shared by every peer (one per
+	// protocol, see podchain.Cycle.PortMatches). Named ports resolve on
+	// the destination pod: for ingress that is the chain's pod, for
+	// egress each peer pod.
+	var entries []podchain.PortEntry
 	var named []podchain.NamedPort
-	if nps := namedPorts(ports); len(nps) > 0 {
-		if d.Egress {
-			for _, pp := range nps {
-				proto := corev1.ProtocolTCP
-				if pp.Protocol != nil {
-					proto = *pp.Protocol
-				}
-				named = append(named, podchain.NamedPort{Name: pp.Port.StrVal, Proto: proto})
+	for _, pp := range ports {
+		proto := protoName(pp.Protocol)
+		switch {
+		case pp.Port == nil:
+			entries = append(entries, podchain.PortEntry{Proto: proto, All: true})
+		case pp.Port.Type == intstr.Int:
+			to := pp.Port.IntVal
+			if pp.EndPort != nil {
+				to = max(to, *pp.EndPort)
 			}
-		} else {
-			r.DstPorts = func(dst *podset.Pod) []string { return portMatchesFor(ports, dst) }
+			entries = append(entries, podchain.PortEntry{Proto: proto, From: pp.Port.IntVal, To: to})
+		default:
+			p := corev1.ProtocolTCP
+			if pp.Protocol != nil {
+				p = *pp.Protocol
+			}
+			named = append(named, podchain.NamedPort{Name: pp.Port.StrVal, Proto: p})
 		}
 	}
-	if r.DstPorts == nil {
-		r.PortMatches = portMatchesFor(ports, nil)
+	portMatches := []string{""} // no ports: every port and protocol
+	if len(ports) > 0 {
+		portMatches = c.cyc.PortMatches(entries, func(proto string) string { return setName(append(base, proto)) }, r.Comment)
+	}
+	var egressNamed podchain.NamedPorts
+	switch {
+	case len(named) == 0:
+		r.PortMatches = portMatches
+	case d.Egress:
+		r.PortMatches = portMatches
+		egressNamed = podchain.NewNamedPorts(named)
+	default:
+		nn := podchain.NewNamedPorts(named)
+		static := portMatches[:len(portMatches):len(portMatches)]
+		r.DstPorts = func(dst *podset.Pod) []string { return append(static, nn.Matches(dst)...) }
 	}
 	comment := nftsafe.Comment(base[0] + "/" + base[1] + " " + base[2])
 
 	if len(peers) == 0 {
 		// No peers: every source (ingress) or destination (egress).
 		r.PeerMatches = []string{""}
-		if len(named) > 0 {
+		if egressNamed != nil {
 			deps.AllPods = true
-			t4, t6 := podchain.NamedTuples(c.sel.All(), named)
+			t4, t6 := podchain.NamedTuples(c.sel.All(), egressNamed)
 			r.NamedMatches = c.cyc.NamedSets(setName(append(base, "named4")), setName(append(base, "named6")), t4, t6, comment)
 		}
 		return r, deps
@@ -105,12 +101,12 @@ func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers 
 		sel, k := c.sel.Select(cp.np.Namespace, peer.NamespaceSelector, peer.PodSelector)
 		sels, keys = append(sels, sel), append(keys, k)
 	}
-	v4, v6 := c.cyc.PeerAddrs(keys, sels)
-	if len(v4) > 0 {
-		r.PeerMatches = append(r.PeerMatches, d.Peer4+" @"+c.cyc.SharedSet(setName(append(base, "pods4")), "ipv4_addr", v4, r.Comment))
+	s4, s6 := c.cyc.PeerSets("np_", keys, sels, func(kind string) string { return setName(append(base, kind)) })
+	if s4 != "" {
+		r.PeerMatches = append(r.PeerMatches, d.Peer4+" @"+s4)
 	}
-	if len(v6) > 0 {
-		r.PeerMatches = append(r.PeerMatches, d.Peer6+" @"+c.cyc.SharedSet(setName(append(base, "pods6")), "ipv6_addr", v6, r.Comment))
+	if s6 != "" {
+		r.PeerMatches = append(r.PeerMatches, d.Peer6+" @"+s6)
 	}
 	if rs := mergeRanges(blocks4); len(rs) > 0 {
 		r.PeerMatches = append(r.PeerMatches, d.Peer4+" @"+c.cyc.AddrSet(setName(append(base, "cidr4")), "ipv4_addr", true, rangeTexts(rs), r.Comment))
@@ -118,8 +114,8 @@ func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers 
 	if rs := mergeRanges(blocks6); len(rs) > 0 {
 		r.PeerMatches = append(r.PeerMatches, d.Peer6+" @"+c.cyc.AddrSet(setName(append(base, "cidr6")), "ipv6_addr", true, rangeTexts(rs), r.Comment))
 	}
-	if len(named) > 0 {
-		t4, t6 := podchain.NamedTuples(podchain.SelectedPods(sels), named)
+	if egressNamed != nil {
+		t4, t6 := podchain.NamedTuples(podchain.SelectedPods(sels), egressNamed)
 		r.NamedMatches = c.cyc.NamedSets(setName(append(base, "named4")), setName(append(base, "named6")), t4, t6, comment)
 	}
 	return r, deps

@@ -1,0 +1,123 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/apitest"
+	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/npset"
+)
+
+// size is what a table costs the kernel: its rules and set elements.
+func size(out Output) (rules, elems int) {
+	for _, c := range out.Chains {
+		rules += len(c.Rules)
+	}
+	for _, s := range out.Sets {
+		elems += len(s.Elements)
+	}
+	return rules, elems
+}
+
+// A policy of 20,000 ports (the 329 KB policy that compiled to 800,000
+// rules when every port was a rule in every selected pod's chain) costs a
+// few rules per peer kind and one set element per port.
+func TestManyPortsAreOneSet(t *testing.T) {
+	var pods []*corev1.Pod
+	for i := range 10 {
+		pods = append(pods, apitest.Pod("x", fmt.Sprintf("p%d", i), fmt.Sprintf("10.0.0.%d", i+1), apitest.IPs(fmt.Sprintf("10.0.0.%d", i+1), fmt.Sprintf("fd00::%d", i+1))))
+	}
+	var ports []networkingv1.NetworkPolicyPort
+	udp := corev1.ProtocolUDP
+	for i := range 20000 {
+		p := tcp(2 * (i + 1)) // never adjacent: 20,000 elements, not one range
+		if i%2 == 1 {
+			p.Protocol = &udp
+		}
+		ports = append(ports, p)
+	}
+	np := netpol("x", "many", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+		peers := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}, {IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/24"}}}
+		s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: peers, Ports: ports}}
+		s.Egress = []networkingv1.NetworkPolicyEgressRule{{To: peers, Ports: ports}}
+	})
+	out := compileChecked(t, Input{NodeName: "n1", Namespaces: []*corev1.Namespace{apitest.Namespace("x")},
+		Pods: podtest.Set(pods), Policies: npset.New([]*networkingv1.NetworkPolicy{np})})
+	if len(out.Problems) > 0 {
+		t.Fatal(out.Problems)
+	}
+	rules, elems := size(out)
+	t.Logf("20,000 ports, 10 local pods, 3 peer kinds, both directions: %d rules, %d set elements", rules, elems)
+	if rules >= 1000 {
+		t.Errorf("%d rules, want well under 1,000", rules)
+	}
+	// Each direction: 10,000 tcp and 10,000 udp elements; the pod set
+	// (10 + 10 addresses) is shared by both directions; the CIDR set is
+	// one per direction; the dispatch maps hold the 20 addresses twice.
+	if want := 2*20000 + 20 + 2 + 4*10; elems != want {
+		t.Errorf("%d set elements, want %d", elems, want)
+	}
+	eq(t, "ingress of p0", ruleTexts(chain(t, out, "np_ing_x_p0")), []string{
+		"ct state invalid drop", "ip saddr 10.0.0.1 accept", "ip6 saddr fd00::1 accept",
+		"ip saddr @" + lookedUp(t, out, "np_ing_x_p0", "ip saddr @").Name + " tcp dport @np_x_many_in0_tcp accept",
+		"ip saddr @" + lookedUp(t, out, "np_ing_x_p0", "ip saddr @").Name + " udp dport @np_x_many_in0_udp accept",
+		"ip6 saddr @" + lookedUp(t, out, "np_ing_x_p0", "ip6 saddr @").Name + " tcp dport @np_x_many_in0_tcp accept",
+		"ip6 saddr @" + lookedUp(t, out, "np_ing_x_p0", "ip6 saddr @").Name + " udp dport @np_x_many_in0_udp accept",
+		"ip saddr @np_x_many_in0_cidr4 tcp dport @np_x_many_in0_tcp accept",
+		"ip saddr @np_x_many_in0_cidr4 udp dport @np_x_many_in0_udp accept",
+		"drop",
+	})
+}
+
+// 100 policies that each allow egress to every namespace (220 bytes
+// each) select the same pods: they share one set per family, whose
+// elements are the cluster's pod addresses once, not 100 times.
+func TestSameSelectionIsOneSet(t *testing.T) {
+	var pods []*corev1.Pod
+	var nss []*corev1.Namespace
+	var nps []*networkingv1.NetworkPolicy
+	for i := range 100 {
+		ns := fmt.Sprintf("ns%d", i)
+		nss = append(nss, apitest.Namespace(ns))
+		node := "n2"
+		if i%10 == 0 {
+			node = "n1"
+		}
+		for j := range 10 {
+			pods = append(pods, apitest.Pod(ns, fmt.Sprintf("p%d", j), fmt.Sprintf("10.%d.0.%d", i, j+1), apitest.OnNode(node)))
+		}
+		nps = append(nps, netpol(ns, "all-namespaces", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+			s.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}}}
+		}))
+	}
+	out := compileChecked(t, Input{NodeName: "n1", Namespaces: nss, Pods: podtest.Set(pods), Policies: npset.New(nps)})
+	var peerSets []engine.Set
+	for _, s := range out.Sets {
+		if strings.HasPrefix(s.Name, "np_sel_") {
+			peerSets = append(peerSets, s)
+		}
+	}
+	if len(peerSets) != 1 || len(peerSets[0].Elements) != 1000 {
+		t.Fatalf("%d peer sets, want 1 of the 1,000 pod addresses: %v", len(peerSets), setNames(out.Sets))
+	}
+	rules, elems := size(out)
+	t.Logf("100 all-namespace policies, 1,000 pods (100 local): %d rules, %d set elements", rules, elems)
+	if elems != 1000+2*100 { // the shared set, and the ingress and egress maps (100 local pods each)
+		t.Errorf("%d set elements, want 1,200", elems)
+	}
+}
+
+func setNames(sets []engine.Set) []string {
+	var out []string
+	for _, s := range sets {
+		out = append(out, s.Name)
+	}
+	return out
+}
