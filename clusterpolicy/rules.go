@@ -11,7 +11,6 @@ import (
 	"github.com/nftguard/nftguard/internal/cidrs"
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/podchain"
-	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/selection"
 )
 
@@ -101,17 +100,15 @@ func (c *compiler) compileRule(cp *compiledPolicy, s *slot, idx int) *podchain.R
 	if len(protos) > 0 {
 		portMatches = c.cyc.PortMatches(entries, func(proto string) string { return setName(pname, tag, proto) }, r.Comment)
 	}
+	r.PortMatches = portMatches
 	var egressNamed podchain.NamedPorts
 	switch {
 	case len(named) == 0:
-		r.PortMatches = portMatches
 	case egress:
-		r.PortMatches = portMatches
 		egressNamed = podchain.NewNamedPorts(named)
 	default:
 		nn := podchain.NewNamedPorts(named)
-		static := portMatches[:len(portMatches):len(portMatches)]
-		r.DstPorts = func(dst *podset.Pod) []string { return append(static, nn.Matches(dst)...) }
+		r.DstPorts = nn.Matches
 	}
 
 	var sels []selection.Selection

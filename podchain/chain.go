@@ -5,6 +5,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/nftsafe"
+	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/selection"
 )
 
@@ -53,6 +54,9 @@ func (d *Dir) Verdict(a Action, end End) string {
 	case Pass:
 		return "return"
 	}
+	if a == Jump {
+		return "" // the rule's Target, see appendRule
+	}
 	return d.drop(end)
 }
 
@@ -99,28 +103,39 @@ func buildChain(p *selection.Pod, d *Dir, rules []*Rule, end End) engine.Chain {
 		ch.Rules = append(ch.Rules, engine.Rule{Rule: d.Peer6 + " " + a + " accept", Comment: "pod to itself"})
 	}
 	for _, r := range rules {
-		v := d.Verdict(r.Action, end)
-		if r.Fail {
-			if r.Action != Accept {
-				ch.Rules = append(ch.Rules, engine.Rule{Rule: d.drop(end), Comment: r.Comment})
-			}
-			continue
-		}
-		pm := r.PortMatches
-		if r.DstPorts != nil {
-			pm = r.DstPorts(p.Obj)
-		}
-		for _, peer := range r.PeerMatches {
-			for _, m := range pm {
-				ch.Rules = append(ch.Rules, engine.Rule{Rule: Join(peer, m, v), Comment: r.Comment})
-			}
-		}
-		for _, peer := range r.NamedMatches {
-			ch.Rules = append(ch.Rules, engine.Rule{Rule: Join(peer, "", v), Comment: r.Comment})
-		}
+		ch.Rules = appendRule(ch.Rules, d, r, p.Obj, end)
 	}
 	if d.Isolated != "" {
 		ch.Rules = append(ch.Rules, engine.Rule{Rule: d.drop(end), Comment: d.Isolated})
 	}
 	return ch
+}
+
+// appendRule appends the nft rules of one compiled rule: its peer matches
+// crossed with its port matches (and, with dst, the named ports resolved
+// on dst), then its named-port matches.
+func appendRule(out []engine.Rule, d *Dir, r *Rule, dst *podset.Pod, end End) []engine.Rule {
+	if r.Action == Jump {
+		return append(out, engine.Rule{Rule: "jump " + r.Target, Comment: r.Comment})
+	}
+	if r.Fail {
+		if r.Action != Accept {
+			out = append(out, engine.Rule{Rule: d.drop(end), Comment: r.Comment})
+		}
+		return out
+	}
+	v := d.Verdict(r.Action, end)
+	pm := r.PortMatches
+	if r.DstPorts != nil && dst != nil {
+		pm = append(pm[:len(pm):len(pm)], r.DstPorts(dst)...)
+	}
+	for _, peer := range r.PeerMatches {
+		for _, m := range pm {
+			out = append(out, engine.Rule{Rule: Join(peer, m, v), Comment: r.Comment})
+		}
+	}
+	for _, peer := range r.NamedMatches {
+		out = append(out, engine.Rule{Rule: Join(peer, "", v), Comment: r.Comment})
+	}
+	return out
 }

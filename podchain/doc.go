@@ -48,6 +48,8 @@
 //	sets.go      set declaration with name-collision tracking, shared
 //	             peer addresses and sets (PeerSets), egress
 //	             named-port tuples
+//	policychain.go  a policy's chain: its rules once, jumped to from the
+//	             chain of each pod it selects (NetworkPolicy)
 //	ports.go     port matches and port sets (PortMatches), the named-port
 //	             index (NamedPorts)
 //	memo.go      Memo and Cycle: what one compile keeps for the next, and
@@ -58,9 +60,17 @@
 // What one policy rule costs, in rules and set elements (a budget
 // estimator must match this):
 //
-//   - In the chain of each local pod the policy selects (one chain per
-//     pod and kind: NetworkPolicy ingress or egress, or tier and
-//     direction): peers × ports + named rules, where peers is 1 without
+//   - NetworkPolicy: once, in the policy's chain of that direction
+//     (np_pi_/np_pe_): peers × ports + named rules as below, without the
+//     ingress named ports; in the chain of each local pod the policy
+//     selects: one jump (none when every rule's ports are ingress named
+//     ports), plus, per rule with ingress named ports, peers × the
+//     distinct ports the names resolve to on that pod.
+//   - ClusterNetworkPolicy (at most 25 rules, 25 peers and 25 protocols
+//     by the CRD): in the chain of each local pod the policy selects (one
+//     chain per pod, tier and direction; a Deny's verdict depends on the
+//     pod's namespace when the node logs, so the rules stay per pod):
+//     peers × ports + named rules, where peers is 1 without
 //     peers, else one per family that has addresses of pods and one per
 //     family that has ipBlocks / networks / nodes (at most 4; for a
 //     ClusterNetworkPolicy with pods and namespaces peers and networks and
@@ -84,7 +94,10 @@
 //     addresses as dispatch-map elements and as "pod to itself" rules, and
 //     for NetworkPolicy "ct state invalid drop" and the final drop.
 //
-// So ports cost elements, not rules, and a selection costs its pods once;
-// what stays a product is a rule's few matches copied into each selected
-// local pod's chain (local pods × rules of the policies selecting them).
+// So ports cost elements, not rules, a selection costs its pods once, and
+// a NetworkPolicy's rules cost the node once. What stays a product is the
+// selection relation itself: one jump per local pod and policy selecting
+// it (a ClusterNetworkPolicy's bounded rules per local pod it selects),
+// the pods a distinct selection selects, and an egress named-port rule's
+// tuples (its selected pods' addresses × the names they declare).
 package podchain

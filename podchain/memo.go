@@ -14,6 +14,8 @@ type Memo struct {
 	rules  map[RuleKey]*ruleMemo
 	chains map[chainKey]*chainMemo
 	addrs  map[string]*peerAddrs // by the selections' keys, see peerAddrs
+	// policyChains by name, see PolicyChain.
+	policyChains map[string]*policyChainMemo
 }
 
 // RuleKey names one rule of one policy: Policy is the compiler's own
@@ -63,7 +65,9 @@ type Cycle struct {
 	rules      map[RuleKey]*Rule
 	addrs      map[string]*peerAddrs
 	selNames   map[string]*peerAddrs // shared sets' names (without family) in use
-	scratch    scratch
+	// policyChains are the policies' chains declared in this compile.
+	policyChains map[string]*policyChainMemo
+	scratch      scratch
 }
 
 // NewCycle starts a compile over the pods and selections of sel, reading
@@ -78,14 +82,16 @@ func NewCycle(sel *selection.Index, prev *Memo, nodesSame bool) *Cycle {
 		nodesSame: nodesSame,
 		prev:      prev,
 		next: &Memo{
-			rules:  map[RuleKey]*ruleMemo{},
-			chains: map[chainKey]*chainMemo{},
-			addrs:  map[string]*peerAddrs{},
+			rules:        map[RuleKey]*ruleMemo{},
+			chains:       map[chainKey]*chainMemo{},
+			addrs:        map[string]*peerAddrs{},
+			policyChains: map[string]*policyChainMemo{},
 		},
-		sets:     map[string]*engine.Set{},
-		rules:    map[RuleKey]*Rule{},
-		addrs:    map[string]*peerAddrs{},
-		selNames: map[string]*peerAddrs{},
+		policyChains: map[string]*policyChainMemo{},
+		sets:         map[string]*engine.Set{},
+		rules:        map[RuleKey]*Rule{},
+		addrs:        map[string]*peerAddrs{},
+		selNames:     map[string]*peerAddrs{},
 	}
 }
 

@@ -16,6 +16,9 @@ const (
 	Accept Action = iota
 	Deny
 	Pass
+	// Jump goes to a policy's chain (Rule.Target) and, when nothing
+	// there decides, on with the next rule.
+	Jump
 )
 
 // Rule is what one policy rule compiles to independent of the pod whose
@@ -30,17 +33,33 @@ type Rule struct {
 	Fail         bool
 	PeerMatches  []string
 	NamedMatches []string
-	// PortMatches when they do not depend on the destination pod; else
-	// DstPorts (ingress named ports) gives them for the chain's pod. One
-	// "" stands for no port restriction.
+	// PortMatches do not depend on the destination pod; DstPorts, when
+	// set (ingress named ports), gives the matches of the names resolved
+	// on the chain's pod, after them. One "" stands for no port
+	// restriction.
 	PortMatches []string
 	DstPorts    func(dst *podset.Pod) []string
+	// Target is the chain a Jump goes to.
+	Target string
+
+	// dstOnly is the rule without its PortMatches and NamedMatches: what
+	// stays in each pod's chain when the rest is in the policy's chain.
+	dstOnly *Rule
+}
+
+// DstOnly is the part of r that depends on the chain's pod (its peers
+// with the named ports resolved on the pod), the same *Rule every time.
+func (r *Rule) DstOnly() *Rule {
+	if r.dstOnly == nil {
+		r.dstOnly = &Rule{Comment: r.Comment, Action: r.Action, PeerMatches: r.PeerMatches, DstPorts: r.DstPorts}
+	}
+	return r.dstOnly
 }
 
 // same tells whether two compilations of one rule (of one policy object,
 // so DstPorts reads the same ports) are the same.
 func same(a, b *Rule) bool {
-	return a.Comment == b.Comment && a.Action == b.Action && a.Fail == b.Fail &&
+	return a.Comment == b.Comment && a.Action == b.Action && a.Fail == b.Fail && a.Target == b.Target &&
 		(a.DstPorts == nil) == (b.DstPorts == nil) &&
 		slices.Equal(a.PeerMatches, b.PeerMatches) && slices.Equal(a.NamedMatches, b.NamedMatches) &&
 		slices.Equal(a.PortMatches, b.PortMatches)

@@ -4,6 +4,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/podchain"
 	"github.com/nftguard/nftguard/selection"
 )
@@ -12,15 +13,16 @@ import (
 // egress) with what policy adds: the tag of its rules' set names.
 type direction struct {
 	podchain.Dir
-	setTag string // "in" or "eg": np_NS_POLICY_in0_pods4, see names.go
+	setTag       string // "in" or "eg": np_NS_POLICY_in0_pods4, see names.go
+	policyPrefix string // "np_pi" or "np_pe": a policy's chain, see names.go
 }
 
 var (
-	dirIngress = direction{setTag: "in", Dir: podchain.Dir{Slot: 0, ChainPrefix: "np_ing", Field: "ingress",
+	dirIngress = direction{setTag: "in", policyPrefix: "np_pi", Dir: podchain.Dir{Slot: 0, ChainPrefix: "np_ing", Field: "ingress",
 		Peer4: "ip saddr", Peer6: "ip6 saddr", Accept: "accept", Denied: ChainDeniedIngress,
 		InvalidDrop: true, Isolated: CommentIsolatedIngress}}
 	// A packet egress allows still needs the destination's ingress.
-	dirEgress = direction{setTag: "eg", Dir: podchain.Dir{Slot: 1, Egress: true, ChainPrefix: "np_egr", Field: "egress",
+	dirEgress = direction{setTag: "eg", policyPrefix: "np_pe", Dir: podchain.Dir{Slot: 1, Egress: true, ChainPrefix: "np_egr", Field: "egress",
 		Peer4: "ip daddr", Peer6: "ip6 daddr", Accept: "goto " + ChainIngress, Denied: ChainDeniedEgress,
 		InvalidDrop: true, Isolated: CommentIsolatedEgress}}
 )
@@ -41,17 +43,64 @@ func (d *direction) rule(np *networkingv1.NetworkPolicy, i int) ([]networkingv1.
 	return np.Spec.Ingress[i].From, np.Spec.Ingress[i].Ports
 }
 
-// podChain returns the ingress or egress chain of a local pod from the
-// rules of the policies that select it, in policy key and rule order (the
-// previous compile's when the pod and the rules are the same).
+// podChain returns the ingress or egress chain of a local pod: a jump to
+// the chain of each policy that selects it (in policy key order), which
+// holds the policy's rules of this direction once for all the pods it
+// selects, then what of those rules depends on the pod (ingress named
+// ports resolved on it). Every NetworkPolicy rule accepts, so the order
+// of the rules decides nothing. The previous compile's chain when the pod
+// and the rules are the same.
 func (c *compiler) podChain(p *selection.Pod, pols []*compiledPolicy, d *direction) engine.Chain {
 	var rules []*podchain.Rule
 	for _, cp := range pols {
-		for i, n := 0, d.ruleCount(cp.np); i < n; i++ {
-			rules = append(rules, c.rule(d, cp, i))
+		n := d.ruleCount(cp.np)
+		if n == 0 {
+			continue
+		}
+		prs := c.policyRules(d, cp)
+		jump, ok := c.cyc.PolicyChain(cp, &d.Dir, d.policyChainName(cp), nftsafe.Comment(d.Field+" rules of "+cp.key), prs)
+		if !ok {
+			// Another policy of the same key (manifests only) has the
+			// chain's name: this one's rules stay in the pod's chain.
+			rules = append(rules, prs...)
+			continue
+		}
+		if jump != nil {
+			rules = append(rules, jump)
+		}
+		for _, r := range prs {
+			if r.DstPorts != nil {
+				rules = append(rules, r.DstOnly())
+			}
 		}
 	}
 	return c.cyc.Chain(p, &d.Dir, rules, podchain.EndOf(c.logged, p.Obj.Namespace))
+}
+
+// policyRules are the compiled rules of one direction of a policy, the
+// same slice for every pod the policy selects in this compile.
+func (c *compiler) policyRules(d *direction, cp *compiledPolicy) []*podchain.Rule {
+	k := policyRulesKey{cp, d.Slot}
+	if prs, ok := c.polRules[k]; ok {
+		return prs
+	}
+	n := d.ruleCount(cp.np)
+	prs := make([]*podchain.Rule, n)
+	for i := range n {
+		prs[i] = c.rule(d, cp, i)
+	}
+	c.polRules[k] = prs
+	return prs
+}
+
+type policyRulesKey struct {
+	cp   *compiledPolicy
+	slot int
+}
+
+// policyChainName names a policy's chain of this direction.
+func (d *direction) policyChainName(cp *compiledPolicy) string {
+	return nftsafe.Name(d.policyPrefix + "_" + nftsafe.NamePart(cp.np.Namespace) + "_" + nftsafe.NamePart(cp.np.Name))
 }
 
 // rule returns the compiled form of one rule of a policy (see

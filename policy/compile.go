@@ -65,6 +65,7 @@ type compiler struct {
 	// their own memo in prev and next).
 	problems []problem.Problem
 	cyc      *podchain.Cycle
+	polRules map[policyRulesKey][]*podchain.Rule // see policyRules
 	// logged are the namespaces whose pods' chains end in the shared
 	// denied chains; nil when the node does not log.
 	logged map[string]bool
@@ -93,6 +94,8 @@ func (m *Compiler) Compile(in Input) Output {
 		prev: m.prev,
 		next: &memo{node: m.prev.node},
 		cyc:  podchain.NewCycle(sel, m.prev.chains, false),
+
+		polRules: map[policyRulesKey][]*podchain.Rule{},
 	}
 	c.next.chains = c.cyc.Next()
 	c.logged = podchain.LoggedNamespaces(in.LogDenied != nil, in.Namespaces, AnnotationLogDenied)
@@ -135,6 +138,7 @@ func (m *Compiler) Compile(in Input) Output {
 			dispatch.Add(dirEgress.Slot, p, ch.Name)
 		}
 	}
+	podChains = append(podChains, c.cyc.PolicyChains()...)
 	sort.Slice(podChains, func(i, j int) bool { return podChains[i].Name < podChains[j].Name })
 
 	out := Output{}

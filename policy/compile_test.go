@@ -51,9 +51,21 @@ func compileChecked(t *testing.T, in Input) Output {
 }
 
 // The readers of the output are tabletest's, shared with clusterpolicy.
+// chain is a pod chain with its jumps to policies' chains replaced by
+// their rules: what the pod's packets meet, in order.
 func chain(t *testing.T, out Output, name string) engine.Chain {
 	t.Helper()
-	return tabletest.Chain(t, out.Chains, name)
+	c := tabletest.Chain(t, out.Chains, name)
+	var rules []engine.Rule
+	for _, r := range c.Rules {
+		if target, ok := strings.CutPrefix(r.Rule, "jump "); ok && (strings.HasPrefix(target, "np_pi_") || strings.HasPrefix(target, "np_pe_")) {
+			rules = append(rules, tabletest.Chain(t, out.Chains, target).Rules...)
+			continue
+		}
+		rules = append(rules, r)
+	}
+	c.Rules = rules
+	return c
 }
 
 func hasChain(out Output, name string) bool {

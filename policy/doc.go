@@ -21,11 +21,14 @@
 //	                         egress to an address of its own node
 //	chain np_ingress         ip daddr vmap @np_ingress4 / ip6 daddr vmap @np_ingress6,
 //	                         then accept
-//	chain np_egr_NS_POD      the egress rules of every policy that selects the
-//	                         pod; a match goes on to the ingress check; the
-//	                         last rule drops
-//	chain np_ing_NS_POD      the ingress rules; a match accepts; the last rule
-//	                         drops
+//	chain np_egr_NS_POD      a jump to the egress chain of every policy that
+//	                         selects the pod, then the last rule, which drops
+//	chain np_ing_NS_POD      a jump to the ingress chain of every policy that
+//	                         selects the pod, its named ports resolved on the
+//	                         pod, then the last rule, which drops
+//	chain np_pe_NS_POLICY    a policy's egress rules, once for all the pods
+//	                         it selects; a match goes on to the ingress check
+//	chain np_pi_NS_POLICY    a policy's ingress rules; a match accepts
 //
 // ClusterNetworkPolicy tiers (package clusterpolicy) hook in through
 // Input.Tiers: their lookups go into the fixed chains around the

@@ -14,6 +14,11 @@ import (
 //	np_ingress4/6, np_egress4/6       the dispatch maps (layout.go)
 //	np_ing_NS_POD, np_egr_NS_POD      a local pod's ingress / egress chain
 //	                                  (podchain.Dir.ChainPrefix, via ChainName)
+//	np_pi_NS_POLICY, np_pe_NS_POLICY  a policy's ingress / egress chain
+//	                                  (direction.policyPrefix); a policy
+//	                                  sharing another's key (manifests
+//	                                  only) keeps its rules in the pod
+//	                                  chains instead
 //	np_NS_POLICY_inN_KIND,            the sets of rule N of a policy's
 //	np_NS_POLICY_egN_KIND             ingress / egress (direction.setTag);
 //	                                  KIND is cidr4/6, named4/6, the port

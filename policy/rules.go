@@ -11,7 +11,6 @@ import (
 
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/podchain"
-	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/selection"
 )
 
@@ -52,17 +51,15 @@ func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers 
 	if len(ports) > 0 {
 		portMatches = c.cyc.PortMatches(entries, func(proto string) string { return setName(append(base, proto)) }, r.Comment)
 	}
+	r.PortMatches = portMatches
 	var egressNamed podchain.NamedPorts
 	switch {
 	case len(named) == 0:
-		r.PortMatches = portMatches
 	case d.Egress:
-		r.PortMatches = portMatches
 		egressNamed = podchain.NewNamedPorts(named)
 	default:
 		nn := podchain.NewNamedPorts(named)
-		static := portMatches[:len(portMatches):len(portMatches)]
-		r.DstPorts = func(dst *podset.Pod) []string { return append(static, nn.Matches(dst)...) }
+		r.DstPorts = nn.Matches
 	}
 	comment := nftsafe.Comment(base[0] + "/" + base[1] + " " + base[2])
 
