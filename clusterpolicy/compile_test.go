@@ -194,12 +194,12 @@ func TestProtocols(t *testing.T) {
 	eq(t, "x/a egress", chainRules(t, out, "cnp_be_x_a"), []string{
 		"ip daddr 10.0.0.1 accept", "ip6 daddr fd00::1 accept",
 		"ip daddr @SEL4 tcp dport 443 goto np_ingress", "ip6 daddr @SEL6 tcp dport 443 goto np_ingress",
-		"ip daddr . meta l4proto . th dport @cnp_p_eg0_named4 goto np_ingress",
-		"ip6 daddr . meta l4proto . th dport @cnp_p_eg0_named6 goto np_ingress",
+		"ip daddr . meta l4proto . th dport @NAMED4 goto np_ingress",
+		"ip6 daddr . meta l4proto . th dport @NAMED6 goto np_ingress",
 	})
-	// y/b's web is 8011.
-	eq(t, "egress named", setElems(t, out, "cnp_p_eg0_named4"), []string{"10.0.1.2 . tcp . 8011"})
-	eq(t, "egress named 6", setElems(t, out, "cnp_p_eg0_named6"), []string{"fd00::1:2 . tcp . 8011"})
+	// y/b's web is 8011 (the lookups after the two peer-set ones).
+	eq(t, "egress named", peerElems(t, out, "cnp_be_x_a", 2), []string{"10.0.1.2 . tcp . 8011"})
+	eq(t, "egress named 6", peerElems(t, out, "cnp_be_x_a", 3), []string{"fd00::1:2 . tcp . 8011"})
 }
 
 // TestEvaluationOrder: priorities low first, equal priorities by name,

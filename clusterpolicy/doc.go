@@ -65,7 +65,8 @@
 // else an interval set of the rule (tcp dport @cnp_POLICY_in0_tcp);
 // destinationNamedPort resolves per destination pod and per protocol the
 // name is declared with: inline in the local pod's ingress chain, and as
-// a set of address . protocol . port (named4/named6) for egress. An empty
+// a set of address . protocol . port for egress, one per distinct
+// selection and name (cnp_named_HASH_4), shared like the peer sets. An empty
 // protocols list matches every protocol, ICMP included.
 // Names: names.go. Without a valid ClusterNetworkPolicy none of this
 // exists and the table is byte for byte the NetworkPolicy table.

@@ -16,12 +16,14 @@ import (
 //	                                 podchain.Dir.ChainName)
 //	cnp_POLICY_inN_KIND,             the sets of ingress / egress rule N of
 //	cnp_POLICY_egN_KIND              a policy; KIND is net4/6, nodes4/6,
-//	                                 named4/6, the port sets tcp, udp or
-//	                                 sctp, or pods4/6 for a selection whose
-//	                                 shared name is taken
+//	                                 the port sets tcp, udp or sctp, or
+//	                                 pods4/6 and named4/6 for a selection
+//	                                 whose shared name is taken
 //	cnp_sel_HASH_4, cnp_sel_HASH_6   the pods of one selection, shared by
 //	                                 every rule that selects them (made by
 //	                                 package podchain, as policy's np_sel_)
+//	cnp_named_HASH_4, _6             the egress named-port tuples of one
+//	                                 selection and list of names, shared
 //
 // Unique: every name starts with "cnp_", clear of the NetworkPolicy
 // objects ("np_"), the egress SNAT objects ("eg_") and nft keywords. Parts

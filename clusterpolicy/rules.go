@@ -142,6 +142,13 @@ func (c *compiler) compileRule(cp *compiledPolicy, s *slot, idx int) *podchain.R
 		sel, k := c.sel.Select("", nsSel, podSel)
 		sels, keys = append(sels, sel), append(keys, k)
 	}
+	if len(r.PortMatches) == 0 && r.DstPorts == nil {
+		// Only egress named ports: the tuple sets below match the
+		// peers; peer sets would be looked up by no rule.
+		r.NamedMatches = c.cyc.NamedSets("cnp_", keys, false, func() []*selection.Pod { return podchain.SelectedPods(sels) }, egressNamed,
+			func(kind string) string { return setName(pname, tag, kind) })
+		return r
+	}
 	s4, s6 := c.cyc.PeerSets("cnp_", keys, sels, func(kind string) string { return setName(pname, tag, kind) })
 	add := func(match string, kind, typ string, interval bool, elems []string) {
 		if len(elems) > 0 {
@@ -159,8 +166,8 @@ func (c *compiler) compileRule(cp *compiledPolicy, s *slot, idx int) *podchain.R
 	add(s.Peer4, "nodes4", "ipv4_addr", false, nodes4)
 	add(s.Peer6, "nodes6", "ipv6_addr", false, nodes6)
 	if egressNamed != nil {
-		t4, t6 := podchain.NamedTuples(podchain.SelectedPods(sels), egressNamed)
-		r.NamedMatches = c.cyc.NamedSets(setName(pname, tag, "named4"), setName(pname, tag, "named6"), t4, t6, r.Comment)
+		r.NamedMatches = c.cyc.NamedSets("cnp_", keys, false, func() []*selection.Pod { return podchain.SelectedPods(sels) }, egressNamed,
+			func(kind string) string { return setName(pname, tag, kind) })
 	}
 	return r
 }

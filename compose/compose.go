@@ -108,7 +108,7 @@ func (b *Builder) Build(in Input) Result {
 			Sets:   slices.Concat(pol.Sets, cnp.Sets, eg.Sets),
 		},
 		EgressBindings: eg.Bindings,
-		Problems:       dropRepeated(slices.Concat(pol.Problems, cnp.Problems, eg.Problems)),
+		Problems:       slices.Concat(pol.Problems, podsOnce(pol.Problems, cnp.Problems), eg.Problems),
 		Warnings:       eg.Warnings,
 	}
 	if len(cnp.Warnings) > 0 {
@@ -117,18 +117,24 @@ func (b *Builder) Build(in Input) Result {
 	return r
 }
 
-// dropRepeated drops problems equal to an earlier one: both policy tiers
-// report a local pod's shared address or name (package podchain), and the
-// pod is one problem, not one per tier.
-func dropRepeated(ps []problem.Problem) []problem.Problem {
-	if len(ps) < 2 {
-		return ps
-	}
-	seen := make(map[problem.Problem]bool, len(ps))
-	out := ps[:0]
-	for _, p := range ps {
-		if !seen[p] {
+// podsOnce returns the cluster tiers' problems without those about a
+// local pod that the NetworkPolicy compiler reported already: both report
+// a pod whose name or address another local pod came first with (package
+// podchain), and the pod is one problem, not one per tier. Problems about
+// policies are all kept, also two equal ones (two objects of one name).
+func podsOnce(pol, cnp []problem.Problem) []problem.Problem {
+	seen := map[problem.Problem]bool{}
+	for _, p := range pol {
+		if p.Kind == "Pod" {
 			seen[p] = true
+		}
+	}
+	if len(seen) == 0 {
+		return cnp
+	}
+	out := make([]problem.Problem, 0, len(cnp))
+	for _, p := range cnp {
+		if !seen[p] {
 			out = append(out, p)
 		}
 	}

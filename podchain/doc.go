@@ -23,8 +23,10 @@
 //     sharing a namespace and name the first keeps its chains
 //     (DropSharedLocal).
 //   - Sets: the pods of a selection are one set per family named for the
-//     selection (PeerSets), shared by every rule of every policy that
-//     selects them; a set name declared twice (two objects of one key, possible in
+//     selection (PeerSets), and the egress named-port tuples of a
+//     selection and a list of names one set per family (NamedSets), shared
+//     by every rule of every policy that selects them; a set name declared
+//     twice (two objects of one key, possible in
 //     manifests only) keeps the first declarer's set and the second rule is
 //     not remembered; pod selections' addresses are computed once per
 //     compile and shared by every set of the same selections.
@@ -85,11 +87,13 @@
 //     than one range (one element per merged range, at most the rule's
 //     ports of that protocol); an ipBlock / network set per family (one
 //     element per range left after excepts, at most 2 × (blocks + excepts));
-//     a nodes set (the selected Nodes' addresses); egress named-port sets
-//     (for each selected peer pod, its addresses × the rule's names it
-//     declares).
+//     a nodes set (the selected Nodes' addresses).
 //   - Once per distinct selection, however many rules and policies use it:
-//     a set per family of the selected pods' addresses.
+//     a set per family of the selected pods' addresses (none for a rule
+//     whose ports are all egress named ports); and once per distinct
+//     selection and list of egress port names: a set per family of
+//     address . protocol . port tuples (for each selected pod, its
+//     addresses × the names it declares).
 //   - Per local pod and kind of chain that some policy selects it for: its
 //     addresses as dispatch-map elements and as "pod to itself" rules, and
 //     for NetworkPolicy "ct state invalid drop" and the final drop.
@@ -98,6 +102,6 @@
 // a NetworkPolicy's rules cost the node once. What stays a product is the
 // selection relation itself: one jump per local pod and policy selecting
 // it (a ClusterNetworkPolicy's bounded rules per local pod it selects),
-// the pods a distinct selection selects, and an egress named-port rule's
-// tuples (its selected pods' addresses × the names they declare).
+// the pods a distinct selection selects, and a distinct selection's
+// named-port tuples (its pods' addresses × the names they declare).
 package podchain

@@ -178,27 +178,34 @@ func (c *Cycle) PeerSets(prefix string, keys []selection.PeerKey, sels []selecti
 	if pa == nil {
 		return "", ""
 	}
+	return c.share(pa, prefix+"sel_", "ipv4_addr", "ipv6_addr", "pods of ", fallback("pods4"), fallback("pods6"))
+}
+
+// share declares the shared sets of pa (named base, 16 hex digits of the
+// hash of pa's key, and _4 or _6), or, when another key's sets have that
+// name in this compile, sets of the fallback names.
+func (c *Cycle) share(pa *peerAddrs, base, typ4, typ6, what, fallback4, fallback6 string) (s4, s6 string) {
 	if pa.base == "" {
 		sum := sha256.Sum256([]byte(pa.key))
-		pa.base = prefix + "sel_" + hex.EncodeToString(sum[:8])
+		pa.base = base + hex.EncodeToString(sum[:8])
 	}
-	base := pa.base
-	if o, taken := c.selNames[base]; taken && o != pa {
+	comment := nftsafe.Comment(what + pa.key)
+	if o, taken := c.selNames[pa.base]; taken && o != pa {
 		if len(pa.v4) > 0 {
-			s4 = c.SharedSet(fallback("pods4"), "ipv4_addr", pa.v4, nftsafe.Comment("pods of "+pa.key))
+			s4 = c.SharedSet(fallback4, typ4, pa.v4, comment)
 		}
 		if len(pa.v6) > 0 {
-			s6 = c.SharedSet(fallback("pods6"), "ipv6_addr", pa.v6, nftsafe.Comment("pods of "+pa.key))
+			s6 = c.SharedSet(fallback6, typ6, pa.v6, comment)
 		}
 		return s4, s6
 	}
 	if len(pa.v4) > 0 && pa.set4 == nil {
-		pa.set4 = &engine.Set{Name: base + "_4", Type: "ipv4_addr", Comment: nftsafe.Comment("pods of " + pa.key), Elements: pa.v4}
+		pa.set4 = &engine.Set{Name: pa.base + "_4", Type: typ4, Comment: comment, Elements: pa.v4}
 	}
 	if len(pa.v6) > 0 && pa.set6 == nil {
-		pa.set6 = &engine.Set{Name: base + "_6", Type: "ipv6_addr", Comment: nftsafe.Comment("pods of " + pa.key), Elements: pa.v6}
+		pa.set6 = &engine.Set{Name: pa.base + "_6", Type: typ6, Comment: comment, Elements: pa.v6}
 	}
-	c.useShared(base, pa)
+	c.useShared(pa.base, pa)
 	c.scratch.shared = append(c.scratch.shared, pa)
 	if pa.set4 != nil {
 		s4 = pa.set4.Name
@@ -207,6 +214,63 @@ func (c *Cycle) PeerSets(prefix string, keys []selection.PeerKey, sels []selecti
 		s6 = pa.set6.Name
 	}
 	return s4, s6
+}
+
+// NamedSets declares the sets of egress named-port tuples of the pods the
+// selections select (all: every pod of the cluster, for a rule without
+// peers) and returns the matches that look them up. Like PeerSets, the
+// sets are named for what they hold (prefix, "named_", a hash of the
+// selections and the names with their protocols), so every rule that
+// allows the same names towards the same pods shares them: 5,000
+// namespaces each allowing egress to every namespace on a named port cost
+// one set, not 5,000 copies of it. They are computed again only when the
+// selections (or, for all, any pod) changed.
+func (c *Cycle) NamedSets(prefix string, keys []selection.PeerKey, all bool, pods func() []*selection.Pod, named NamedPorts, fallback func(kind string) string) []string {
+	names := make([]string, 0, len(named))
+	for np := range named {
+		names = append(names, np.Name+"/"+string(np.Proto))
+	}
+	sort.Strings(names)
+	c.scratch.used = append(c.scratch.used, keys...)
+	ck := fmt.Sprint(keys)
+	if all {
+		ck = "*"
+	}
+	ck = "named ports " + strings.Join(names, ",") + " of " + ck // never a peerAddrs key: those start with "["
+	pa := c.addrs[ck]
+	if pa == nil {
+		old := c.prev.addrs[ck]
+		same := old != nil
+		if all {
+			same = same && !c.sel.PodsChanged()
+		}
+		for _, k := range keys {
+			if !same {
+				break
+			}
+			same = c.sel.Unchanged(k)
+		}
+		if !same {
+			t4, t6 := NamedTuples(pods(), named)
+			pa = &peerAddrs{key: ck, v4: Elements(t4), v6: Elements(t6)}
+			if old != nil && slices.Equal(old.v4, pa.v4) && slices.Equal(old.v6, pa.v6) {
+				pa = old
+			}
+		} else {
+			pa = old
+		}
+		c.addrs[ck], c.next.addrs[ck] = pa, pa
+	}
+	s4, s6 := c.share(pa, prefix+"named_", "ipv4_addr . inet_proto . inet_service", "ipv6_addr . inet_proto . inet_service",
+		"", fallback("named4"), fallback("named6"))
+	var out []string
+	if s4 != "" {
+		out = append(out, "ip daddr . meta l4proto . th dport @"+s4)
+	}
+	if s6 != "" {
+		out = append(out, "ip6 daddr . meta l4proto . th dport @"+s6)
+	}
+	return out
 }
 
 func sharedBase(pa *peerAddrs) string { return pa.base }
@@ -239,17 +303,4 @@ func NamedTuples(pods []*selection.Pod, named NamedPorts) (t4, t6 []string) {
 		})
 	}
 	return t4, t6
-}
-
-// NamedSets declares the sets of egress named-port tuples (names base4 and
-// base6) and returns the matches that look them up.
-func (c *Cycle) NamedSets(name4, name6 string, t4, t6 []string, comment string) []string {
-	var out []string
-	if len(t4) > 0 {
-		out = append(out, "ip daddr . meta l4proto . th dport @"+c.AddrSet(name4, "ipv4_addr . inet_proto . inet_service", false, t4, comment))
-	}
-	if len(t6) > 0 {
-		out = append(out, "ip6 daddr . meta l4proto . th dport @"+c.AddrSet(name6, "ipv6_addr . inet_proto . inet_service", false, t6, comment))
-	}
-	return out
 }

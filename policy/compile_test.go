@@ -330,12 +330,16 @@ func TestNamedPortsResolvePerDestinationPod(t *testing.T) {
 		t.Errorf("x/b: %q", ruleTexts(chain(t, out, "np_ing_x_b")))
 	}
 	eq(t, "c: no port named http", ruleTexts(chain(t, out, "np_ing_x_c")), []string{"ct state invalid drop", "ip saddr 10.0.0.3 accept", "drop"})
-	eq(t, "egress tuples v4", keys(set(t, out, "np_x_out_eg0_named4")), []string{"10.0.0.1 . tcp . 8080", "10.0.0.2 . tcp . 9090"})
-	eq(t, "egress tuples v6", keys(set(t, out, "np_x_out_eg0_named6")), []string{"fd00::2 . tcp . 9090"})
+	// The tuple sets are named for the selection and the names (shared
+	// by every rule that allows the same names to the same pods).
+	t4 := lookedUp(t, out, "np_egr_x_c", "ip daddr . meta l4proto . th dport @")
+	t6 := lookedUp(t, out, "np_egr_x_c", "ip6 daddr . meta l4proto . th dport @")
+	eq(t, "egress tuples v4", keys(t4), []string{"10.0.0.1 . tcp . 8080", "10.0.0.2 . tcp . 9090"})
+	eq(t, "egress tuples v6", keys(t6), []string{"fd00::2 . tcp . 9090"})
 	eq(t, "egress chain", ruleTexts(chain(t, out, "np_egr_x_c")), []string{
 		"ct state invalid drop", "ip daddr 10.0.0.3 accept",
-		"ip daddr . meta l4proto . th dport @np_x_out_eg0_named4 goto np_ingress",
-		"ip6 daddr . meta l4proto . th dport @np_x_out_eg0_named6 goto np_ingress",
+		"ip daddr . meta l4proto . th dport @" + t4.Name + " goto np_ingress",
+		"ip6 daddr . meta l4proto . th dport @" + t6.Name + " goto np_ingress",
 		"drop",
 	})
 }

@@ -103,7 +103,7 @@ func TestCostIsLinearInTheInput(t *testing.T) {
 			switch {
 			case strings.HasPrefix(s.Name, "np_sel_"):
 				shared += len(s.Elements)
-			case strings.HasSuffix(s.Name, "_named4"), strings.HasSuffix(s.Name, "_named6"):
+			case strings.HasPrefix(s.Name, "np_named_"), strings.HasSuffix(s.Name, "_named4"), strings.HasSuffix(s.Name, "_named6"):
 				named += len(s.Elements)
 			case s.Map != "":
 				podPart += len(s.Elements)

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/apitest"
@@ -120,4 +121,42 @@ func setNames(sets []engine.Set) []string {
 		out = append(out, s.Name)
 	}
 	return out
+}
+
+// 100 namespaces each allowing egress to every namespace on a named port
+// (the pattern that rendered in 12 s and 2.95 GB at 5,000 namespaces):
+// one set of address . protocol . port tuples, not one per policy.
+func TestSameNamedPortsAreOneSet(t *testing.T) {
+	var pods []*corev1.Pod
+	var nss []*corev1.Namespace
+	var nps []*networkingv1.NetworkPolicy
+	for i := range 100 {
+		ns := fmt.Sprintf("ns%d", i)
+		nss = append(nss, apitest.Namespace(ns))
+		node := "n2"
+		if i%10 == 0 {
+			node = "n1"
+		}
+		for j := range 10 {
+			pods = append(pods, apitest.Pod(ns, fmt.Sprintf("p%d", j), fmt.Sprintf("10.%d.0.%d", i, j+1), apitest.OnNode(node),
+				apitest.Port("http", int32(8000+j), corev1.ProtocolTCP)))
+		}
+		nps = append(nps, netpol(ns, "http-anywhere", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
+			s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+			s.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}},
+				Ports: []networkingv1.NetworkPolicyPort{protoPort(corev1.ProtocolTCP, intstr.FromString("http"))}}}
+		}))
+	}
+	out := compileChecked(t, Input{NodeName: "n1", Namespaces: nss, Pods: podtest.Set(pods), Policies: npset.New(nps)})
+	var named []engine.Set
+	for _, s := range out.Sets {
+		if strings.HasPrefix(s.Name, "np_named_") {
+			named = append(named, s)
+		}
+	}
+	if len(named) != 1 || len(named[0].Elements) != 1000 {
+		t.Fatalf("%d named-port sets, want 1 of 1,000 tuples: %v", len(named), setNames(out.Sets))
+	}
+	rules, elems := size(out)
+	t.Logf("100 all-namespace named-port policies, 1,000 pods (100 local): %d rules, %d set elements", rules, elems)
 }

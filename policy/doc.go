@@ -46,8 +46,9 @@
 // (tcp dport @np_NS_POLICY_in0_tcp), so a rule costs at most three port
 // matches however many ports it lists. Named ports are resolved per
 // destination pod: inline in the pod's own ingress chain, and as a set of
-// address . protocol . port tuples for egress, so one name may map to
-// different numbers on different pods. The cost of one policy, precisely,
+// address . protocol . port tuples for egress (one per distinct selection
+// and list of names, np_named_HASH_4, shared like the peer sets), so one
+// name may map to different numbers on different pods. The cost of one policy, precisely,
 // is in package podchain's documentation.
 //
 // Neighbour discovery is accepted before any pod's chain because on a bridge

@@ -21,15 +21,18 @@ import (
 //	                                  chains instead
 //	np_NS_POLICY_inN_KIND,            the sets of rule N of a policy's
 //	np_NS_POLICY_egN_KIND             ingress / egress (direction.setTag);
-//	                                  KIND is cidr4/6, named4/6, the port
-//	                                  sets tcp, udp or sctp, or pods4/6 for
-//	                                  a selection whose shared name is
+//	                                  KIND is cidr4/6, the port sets tcp,
+//	                                  udp or sctp, or pods4/6 and named4/6
+//	                                  for a selection whose shared name is
 //	                                  taken (see below)
 //	np_sel_HASH_4, np_sel_HASH_6      the pods of one selection, shared by
 //	                                  every rule that selects them (HASH:
 //	                                  16 hex digits of the SHA-256 of the
 //	                                  selection's canonical key; made by
 //	                                  package podchain)
+//	np_named_HASH_4, np_named_HASH_6  the egress named-port tuples of one
+//	                                  selection and list of names, shared
+//	                                  the same way
 //
 // Why they are unique. Every name starts with "np_", which keeps it clear
 // of nft keywords (forward, ingress) and of the egress SNAT objects

@@ -61,15 +61,13 @@ func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers 
 		nn := podchain.NewNamedPorts(named)
 		r.DstPorts = nn.Matches
 	}
-	comment := nftsafe.Comment(base[0] + "/" + base[1] + " " + base[2])
 
 	if len(peers) == 0 {
 		// No peers: every source (ingress) or destination (egress).
 		r.PeerMatches = []string{""}
 		if egressNamed != nil {
 			deps.AllPods = true
-			t4, t6 := podchain.NamedTuples(c.sel.All(), egressNamed)
-			r.NamedMatches = c.cyc.NamedSets(setName(append(base, "named4")), setName(append(base, "named6")), t4, t6, comment)
+			r.NamedMatches = c.cyc.NamedSets("np_", nil, true, c.sel.All, egressNamed, func(kind string) string { return setName(append(base, kind)) })
 		}
 		return r, deps
 	}
@@ -98,6 +96,13 @@ func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers 
 		sel, k := c.sel.Select(cp.np.Namespace, peer.NamespaceSelector, peer.PodSelector)
 		sels, keys = append(sels, sel), append(keys, k)
 	}
+	if len(r.PortMatches) == 0 && r.DstPorts == nil {
+		// Only egress named ports: the tuple sets below match the
+		// peers; a peer set would be looked up by no rule.
+		r.NamedMatches = c.cyc.NamedSets("np_", keys, false, func() []*selection.Pod { return podchain.SelectedPods(sels) }, egressNamed,
+			func(kind string) string { return setName(append(base, kind)) })
+		return r, deps
+	}
 	s4, s6 := c.cyc.PeerSets("np_", keys, sels, func(kind string) string { return setName(append(base, kind)) })
 	if s4 != "" {
 		r.PeerMatches = append(r.PeerMatches, d.Peer4+" @"+s4)
@@ -112,8 +117,8 @@ func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers 
 		r.PeerMatches = append(r.PeerMatches, d.Peer6+" @"+c.cyc.AddrSet(setName(append(base, "cidr6")), "ipv6_addr", true, rangeTexts(rs), r.Comment))
 	}
 	if egressNamed != nil {
-		t4, t6 := podchain.NamedTuples(podchain.SelectedPods(sels), egressNamed)
-		r.NamedMatches = c.cyc.NamedSets(setName(append(base, "named4")), setName(append(base, "named6")), t4, t6, comment)
+		r.NamedMatches = c.cyc.NamedSets("np_", keys, false, func() []*selection.Pod { return podchain.SelectedPods(sels) }, egressNamed,
+			func(kind string) string { return setName(append(base, kind)) })
 	}
 	return r, deps
 }
