@@ -81,30 +81,11 @@ func TestManyPortsAreOneSet(t *testing.T) {
 // each) select the same pods: they share one set per family, whose
 // elements are the cluster's pod addresses once, not 100 times.
 func TestSameSelectionIsOneSet(t *testing.T) {
-	var pods []*corev1.Pod
-	var nss []*corev1.Namespace
-	var nps []*networkingv1.NetworkPolicy
-	for i := range 100 {
-		ns := fmt.Sprintf("ns%d", i)
-		nss = append(nss, apitest.Namespace(ns))
-		node := "n2"
-		if i%10 == 0 {
-			node = "n1"
-		}
-		for j := range 10 {
-			pods = append(pods, apitest.Pod(ns, fmt.Sprintf("p%d", j), fmt.Sprintf("10.%d.0.%d", i, j+1), apitest.OnNode(node)))
-		}
-		nps = append(nps, netpol(ns, "all-namespaces", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
-			s.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}}}
-		}))
-	}
+	nss, pods, nps := hundredNamespaces(func(s *networkingv1.NetworkPolicySpec) {
+		s.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}}}
+	})
 	out := compileChecked(t, Input{NodeName: "n1", Namespaces: nss, Pods: podtest.Set(pods), Policies: npset.New(nps)})
-	var peerSets []engine.Set
-	for _, s := range out.Sets {
-		if strings.HasPrefix(s.Name, "np_sel_") {
-			peerSets = append(peerSets, s)
-		}
-	}
+	peerSets := setsNamed(out, "np_sel_")
 	if len(peerSets) != 1 || len(peerSets[0].Elements) != 1000 {
 		t.Fatalf("%d peer sets, want 1 of the 1,000 pod addresses: %v", len(peerSets), setNames(out.Sets))
 	}
@@ -113,6 +94,17 @@ func TestSameSelectionIsOneSet(t *testing.T) {
 	if elems != 1000+2*100 { // the shared set, and the ingress and egress maps (100 local pods each)
 		t.Errorf("%d set elements, want 1,200", elems)
 	}
+}
+
+// setsNamed are the sets whose names start with prefix.
+func setsNamed(out Output, prefix string) []engine.Set {
+	var sets []engine.Set
+	for _, s := range out.Sets {
+		if strings.HasPrefix(s.Name, prefix) {
+			sets = append(sets, s)
+		}
+	}
+	return sets
 }
 
 func setNames(sets []engine.Set) []string {
@@ -127,9 +119,24 @@ func setNames(sets []engine.Set) []string {
 // (the pattern that rendered in 12 s and 2.95 GB at 5,000 namespaces):
 // one set of address . protocol . port tuples, not one per policy.
 func TestSameNamedPortsAreOneSet(t *testing.T) {
-	var pods []*corev1.Pod
-	var nss []*corev1.Namespace
-	var nps []*networkingv1.NetworkPolicy
+	nss, pods, nps := hundredNamespaces(func(s *networkingv1.NetworkPolicySpec) {
+		s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+		s.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}},
+			Ports: []networkingv1.NetworkPolicyPort{protoPort(corev1.ProtocolTCP, intstr.FromString("http"))}}}
+	})
+	out := compileChecked(t, Input{NodeName: "n1", Namespaces: nss, Pods: podtest.Set(pods), Policies: npset.New(nps)})
+	named := setsNamed(out, "np_named_")
+	if len(named) != 1 || len(named[0].Elements) != 1000 {
+		t.Fatalf("%d named-port sets, want 1 of 1,000 tuples: %v", len(named), setNames(out.Sets))
+	}
+	rules, elems := size(out)
+	t.Logf("100 all-namespace named-port policies, 1,000 pods (100 local): %d rules, %d set elements", rules, elems)
+}
+
+// hundredNamespaces is 100 namespaces of 10 pods each (every tenth
+// namespace's pods on this node, each pod declaring port http as 8000 +
+// its index), and in each namespace one policy selecting its pods, spec.
+func hundredNamespaces(spec func(*networkingv1.NetworkPolicySpec)) (nss []*corev1.Namespace, pods []*corev1.Pod, nps []*networkingv1.NetworkPolicy) {
 	for i := range 100 {
 		ns := fmt.Sprintf("ns%d", i)
 		nss = append(nss, apitest.Namespace(ns))
@@ -141,22 +148,7 @@ func TestSameNamedPortsAreOneSet(t *testing.T) {
 			pods = append(pods, apitest.Pod(ns, fmt.Sprintf("p%d", j), fmt.Sprintf("10.%d.0.%d", i, j+1), apitest.OnNode(node),
 				apitest.Port("http", int32(8000+j), corev1.ProtocolTCP)))
 		}
-		nps = append(nps, netpol(ns, "http-anywhere", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
-			s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
-			s.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}},
-				Ports: []networkingv1.NetworkPolicyPort{protoPort(corev1.ProtocolTCP, intstr.FromString("http"))}}}
-		}))
+		nps = append(nps, netpol(ns, "all-namespaces", metav1.LabelSelector{}, spec))
 	}
-	out := compileChecked(t, Input{NodeName: "n1", Namespaces: nss, Pods: podtest.Set(pods), Policies: npset.New(nps)})
-	var named []engine.Set
-	for _, s := range out.Sets {
-		if strings.HasPrefix(s.Name, "np_named_") {
-			named = append(named, s)
-		}
-	}
-	if len(named) != 1 || len(named[0].Elements) != 1000 {
-		t.Fatalf("%d named-port sets, want 1 of 1,000 tuples: %v", len(named), setNames(out.Sets))
-	}
-	rules, elems := size(out)
-	t.Logf("100 all-namespace named-port policies, 1,000 pods (100 local): %d rules, %d set elements", rules, elems)
+	return nss, pods, nps
 }
