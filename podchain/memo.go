@@ -36,6 +36,8 @@ type ruleMemo struct {
 	// shared are the selections whose shared sets it looks up
 	// (PeerSets).
 	shared []*peerAddrs
+	// ports are its port matches and sets (PortMatches).
+	ports *portsMemo
 }
 
 // Deps is what a rule read besides its policy and its peer selections.
@@ -52,6 +54,10 @@ type scratch struct {
 	collided bool
 	used     []selection.PeerKey
 	shared   []*peerAddrs
+	// prevPorts are the port matches the rule compiled to before (its
+	// policy object, and so its ports, are the same), ports what
+	// PortMatches gave now.
+	prevPorts, ports *portsMemo
 }
 
 // Cycle is one compile of a compiler's pod chains: the previous memo
@@ -120,6 +126,9 @@ func (c *Cycle) Rule(k RuleKey, compile func() (*Rule, Deps)) *Rule {
 		return rm.r
 	}
 	c.scratch = scratch{declared: c.scratch.declared[:0]}
+	if rm, ok := c.prev.rules[k]; ok {
+		c.scratch.prevPorts = rm.ports
+	}
 	r, deps := compile()
 	sets := append([]*engine.Set(nil), c.scratch.declared...)
 	if !c.scratch.collided {
@@ -131,7 +140,7 @@ func (c *Cycle) Rule(k RuleKey, compile func() (*Rule, Deps)) *Rule {
 		}
 		// A rule whose set name another declared first is compiled
 		// every time: the first declarer may not be there next time.
-		c.next.rules[k] = &ruleMemo{r: r, deps: deps, peers: c.scratch.used, sets: sets, shared: c.scratch.shared}
+		c.next.rules[k] = &ruleMemo{r: r, deps: deps, peers: c.scratch.used, sets: sets, shared: c.scratch.shared, ports: c.scratch.ports}
 	}
 	c.rules[k] = r
 	return r

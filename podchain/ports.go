@@ -1,6 +1,7 @@
 package podchain
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,7 +31,41 @@ type PortEntry struct {
 // is one element: a policy of 20,000 ports is a few rules per peer, not
 // 20,000. No entries gives no matches (a rule whose ports are all named
 // matches through its named ports alone).
+//
+// A rule compiled again (its peers' pods changed) has the ports it had:
+// its policy object is the same. Its previous matches and sets are taken
+// as they are, so an event costs the rule's peers, not its ports.
 func (c *Cycle) PortMatches(entries []PortEntry, setName func(proto string) string, comment string) []string {
+	if pm := c.scratch.prevPorts; pm != nil && c.redeclare(pm.sets) {
+		c.scratch.ports = pm
+		return pm.matches
+	}
+	declared := len(c.scratch.declared)
+	out := c.portMatches(entries, setName, comment)
+	c.scratch.ports = &portsMemo{matches: out, sets: slices.Clone(c.scratch.declared[declared:])}
+	return out
+}
+
+// portsMemo is what PortMatches gave for a rule.
+type portsMemo struct {
+	matches []string
+	sets    []*engine.Set
+}
+
+// redeclare declares sets again unless a name is taken in this compile.
+func (c *Cycle) redeclare(sets []*engine.Set) bool {
+	for _, s := range sets {
+		if _, taken := c.sets[s.Name]; taken {
+			return false
+		}
+	}
+	for _, s := range sets {
+		c.declare(s)
+	}
+	return true
+}
+
+func (c *Cycle) portMatches(entries []PortEntry, setName func(proto string) string, comment string) []string {
 	var protos []string
 	all := map[string]bool{}
 	ranges := map[string][][2]int32{}
