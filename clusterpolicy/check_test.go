@@ -62,7 +62,15 @@ func TestCheckAllIsCompilesClassification(t *testing.T) {
 				}
 			}
 		}
-		if diff := cmp.Diff(out.Problems, probs); diff != "" {
+		// Compile also reports local pods that share a name or an
+		// address (package podchain), which are no policy's problem.
+		var policyProblems []problem.Problem
+		for _, pr := range out.Problems {
+			if pr.Kind != "Pod" {
+				policyProblems = append(policyProblems, pr)
+			}
+		}
+		if diff := cmp.Diff(policyProblems, probs); diff != "" {
 			t.Fatalf("seed %d: problems (-Compile +CheckAll):\n%s", seed, diff)
 		}
 		if diff := cmp.Diff(out.Warnings, warns); diff != "" {

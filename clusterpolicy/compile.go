@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/podchain"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 	"github.com/nftguard/nftguard/problem"
@@ -59,18 +60,12 @@ func Compile(in Input) Output {
 
 // compiler is one call of Compiler.Compile.
 type compiler struct {
-	in       Input
-	sel      *selection.Index
-	logged   map[string]bool // namespaces whose pods log denied packets; nil: the node does not log
-	prev     *memo
-	next     *memo
-	nodesSet bool // Input.Nodes are the previous compile's
-	sets     map[string]*engine.Set
-	rules    map[ruleKey]*compiledRule
-	addrs    map[string]*peerAddrs // see peerElems
-	// scratch of the rule being compiled: its selections and sets.
-	used     []selection.PeerKey
-	declared []*engine.Set
+	in     Input
+	sel    *selection.Index
+	logged map[string]bool // namespaces whose pods log denied packets; nil: the node does not log
+	prev   *memo
+	next   *memo
+	cyc    *podchain.Cycle // pod chains, rules and sets, with their memo
 }
 
 // Compile is the package's Compile for the next state of the cluster: the
@@ -86,17 +81,16 @@ func (m *Compiler) Compile(in Input) Output {
 	}
 	sel := m.sel.Index(in.NodeName, in.Namespaces, in.Pods)
 	c := &compiler{
-		in:    in,
-		sel:   sel,
-		prev:  m.prev,
-		next:  newMemo(in.NodeName),
-		sets:  map[string]*engine.Set{},
-		rules: map[ruleKey]*compiledRule{},
-		addrs: map[string]*peerAddrs{},
+		in:   in,
+		sel:  sel,
+		prev: m.prev,
+		next: newMemo(in.NodeName),
 	}
+	nodesSame := m.prev.nodes != nil && slices.Equal(m.prev.nodes, in.Nodes)
+	c.cyc = podchain.NewCycle(sel, m.prev.chains, nodesSame)
+	c.next.chains = c.cyc.Next()
 	c.next.nodes = in.Nodes
-	c.logged = loggedNamespaces(&in)
-	c.nodesSet = m.prev.nodes != nil && slices.Equal(m.prev.nodes, in.Nodes)
+	c.logged = podchain.LoggedNamespaces(in.LogDenied != nil, in.Namespaces, policy.AnnotationLogDenied)
 	defer func() { m.prev = c.next }()
 	return c.compile()
 }
@@ -142,13 +136,11 @@ func (c *compiler) compile() Output {
 	})
 
 	// The local pods with chains: one per key (the first in key order),
-	// as policy does; policy reports the others.
-	local := c.sel.Local()
+	// reported as policy reports them (compose keeps one of the two).
+	local, shared := podchain.DropSharedLocal(c.sel.Local())
+	out.Problems = append(out.Problems, shared...)
 	kept := make(map[*selection.Pod]bool, len(local))
-	for i, p := range local {
-		if i > 0 && local[i-1].Key == p.Key {
-			continue
-		}
+	for _, p := range local {
 		kept[p] = true
 	}
 
@@ -182,8 +174,7 @@ func (c *compiler) compile() Output {
 		}
 	}
 
-	maps := newMaps()
-	taken := map[string]bool{} // slot and address already a map key
+	dispatch := podchain.NewDispatch(newMaps())
 	var chains []engine.Chain
 	for _, p := range local {
 		ps := byPod[p]
@@ -196,36 +187,13 @@ func (c *compiler) compile() Output {
 			}
 			ch := c.podChain(p, si, ps[si])
 			chains = append(chains, ch)
-			v := "jump " + ch.Name
-			for f, addrs := range [2][]string{p.V4Text(), p.V6Text()} {
-				for _, a := range addrs {
-					// An address two local pods list (a stale
-					// status) stays with the first in key order.
-					if k := string(rune('0'+si)) + a; !taken[k] {
-						taken[k] = true
-						maps[si][f].Elements = append(maps[si][f].Elements, engine.Element{Key: a, Value: v})
-					}
-				}
-			}
+			dispatch.Add(si, p, ch.Name)
 		}
 	}
 	sort.Slice(chains, func(i, j int) bool { return chains[i].Name < chains[j].Name })
 	out.Chains = chains
-	for si := range maps {
-		for f := range maps[si] {
-			s := &maps[si][f]
-			sort.Slice(s.Elements, func(i, j int) bool { return s.Elements[i].Key < s.Elements[j].Key })
-			out.Sets = append(out.Sets, *s)
-		}
-	}
-	names := make([]string, 0, len(c.sets))
-	for n := range c.sets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		out.Sets = append(out.Sets, *c.sets[n])
-	}
+	out.Sets = append(dispatch.Maps(), c.cyc.Sets()...)
+	out.Problems = append(out.Problems, dispatch.Problems()...)
 	out.Tiers = tiers()
 	return out
 }

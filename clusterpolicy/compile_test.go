@@ -108,9 +108,9 @@ func TestActionsTiersDirections(t *testing.T) {
 						}
 					})
 					out := compileChecked(t, cluster(p))
-					prefix, tag, peer := "ai", "in0", "saddr"
+					prefix, peer := "ai", "saddr"
 					if eg {
-						prefix, tag, peer = "ae", "eg0", "daddr"
+						prefix, peer = "ae", "daddr"
 					}
 					if tier == v1beta1.BaselineTier {
 						prefix = "b" + prefix[1:]
@@ -121,10 +121,10 @@ func TestActionsTiersDirections(t *testing.T) {
 					}
 					eq(t, "chain", chainRules(t, out, "cnp_"+prefix+"_y_a"), []string{
 						"ip " + peer + " 10.0.1.1 accept", "ip6 " + peer + " fd00::1:1 accept",
-						"ip " + peer + " @cnp_p_" + tag + "_pods4 " + verdict,
-						"ip6 " + peer + " @cnp_p_" + tag + "_pods6 " + verdict,
+						"ip " + peer + " @SEL4 " + verdict,
+						"ip6 " + peer + " @SEL6 " + verdict,
 					})
-					eq(t, "peers", setElems(t, out, "cnp_p_"+tag+"_pods4"), []string{"10.0.2.1", "10.0.2.2", "10.0.2.3"})
+					eq(t, "peers", peerElems(t, out, "cnp_"+prefix+"_y_a", 0), []string{"10.0.2.1", "10.0.2.2", "10.0.2.3"})
 					if len(chainNames(out)) != 1 {
 						t.Errorf("chains %v, want only y/a's (the only local pod of y)", chainNames(out))
 					}
@@ -152,14 +152,14 @@ func TestPeerKinds(t *testing.T) {
 		"ip daddr 10.0.0.1 accept", "ip6 daddr fd00::1 accept",
 		"ip daddr @cnp_p_eg0_net4 drop", "ip6 daddr @cnp_p_eg0_net6 drop",
 		"ip daddr @cnp_p_eg1_nodes4 return", "ip6 daddr @cnp_p_eg1_nodes6 return",
-		"ip daddr @cnp_p_eg2_pods4 goto np_ingress", "ip6 daddr @cnp_p_eg2_pods6 goto np_ingress",
+		"ip daddr @SEL4 goto np_ingress", "ip6 daddr @SEL6 goto np_ingress",
 	})
 	eq(t, "nested networks", setElems(t, out, "cnp_p_eg0_net4"), []string{"0.0.0.0/0"})
 	eq(t, "v6 networks", setElems(t, out, "cnp_p_eg0_net6"), []string{"2001:db8::/32", "fd00:1::/64"})
 	eq(t, "nodes", setElems(t, out, "cnp_p_eg1_nodes4"), []string{"192.168.0.1", "192.168.0.2", "203.0.113.2"})
 	eq(t, "nodes6", setElems(t, out, "cnp_p_eg1_nodes6"), []string{"2001:db8::1"})
-	eq(t, "pods and namespaces", setElems(t, out, "cnp_p_eg2_pods4"), []string{"10.0.1.3", "10.0.2.1", "10.0.2.2", "10.0.2.3"})
-	eq(t, "pods of every namespace", setElems(t, out, "cnp_p_in0_pods4"), []string{"10.0.0.2", "10.0.1.2", "10.0.2.2"})
+	eq(t, "pods and namespaces", peerElems(t, out, "cnp_ae_x_a", 0), []string{"10.0.1.3", "10.0.2.1", "10.0.2.2", "10.0.2.3"})
+	eq(t, "pods of every namespace", peerElems(t, out, "cnp_ai_x_a", 0), []string{"10.0.0.2", "10.0.1.2", "10.0.2.2"})
 	if names := chainNames(out); strings.Join(names, ",") != "cnp_ae_x_a,cnp_ai_x_a" {
 		t.Errorf("chains %v: want x/a's only", names)
 	}
@@ -181,25 +181,25 @@ func TestProtocols(t *testing.T) {
 	out := compileChecked(t, cluster(p))
 	eq(t, "x/a ingress", chainRules(t, out, "cnp_bi_x_a"), []string{
 		"ip saddr 10.0.0.1 accept", "ip6 saddr fd00::1 accept",
-		"ip saddr @cnp_p_in0_pods4 tcp dport 80 drop", "ip saddr @cnp_p_in0_pods4 udp dport 1000-2000 drop", "ip saddr @cnp_p_in0_pods4 sctp dport 9 drop",
-		"ip6 saddr @cnp_p_in0_pods6 tcp dport 80 drop", "ip6 saddr @cnp_p_in0_pods6 udp dport 1000-2000 drop", "ip6 saddr @cnp_p_in0_pods6 sctp dport 9 drop",
+		"ip saddr @SEL4 tcp dport 80 drop", "ip saddr @SEL4 udp dport 1000-2000 drop", "ip saddr @SEL4 sctp dport 9 drop",
+		"ip6 saddr @SEL6 tcp dport 80 drop", "ip6 saddr @SEL6 udp dport 1000-2000 drop", "ip6 saddr @SEL6 sctp dport 9 drop",
 		// Named ports resolve on the chain's pod: x/a's web is 8000.
-		"ip saddr @cnp_p_in1_pods4 tcp dport 8000 accept", "ip saddr @cnp_p_in1_pods4 udp dport 53 accept",
-		"ip6 saddr @cnp_p_in1_pods6 tcp dport 8000 accept", "ip6 saddr @cnp_p_in1_pods6 udp dport 53 accept",
-		"ip saddr @cnp_p_in2_pods4 return", "ip6 saddr @cnp_p_in2_pods6 return",
+		"ip saddr @SEL4 tcp dport 8000 accept", "ip saddr @SEL4 udp dport 53 accept",
+		"ip6 saddr @SEL6 tcp dport 8000 accept", "ip6 saddr @SEL6 udp dport 53 accept",
+		"ip saddr @SEL4 return", "ip6 saddr @SEL6 return",
 	})
 	if r := chainRules(t, out, "cnp_bi_x_b"); !strings.Contains(strings.Join(r, "\n"), "tcp dport 8001 accept") {
 		t.Errorf("x/b's named port web (8001) not resolved on x/b: %q", r)
 	}
 	eq(t, "x/a egress", chainRules(t, out, "cnp_be_x_a"), []string{
 		"ip daddr 10.0.0.1 accept", "ip6 daddr fd00::1 accept",
-		"ip daddr @cnp_p_eg0_pods4 tcp dport 443 goto np_ingress", "ip6 daddr @cnp_p_eg0_pods6 tcp dport 443 goto np_ingress",
-		"ip daddr . meta l4proto . th dport @cnp_p_eg0_named4 goto np_ingress",
-		"ip6 daddr . meta l4proto . th dport @cnp_p_eg0_named6 goto np_ingress",
+		"ip daddr @SEL4 tcp dport 443 goto np_ingress", "ip6 daddr @SEL6 tcp dport 443 goto np_ingress",
+		"ip daddr . meta l4proto . th dport @NAMED4 goto np_ingress",
+		"ip6 daddr . meta l4proto . th dport @NAMED6 goto np_ingress",
 	})
-	// y/b's web is 8011.
-	eq(t, "egress named", setElems(t, out, "cnp_p_eg0_named4"), []string{"10.0.1.2 . tcp . 8011"})
-	eq(t, "egress named 6", setElems(t, out, "cnp_p_eg0_named6"), []string{"fd00::1:2 . tcp . 8011"})
+	// y/b's web is 8011 (the lookups after the two peer-set ones).
+	eq(t, "egress named", peerElems(t, out, "cnp_be_x_a", 2), []string{"10.0.1.2 . tcp . 8011"})
+	eq(t, "egress named 6", peerElems(t, out, "cnp_be_x_a", 3), []string{"fd00::1:2 . tcp . 8011"})
 }
 
 // TestEvaluationOrder: priorities low first, equal priorities by name,
@@ -238,8 +238,8 @@ func TestEvaluationOrder(t *testing.T) {
 	})
 	eq(t, "baseline", chainRules(t, out, "cnp_bi_y_a"), []string{
 		"ip saddr 10.0.1.1 accept", "ip6 saddr fd00::1:1 accept",
-		"ip saddr @cnp_a_in0_pods4 tcp dport 1 drop", "ip6 saddr @cnp_a_in0_pods6 tcp dport 1 drop",
-		"ip saddr @cnp_a_in1_pods4 tcp dport 2 return", "ip6 saddr @cnp_a_in1_pods6 tcp dport 2 return",
+		"ip saddr @SEL4 tcp dport 1 drop", "ip6 saddr @SEL6 tcp dport 1 drop",
+		"ip saddr @SEL4 tcp dport 2 return", "ip6 saddr @SEL6 tcp dport 2 return",
 	})
 	// The input order does not matter.
 	rev := cluster()
@@ -276,7 +276,7 @@ func TestFailClosedPeers(t *testing.T) {
 	eq(t, "egress", chainRules(t, out, "cnp_ae_y_a"), []string{
 		"ip daddr 10.0.1.1 accept", "ip6 daddr fd00::1:1 accept",
 		"drop", "drop", // d-unknown: deny-all, whatever its ports; p-domain: deny-all
-		"ip daddr @cnp_p_eg4_pods4 drop", "ip6 daddr @cnp_p_eg4_pods6 drop",
+		"ip daddr @SEL4 drop", "ip6 daddr @SEL6 drop",
 	})
 	eq(t, "ingress", chainRules(t, out, "cnp_ai_y_a"), []string{"ip saddr 10.0.1.1 accept", "ip6 saddr fd00::1:1 accept", "drop"})
 	var fields []string

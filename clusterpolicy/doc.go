@@ -55,15 +55,19 @@
 // reached by goto from an egress chain, so ingress tiers work the same for
 // every path.
 //
-// Peers become named sets per policy rule and family: pods and namespaces
-// peers the selected pods' addresses (cnp_POLICY_inN_pods4), networks
-// interval sets (net4/net6, nested prefixes folded), nodes peers the
-// selected Nodes' InternalIP and ExternalIP addresses (nodes4/nodes6).
-// Ports are matched inline (tcp dport 80, udp dport 1000-2000, sctp
-// ...); destinationNamedPort resolves per destination pod and per
-// protocol the name is declared with: inline in the local pod's ingress
-// chain, and as a set of address . protocol . port (named4/named6) for
-// egress. An empty protocols list matches every protocol, ICMP included.
+// Peers become named sets: pods and namespaces peers the selected pods'
+// addresses, one set per distinct selection and family shared by every
+// rule of every policy that selects the same pods (cnp_sel_HASH_4);
+// networks interval sets per rule (net4/net6, nested prefixes folded),
+// nodes peers the selected Nodes' InternalIP and ExternalIP addresses
+// (nodes4/nodes6). Numbered ports are one match per protocol: inline when
+// the protocol's ports are one range (tcp dport 80, udp dport 1000-2000),
+// else an interval set of the rule (tcp dport @cnp_POLICY_in0_tcp);
+// destinationNamedPort resolves per destination pod and per protocol the
+// name is declared with: inline in the local pod's ingress chain, and as
+// a set of address . protocol . port for egress, one per distinct
+// selection and name (cnp_named_HASH_4), shared like the peer sets. An empty
+// protocols list matches every protocol, ICMP included.
 // Names: names.go. Without a valid ClusterNetworkPolicy none of this
 // exists and the table is byte for byte the NetworkPolicy table.
 //
@@ -96,8 +100,10 @@
 //
 // Two objects of one name (possible only in manifests) would share set
 // names: the first in input order counts, the other is a Problem. Local
-// pods sharing a key or an address are handled as policy handles them
-// (the first in key order; policy reports the others).
+// pods sharing a key or an address are handled and reported exactly as
+// policy handles them, by the same code (package podchain): the first in
+// key order keeps its chains and map keys; package compose reports a pod
+// both tiers name once.
 //
 // # State
 //
@@ -112,15 +118,18 @@
 //
 //	compile.go      Input, Output, Compile: policies in evaluation order,
 //	                subjects, pod chains and dispatch maps
-//	layout.go       the four slots (tier × direction), verdicts, the maps
-//	                and the Tiers rules
-//	rules.go        one rule → peer and port matches and their sets; a pod
-//	                chain from compiled rules
+//	layout.go       the four slots (tier × direction) as kinds of pod chain
+//	                of package podchain, the maps and the Tiers rules
+//	rules.go        one rule → peer and port matches and their sets
 //	validate.go     the CRD's schema and CEL rules, and fail-closed marking
 //	check.go        Check, CheckAll: that classification, exported so that
 //	                explain follows exactly what the kernel enforces
 //	names.go        every generated name
-//	incremental.go  Compiler and its memo
+//	incremental.go  Compiler and its memo; a pod chain from compiled rules
+//
+// The pod chains themselves (hairpin accepts, verdicts, how drops are
+// written when the node logs), the dispatch maps, set declaration and the
+// rule and chain memo are package podchain's, shared with policy.
 //
 // Tests: golden tables in testdata/ (go test ./clusterpolicy/ -run Golden
 // -update rewrites them), the incremental Compiler against Compile over

@@ -2,6 +2,7 @@ package clusterpolicy
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -98,9 +99,40 @@ func compileChecked(t *testing.T, in Input) Output {
 }
 
 // The readers of the output are tabletest's, shared with policy.
+// chainRules writes a lookup of a peer set shared by selection
+// (cnp_sel_HASH_4) as @SEL4 (or @SEL6), of a shared named-port set
+// (cnp_named_HASH_4) as @NAMED4: their names are a hash of what they
+// hold; peerElems reads their elements.
 func chainRules(t *testing.T, out Output, name string) []string {
 	t.Helper()
-	return tabletest.Rules(tabletest.Chain(t, out.Chains, name))
+	rules := tabletest.Rules(tabletest.Chain(t, out.Chains, name))
+	for i, r := range rules {
+		rules[i] = sharedNamedName.ReplaceAllString(sharedSetName.ReplaceAllString(r, "@SEL$1"), "@NAMED$1")
+	}
+	return rules
+}
+
+var (
+	sharedSetName   = regexp.MustCompile(`@cnp_sel_[0-9a-f]{16}_([46])`)
+	sharedNamedName = regexp.MustCompile(`@cnp_named_[0-9a-f]{16}_([46])`)
+)
+
+// peerElems are the elements of the set that the rule number i (0-based)
+// of chain ch with a peer-set lookup looks up.
+func peerElems(t *testing.T, out Output, ch string, i int) []string {
+	t.Helper()
+	for _, r := range tabletest.Rules(tabletest.Chain(t, out.Chains, ch)) {
+		m := regexp.MustCompile(`@(cnp_(?:sel|named)_[0-9a-f]{16}_[46])`).FindStringSubmatch(r)
+		if m == nil {
+			continue
+		}
+		if i == 0 {
+			return setElems(t, out, m[1])
+		}
+		i--
+	}
+	t.Fatalf("chain %s has no peer-set lookup number %d", ch, i)
+	return nil
 }
 
 func chainNames(out Output) []string { return tabletest.ChainNames(out.Chains) }

@@ -1,12 +1,11 @@
 package clusterpolicy
 
 import (
-	"slices"
-
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/podchain"
 	"github.com/nftguard/nftguard/selection"
 )
 
@@ -35,9 +34,9 @@ type memo struct {
 	nodes    []*corev1.Node
 	policies map[*v1beta1.ClusterNetworkPolicy]*validPolicy
 	subjects map[*compiledPolicy]*subjectMemo
-	rules    map[ruleKey]*ruleMemo
-	chains   map[chainKey]*chainMemo
-	addrs    map[string]*peerAddrs // by the selections' keys, see peerElems
+	// chains are the rules, pod chains and peer addresses (package
+	// podchain's memo).
+	chains *podchain.Memo
 }
 
 func newMemo(node string) *memo {
@@ -45,9 +44,6 @@ func newMemo(node string) *memo {
 		node:     node,
 		policies: map[*v1beta1.ClusterNetworkPolicy]*validPolicy{},
 		subjects: map[*compiledPolicy]*subjectMemo{},
-		rules:    map[ruleKey]*ruleMemo{},
-		chains:   map[chainKey]*chainMemo{},
-		addrs:    map[string]*peerAddrs{},
 	}
 }
 
@@ -55,34 +51,6 @@ func newMemo(node string) *memo {
 type subjectMemo struct {
 	key   selection.PeerKey
 	local []*selection.Pod
-}
-
-// ruleKey names one rule of a policy.
-type ruleKey struct {
-	cp     *compiledPolicy
-	egress bool
-	idx    int
-}
-
-// ruleMemo is a compiled rule with what it was compiled from.
-type ruleMemo struct {
-	cr    *compiledRule
-	peers []selection.PeerKey
-	nodes bool // it read Input.Nodes
-	sets  []*engine.Set
-}
-
-// chainKey names a local pod's chain of one slot.
-type chainKey struct {
-	p    *selection.Pod
-	slot int
-}
-
-// chainMemo is a pod chain with the rules it was built from.
-type chainMemo struct {
-	rules []*compiledRule
-	end   chainEnd
-	chain engine.Chain
 }
 
 // policy validates a policy object once.
@@ -98,92 +66,28 @@ func (c *compiler) policy(cnp *v1beta1.ClusterNetworkPolicy) *validPolicy {
 	return vp
 }
 
-// rule returns the compiled form of one rule: the previous compile's when
-// everything it read is unchanged.
-func (c *compiler) rule(cp *compiledPolicy, egress bool, idx int) *compiledRule {
-	k := ruleKey{cp: cp, egress: egress, idx: idx}
-	if cr := c.rules[k]; cr != nil {
-		return cr
-	}
-	if rm, ok := c.prev.rules[k]; ok && c.stillValid(rm) {
-		for _, s := range rm.sets {
-			c.sets[s.Name] = s
-		}
-		c.rules[k], c.next.rules[k] = rm.cr, rm
-		return rm.cr
-	}
-	c.used, c.declared = nil, nil
-	cr := c.compileRule(cp, egress, idx)
-	sets := c.declared
-	if rm, ok := c.prev.rules[k]; ok && sameRule(rm.cr, cr) && sameSets(rm.sets, sets) {
-		// Compiled again to the same rule: keep the previous one, so
-		// that the chains holding it are kept too.
-		cr, sets = rm.cr, rm.sets
-		for _, s := range sets {
-			c.sets[s.Name] = s
-		}
-	}
-	c.next.rules[k] = &ruleMemo{cr: cr, peers: c.used, nodes: cp.hasNodes, sets: sets}
-	c.rules[k] = cr
-	return cr
+// rule returns the compiled form of one rule (see podchain.Cycle.Rule for
+// when it is the previous compile's).
+func (c *compiler) rule(cp *compiledPolicy, s *slot, idx int) *podchain.Rule {
+	return c.cyc.Rule(podchain.RuleKey{Policy: cp, Slot: s.Slot, Idx: idx}, func() (*podchain.Rule, podchain.Deps) {
+		return c.compileRule(cp, s, idx), podchain.Deps{Nodes: cp.hasNodes}
+	})
 }
 
-// sameRule tells whether two compilations of one rule (of one policy
-// object) are the same.
-func sameRule(a, b *compiledRule) bool {
-	return a.comment == b.comment && a.action == b.action && a.fail == b.fail && a.perDst == b.perDst &&
-		slices.Equal(a.peerMatches, b.peerMatches) && slices.Equal(a.namedMatches, b.namedMatches) &&
-		slices.Equal(a.portMatches, b.portMatches)
-}
-
-// sameSets tells whether two lists of sets hold the same sets.
-func sameSets(a, b []*engine.Set) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		x, y := a[i], b[i]
-		if x.Name != y.Name || x.Type != y.Type || x.Interval != y.Interval || x.Comment != y.Comment || !slices.Equal(x.Elements, y.Elements) {
-			return false
-		}
-	}
-	return true
-}
-
-func (c *compiler) stillValid(rm *ruleMemo) bool {
-	if rm.nodes && !c.nodesSet {
-		return false
-	}
-	for _, k := range rm.peers {
-		if !c.sel.Unchanged(k) {
-			return false
-		}
-	}
-	return true
-}
-
-// podChain returns a local pod's chain of one slot, the previous
-// compile's when the pod, the rules and how the chain drops (logging, the
-// namespace's opt-in) are the same.
+// podChain returns a local pod's chain of one slot from the rules of the
+// policies selecting it, in evaluation order (the previous compile's when
+// the pod, the rules and how the chain drops are the same).
 func (c *compiler) podChain(p *selection.Pod, si int, pols []*compiledPolicy) engine.Chain {
 	s := &slots[si]
-	var rules []*compiledRule
+	var rules []*podchain.Rule
 	for _, cp := range pols {
 		n := len(cp.cnp.Spec.Ingress)
-		if s.egress {
+		if s.Egress {
 			n = len(cp.cnp.Spec.Egress)
 		}
 		for i := 0; i < n; i++ {
-			rules = append(rules, c.rule(cp, s.egress, i))
+			rules = append(rules, c.rule(cp, s, i))
 		}
 	}
-	k := chainKey{p: p, slot: si}
-	end := c.endOf(p.Obj)
-	if cm, ok := c.prev.chains[k]; ok && cm.end == end && slices.Equal(cm.rules, rules) {
-		c.next.chains[k] = cm
-		return cm.chain
-	}
-	ch := buildChain(p, s, rules, end)
-	c.next.chains[k] = &chainMemo{rules: rules, end: end, chain: ch}
-	return ch
+	return c.cyc.Chain(p, &s.Dir, rules, podchain.EndOf(c.logged, p.Obj.Namespace))
 }

@@ -3,41 +3,47 @@ package clusterpolicy
 import (
 	"strings"
 
-	"sigs.k8s.io/network-policy-api/apis/v1beta1"
-
 	"github.com/nftguard/nftguard/engine"
-	"github.com/nftguard/nftguard/podset"
+	"github.com/nftguard/nftguard/podchain"
 	"github.com/nftguard/nftguard/policy"
 )
 
-// slot is one tier in one direction: everything that differs between the
-// four kinds of pod chain, so that one builder makes them all.
+// slot is one tier in one direction: a kind of pod chain of package
+// podchain, with what the tiers add (the maps and the lookups of the
+// local pod in the fixed chains).
 type slot struct {
-	admin, egress bool
-	tier          string // "Admin" or "Baseline", for comments
-	field         string // "ingress" or "egress", as in the API
-	chainPrefix   string // cnp_ae_NS_POD, see names.go
-	mapBase       string // cnp_admin_egress4, see names.go
-	setTag        string // "in" or "eg": cnp_POLICY_eg0_pods4
-	local4        string // the local pod's address in a packet
-	local6        string
-	peer4         string // the peer's address
-	peer6         string
-	accept        string // the verdict of Accept
-	denied        string // policy's shared denied chain of this direction
+	podchain.Dir
+	admin   bool
+	tier    string // "Admin" or "Baseline", for comments
+	field   string // "ingress" or "egress", as in the API
+	mapBase string // cnp_admin_egress4, see names.go
+	setTag  string // "in" or "eg": cnp_POLICY_eg0_pods4
+	local4  string // the local pod's address in a packet
+	local6  string
+}
+
+// newSlot makes the slot of a tier and direction; its podchain.Dir.Slot is
+// its index in slots.
+func newSlot(admin, egress bool) slot {
+	s := slot{admin: admin, tier: "Baseline", field: "ingress", setTag: "in", local4: "ip daddr", local6: "ip6 daddr"}
+	s.Dir = podchain.Dir{Slot: slotIndex(admin, egress), Egress: egress,
+		Peer4: "ip saddr", Peer6: "ip6 saddr", Accept: "accept", Denied: policy.ChainDeniedIngress}
+	tierTag, dirTag, mapTier := "b", "i", "baseline"
+	if admin {
+		s.tier, tierTag, mapTier = "Admin", "a", "admin"
+	}
+	if egress {
+		s.field, s.setTag, s.local4, s.local6, dirTag = "egress", "eg", "ip saddr", "ip6 saddr", "e"
+		s.Peer4, s.Peer6, s.Accept, s.Denied = "ip daddr", "ip6 daddr", "goto "+policy.ChainIngress, policy.ChainDeniedEgress
+	}
+	s.ChainPrefix = "cnp_" + tierTag + dirTag
+	s.Field = s.tier + " tier " + s.field
+	s.mapBase = "cnp_" + mapTier + "_" + s.field
+	return s
 }
 
 // The slots, in the order of their maps in the output.
-var slots = [4]slot{
-	{admin: true, egress: false, tier: "Admin", field: "ingress", chainPrefix: "ai", mapBase: "cnp_admin_ingress", setTag: "in",
-		local4: "ip daddr", local6: "ip6 daddr", peer4: "ip saddr", peer6: "ip6 saddr", accept: "accept", denied: policy.ChainDeniedIngress},
-	{admin: true, egress: true, tier: "Admin", field: "egress", chainPrefix: "ae", mapBase: "cnp_admin_egress", setTag: "eg",
-		local4: "ip saddr", local6: "ip6 saddr", peer4: "ip daddr", peer6: "ip6 daddr", accept: "goto " + policy.ChainIngress, denied: policy.ChainDeniedEgress},
-	{admin: false, egress: false, tier: "Baseline", field: "ingress", chainPrefix: "bi", mapBase: "cnp_baseline_ingress", setTag: "in",
-		local4: "ip daddr", local6: "ip6 daddr", peer4: "ip saddr", peer6: "ip6 saddr", accept: "accept", denied: policy.ChainDeniedIngress},
-	{admin: false, egress: true, tier: "Baseline", field: "egress", chainPrefix: "be", mapBase: "cnp_baseline_egress", setTag: "eg",
-		local4: "ip saddr", local6: "ip6 saddr", peer4: "ip daddr", peer6: "ip6 daddr", accept: "goto " + policy.ChainIngress, denied: policy.ChainDeniedEgress},
-}
+var slots = [4]slot{newSlot(true, false), newSlot(true, true), newSlot(false, false), newSlot(false, true)}
 
 // slotIndex is the index in slots of a tier and direction.
 func slotIndex(admin, egress bool) int {
@@ -51,20 +57,6 @@ func slotIndex(admin, egress bool) int {
 	return i
 }
 
-// verdict is what a matching rule of action a does in slot s: Accept ends
-// the direction (egress goes on to the destination's ingress check), Deny
-// drops (a timeout for the client, never a reject), Pass returns to the
-// fixed chain, which goes on with the next tier. How a Deny drops is end.
-func (s *slot) verdict(a v1beta1.ClusterNetworkPolicyRuleAction, end chainEnd) string {
-	switch a {
-	case v1beta1.ClusterNetworkPolicyRuleActionAccept:
-		return s.accept
-	case v1beta1.ClusterNetworkPolicyRuleActionPass:
-		return "return"
-	}
-	return s.drop(end)
-}
-
 // Logging of denied packets. With Input.LogDenied set, a pod
 // chain's drops (Deny rules, and rules that fail closed) are those of
 // package policy's isolated pod chains (see policy/logdenied.go):
@@ -72,7 +64,7 @@ func (s *slot) verdict(a v1beta1.ClusterNetworkPolicyRuleAction, end chainEnd) s
 //	... counter goto np_denied_ingress   pods of namespaces that opt in
 //	... counter drop                     every other pod
 //
-// so a packet a ClusterNetworkPolicy denies is logged by the same shared,
+// (podchain.End) so a packet a ClusterNetworkPolicy denies is logged by the same shared,
 // rate-limited chains (one token bucket per node and direction, however
 // many tiers and pods drop), and counted in the pod's chain, where the
 // chain's name tells the agent the tier, direction and namespace
@@ -80,53 +72,6 @@ func (s *slot) verdict(a v1beta1.ClusterNetworkPolicyRuleAction, end chainEnd) s
 // a record recovers them by evaluating the flow (package explain), since
 // the log prefix names only the direction, never tenant text. Without
 // LogDenied a Deny is a plain drop and the table is what it was before.
-
-// chainEnd is how a pod chain's drops are written.
-type chainEnd uint8
-
-const (
-	endPlain   chainEnd = iota // drop (the node does not log)
-	endCounted                 // counter drop (the namespace did not opt in)
-	endLogged                  // counter goto the shared denied chain
-)
-
-// drop is the verdict of a rule that denies, as end writes it.
-func (s *slot) drop(end chainEnd) string {
-	switch end {
-	case endCounted:
-		return "counter drop"
-	case endLogged:
-		return "counter goto " + s.denied
-	}
-	return "drop"
-}
-
-// loggedNamespaces returns the namespaces whose pods log denied packets,
-// nil when the node does not log: the rule of policy's compiler, so a pod
-// logs in every tier or in none.
-func loggedNamespaces(in *Input) map[string]bool {
-	if in.LogDenied == nil {
-		return nil
-	}
-	m := map[string]bool{}
-	for _, ns := range in.Namespaces {
-		if ns != nil && ns.Annotations[policy.AnnotationLogDenied] == "true" {
-			m[ns.Name] = true
-		}
-	}
-	return m
-}
-
-// endOf is how the chains of pod p end.
-func (c *compiler) endOf(p *podset.Pod) chainEnd {
-	switch {
-	case c.logged == nil:
-		return endPlain
-	case c.logged[p.Namespace]:
-		return endLogged
-	}
-	return endCounted
-}
 
 // DeniedChain reports whether chain is a local pod's chain of a tier
 // (cnp_ai_NS_POD and so on, see names.go) and, if so, which namespace's,
@@ -156,10 +101,10 @@ func DeniedChain(chain string) (namespace string, admin, egress, ok bool) {
 	return ns, admin, egress, true
 }
 
-// maps are the dispatch maps, one per slot and family, from a local pod's
-// address to its chain of that slot.
-func newMaps() [4][2]engine.Set {
-	var m [4][2]engine.Set
+// newMaps are the dispatch maps, one per slot and family, from a local
+// pod's address to its chain of that slot.
+func newMaps() [][2]engine.Set {
+	m := make([][2]engine.Set, len(slots))
 	for i := range slots {
 		s := &slots[i]
 		c := s.tier + " tier " + s.field + ": local pods a ClusterNetworkPolicy selects"

@@ -147,7 +147,7 @@ func (b *Builder) Build(in Input) Result {
 		EgressBindings: eg.Bindings,
 		EgressHeld:     eg.Held,
 		EgressPending:  eg.Pending,
-		Problems:       slices.Concat(pol.Problems, cnp.Problems, eg.Problems),
+		Problems:       slices.Concat(pol.Problems, podsOnce(pol.Problems, cnp.Problems), eg.Problems),
 		Warnings:       eg.Warnings,
 		OverBudget:     over,
 	}
@@ -155,4 +155,28 @@ func (b *Builder) Build(in Input) Result {
 		r.Warnings = slices.Concat(cnp.Warnings, eg.Warnings)
 	}
 	return r
+}
+
+// podsOnce returns the cluster tiers' problems without those about a
+// local pod that the NetworkPolicy compiler reported already: both report
+// a pod whose name or address another local pod came first with (package
+// podchain), and the pod is one problem, not one per tier. Problems about
+// policies are all kept, also two equal ones (two objects of one name).
+func podsOnce(pol, cnp []problem.Problem) []problem.Problem {
+	seen := map[problem.Problem]bool{}
+	for _, p := range pol {
+		if p.Kind == "Pod" {
+			seen[p] = true
+		}
+	}
+	if len(seen) == 0 {
+		return cnp
+	}
+	out := make([]problem.Problem, 0, len(cnp))
+	for _, p := range cnp {
+		if !seen[p] {
+			out = append(out, p)
+		}
+	}
+	return out
 }

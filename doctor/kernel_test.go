@@ -240,11 +240,18 @@ func TestDoctorOwnTableInSync(t *testing.T) {
 	}
 
 	// Drift: one more pod in the peer set, the ingress dispatch gone. Losing
-	// the dispatch lifts the isolation of every local pod: an error.
-	ns.MustExec(t, "", "nft", "add", "element", "inet", "nftguard", "np_x_allow-b_in0_pods4", "{ 10.1.0.9 }")
+	// the dispatch lifts the isolation of every local pod: an error. The
+	// peer set is named for its selection (package podchain).
+	peerSet := ""
+	for _, s := range desired.Sets {
+		if strings.HasPrefix(s.Name, "np_sel_") {
+			peerSet = s.Name
+		}
+	}
+	ns.MustExec(t, "", "nft", "add", "element", "inet", "nftguard", peerSet, "{ 10.1.0.9 }")
 	ns.MustExec(t, "", "nft", "flush", "chain", "inet", "nftguard", "np_ingress")
 	rep = run(t, o)
-	got := find(rep, Error, "nftguard", "more open than the manifests", "np_x_allow-b_in0_pods4: 0 elements missing, 1 extra", "chain np_ingress: rule 1 is missing")
+	got := find(rep, Error, "nftguard", "more open than the manifests", peerSet+": 0 elements missing, 1 extra", "chain np_ingress: rule 1 is missing")
 	if len(got) != 1 {
 		t.Errorf("want a more-open error naming the set and the chain")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/npset"
+	"github.com/nftguard/nftguard/podchain"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/problem"
 	"github.com/nftguard/nftguard/selection"
@@ -60,21 +61,14 @@ type compiler struct {
 	// The memo.
 	prev, next *memo
 
-	// This call's output: the sets declared so far, the problems, and
-	// each rule compiled once.
-	sets     map[string]*engine.Set
+	// This call's problems, and its pod chains, rules and sets (with
+	// their own memo in prev and next).
 	problems []problem.Problem
-	rules    map[ruleKey]*compiledRule
-	// dispatch is the pod whose chain each verdict-map key jumps to, and
-	// sharedReported the shared addresses already reported (addDispatch).
-	dispatch       map[dispatchKey]*selection.Pod
-	sharedReported map[sharedKey]bool
+	cyc      *podchain.Cycle
+	polRules map[policyRulesKey][]*podchain.Rule // see policyRules
 	// logged are the namespaces whose pods' chains end in the shared
 	// denied chains; nil when the node does not log.
 	logged map[string]bool
-
-	// The rule being compiled, see rule.
-	scratch ruleScratch
 }
 
 // Compile turns the cluster state into the policy chains and sets for the
@@ -94,15 +88,17 @@ func (m *Compiler) Compile(in Input) Output {
 	}
 	sel := m.sel.Index(in.NodeName, in.Namespaces, in.Pods)
 	c := &compiler{
-		in:    in,
-		sel:   sel,
-		val:   validator{selectors: sel.Selectors(), portNames: map[string][]string{}},
-		sets:  map[string]*engine.Set{},
-		rules: map[ruleKey]*compiledRule{},
-		prev:  m.prev,
-		next:  newMemo(m.prev),
+		in:   in,
+		sel:  sel,
+		val:  validator{selectors: sel.Selectors(), portNames: map[string][]string{}},
+		prev: m.prev,
+		next: &memo{node: m.prev.node},
+		cyc:  podchain.NewCycle(sel, m.prev.chains, false),
+
+		polRules: map[policyRulesKey][]*podchain.Rule{},
 	}
-	c.logged = loggedNamespaces(&c.in)
+	c.next.chains = c.cyc.Next()
+	c.logged = podchain.LoggedNamespaces(in.LogDenied != nil, in.Namespaces, AnnotationLogDenied)
 	defer func() { m.prev = c.next }()
 	c.problems = append(c.problems, sel.Problems()...)
 
@@ -112,9 +108,10 @@ func (m *Compiler) Compile(in Input) Output {
 	c.readPolicies(in.Policies)
 	c.problems = append(c.problems, c.next.npProblems...)
 	// Only the namespaces of local pods need their policies.
-	local := dropSharedLocal(c.sel.Local(), &c.problems)
+	local, shared := podchain.DropSharedLocal(c.sel.Local())
+	c.problems = append(c.problems, shared...)
 
-	maps := newDispatchMaps()
+	dispatch := podchain.NewDispatch(dispatchMaps())
 	var podChains []engine.Chain
 	var ing, egr []*compiledPolicy
 	for _, p := range local {
@@ -133,14 +130,15 @@ func (m *Compiler) Compile(in Input) Output {
 		if len(ing) > 0 {
 			ch := c.podChain(p, ing, &dirIngress)
 			podChains = append(podChains, ch)
-			c.addDispatch(&maps.ingress4, &maps.ingress6, p, ch.Name)
+			dispatch.Add(dirIngress.Slot, p, ch.Name)
 		}
 		if len(egr) > 0 {
 			ch := c.podChain(p, egr, &dirEgress)
 			podChains = append(podChains, ch)
-			c.addDispatch(&maps.egress4, &maps.egress6, p, ch.Name)
+			dispatch.Add(dirEgress.Slot, p, ch.Name)
 		}
 	}
+	podChains = append(podChains, c.cyc.PolicyChains()...)
 	sort.Slice(podChains, func(i, j int) bool { return podChains[i].Name < podChains[j].Name })
 
 	out := Output{}
@@ -151,21 +149,8 @@ func (m *Compiler) Compile(in Input) Output {
 		out.Chains = append(out.Chains, deniedChains(*in.LogDenied)...)
 	}
 	out.Chains = append(out.Chains, podChains...)
-	out.Sets = make([]engine.Set, 0, 4+len(c.sets))
-	for _, m := range maps.all() {
-		sortElements(m)
-		out.Sets = append(out.Sets, *m)
-	}
-	names := make([]string, 0, len(c.sets))
-	for n := range c.sets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		// addrSet stores its elements sorted.
-		out.Sets = append(out.Sets, *c.sets[n])
-	}
-	out.Problems = c.problems
+	out.Sets = append(dispatch.Maps(), c.cyc.Sets()...)
+	out.Problems = append(c.problems, dispatch.Problems()...)
 	return out
 }
 
@@ -292,10 +277,6 @@ func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 		}
 	}
 	return ingress, egress
-}
-
-func sortElements(s *engine.Set) {
-	sort.Slice(s.Elements, func(i, j int) bool { return s.Elements[i].Key < s.Elements[j].Key })
 }
 
 // PolicyTypes tells whether np isolates the pods it selects for ingress

@@ -51,9 +51,21 @@ func compileChecked(t *testing.T, in Input) Output {
 }
 
 // The readers of the output are tabletest's, shared with clusterpolicy.
+// chain is a pod chain with its jumps to policies' chains replaced by
+// their rules: what the pod's packets meet, in order.
 func chain(t *testing.T, out Output, name string) engine.Chain {
 	t.Helper()
-	return tabletest.Chain(t, out.Chains, name)
+	c := tabletest.Chain(t, out.Chains, name)
+	var rules []engine.Rule
+	for _, r := range c.Rules {
+		if target, ok := strings.CutPrefix(r.Rule, "jump "); ok && (strings.HasPrefix(target, "np_pi_") || strings.HasPrefix(target, "np_pe_")) {
+			rules = append(rules, tabletest.Chain(t, out.Chains, target).Rules...)
+			continue
+		}
+		rules = append(rules, r)
+	}
+	c.Rules = rules
+	return c
 }
 
 func hasChain(out Output, name string) bool {
@@ -73,6 +85,21 @@ func set(t *testing.T, out Output, name string) engine.Set {
 }
 
 func keys(s engine.Set) []string { return tabletest.Elements(s) }
+
+// lookedUp is the set the first rule of chain ch that starts with match
+// (say "ip saddr @") looks up: peer sets are named for the selection, not
+// for the rule.
+func lookedUp(t *testing.T, out Output, ch, match string) engine.Set {
+	t.Helper()
+	for _, r := range ruleTexts(chain(t, out, ch)) {
+		if rest, ok := strings.CutPrefix(r, match); ok {
+			name, _, _ := strings.Cut(rest, " ")
+			return set(t, out, name)
+		}
+	}
+	t.Fatalf("no rule of %s starts with %q", ch, match)
+	return engine.Set{}
+}
 
 func ruleTexts(c engine.Chain) []string { return tabletest.Rules(c) }
 
@@ -207,13 +234,14 @@ func TestPeersAndSelectors(t *testing.T) {
 				return
 			}
 			if tc.want4 != nil {
-				eq(t, "v4 peers", keys(set(t, out, "np_x_p_in0_pods4")), tc.want4)
-				if !contains(rules, "ip saddr @np_x_p_in0_pods4 accept") {
+				s4 := lookedUp(t, out, "np_ing_x_a", "ip saddr @")
+				eq(t, "v4 peers", keys(s4), tc.want4)
+				if !contains(rules, "ip saddr @"+s4.Name+" accept") {
 					t.Errorf("no v4 peer rule in %q", rules)
 				}
 			}
 			if tc.want6 != nil {
-				eq(t, "v6 peers", keys(set(t, out, "np_x_p_in0_pods6")), tc.want6)
+				eq(t, "v6 peers", keys(lookedUp(t, out, "np_ing_x_a", "ip6 saddr @")), tc.want6)
 			}
 		})
 	}
@@ -266,13 +294,13 @@ func TestPorts(t *testing.T) {
 		})})})
 	eq(t, "ports", ruleTexts(chain(t, out, "np_ing_x_a")), []string{
 		"ct state invalid drop", "ip saddr 10.0.0.1 accept",
-		"tcp dport 443 accept",
-		"tcp dport 80-90 accept",
+		"tcp dport @np_x_p_in0_tcp accept", // 443 and 80-90: one set per protocol
 		"meta l4proto sctp accept",
 		"tcp dport 8080 accept",
 		"udp dport 5353 accept",
 		"drop",
 	})
+	eq(t, "tcp ports", keys(set(t, out, "np_x_p_in0_tcp")), []string{"80-90", "443"})
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -302,12 +330,16 @@ func TestNamedPortsResolvePerDestinationPod(t *testing.T) {
 		t.Errorf("x/b: %q", ruleTexts(chain(t, out, "np_ing_x_b")))
 	}
 	eq(t, "c: no port named http", ruleTexts(chain(t, out, "np_ing_x_c")), []string{"ct state invalid drop", "ip saddr 10.0.0.3 accept", "drop"})
-	eq(t, "egress tuples v4", keys(set(t, out, "np_x_out_eg0_named4")), []string{"10.0.0.1 . tcp . 8080", "10.0.0.2 . tcp . 9090"})
-	eq(t, "egress tuples v6", keys(set(t, out, "np_x_out_eg0_named6")), []string{"fd00::2 . tcp . 9090"})
+	// The tuple sets are named for the selection and the names (shared
+	// by every rule that allows the same names to the same pods).
+	t4 := lookedUp(t, out, "np_egr_x_c", "ip daddr . meta l4proto . th dport @")
+	t6 := lookedUp(t, out, "np_egr_x_c", "ip6 daddr . meta l4proto . th dport @")
+	eq(t, "egress tuples v4", keys(t4), []string{"10.0.0.1 . tcp . 8080", "10.0.0.2 . tcp . 9090"})
+	eq(t, "egress tuples v6", keys(t6), []string{"fd00::2 . tcp . 9090"})
 	eq(t, "egress chain", ruleTexts(chain(t, out, "np_egr_x_c")), []string{
 		"ct state invalid drop", "ip daddr 10.0.0.3 accept",
-		"ip daddr . meta l4proto . th dport @np_x_out_eg0_named4 goto np_ingress",
-		"ip6 daddr . meta l4proto . th dport @np_x_out_eg0_named6 goto np_ingress",
+		"ip daddr . meta l4proto . th dport @" + t4.Name + " goto np_ingress",
+		"ip6 daddr . meta l4proto . th dport @" + t6.Name + " goto np_ingress",
 		"drop",
 	})
 }
@@ -396,7 +428,7 @@ func TestPodsThatAreNotEnforced(t *testing.T) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}
 		})})})
 	eq(t, "isolated", keys(set(t, out, MapIngress4)), []string{"10.0.0.5 : jump np_ing_x_live"})
-	eq(t, "peers", keys(set(t, out, "np_x_p_in0_pods4")), []string{"10.0.0.5"})
+	eq(t, "peers", keys(lookedUp(t, out, "np_ing_x_live", "ip saddr @")), []string{"10.0.0.5"})
 }
 
 func TestInvalidObjectsAreReportedAndSkipped(t *testing.T) {

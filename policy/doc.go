@@ -21,11 +21,14 @@
 //	                         egress to an address of its own node
 //	chain np_ingress         ip daddr vmap @np_ingress4 / ip6 daddr vmap @np_ingress6,
 //	                         then accept
-//	chain np_egr_NS_POD      the egress rules of every policy that selects the
-//	                         pod; a match goes on to the ingress check; the
-//	                         last rule drops
-//	chain np_ing_NS_POD      the ingress rules; a match accepts; the last rule
-//	                         drops
+//	chain np_egr_NS_POD      a jump to the egress chain of every policy that
+//	                         selects the pod, then the last rule, which drops
+//	chain np_ing_NS_POD      a jump to the ingress chain of every policy that
+//	                         selects the pod, its named ports resolved on the
+//	                         pod, then the last rule, which drops
+//	chain np_pe_NS_POLICY    a policy's egress rules, once for all the pods
+//	                         it selects; a match goes on to the ingress check
+//	chain np_pi_NS_POLICY    a policy's ingress rules; a match accepts
 //
 // ClusterNetworkPolicy tiers (package clusterpolicy) hook in through
 // Input.Tiers: their lookups go into the fixed chains around the
@@ -34,11 +37,19 @@
 // the fixed chains are exactly as above.
 //
 // Peers selected by pod and namespace selectors become named sets of pod
-// addresses (one per policy rule and IP family); ipBlocks become interval sets
-// with the except ranges already cut out. Named ports are resolved per
+// addresses, one per distinct selection and IP family (np_sel_HASH_4),
+// shared by every rule of every policy that selects the same pods: the
+// same selection is never copied. ipBlocks become interval sets per rule
+// with the except ranges already cut out. Numbered ports are one match
+// per protocol: inline when the protocol's ports are one range (tcp dport
+// 80, tcp dport 80-90), else a lookup in an interval set of the rule
+// (tcp dport @np_NS_POLICY_in0_tcp), so a rule costs at most three port
+// matches however many ports it lists. Named ports are resolved per
 // destination pod: inline in the pod's own ingress chain, and as a set of
-// address . protocol . port tuples for egress, so one name may map to
-// different numbers on different pods.
+// address . protocol . port tuples for egress (one per distinct selection
+// and list of names, np_named_HASH_4, shared like the peer sets), so one
+// name may map to different numbers on different pods. The cost of one policy, precisely,
+// is in package podchain's documentation.
 //
 // Neighbour discovery is accepted before any pod's chain because on a bridge
 // with br_netfilter pods resolve each other's IPv6 addresses through the
@@ -86,17 +97,15 @@
 //	layout.go       the fixed chains (np_forward, np_input, np_ingress), the
 //	                dispatch maps, and Tiers (the ClusterNetworkPolicy
 //	                lookups placed around them)
-//	chains.go       a local pod's chain: one builder, parameterised by a
-//	                direction (ingress or egress)
+//	chains.go       the two directions (ingress, egress) as kinds of pod
+//	                chain of package podchain, and a local pod's chain from
+//	                the rules of the policies selecting it
 //	rules.go        one policy rule → peer, port and named-port matches and
 //	                the sets they name
 //	names.go        every generated chain and set name, and why the names
 //	                are unique, bounded and safe
 //	incremental.go  Compiler and its memo: what one compile keeps for the
 //	                next
-//	hostile.go      the dispatch map entries of local pods (addDispatch),
-//	                and what pods sharing a key or an address get (the
-//	                first keeps it, the others are problems)
 //	logdenied.go    LogDenied: the rate-limited log of denied packets for
 //	                namespaces that opt in (shared np_denied_* chains), the
 //	                drop counters of every isolated pod while the node
@@ -106,7 +115,11 @@
 //
 // Which pods and namespaces a selector selects, named ports, and the
 // per-namespace pod index that makes an event cheap are package selection's,
-// shared with every compiler that selects pods.
+// shared with every compiler that selects pods. The per-pod chain builder,
+// the dispatch maps (the first local pod in key order keeps an address or
+// a name two pods share; the others are problems), set declaration and
+// the rule and chain memo are package podchain's, shared with
+// clusterpolicy.
 //
 // Tests: testdata/ holds golden tables (go test ./policy/ -run Golden
 // -update rewrites them; review the diff), random.sum pins thousands of

@@ -1,12 +1,10 @@
 package policy
 
 import (
-	"slices"
-
 	networkingv1 "k8s.io/api/networking/v1"
 
-	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/npset"
+	"github.com/nftguard/nftguard/podchain"
 	"github.com/nftguard/nftguard/problem"
 	"github.com/nftguard/nftguard/selection"
 )
@@ -44,45 +42,15 @@ type memo struct {
 	npRead     []*nsPolicies
 	npProblems []problem.Problem
 	npGen      uint64 // the compile that wrote this memo
-	rules      map[ruleKey]*ruleMemo
-	chains     map[chainKey]*chainMemo
-}
-
-func newMemo(prev *memo) *memo {
-	next := &memo{
-		node:   prev.node,
-		rules:  map[ruleKey]*ruleMemo{},
-		chains: map[chainKey]*chainMemo{},
-	}
-	return next
+	// chains are the rules, pod chains and peer addresses (package
+	// podchain's memo).
+	chains *podchain.Memo
 }
 
 // validPolicy is a policy object validated: cp is nil for an invalid one.
 type validPolicy struct {
 	cp       *compiledPolicy
 	problems []problem.Problem
-}
-
-// ruleMemo is a compiled rule with what it was compiled from.
-type ruleMemo struct {
-	cr      *compiledRule
-	peers   []selection.PeerKey
-	allPods bool // it read every pod (egress named ports without peers)
-	sets    []*engine.Set
-}
-
-// chainKey names a local pod's ingress or egress chain.
-type chainKey struct {
-	p      *selection.Pod
-	egress bool
-}
-
-// chainMemo is a pod chain with the policies and rules it was built from.
-type chainMemo struct {
-	pols  []*compiledPolicy
-	rules []*compiledRule
-	end   chainEnd // how it ends: plain drop, counted drop, or the shared denied chain
-	chain engine.Chain
 }
 
 // validate reads a policy object: its problems, or its compiled form.
@@ -96,49 +64,4 @@ func (c *compiler) validate(np *networkingv1.NetworkPolicy) *validPolicy {
 		vp.cp.ingress, vp.cp.egress = policyTypes(np)
 	}
 	return vp
-}
-
-// rule returns the compiled form of one rule of a policy: the previous
-// compile's when every peer selection it used is unchanged, else compiled
-// again.
-func (c *compiler) rule(d *direction, cp *compiledPolicy, idx int, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) *compiledRule {
-	k := ruleKey{cp: cp, egress: d.egress, idx: idx}
-	if cr := c.rules[k]; cr != nil {
-		return cr
-	}
-	if rm, ok := c.prev.rules[k]; ok && c.stillValid(rm) {
-		for _, s := range rm.sets {
-			c.sets[s.Name] = s
-		}
-		c.rules[k], c.next.rules[k] = rm.cr, rm
-		return rm.cr
-	}
-	c.scratch = ruleScratch{declared: c.scratch.declared[:0]}
-	cr := c.compileRule(d, cp, idx, peers, ports)
-	if !c.scratch.collided {
-		// A rule whose set name another declared first is compiled
-		// every time: the first declarer may not be there next time.
-		c.next.rules[k] = &ruleMemo{cr: cr, peers: c.scratch.used, allPods: c.scratch.allPods, sets: slices.Clone(c.scratch.declared)}
-	}
-	c.rules[k] = cr
-	return cr
-}
-
-// stillValid tells whether a rule compiled before is what compiling it now
-// would give.
-func (c *compiler) stillValid(rm *ruleMemo) bool {
-	if rm.allPods && c.sel.PodsChanged() {
-		return false
-	}
-	for _, s := range rm.sets {
-		if _, taken := c.sets[s.Name]; taken {
-			return false
-		}
-	}
-	for _, k := range rm.peers {
-		if !c.sel.Unchanged(k) {
-			return false
-		}
-	}
-	return true
 }

@@ -149,7 +149,10 @@ func TestCompilerReusesUnchangedWork(t *testing.T) {
 		}
 	}
 	t.Logf("chains reused %d of %d; sets reused %d, rebuilt %d", sameChains, len(second.Chains), sameSets, changedSets)
-	if changedSets == 0 || changedSets > sameSets/5 {
+	// Peer and named-port sets are one per selection: the pod leaves one
+	// selection and joins another, which rebuilds at most those two
+	// selections' peer and named-port sets.
+	if changedSets == 0 || changedSets > 4 {
 		t.Errorf("%d sets rebuilt, %d reused, for one label change", changedSets, sameSets)
 	}
 	if sameChains < len(second.Chains)*3/4 {

@@ -96,21 +96,17 @@ func egressRules(t *Tiers) []engine.Rule {
 }
 
 // dispatchMaps are the verdict maps from a local pod's address to its
-// chain, one per direction and family.
-type dispatchMaps struct {
-	ingress4, ingress6, egress4, egress6 engine.Set
-}
-
-func newDispatchMaps() dispatchMaps {
-	return dispatchMaps{
-		ingress4: engine.Set{Name: MapIngress4, Type: "ipv4_addr", Map: "verdict", Comment: "local pods isolated for ingress"},
-		ingress6: engine.Set{Name: MapIngress6, Type: "ipv6_addr", Map: "verdict", Comment: "local pods isolated for ingress"},
-		egress4:  engine.Set{Name: MapEgress4, Type: "ipv4_addr", Map: "verdict", Comment: "local pods isolated for egress"},
-		egress6:  engine.Set{Name: MapEgress6, Type: "ipv6_addr", Map: "verdict", Comment: "local pods isolated for egress"},
+// chain, one per direction (in the order of the directions' slots) and
+// family.
+func dispatchMaps() [][2]engine.Set {
+	return [][2]engine.Set{
+		{
+			{Name: MapIngress4, Type: "ipv4_addr", Map: "verdict", Comment: "local pods isolated for ingress"},
+			{Name: MapIngress6, Type: "ipv6_addr", Map: "verdict", Comment: "local pods isolated for ingress"},
+		},
+		{
+			{Name: MapEgress4, Type: "ipv4_addr", Map: "verdict", Comment: "local pods isolated for egress"},
+			{Name: MapEgress6, Type: "ipv6_addr", Map: "verdict", Comment: "local pods isolated for egress"},
+		},
 	}
-}
-
-// all returns the maps in the order of the output.
-func (d *dispatchMaps) all() [4]*engine.Set {
-	return [4]*engine.Set{&d.ingress4, &d.ingress6, &d.egress4, &d.egress6}
 }

@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/nftguard/nftguard/engine"
 )
 
@@ -84,15 +82,6 @@ const (
 const (
 	CommentIsolatedIngress = "isolated for ingress: no rule allowed"
 	CommentIsolatedEgress  = "isolated for egress: no rule allowed"
-)
-
-// chainEnd is how a pod chain ends, the one thing LogDenied changes in it.
-type chainEnd uint8
-
-const (
-	endPlain   chainEnd = iota // drop (the node does not log)
-	endCounted                 // counter drop (the node logs, the namespace did not opt in)
-	endLogged                  // counter goto the shared denied chain
 )
 
 // DeniedChain reports whether chain is a pod's ingress or egress chain of
@@ -191,23 +180,4 @@ func deniedChains(l LogDenied) []engine.Chain {
 			},
 		},
 	}
-}
-
-// loggedNamespaces returns the namespaces whose pods are logged, nil when
-// the node does not log.
-func loggedNamespaces(in *Input) map[string]bool {
-	if in.LogDenied == nil {
-		return nil
-	}
-	m := map[string]bool{}
-	for _, ns := range in.Namespaces {
-		if logsDenied(ns) {
-			m[ns.Name] = true
-		}
-	}
-	return m
-}
-
-func logsDenied(ns *corev1.Namespace) bool {
-	return ns != nil && ns.Annotations[AnnotationLogDenied] == "true"
 }

@@ -13,10 +13,26 @@ import (
 //	np_forward, np_ingress            the fixed chains (layout.go)
 //	np_ingress4/6, np_egress4/6       the dispatch maps (layout.go)
 //	np_ing_NS_POD, np_egr_NS_POD      a local pod's ingress / egress chain
-//	                                  (direction.chainPrefix)
+//	                                  (podchain.Dir.ChainPrefix, via ChainName)
+//	np_pi_NS_POLICY, np_pe_NS_POLICY  a policy's ingress / egress chain
+//	                                  (direction.policyPrefix); a policy
+//	                                  sharing another's key (manifests
+//	                                  only) keeps its rules in the pod
+//	                                  chains instead
 //	np_NS_POLICY_inN_KIND,            the sets of rule N of a policy's
 //	np_NS_POLICY_egN_KIND             ingress / egress (direction.setTag);
-//	                                  KIND is pods4/6, cidr4/6 or named4/6
+//	                                  KIND is cidr4/6, the port sets tcp,
+//	                                  udp or sctp, or pods4/6 and named4/6
+//	                                  for a selection whose shared name is
+//	                                  taken (see below)
+//	np_sel_HASH_4, np_sel_HASH_6      the pods of one selection, shared by
+//	                                  every rule that selects them (HASH:
+//	                                  16 hex digits of the SHA-256 of the
+//	                                  selection's canonical key; made by
+//	                                  package podchain)
+//	np_named_HASH_4, np_named_HASH_6  the egress named-port tuples of one
+//	                                  selection and list of names, shared
+//	                                  the same way
 //
 // Why they are unique. Every name starts with "np_", which keeps it clear
 // of nft keywords (forward, ingress) and of the egress SNAT objects
@@ -25,7 +41,9 @@ import (
 // policy names (DNS labels and subdomains: [a-z0-9.-]), so a joined name
 // splits back into its parts in one way only: two objects with different
 // keys never share a name. The fixed names have one "_", generated ones
-// three or more. Two objects with the same key (possible only in
+// three or more; a shared selection set has three parts after "np" and a
+// rule's set four, so they never meet. Two selections whose hashes
+// collide do not share: the second keeps its rule's own pods4/6 name. Two objects with the same key (possible only in
 // manifests, never from an API server) do share names: the first in key
 // order (of two policies sharing a key, the first in input order) declares
 // a set (see ruleScratch.collided) and pod chains follow the local pods'
@@ -51,11 +69,6 @@ import (
 // anything else, possible only in a hand-written manifest, becomes "X" and a
 // hash of it: uppercase never occurs in a DNS name, so it cannot collide
 // with one, and the object is still enforced under a name nft reads back.
-
-// objName names a per-pod chain: prefix is the direction's chainPrefix.
-func objName(prefix, ns, name string) string {
-	return nftsafe.Name("np_" + prefix + "_" + nftsafe.NamePart(ns) + "_" + nftsafe.NamePart(name))
-}
 
 // setName names a set of a rule from its parts: namespace, policy name,
 // the direction's setTag with the rule's index, and the set's KIND.

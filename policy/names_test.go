@@ -11,8 +11,8 @@ func TestNames(t *testing.T) {
 	cases := []struct {
 		name, got, want string
 	}{
-		{"ingress chain", objName(dirIngress.chainPrefix, "x", "a"), "np_ing_x_a"},
-		{"egress chain", objName(dirEgress.chainPrefix, "x", "a"), "np_egr_x_a"},
+		{"ingress chain", dirIngress.ChainName("x", "a"), "np_ing_x_a"},
+		{"egress chain", dirEgress.ChainName("x", "a"), "np_egr_x_a"},
 		{"set", setName([]string{"x", "p", dirIngress.setTag + "0", "pods4"}), "np_x_p_in0_pods4"},
 		{"egress set", setName([]string{"x", "p", dirEgress.setTag + "3", "named6"}), "np_x_p_eg3_named6"},
 		{"short names stay", nftsafe.Name("np_" + strings.Repeat("a", 197)), "np_" + strings.Repeat("a", 197)},
@@ -31,7 +31,7 @@ func TestShortenedNamesStayUniqueAndBounded(t *testing.T) {
 		for _, last := range []string{"a", "b", "c"} {
 			// Names alike in their first 200 bytes.
 			name := strings.Repeat("q", 250) + last
-			got := objName("ing", ns, name)
+			got := dirIngress.ChainName(ns, name)
 			if len(got) != nftsafe.MaxName {
 				t.Errorf("%d bytes: %q", len(got), got)
 			}

@@ -1,0 +1,127 @@
+package podchain
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/problem"
+	"github.com/nftguard/nftguard/selection"
+)
+
+// Dispatch fills the verdict maps that send a local pod's address to its
+// chain of each kind: one map per kind and family (IPv4, IPv6).
+//
+// An address already a key of a map (another local pod lists it: a stale
+// or hand-written status; a cluster's network plugin never hands one out
+// twice) stays with the first pod in key order, whose chain decides for
+// it, and the other pod is reported: one key twice would make the kernel
+// refuse the whole batch.
+type Dispatch struct {
+	maps     [][2]engine.Set
+	owner    map[dispatchKey]*selection.Pod
+	reported map[sharedKey]bool
+	problems []problem.Problem
+}
+
+// dispatchKey is a key of one verdict map; sharedKey a pod's address that
+// another pod's chain already decides for.
+type (
+	dispatchKey struct {
+		kind int
+		addr string
+	}
+	sharedKey struct {
+		p    *selection.Pod
+		addr string
+	}
+)
+
+// NewDispatch fills the maps given, one IPv4 and one IPv6 map per kind of
+// chain, in the order of the output.
+func NewDispatch(maps [][2]engine.Set) *Dispatch {
+	return &Dispatch{maps: maps, owner: map[dispatchKey]*selection.Pod{}}
+}
+
+// Add makes p's addresses jump to chain in the maps of kind.
+func (d *Dispatch) Add(kind int, p *selection.Pod, chain string) {
+	v := "jump " + chain
+	for f, addrs := range [2][]string{p.V4Text(), p.V6Text()} {
+		m := &d.maps[kind][f]
+		for _, a := range addrs {
+			k := dispatchKey{kind, a}
+			if o, taken := d.owner[k]; taken {
+				// Reported once per pod and address, not per map.
+				if o != p && !d.reported[sharedKey{p, a}] {
+					if d.reported == nil {
+						d.reported = map[sharedKey]bool{}
+					}
+					d.reported[sharedKey{p, a}] = true
+					d.problems = append(d.problems, sharedAddress(p, a, o.Key))
+				}
+				continue
+			}
+			d.owner[k] = p
+			m.Elements = append(m.Elements, engine.Element{Key: a, Value: v})
+		}
+	}
+}
+
+// Maps returns the maps, their elements sorted, in the order given.
+func (d *Dispatch) Maps() []engine.Set {
+	out := make([]engine.Set, 0, 2*len(d.maps))
+	for i := range d.maps {
+		for f := range d.maps[i] {
+			s := d.maps[i][f]
+			sort.Slice(s.Elements, func(i, j int) bool { return s.Elements[i].Key < s.Elements[j].Key })
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Problems are the local pods whose address another pod came first with.
+func (d *Dispatch) Problems() []problem.Problem { return d.problems }
+
+// DropSharedLocal keeps, of local pods that share a namespace and name, the
+// first in key order, and reports the others: the key names the pod's
+// chains, and two chains of one name make the kernel refuse the whole
+// batch. A cluster never has two (the API server keeps names unique);
+// hand-written manifests can. local is sorted by key and shared: it is
+// copied before a pod is dropped.
+func DropSharedLocal(local []*selection.Pod) ([]*selection.Pod, []problem.Problem) {
+	var kept []*selection.Pod
+	var problems []problem.Problem
+	for i, p := range local {
+		if i > 0 && local[i-1].Key == p.Key {
+			if kept == nil {
+				kept = append(make([]*selection.Pod, 0, len(local)), local[:i]...)
+			}
+			problems = append(problems, problem.Problem{Object: PodObject(p), Local: true,
+				Reason: "another Pod of the same namespace and name on this node comes first"})
+			continue
+		}
+		if kept != nil {
+			kept = append(kept, p)
+		}
+	}
+	if kept != nil {
+		return kept, problems
+	}
+	return local, problems
+}
+
+// Both problems are Local: they depend on this node's own pods, so no
+// other node finds them.
+
+// PodObject names a pod in a problem.
+func PodObject(p *selection.Pod) problem.Object {
+	return problem.Object{APIVersion: problem.CoreV1, Kind: "Pod", Namespace: p.Obj.Namespace, Name: p.Obj.Name}
+}
+
+// sharedAddress is the problem of a local pod whose address another local
+// pod (other) came first with.
+func sharedAddress(p *selection.Pod, addr, other string) problem.Problem {
+	return problem.Problem{Object: PodObject(p), Field: "status.podIPs", Local: true,
+		Reason: fmt.Sprintf("address %s is also pod %s's, whose policies decide for it", addr, other)}
+}
