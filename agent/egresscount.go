@@ -23,28 +23,23 @@ type counterReader interface {
 //
 // Kernel counters restart at zero when a rule is created (a Service's
 // first translated pod, a changed restriction, a repaired drift), while
-// Prometheus counters only grow: each rule's last value is kept by chain
-// and handle, and only what it counted since is added. What a rule counted
-// between the last scrape and its deletion is not seen.
+// Prometheus counters only grow: engine.Growth adds only what each rule
+// counted since the last scrape. What a rule counted between the last
+// scrape and its deletion is not seen.
 type egressCounters struct {
 	src     counterReader
 	onError func(error)
 
 	mu      sync.Mutex
-	last    map[ruleID]engine.Count
+	growth  engine.Growth
 	packets *prometheus.CounterVec
 	bytes   *prometheus.CounterVec
 	dropped *prometheus.CounterVec
 }
 
-type ruleID struct {
-	chain  string
-	handle uint64
-}
-
 func newEgressCounters(src counterReader, onError func(error)) *egressCounters {
 	labels := []string{"namespace", "service"}
-	c := &egressCounters{src: src, onError: onError, last: map[ruleID]engine.Count{},
+	c := &egressCounters{src: src, onError: onError,
 		packets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nftguard_egress_translated_packets_total",
 			Help: "Packets this node translated to an egress Service's load-balancer address (counted before translation, every packet of a flow), by Service.",
@@ -99,32 +94,16 @@ func (c *egressCounters) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (c *egressCounters) update(rcs []engine.RuleCounter) {
-	seen := make(map[ruleID]engine.Count, len(rcs))
-	for _, rc := range rcs {
-		if len(rc.Counters) == 0 {
-			continue // a return rule, or a jump
-		}
-		id := ruleID{rc.Chain, rc.Handle}
-		var now engine.Count
-		for _, v := range rc.Counters {
-			now.Packets += v.Packets
-			now.Bytes += v.Bytes
-		}
-		prev := c.last[id]
-		seen[id] = now
-		if now.Packets < prev.Packets || now.Bytes < prev.Bytes {
-			continue // cannot happen to one handle; never subtract
-		}
+	c.growth.Read(rcs, func(rc *engine.RuleCounter, grown engine.Count) {
 		if rc.Chain == egress.ChainHold {
 			if reason, ok := dropReasons[rc.Comment]; ok {
-				c.dropped.WithLabelValues(reason).Add(float64(now.Packets - prev.Packets))
+				c.dropped.WithLabelValues(reason).Add(float64(grown.Packets))
 			}
-			continue
+			return
 		}
 		if ns, name, ok := strings.Cut(rc.Comment, "/"); ok {
-			c.packets.WithLabelValues(ns, name).Add(float64(now.Packets - prev.Packets))
-			c.bytes.WithLabelValues(ns, name).Add(float64(now.Bytes - prev.Bytes))
+			c.packets.WithLabelValues(ns, name).Add(float64(grown.Packets))
+			c.bytes.WithLabelValues(ns, name).Add(float64(grown.Bytes))
 		}
-	}
-	c.last = seen // rules that are gone are forgotten
+	})
 }

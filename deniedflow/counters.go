@@ -58,12 +58,6 @@ type CounterReader interface {
 	Counters(ctx context.Context, match func(chain string) bool) ([]engine.RuleCounter, error)
 }
 
-// ruleID names one kernel rule for as long as it lives.
-type ruleID struct {
-	chain  string
-	handle uint64
-}
-
 type seriesKey struct{ namespace, direction, kind string }
 
 // deniedCounters is a prometheus.Collector that reads the kernel's drop
@@ -74,9 +68,9 @@ type deniedCounters struct {
 	onError func(error)
 
 	mu         sync.Mutex
-	last       map[ruleID]engine.Count
-	lastShared map[[2]ruleID]uint64 // rate-limited packets exported, per shared chain's pair of rules
-	series     map[seriesKey]bool   // the label sets exported so far
+	growth     engine.Growth
+	lastShared map[[2]engine.RuleID]uint64 // rate-limited packets exported, per shared chain's pair of rules
+	series     map[seriesKey]bool          // the label sets exported so far
 	packets    *prometheus.CounterVec
 	bytes      *prometheus.CounterVec
 	suppressed *prometheus.CounterVec // shared with the log reader (reason label)
@@ -86,7 +80,7 @@ func newDeniedCounters(src CounterReader, suppressed *prometheus.CounterVec, onE
 	labels := []string{"namespace", "direction", "kind"}
 	return &deniedCounters{
 		src: src, timeout: 5 * time.Second, onError: onError,
-		last: map[ruleID]engine.Count{}, lastShared: map[[2]ruleID]uint64{}, series: map[seriesKey]bool{}, suppressed: suppressed,
+		lastShared: map[[2]engine.RuleID]uint64{}, series: map[seriesKey]bool{}, suppressed: suppressed,
 		packets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nftguard_denied_packets_total",
 			Help: "Packets dropped by policy, from the kernel's counters on each isolated pod chain's final drop (kind NetworkPolicy) and on each ClusterNetworkPolicy Deny rule (kind ClusterNetworkPolicy), by the pod's namespace, direction and policy kind (with --log-denied).",
@@ -161,16 +155,10 @@ func deniedSeries(rc *engine.RuleCounter) (seriesKey, bool) {
 
 // update adds what each rule counted since the last read. d.mu is held.
 func (d *deniedCounters) update(rcs []engine.RuleCounter) {
-	next := make(map[ruleID]engine.Count, len(rcs))
 	live := map[seriesKey]bool{}
 	shared := map[string]*sharedRead{}
-	for _, rc := range rcs {
-		if len(rc.Counters) == 0 {
-			continue
-		}
-		id := ruleID{rc.Chain, rc.Handle}
-		now := rc.Counters[0]
-		next[id] = now
+	d.growth.Read(rcs, func(rc *engine.RuleCounter, grown engine.Count) {
+		id, now := rc.ID(), rc.Counters[0]
 		if rc.Chain == policy.ChainDeniedIngress || rc.Chain == policy.ChainDeniedEgress {
 			sr := shared[rc.Chain]
 			if sr == nil {
@@ -183,26 +171,25 @@ func (d *deniedCounters) update(rcs []engine.RuleCounter) {
 			case policy.CommentDeniedDropped:
 				sr.dropped, sr.droppedID = now.Packets, id
 			}
-			continue
+			return
 		}
-		k, ok := deniedSeries(&rc)
+		k, ok := deniedSeries(rc)
 		if !ok {
-			continue
+			return
 		}
-		prev := d.last[id] // zero for a rule not seen before: all of it is new
 		live[k] = true
 		d.series[k] = true
-		d.packets.WithLabelValues(k.namespace, k.direction, k.kind).Add(float64(sub(now.Packets, prev.Packets)))
-		d.bytes.WithLabelValues(k.namespace, k.direction, k.kind).Add(float64(sub(now.Bytes, prev.Bytes)))
-	}
+		d.packets.WithLabelValues(k.namespace, k.direction, k.kind).Add(float64(grown.Packets))
+		d.bytes.WithLabelValues(k.namespace, k.direction, k.kind).Add(float64(grown.Bytes))
+	})
 	// Every packet a shared chain dropped and did not log was over the
 	// limit. The two rules are read one after the other while packets
 	// flow, so one read may see a packet in the drop count that the log
 	// count missed; exporting only the growth of the largest difference
 	// seen (per pair of rules) never counts a packet twice.
-	nextShared := map[[2]ruleID]uint64{}
+	nextShared := map[[2]engine.RuleID]uint64{}
 	for _, sr := range shared {
-		pair := [2]ruleID{sr.loggedID, sr.droppedID}
+		pair := [2]engine.RuleID{sr.loggedID, sr.droppedID}
 		over := max(sub(sr.dropped, sr.logged), d.lastShared[pair])
 		nextShared[pair] = over
 		d.suppressed.WithLabelValues(suppressedRateLimit).Add(float64(over - d.lastShared[pair]))
@@ -216,13 +203,13 @@ func (d *deniedCounters) update(rcs []engine.RuleCounter) {
 			delete(d.series, k)
 		}
 	}
-	d.last, d.lastShared = next, nextShared
+	d.lastShared = nextShared
 }
 
 // sharedRead is one read of a shared denied chain's two counters.
 type sharedRead struct {
 	logged, dropped     uint64
-	loggedID, droppedID ruleID
+	loggedID, droppedID engine.RuleID
 }
 
 // sub is a - b, or 0 when a kernel value went backwards (it never does for
