@@ -45,8 +45,9 @@ func TestOverBudgetOneEvent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Small limits: 200 ports × 1 local pod is over 100 rules.
-	limits := budget.Limits{Object: budget.Cost{Rules: 100, Elements: 1000}, Node: budget.Cost{Rules: 1000, Elements: 10000}}
+	// Small limits: 200 ports are estimated as 200 port-set elements,
+	// over 100.
+	limits := budget.Limits{Object: budget.Cost{Rules: 100, Elements: 100}, Node: budget.Cost{Rules: 1000, Elements: 10000}}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -102,10 +103,16 @@ func TestOverBudgetOneEvent(t *testing.T) {
 			t.Errorf("agent %s: the over-budget policy's pod is not isolated:\n%s", n, m)
 		}
 		ch := list(a, "chain", "np_ing_t_p-"+n)
-		if strings.Contains(ch, "dport 1000") || !strings.Contains(ch, "drop") {
+		if strings.Contains(ch, "np_pi_t_many-ports") || !strings.Contains(ch, "drop") {
 			t.Errorf("agent %s: the pod's chain is not the fail-closed one:\n%s", n, ch)
 		}
-		if ch := list(a, "chain", "np_egr_t_p-"+n); !strings.Contains(ch, "dport 1000") {
+		if ch := list(a, "chain", "np_pi_t_many-ports"); ch != "" {
+			t.Errorf("agent %s: the over-budget policy's rules are installed:\n%s", n, ch)
+		}
+		if ch := list(a, "chain", "np_egr_t_p-"+n); !strings.Contains(ch, "jump np_pe_t_egress-80") {
+			t.Errorf("agent %s: the pod does not jump to the policy within budget:\n%s", n, ch)
+		}
+		if ch := list(a, "chain", "np_pe_t_egress-80"); !strings.Contains(ch, "dport 1000") {
 			t.Errorf("agent %s: the policy within budget is not enforced as written:\n%s", n, ch)
 		}
 	}

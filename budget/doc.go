@@ -10,7 +10,8 @@
 // the pods it selects stay isolated and nothing it allows is installed.
 // A policy is over budget when its estimate exceeds the per-object limit,
 // or when the policies that fit their own limit together exceed the
-// node's: then the largest give way (by their share of the node's limit,
+// node's (a set of peers that several policies share, as the compiler
+// shares it, counted once): then the largest give way (by their share of the node's limit,
 // ties by name) until the rest fit, so that one large object never pushes
 // out many small ones. Everything else is compiled as written, at the cost
 // it had without the over-budget object.
@@ -21,9 +22,10 @@
 // and 200,000 elements. The node's limits come from the agent under the
 // DaemonSet's limits (TestAgentMemoryBudget in e2e: GOMEMLIMIT=160MiB in a
 // 256 MiB memory cgroup, 2,006 pods, a 5,000-port policy and 300 policies
-// each copying every pod's address): with 200,000 elements the cgroup
-// peaked at 169.5–179.9 MiB (two runs), with 250,000 at 229.5 MiB, with 500,000 the agent
-// was OOM-killed. The table's memory in the kernel is charged to the
+// each holding every pod's address in a set of its own): with 200,000
+// elements the cgroup peaked at 169.5–179.9 MiB (two runs, measured while
+// rules still copied their peer sets), with 250,000 at 229.5 MiB, with
+// 500,000 the agent was OOM-killed. The table's memory in the kernel is charged to the
 // agent's cgroup and is outside GOMEMLIMIT, so it is what the node's
 // limits bound; the Go side (BenchmarkCostFactors: compile, desired table
 // and the engine's model) costs ≈ 94 bytes and ≤ 10 µs per rule and ≈ 65
@@ -31,7 +33,8 @@
 // batch for the length of a sync. So one object costs at most ≈ 0.1 s +
 // 0.35 s of compile, all of them ≈ 0.5 s + 0.5 s. 150,000 elements per
 // object let one policy select every pod of a 75,000-pod dual-stack
-// cluster (150,000 single-stack) while rules copy their peer sets.
+// cluster (150,000 single-stack); a selection shared by many policies is
+// one set in the table and counts once in the node's total.
 //
 // # What the gate costs
 //
@@ -46,18 +49,24 @@
 //
 // # The cost model
 //
-// Estimate mirrors package policy's layout and nothing else does: each
-// local pod the policy selects gets a chain per direction holding, per
-// rule, one rule per peer kind and family (pods, ipBlocks; IPv4, IPv6)
-// and port entry, plus one per family for egress named ports; each rule
-// holds its own sets (the selected addresses; ipBlocks cut by their
-// excepts; egress named ports as address . protocol . port, peers ×
-// names). A policy that selects no local pod costs nothing: no chain holds
-// its rules and no set is declared for it. TestEstimateBoundsTheCompile
-// checks the bound against the compiler on random clusters (worst case
-// ≈ 9× the actual cost, from the per-pod chain overhead each policy is
-// charged with). When the layout changes (ports as sets, selections
-// shared), Estimate and its table test change with it.
+// Estimate mirrors the layout of packages policy and podchain and nothing
+// else does. A policy that selects a local pod has a chain of its own per
+// direction holding, per rule, one rule per peer kind and family (pods,
+// ipBlocks; IPv4, IPv6) and protocol (its ports are one set per
+// protocol), plus one per family for egress named ports; ingress named
+// ports resolve in each selected pod's chain (one rule per peer kind and
+// name there). Each selected pod's chain jumps to it; the rest of the pod
+// chain (state, the pod to itself, the final drop) and its dispatch
+// element are charged to every policy that selects the pod, which keeps
+// the bound. Elements: one per port entry, two per ipBlock and except,
+// the addresses a rule's selector peers select (once per distinct peer
+// list: the compiler shares that set between rules and policies), and
+// egress named ports as addresses × names. A policy that selects no local
+// pod costs nothing: no chain holds its rules and no set is declared for
+// it. TestEstimateBoundsTheCompile checks the bound against the compiler
+// on random clusters (worst case ≈ 19× the actual cost: the pod chain
+// charged to each policy, and port entries that merge into one range).
+// When the layout changes, Estimate and its table test change with it.
 //
 // ClusterNetworkPolicies are written by cluster administrators and are
 // not budgeted; Services' egress annotations are bounded where they are

@@ -52,7 +52,7 @@ type Gate struct {
 	policyGroups []*npset.Group             // the input's groups, last call
 	active       map[*entry]bool            // entries that select local pods
 	readers      map[string]map[*entry]bool // the active entries that counted a namespace's pods
-	total        Cost                       // of every entry within its own budget
+	total        Cost                       // of every entry within its own budget, last decide
 	subst        map[string]substitution
 	closed       map[*networkingv1.NetworkPolicy]*networkingv1.NetworkPolicy
 
@@ -81,6 +81,10 @@ type entry struct {
 	invalid bool     // the compiler leaves it out
 	reads   []string // namespaces whose pods it counted
 	usesAll bool     // it counted every pod's addresses
+	// shared are the addresses of the selections its rules hold, by
+	// selection: counted in cost, and once per node however many
+	// policies share them.
+	shared map[string]int
 }
 
 // substitution is a namespace's group with its over-budget policies in
@@ -330,21 +334,15 @@ func (g *Gate) deactivate(e *entry) {
 	e.reads, e.usesAll = e.reads[:0], false
 }
 
-// setCost replaces e's cost, keeping the total of the policies within
-// their own budget.
-func (g *Gate) setCost(e *entry, c Cost, l Limits) {
-	if !e.cost.Exceeds(l.Object) {
-		g.total = g.total.Sub(e.cost)
-	}
+// setCost replaces e's cost.
+func (g *Gate) setCost(e *entry, c Cost, _ Limits) {
 	e.cost = c
-	if !c.Exceeds(l.Object) {
-		g.total = g.total.Add(c)
-	}
 }
 
 // estimate measures e's policy on this node.
 func (g *Gate) estimate(sc *selection.Selectors, e *entry, l Limits) {
 	g.deactivate(e)
+	e.shared = nil
 	np := e.np
 	if e.invalid {
 		g.setCost(e, Cost{}, l)
@@ -387,7 +385,15 @@ func (g *Gate) estimate(sc *selection.Selectors, e *entry, l Limits) {
 				continue
 			}
 			r.SelectorPeers++
-			r.SelectedAddrs += g.selected(sc, e, np.Namespace, p.NamespaceSelector, p.PodSelector)
+			n, k := g.selected(sc, e, np.Namespace, p.NamespaceSelector, p.PodSelector)
+			r.SelectedAddrs += n
+			r.Selection += k + "\x00"
+		}
+		if r.Selection != "" {
+			if e.shared == nil {
+				e.shared = map[string]int{}
+			}
+			e.shared[r.Selection] = r.SelectedAddrs
 		}
 		if egress && r.NamedPorts > 0 && len(peers) == 0 {
 			r.AllAddrs = g.allAddrs
@@ -409,10 +415,11 @@ func (g *Gate) estimate(sc *selection.Selectors, e *entry, l Limits) {
 }
 
 // selected counts the addresses of the pods podSel selects (nil: all) in
-// the namespaces nsSel selects (nil: ownNS). Selectors are valid: the
-// policy passed validation. Every address of a pod counts, enforced or
-// not: an upper bound.
-func (g *Gate) selected(sc *selection.Selectors, e *entry, ownNS string, nsSel, podSel *metav1.LabelSelector) int {
+// the namespaces nsSel selects (nil: ownNS), and names the peer as the
+// compiler tells selections apart. Selectors are valid: the policy passed
+// validation. Every address of a pod counts, enforced or not: an upper
+// bound.
+func (g *Gate) selected(sc *selection.Selectors, e *entry, ownNS string, nsSel, podSel *metav1.LabelSelector) (int, string) {
 	var ps *selection.Parsed
 	key := ""
 	if podSel != nil {
@@ -450,12 +457,14 @@ func (g *Gate) selected(sc *selection.Selectors, e *entry, ownNS string, nsSel, 
 		return n
 	}
 	if nsSel == nil {
+		peer := "ns=" + ownNS + key
 		if grp := g.podGroups[ownNS]; grp != nil {
-			return inGroup(grp)
+			return inGroup(grp), peer
 		}
-		return 0
+		return 0, peer
 	}
-	nss := sc.Parse(nsSel).Selector
+	nsp := sc.Parse(nsSel)
+	nss := nsp.Selector
 	n := 0
 	for ns, grp := range g.podGroups {
 		l := g.nsLabels[ns]
@@ -466,7 +475,7 @@ func (g *Gate) selected(sc *selection.Selectors, e *entry, ownNS string, nsSel, 
 			n += inGroup(grp)
 		}
 	}
-	return n
+	return n, "nss=" + nsp.Key + key
 }
 
 // decide picks the policies that fail closed and substitutes them.
@@ -479,16 +488,31 @@ func (g *Gate) decide(in Input) (*npset.Set, []Over) {
 			over = append(over, Over{Policy: e.np, Cost: e.cost})
 		}
 	}
+	// The node's total: every active policy within its own budget, with
+	// a selection's set counted once however many policies hold it (the
+	// compiler shares it). Only active policies count, so this costs the
+	// policies that select this node's pods, not the cluster's.
+	var fit []*entry
+	refs := map[string]int{}
+	g.total = Cost{}
+	for e := range g.active {
+		if e.cost.Exceeds(l.Object) || e.cost == (Cost{}) {
+			continue
+		}
+		fit = append(fit, e)
+		g.total.Rules += e.cost.Rules
+		g.total.Elements += e.cost.Elements
+		for k, n := range e.shared {
+			if refs[k] > 0 {
+				g.total.Elements -= n
+			}
+			refs[k]++
+		}
+	}
 	if g.total.Exceeds(l.Node) {
 		// The node's total is over: the largest policies within their
 		// own budget give way until the rest fit, so that many small
 		// policies are not failed for one large one.
-		var fit []*entry
-		for e := range g.active {
-			if !e.cost.Exceeds(l.Object) && e.cost != (Cost{}) {
-				fit = append(fit, e)
-			}
-		}
 		slices.SortFunc(fit, func(a, b *entry) int {
 			if c := cmp.Compare(share(b.cost, l.Node), share(a.cost, l.Node)); c != 0 {
 				return c
@@ -500,7 +524,15 @@ func (g *Gate) decide(in Input) (*npset.Set, []Over) {
 			if !rest.Exceeds(l.Node) {
 				break
 			}
-			rest = rest.Sub(e.cost)
+			// A shared selection leaves the total with the last
+			// policy that holds it.
+			c := e.cost
+			for k, n := range e.shared {
+				if refs[k]--; refs[k] > 0 {
+					c.Elements -= n
+				}
+			}
+			rest = rest.Sub(c)
 			over = append(over, Over{Policy: e.np, Cost: e.cost, Node: true})
 		}
 	}
@@ -599,7 +631,8 @@ func (g *Gate) Estimate(np *networkingv1.NetworkPolicy) Cost {
 }
 
 // Total is the estimate of every policy of the last Apply that fits its
-// own budget (those failed closed for the node's total included).
+// own budget (those failed closed for the node's total included), a
+// shared selection counted once.
 func (g *Gate) Total() Cost { return g.total }
 
 // Problem names o for logs and Events. The message is the same on every

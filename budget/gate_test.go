@@ -173,8 +173,8 @@ func TestOverBudgetFailsClosed(t *testing.T) {
 		node   []bool
 	}{
 		{"everything fits", budget.Default(), nil, nil},
-		{"one over its own budget", budget.Limits{Object: budget.Cost{Rules: 1000, Elements: 1000}, Node: budget.Default().Node}, []string{"a/big"}, []bool{false}},
-		{"the node's total: the largest gives way", budget.Limits{Object: budget.Default().Object, Node: budget.Cost{Rules: 1000, Elements: 1000}}, []string{"a/big"}, []bool{true}},
+		{"one over its own budget", budget.Limits{Object: budget.Cost{Rules: 1000, Elements: 400}, Node: budget.Default().Node}, []string{"a/big"}, []bool{false}},
+		{"the node's total: the largest gives way", budget.Limits{Object: budget.Default().Object, Node: budget.Cost{Rules: 1000, Elements: 400}}, []string{"a/big"}, []bool{true}},
 		{"the node's total: more give way", budget.Limits{Object: budget.Default().Object, Node: budget.Cost{Rules: 1000, Elements: 40}}, []string{"a/big", "b/to-all"}, []bool{true, true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -296,4 +296,55 @@ func names(over []budget.Over) string {
 		out = append(out, fmt.Sprintf("%s/%s:%+v:%v", o.Policy.Namespace, o.Policy.Name, o.Cost, o.Node))
 	}
 	return strings.Join(out, ",")
+}
+
+// TestSharedSelectionCountsOnce: many policies that select the same peers
+// share one set in the table, so the node's total counts it once: 100
+// copies of "egress to every namespace" fit a node budget that two
+// unshared copies would not.
+func TestSharedSelectionCountsOnce(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	nss, pods := cluster(r, 60)
+	var nps []*networkingv1.NetworkPolicy
+	for i := range 100 {
+		nps = append(nps, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: fmt.Sprintf("to-all-%d", i)},
+			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{},
+				Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}}}}})
+	}
+	huge := budget.Cost{Rules: 1 << 40, Elements: 1 << 40}
+	total := func(n int, l budget.Limits) (budget.Cost, []budget.Over) {
+		var g budget.Gate
+		_, over := g.Apply(budget.Input{NodeName: "n1", Namespaces: nss, Pods: podset.NewSet(podset.FromAPIList(pods)),
+			Policies: npset.New(nps[:n]), Limits: l})
+		return g.Total(), over
+	}
+	unlimited := budget.Limits{Object: huge, Node: huge}
+	t1, _ := total(1, unlimited)
+	t2, _ := total(2, unlimited)
+	t100, _ := total(100, unlimited)
+	own := t2.Elements - t1.Elements
+	if shared := t1.Elements - own; shared < 60 {
+		t.Fatalf("one policy's estimate %+v counts %d shared addresses, want at least one per pod", t1, shared)
+	}
+	if want := t1.Elements + 99*own; t100.Elements != want {
+		t.Errorf("100 policies sharing one selection: total %d elements, want %d (one %d, each more %d)", t100.Elements, want, t1.Elements, own)
+	}
+	l := budget.Limits{Object: huge, Node: budget.Cost{Rules: 1 << 40, Elements: t100.Elements}}
+	if 100*t1.Elements <= l.Node.Elements {
+		t.Fatalf("the limit %d would fit 100 unshared copies of %d", l.Node.Elements, t1.Elements)
+	}
+	if _, over := total(100, l); len(over) > 0 {
+		t.Fatalf("%d of 100 policies sharing one selection over the node's budget %+v", len(over), l.Node)
+	}
+	// The table agrees: one set of peers for the 100 policies.
+	d := compose.Build(input(nss, pods, nps, nil)).Desired
+	sets := 0
+	for _, s := range d.Sets {
+		if strings.HasPrefix(s.Name, "np_sel_") {
+			sets++
+		}
+	}
+	if sets == 0 || sets > 2 {
+		t.Errorf("the table holds %d shared peer sets, want one per family", sets)
+	}
 }

@@ -41,6 +41,10 @@ type RuleShape struct {
 	// SelectedAddrs the addresses of the pods they select, summed over
 	// the peers (a pod two peers select counts twice: an upper bound).
 	SelectorPeers, SelectedAddrs int
+	// Selection names the rule's selector peers as the compiler shares
+	// their set: rules of one Selection hold one set between them, in
+	// this policy and in every other. "" for a rule without one.
+	Selection string
 	// IPBlocks counts the ipBlock peers, Excepts their except entries.
 	IPBlocks, Excepts int
 	// AllAddrs are the addresses of every pod in the cluster: an egress
@@ -48,22 +52,33 @@ type RuleShape struct {
 	AllAddrs int
 }
 
+// Per isolated local pod and direction, the pod's chain holds at most
+// podChainRules rules besides its jumps (invalid state, the pod to itself
+// per address, the final drop and what logging adds) and the dispatch
+// map podElements elements (its addresses).
+const (
+	podChainRules = 6
+	podElements   = 2
+)
+
 // Estimate is an upper bound of what a NetworkPolicy of shape s adds to a
-// node's table, in the layout of package policy (see doc.go for the
-// layout it mirrors). It is the one place that knows that layout: when the
-// compiler's layout changes, this function and its table test change with
-// it, and nothing else.
+// node's table, in the layout of packages policy and podchain (see doc.go
+// for the layout it mirrors). It is the one place that knows that layout:
+// when the compiler's layout changes, this function and its table test
+// change with it, and nothing else. The set of a Selection is counted once
+// however many of the policy's rules share it.
 func Estimate(s Shape) Cost {
 	var c Cost
 	if s.LocalPods == 0 {
-		// The compiler builds a policy's rules and sets only for the
-		// chains of the local pods it selects.
+		// The compiler builds a policy's rules and sets only when it
+		// selects local pods.
 		return c
 	}
+	counted := map[string]bool{}
 	for _, r := range s.Rules {
 		peers := r.SelectorPeers + r.IPBlocks
-		// Peer matches: none (every peer), or up to one per kind and
-		// family (pods4, pods6, cidr4, cidr6).
+		// Peer matches: every peer, or one per kind and family (pods4,
+		// pods6, cidr4, cidr6).
 		kinds := 0
 		if peers == 0 {
 			kinds = 1
@@ -74,26 +89,34 @@ func Estimate(s Shape) Cost {
 		if r.IPBlocks > 0 {
 			kinds += 2
 		}
-		// Port matches: every numbered entry, and on ingress every named
-		// one (resolved on the chain's pod); egress named ports are
-		// address . protocol . port sets, one rule per family.
-		ports := r.Ports
-		named := 0
-		if r.Egress {
-			if r.NamedPorts > 0 {
-				named = 2
+		// Port matches: one per protocol (tcp, udp, sctp), numbers and
+		// ranges in one set each; none restrict nothing.
+		protos := min(r.Ports, 3)
+		if r.Ports+r.NamedPorts == 0 {
+			protos = 1
+		}
+		// The policy's own chain, once: peer kinds × protocols, and one
+		// rule per family for egress named ports (tuples of address,
+		// protocol and port).
+		c.Rules += kinds * protos
+		if r.NamedPorts > 0 {
+			if r.Egress {
+				c.Rules += 2
+			} else {
+				// Ingress names resolve on each selected pod, in its
+				// own chain: one port per name and protocol.
+				c.Rules += s.LocalPods * kinds * r.NamedPorts
 			}
-		} else {
-			ports += r.NamedPorts
 		}
-		if ports == 0 && (named == 0 || r.Ports+r.NamedPorts == 0) {
-			ports = 1
+		// Sets: the port sets (at most one element per entry), each
+		// ipBlock cut by its excepts into at most 1+excepts intervals
+		// of two elements, and the selected addresses, shared by the
+		// rules of one Selection.
+		c.Elements += r.Ports + r.NamedPorts + 2*(r.IPBlocks+r.Excepts)
+		if r.Selection == "" || !counted[r.Selection] {
+			counted[r.Selection] = true
+			c.Elements += r.SelectedAddrs
 		}
-		c.Rules += s.LocalPods * (kinds*ports + named)
-		// Each rule holds its own sets: the selected addresses, and
-		// each ipBlock cut by its excepts into at most 1+excepts
-		// intervals of two elements (start and end).
-		c.Elements += r.SelectedAddrs + 2*(r.IPBlocks+r.Excepts)
 		if r.Egress && r.NamedPorts > 0 {
 			addrs := r.SelectedAddrs
 			if peers == 0 {
@@ -102,11 +125,11 @@ func Estimate(s Shape) Cost {
 			c.Elements += r.NamedPorts * addrs
 		}
 	}
-	// Each selected pod's chain per direction: ct state invalid, the pod
-	// to itself per address (two at most), the final drop; and its
-	// dispatch map element per address. Shared with other policies that
-	// select the pod; counted for each, which keeps the bound.
-	c.Rules += s.LocalPods * s.Directions * 4
-	c.Elements += s.LocalPods * s.Directions * 2
+	// Each selected pod's chain per direction jumps to the policy's
+	// chain; the rest of that chain and its dispatch element are shared
+	// with other policies that select the pod, counted for each, which
+	// keeps the bound.
+	c.Rules += s.LocalPods * s.Directions * (1 + podChainRules)
+	c.Elements += s.LocalPods * s.Directions * podElements
 	return c
 }

@@ -9,18 +9,21 @@ func TestEstimate(t *testing.T) {
 		s    Shape
 		want Cost
 	}{
-		{"no rules: the chains of its pods", Shape{LocalPods: 3, Directions: 2}, Cost{24, 12}},
+		{"no rules: the chains of its pods", Shape{LocalPods: 3, Directions: 2}, Cost{3 * 2 * 7, 12}},
 		{"no local pods: nothing", Shape{Directions: 1, Rules: []RuleShape{{SelectorPeers: 1, SelectedAddrs: 50}}}, Cost{}},
-		{"allow all", Shape{LocalPods: 10, Directions: 1, Rules: []RuleShape{{}}}, Cost{10*1 + 40, 20}},
-		{"ports × peer kinds × pods", Shape{LocalPods: 10, Directions: 1,
+		{"allow all", Shape{LocalPods: 10, Directions: 1, Rules: []RuleShape{{}}}, Cost{1 + 10*7, 20}},
+		{"ports are one set per protocol, once per policy", Shape{LocalPods: 10, Directions: 1,
 			Rules: []RuleShape{{Ports: 5000, SelectorPeers: 1, IPBlocks: 1, SelectedAddrs: 7, Excepts: 2}}},
-			Cost{10*4*5000 + 40, 7 + 2*3 + 20}},
+			Cost{4*3 + 10*7, 5000 + 2*3 + 7 + 20}},
 		{"ingress named ports resolve per pod", Shape{LocalPods: 2, Directions: 1,
-			Rules: []RuleShape{{Ports: 1, NamedPorts: 2, SelectorPeers: 1, SelectedAddrs: 4}}}, Cost{2*2*3 + 8, 4 + 4}},
+			Rules: []RuleShape{{Ports: 1, NamedPorts: 2, SelectorPeers: 1, SelectedAddrs: 4}}}, Cost{2*1 + 2*2*2 + 2*7, 3 + 4 + 4}},
 		{"egress named ports: peers × names", Shape{LocalPods: 2, Directions: 1,
-			Rules: []RuleShape{{Egress: true, NamedPorts: 3, SelectorPeers: 2, SelectedAddrs: 100}}}, Cost{2*2 + 8, 100 + 300 + 4}},
+			Rules: []RuleShape{{Egress: true, NamedPorts: 3, SelectorPeers: 2, SelectedAddrs: 100}}}, Cost{2 + 2*7, 3 + 100 + 300 + 4}},
 		{"egress named ports without peers: every pod", Shape{LocalPods: 1, Directions: 1,
-			Rules: []RuleShape{{Egress: true, NamedPorts: 2, Ports: 1, AllAddrs: 1000}}}, Cost{1*(1+2) + 4, 2000 + 2}},
+			Rules: []RuleShape{{Egress: true, NamedPorts: 2, Ports: 1, AllAddrs: 1000}}}, Cost{1 + 2 + 7, 3 + 2000 + 2}},
+		{"rules of one selection share its set", Shape{LocalPods: 1, Directions: 1,
+			Rules: []RuleShape{{SelectorPeers: 1, SelectedAddrs: 50, Selection: "s"}, {SelectorPeers: 1, SelectedAddrs: 50, Selection: "s", Ports: 1}}},
+			Cost{2 + 2 + 7, 50 + 1 + 2}},
 	} {
 		if got := Estimate(tc.s); got != tc.want {
 			t.Errorf("%s: Estimate = %+v, want %+v", tc.name, got, tc.want)
