@@ -1,0 +1,15 @@
+// Package fqdn is the pure half of ClusterNetworkPolicy domainNames peers:
+// the patterns of the API (a full domain, or "*." and a domain for one or
+// more whole labels before it), the table the compiler hands the DNS
+// forwarder (which local pod's answers feed which sets), and the elements
+// an answer adds. It does no I/O: package dnsfwd relays the queries and
+// commits the elements, package clusterpolicy builds the Table.
+//
+// An address matches a rule for a pod while an answer that pod received
+// for a name matching one of the rule's patterns is within its TTL. The
+// kernel enforces the TTL: the rule's sets (one per family, keyed by the
+// pod's address and the destination, "POD . ADDR") are timeout sets, and
+// each element is added with the answer's remaining TTL. Keying by the
+// pod's own address is what keeps pod A's answers from opening anything
+// for pod B.
+package fqdn
