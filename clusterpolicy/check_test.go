@@ -132,7 +132,11 @@ func TestCheck(t *testing.T) {
 		}, true, "spec.egress[0].protocols[1]", []bool{true, false}, "exactly one of tcp"},
 		{"domain-names", func(s *v1beta1.ClusterNetworkPolicySpec) {
 			s.Egress[1].To = []v1beta1.ClusterNetworkPolicyEgressPeer{{DomainNames: []v1beta1.DomainName{"example.com"}}}
-		}, true, "spec.egress[1].to[0].domainNames", []bool{false, true}, "not supported"},
+			s.Egress[1].Action = v1beta1.ClusterNetworkPolicyRuleActionDeny
+		}, true, "spec.egress[1].to[0].domainNames", []bool{false, true}, "only in Accept rules"},
+		{"domain-names-invalid", func(s *v1beta1.ClusterNetworkPolicySpec) {
+			s.Egress[1].To = []v1beta1.ClusterNetworkPolicyEgressPeer{{DomainNames: []v1beta1.DomainName{"example.com", "*.-bad.example"}}}
+		}, true, "spec.egress[1].to[0].domainNames[1]", []bool{false, true}, "label"},
 		{"first-cause-counts", func(s *v1beta1.ClusterNetworkPolicySpec) {
 			s.Egress[0].Action = "Allow"
 			s.Egress[0].To = nil

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/fqdn"
 	"github.com/nftguard/nftguard/podchain"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
@@ -25,6 +26,10 @@ type Input struct {
 	// ExternalIP addresses).
 	Nodes    []*corev1.Node
 	Policies []*v1beta1.ClusterNetworkPolicy
+	// DNS, when set, redirects the DNS of domainNames rules' subject
+	// pods to the agent's forwarder (see DNS); without it (apply,
+	// render) those rules' sets are never filled: they match nothing.
+	DNS *DNS
 	// LogDenied, when set, makes Deny rules count and, for pods of
 	// namespaces that opt in (policy.AnnotationLogDenied), end in the
 	// shared rate-limited log chains of package policy instead of a
@@ -47,8 +52,13 @@ type Output struct {
 	// compiledPolicy).
 	Problems []problem.Problem
 	// Warnings name valid rules nftguard cannot enforce as written
-	// (domainNames peers, peers of an unknown kind), which fail closed.
+	// (domainNames peers outside Accept rules, peers of an unknown
+	// kind), which fail closed.
 	Warnings []problem.Problem
+	// DNS is the DNS forwarder's table: the local subject pods of
+	// domainNames rules and the sets their answers go to; nil when no
+	// valid policy has such a rule.
+	DNS *fqdn.Table
 }
 
 // Compile turns the cluster state into the ClusterNetworkPolicy chains,
@@ -195,6 +205,12 @@ func (c *compiler) compile() Output {
 	out.Sets = append(dispatch.Maps(), c.cyc.Sets()...)
 	out.Problems = append(out.Problems, dispatch.Problems()...)
 	out.Tiers = tiers()
+	c.dnsOutput(&out, pols, local, func(p *selection.Pod, si int) []*compiledPolicy {
+		if ps := byPod[p]; ps != nil {
+			return ps[si]
+		}
+		return nil
+	})
 	return out
 }
 

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/fqdn"
 	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/podtest"
@@ -254,8 +255,9 @@ func TestEvaluationOrder(t *testing.T) {
 }
 
 // TestFailClosedPeers: a peer with no field set (a newer API's peer kind)
-// and domainNames peers make an Accept rule match nothing and a Deny or
-// Pass rule drop everything, with a warning naming the rule.
+// makes an Accept rule match nothing and a Deny or Pass rule drop
+// everything, and so do domainNames peers outside an Accept rule, with a
+// warning naming the rule; in an Accept rule they are enforced.
 func TestFailClosedPeers(t *testing.T) {
 	p := cnp("p", v1beta1.AdminTier, 0, func(s *v1beta1.ClusterNetworkPolicySpec) {
 		s.Subject = v1beta1.ClusterNetworkPolicySubject{Namespaces: sel("ns", "y")}
@@ -273,8 +275,10 @@ func TestFailClosedPeers(t *testing.T) {
 		}
 	})
 	out := compileChecked(t, cluster(p))
+	dns := domainSetBase([]fqdn.Pattern{{Domain: "example.com"}})
 	eq(t, "egress", chainRules(t, out, "cnp_ae_y_a"), []string{
 		"ip daddr 10.0.1.1 accept", "ip6 daddr fd00::1:1 accept",
+		"ip saddr . ip daddr @" + dns + "_4 goto np_ingress", "ip6 saddr . ip6 daddr @" + dns + "_6 goto np_ingress", // a-domain
 		"drop", "drop", // d-unknown: deny-all, whatever its ports; p-domain: deny-all
 		"ip daddr @SEL4 drop", "ip6 daddr @SEL6 drop",
 	})
@@ -284,7 +288,7 @@ func TestFailClosedPeers(t *testing.T) {
 		fields = append(fields, w.Field)
 	}
 	eq(t, "warnings", sorted(fields), sorted([]string{
-		"spec.egress[0].to[1]", "spec.egress[1].to[0].domainNames", "spec.egress[2].to[1]", "spec.egress[3].to[0].domainNames", "spec.ingress[0].from[0]"}))
+		"spec.egress[0].to[1]", "spec.egress[2].to[1]", "spec.egress[3].to[0].domainNames", "spec.ingress[0].from[0]"}))
 	if len(out.Problems) != 0 {
 		t.Errorf("problems %v, want none (valid objects)", out.Problems)
 	}

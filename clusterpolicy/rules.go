@@ -136,6 +136,8 @@ func (c *compiler) compileRule(cp *compiledPolicy, s *slot, idx int) *podchain.R
 			a4, a6 := c.nodeAddrs(peer.Nodes)
 			nodes4, nodes6 = append(nodes4, a4...), append(nodes6, a6...)
 			continue
+		case peer.DomainNames != nil:
+			continue // one pair of sets for the rule's names, below
 		default:
 			continue // fail closed already (validate)
 		}
@@ -160,6 +162,9 @@ func (c *compiler) compileRule(cp *compiledPolicy, s *slot, idx int) *podchain.R
 	}
 	if s6 != "" {
 		r.PeerMatches = append(r.PeerMatches, s.Peer6+" @"+s6)
+	}
+	if pats := cp.domains[idx]; egress && len(pats) > 0 {
+		r.PeerMatches = append(r.PeerMatches, domainMatches(pats)...)
 	}
 	add(s.Peer4, "net4", "ipv4_addr", true, prefixTexts(nets4))
 	add(s.Peer6, "net6", "ipv6_addr", true, prefixTexts(nets6))

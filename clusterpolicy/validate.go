@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/nftguard/nftguard/fqdn"
 	"github.com/nftguard/nftguard/problem"
 	"github.com/nftguard/nftguard/selection"
 )
@@ -54,6 +55,9 @@ type compiledPolicy struct {
 	failIng  []bool
 	failEgr  []bool
 	hasNodes bool // some rule selects nodes: it depends on Input.Nodes
+	// domains are the patterns of the egress rules with domainNames
+	// peers that are enforced (not failing closed), by rule index.
+	domains map[int][]fqdn.Pattern
 }
 
 // Validate reports what Compile reports for one object: problems (the
@@ -131,10 +135,22 @@ func validate(cnp *v1beta1.ClusterNetworkPolicy, sc *selection.Selectors) *valid
 		r := &s.Egress[i]
 		vp.egress[i] = rv.rule(fmt.Sprintf("spec.egress[%d]", i), "to", r.Name, r.Action, r.To, r.Protocols)
 		cp.failEgr[i] = vp.egress[i].FailClosed
+		var pats []fqdn.Pattern
 		for _, p := range r.To {
 			if p.Nodes != nil {
 				cp.hasNodes = true
 			}
+			for _, d := range p.DomainNames {
+				if pat, err := fqdn.ParsePattern(string(d)); err == nil {
+					pats = append(pats, pat)
+				}
+			}
+		}
+		if len(pats) > 0 && !cp.failEgr[i] {
+			if cp.domains == nil {
+				cp.domains = map[int][]fqdn.Pattern{}
+			}
+			cp.domains[i] = pats
 		}
 	}
 	vp.cp = cp
@@ -229,7 +245,16 @@ func (rv *ruleValidator) rule(field, peersField, name string, action v1beta1.Clu
 			if len(p.DomainNames) == 0 || len(p.DomainNames) > maxDomainNames {
 				bad(pf+".domainNames", "%d domain names: 1 to %d are required", len(p.DomainNames), maxDomainNames)
 			}
-			warn(pf+".domainNames", "domainNames peers are not supported by nftguard")
+			for k, d := range p.DomainNames {
+				if _, err := fqdn.ParsePattern(string(d)); err != nil {
+					bad(fmt.Sprintf("%s.domainNames[%d]", pf, k), "%v", err)
+				}
+			}
+			if action != v1beta1.ClusterNetworkPolicyRuleActionAccept {
+				// The API: "DomainNames is only supported for Accept
+				// rules"; its schema admits them in others.
+				warn(pf+".domainNames", "domainNames peers are supported only in Accept rules")
+			}
 		}
 		switch {
 		case n == 0:

@@ -14,6 +14,7 @@ import (
 	"github.com/nftguard/nftguard/clusterpolicy"
 	"github.com/nftguard/nftguard/egress"
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/fqdn"
 	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
@@ -50,6 +51,9 @@ type Input struct {
 	Local *egress.LocalAddrs
 	// EgressGuardAlways is egress.Input.GuardAlways.
 	EgressGuardAlways bool
+	// DNS is where the agent's DNS forwarder listens and which cluster
+	// DNS it trusts (clusterpolicy.Input.DNS); nil without a forwarder.
+	DNS *clusterpolicy.DNS
 }
 
 // Result is the desired table and what was left out of it.
@@ -66,6 +70,8 @@ type Result struct {
 	Problems []problem.Problem
 	// Warnings name valid objects that do not take full effect (yet).
 	Warnings []problem.Problem
+	// DNS is the DNS forwarder's table (clusterpolicy.Output.DNS).
+	DNS *fqdn.Table
 	// OverBudget are the NetworkPolicies compiled in their fail-closed
 	// form because they are over budget on this node.
 	OverBudget []budget.Over
@@ -112,6 +118,7 @@ func (b *Builder) Build(in Input) Result {
 		Pods:       in.Pods,
 		Nodes:      in.Nodes,
 		Policies:   in.ClusterNetworkPolicies,
+		DNS:        in.DNS,
 		LogDenied:  in.LogDenied,
 	})
 	policies := in.NetworkPolicies
@@ -150,6 +157,7 @@ func (b *Builder) Build(in Input) Result {
 		Problems:       slices.Concat(pol.Problems, podsOnce(pol.Problems, cnp.Problems), eg.Problems),
 		Warnings:       eg.Warnings,
 		OverBudget:     over,
+		DNS:            cnp.DNS,
 	}
 	if len(cnp.Warnings) > 0 {
 		r.Warnings = slices.Concat(cnp.Warnings, eg.Warnings)

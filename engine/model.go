@@ -69,6 +69,9 @@ type Set struct {
 	Type     string // key type, e.g. "ipv4_addr . inet_service"
 	Map      string // value type of a map, "verdict" for a verdict map
 	Interval bool
+	// Timeout sets hold dynamic elements (see AddTimed): Sync declares
+	// the set but never adds, reads back or deletes its elements.
+	Timeout  bool
 	Elements []Element
 	Comment  string
 }

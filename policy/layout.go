@@ -21,7 +21,7 @@ const (
 // NetworkPolicy dispatch in the fixed chains, per direction:
 //
 //	np_forward: ..., AdminEgress, NetworkPolicy egress maps, BaselineEgress, goto np_ingress
-//	np_input:   ..., AdminEgress, NetworkPolicy egress maps, BaselineEgress
+//	np_input:   ..., Input, AdminEgress, NetworkPolicy egress maps, BaselineEgress
 //	np_ingress: AdminIngress, NetworkPolicy ingress maps, BaselineIngress, accept
 //
 // A tier rule that lets a packet go on to the next tier returns (or does
@@ -31,6 +31,11 @@ const (
 // zero value adds nothing: the table is the NetworkPolicy table alone.
 type Tiers struct {
 	AdminEgress, BaselineEgress, AdminIngress, BaselineIngress []engine.Rule
+	// Input are accepts of the input chain only, before the egress
+	// tiers: traffic of local pods to a service of the node that no
+	// policy judges (the DNS forwarder of domainNames rules, which
+	// relays to the cluster DNS on the pods' behalf).
+	Input []engine.Rule
 }
 
 // fixedChains are the chains every table has, however many pods and
@@ -54,7 +59,7 @@ func fixedChains(t *Tiers) []engine.Chain {
 		{
 			Name: ChainInput, Type: "filter", Hook: "input", Priority: 0, Policy: "accept",
 			Comment: "NetworkPolicy: local pods' egress to this node's own addresses",
-			Rules:   egressRules(t),
+			Rules:   inputRules(t),
 		},
 		{
 			Name:    ChainIngress,
@@ -93,6 +98,19 @@ func egressRules(t *Tiers) []engine.Rule {
 		engine.Rule{Rule: "ip6 saddr vmap @" + MapEgress6},
 	)
 	return append(rules, t.BaselineEgress...)
+}
+
+// inputRules are egressRules with t.Input after the first rule (which
+// accepts established traffic).
+func inputRules(t *Tiers) []engine.Rule {
+	rules := egressRules(t)
+	if len(t.Input) == 0 {
+		return rules
+	}
+	out := make([]engine.Rule, 0, len(rules)+len(t.Input))
+	out = append(out, rules[0])
+	out = append(out, t.Input...)
+	return append(out, rules[1:]...)
 }
 
 // dispatchMaps are the verdict maps from a local pod's address to its
