@@ -56,6 +56,13 @@ func domainSetBase(pats []fqdn.Pattern) string {
 	return "cnp_dns_" + hex.EncodeToString(sum[:8])
 }
 
+// DomainSets are the timeout sets (IPv4, IPv6) of a domainNames peer's
+// names: "POD . ADDR" for each answer a subject pod holds.
+func DomainSets(pats []fqdn.Pattern) (set4, set6 string) {
+	b := domainSetBase(pats)
+	return b + "_4", b + "_6"
+}
+
 // domainMatches are a domain rule's peer matches: the local pod (source)
 // and destination in the rule's timeout sets.
 func domainMatches(pats []fqdn.Pattern) []string {

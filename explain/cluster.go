@@ -50,6 +50,7 @@ type Cluster struct {
 	cnps      []*clusterPolicy
 	nodeAddrs map[netip.Addr][]*corev1.Node // node.status.addresses, for nodes peers
 	warnings  []problem.Problem
+	domains   DomainAnswers // nil: domainNames peers match nothing known
 }
 
 // pod is a live pod reduced to what a verdict needs.

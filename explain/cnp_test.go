@@ -319,11 +319,11 @@ func TestClusterNetworkPolicyPeersAndPorts(t *testing.T) {
 			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("dns", admin, 1, xa, cnptest.R("example", accept, peerDomains("example.com")), cnptest.R("rest", deny, anyPeer))},
 			flow: Flow{From: "x/a", To: "93.184.216.34", Protocol: tcp, Port: 443},
 			want: []string{`denied by ClusterNetworkPolicy dns (Admin, priority 1) rule egress[1] "rest"`,
-				`rule egress[0] "example" fails closed: to[0].domainNames: domainNames peers are not supported by nftguard; this Accept rule matches no traffic`},
+				`rule egress[0] "example" matches addresses the pod resolved for example.com while their DNS answers last; without the node's live state this explanation takes it to match nothing`},
 			tier: TierAdmin},
 		{name: "domainNames in a Deny rule denies all",
 			cnps: []*cnp.ClusterNetworkPolicy{egressCNP("dns", base, 1, xa, cnptest.R("", deny, peerDomains("*.example.com")))},
-			flow: toYA, want: []string{"to[0].domainNames: domainNames peers are not supported by nftguard: fail closed, this Deny rule denies all traffic"}, tier: TierBaseline},
+			flow: toYA, want: []string{"to[0].domainNames: domainNames peers are supported only in Accept rules: fail closed, this Deny rule denies all traffic"}, tier: TierBaseline},
 		// Protocols.
 		{name: "named port on the destination pod (ingress)",
 			cnps: []*cnp.ClusterNetworkPolicy{ingressCNP("named", admin, 1, xa, cnptest.R("", accept, cnptest.PeerNamespacesOf()).On(cnptest.NamedPort("http")))},
@@ -488,8 +488,7 @@ func TestClusterNetworkPolicyWarnings(t *testing.T) {
 		got = append(got, w.Error())
 	}
 	want := []string{
-		"ClusterNetworkPolicy dns: spec.egress[1].to[0].domainNames: domainNames peers are not supported by nftguard: the rule matches nothing (fail closed)",
-		"ClusterNetworkPolicy new: spec.ingress[0].from[0]: no known peer field is set (a newer API version?): the rule drops all traffic of its direction (fail closed)",
+				"ClusterNetworkPolicy new: spec.ingress[0].from[0]: no known peer field is set (a newer API version?): the rule drops all traffic of its direction (fail closed)",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -551,7 +550,7 @@ func TestClusterNetworkPolicyValidation(t *testing.T) {
 		}, "spec.ingress[0].from[0].namespaces", failClosed, "from[0].namespaces"},
 		{"CIDR", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Networks = []cnp.CIDR{"10.0.0.0/33"} }, "spec.egress[0].to[0].networks[0]: invalid CIDR", failClosed, "to[0].networks[0]"},
 		{"CIDR host bits", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0].Networks = []cnp.CIDR{"10.0.0.1/8"} }, "has host bits set (want 10.0.0.0/8)", failClosed, "host bits"},
-		{"domain name", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0] = peerDomains("exa mple.com") }, "spec.egress[0].to[0].domainNames: domainNames peers are not supported", failClosed, "to[0].domainNames"},
+		{"domain name", func(p *cnp.ClusterNetworkPolicy) { p.Spec.Egress[0].To[0] = peerDomains("exa mple.com") }, `spec.egress[0].to[0].domainNames[0]: domain name "exa mple.com"`, failClosed, "to[0].domainNames[0]"},
 		{"named port with networks", func(p *cnp.ClusterNetworkPolicy) {
 			p.Spec.Egress[0].Protocols = []cnp.ClusterNetworkPolicyProtocol{cnptest.NamedPort("http")}
 		}, "spec.egress[0].protocols[0].destinationNamedPort: networks/nodes/domainNames peer cannot be set with namedPorts", failClosed, "protocols[0].destinationNamedPort"},

@@ -126,6 +126,13 @@ func (c *Cluster) firstMatch(cp *clusterPolicy, ingress bool, rules []cnpRule, s
 			return ref, cnpv1beta1.ClusterNetworkPolicyRuleActionDeny, notes
 		}
 		peerText, ok := c.matchClusterPeers(r.peers, field, peer)
+		if !ok && !ingress {
+			var note string
+			peerText, ok, note = c.matchDomains(r.peers, self, peer)
+			if note != "" {
+				notes = append(notes, ref.head()+" "+note)
+			}
+		}
 		if !ok {
 			continue
 		}
