@@ -591,3 +591,35 @@ func TestFakeTimed(t *testing.T) {
 		t.Errorf("dns6 kept elements across its removal: %+v", got)
 	}
 }
+
+// BenchmarkAddTimed measures one AddTimed call of n elements (new keys
+// each time, as a forwarder adds answers) into a table like the agent's.
+func BenchmarkAddTimed(b *testing.B) {
+	ns := testns.New(b, "s9e-bench")
+	ctx := context.Background()
+	e := newTestEngine(b, ns)
+	if _, err := e.Sync(ctx, timedDesired("10.0.0.1")); err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("elements=%d", n), func(b *testing.B) {
+			// Keys are prepared up front: formatting them is the
+			// caller's cost, not AddTimed's.
+			const rounds = 256
+			batches := make([][]TimedElement, rounds)
+			for r := range batches {
+				batches[r] = make([]TimedElement, n)
+				for i := range batches[r] {
+					batches[r][i] = TimedElement{Set: "dns4", Key: fmt.Sprintf("10.%d.%d.%d . 192.0.2.%d", n, r, i%250, i/250), Timeout: 30 * time.Second}
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := e.AddTimed(ctx, batches[i%rounds]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
