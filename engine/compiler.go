@@ -38,6 +38,7 @@ type compiler struct {
 type setHead struct {
 	typ, data string
 	interval  bool
+	timeout   bool
 }
 
 type chainEntry struct {
@@ -88,13 +89,14 @@ func (c *compiler) compile(d *Desired) (*kernelTable, error) {
 		if _, dup := decls[s.Name]; dup {
 			return nil, fmt.Errorf("set %q declared twice", s.Name)
 		}
-		h := setHead{typ: s.Type, data: s.Map, interval: s.Interval}
+		h := setHead{typ: s.Type, data: s.Map, interval: s.Interval, timeout: s.Timeout}
 		decl, ok := c.decls[s.Name]
 		if !ok || c.heads[s.Name] != h {
 			var err error
 			if decl, err = nftsyntax.ParseSetDecl(s.Name, s.Type, s.Map, s.Interval); err != nil {
 				return nil, fmt.Errorf("set %q: %w", s.Name, err)
 			}
+			decl.Timeout = s.Timeout
 		}
 		decls[s.Name], heads[s.Name] = decl, h
 	}
@@ -284,7 +286,8 @@ func (c *compiler) forEach(n int, fn func(i int, memo exprMemo)) {
 const maxCompileWorkers = 8
 
 func sameSetHead(a, b *Set) bool {
-	return a.Name == b.Name && a.Type == b.Type && a.Map == b.Map && a.Interval == b.Interval && a.Comment == b.Comment
+	return a.Name == b.Name && a.Type == b.Type && a.Map == b.Map && a.Interval == b.Interval &&
+		a.Timeout == b.Timeout && a.Comment == b.Comment
 }
 
 // compileSet returns the set's entry and, for a set updated in place, the

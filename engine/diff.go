@@ -221,6 +221,12 @@ func diffNames(b *batch, cur, want *kernelTable, ns names) (next *kernelTable, o
 			continue
 		}
 		c := cur.sets[name]
+		if dynamicElems(c) {
+			// Kept with the same declaration: its elements are
+			// AddTimed's, never the diff's.
+			mode[name] = setSame
+			continue
+		}
 		cv, known := cur.setVer[name]
 		switch {
 		case known && cv == w.ver && c == w && len(recreateChain) == 0:
@@ -288,6 +294,9 @@ func diffNames(b *batch, cur, want *kernelTable, ns names) (next *kernelTable, o
 		if !ok || recreateSet[name] {
 			b.setID++
 			b.addSet(w, b.setID, opDesc{verb: "add set", name: name})
+			if dynamicElems(w) {
+				continue
+			}
 			if err := b.elems(newSetElem, w, b.setID, w.list(), w.texts(), opDesc{}); err != nil {
 				return nil, false, err
 			}

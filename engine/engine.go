@@ -39,6 +39,14 @@ type Engine struct {
 	// stale is set by the monitor: someone else changed our table, so the
 	// cache must not be trusted.
 	stale atomic.Bool
+
+	// timed is the timeout sets of the last successful Sync (nil: none);
+	// AddTimed, ReadTimed and Monitor read it without e.mu.
+	timed atomic.Pointer[timedSets]
+	tmu   sync.Mutex // serialises AddTimed and ReadTimed; guards ts
+	ts    *timedSock // their own socket, opened on first use
+	// timedPort is ts's netlink port id, for the monitor.
+	timedPort atomic.Uint32
 }
 
 // Option configures New.
@@ -83,6 +91,12 @@ func New(t Table, opts ...Option) (*Engine, error) {
 
 // Close releases the netlink connection; the table stays.
 func (e *Engine) Close() error {
+	e.tmu.Lock()
+	if e.ts != nil {
+		e.ts.conn.Close()
+		e.ts = nil
+	}
+	e.tmu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.conn.Close()
@@ -371,6 +385,7 @@ func (e *Engine) Delete(ctx context.Context) error {
 	b.delTable()
 	err := e.commit(b)
 	e.cache = nil
+	e.timed.Store(nil)
 	if err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("delete table %s: %w", e.table, err)
 	}
@@ -387,5 +402,9 @@ func (e *Engine) Sync(ctx context.Context, d *Desired) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("sync table %s: %w", e.table, err)
 	}
-	return e.syncTable(ctx, want)
+	st, err := e.syncTable(ctx, want)
+	if err == nil {
+		e.noteTimed()
+	}
+	return st, err
 }

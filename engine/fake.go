@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/engine/nftsyntax"
+	"github.com/nftguard/nftguard/engine/nftwire"
 )
 
 // Fake is an in-memory Interface for callers' unit tests. It validates
@@ -19,6 +23,14 @@ type Fake struct {
 	mu    sync.Mutex
 	d     *Desired // nil: no table
 	syncs int
+	// timed holds the timeout sets' elements by set and key text (as
+	// nft prints it), with the kernel's two times.
+	timed map[string]map[string]fakeTimed
+}
+
+type fakeTimed struct {
+	timeout time.Duration
+	expires time.Time
 }
 
 var (
@@ -67,9 +79,107 @@ func (f *Fake) Sync(ctx context.Context, d *Desired) (Stats, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// A timeout set that goes, or is declared anew, loses its elements,
+	// as the kernel's does.
+	for name := range f.timed {
+		if old, now := f.timedSet(f.d, name), f.timedSet(d, name); old == nil || now == nil || old.Type != now.Type || old.Comment != now.Comment {
+			delete(f.timed, name)
+		}
+	}
 	f.d = copyDesired(d)
 	f.syncs++
 	return Stats{Attempts: 1}, nil
+}
+
+// timedSet returns the timeout set name of d, or nil.
+func (f *Fake) timedSet(d *Desired, name string) *Set {
+	if d == nil {
+		return nil
+	}
+	for _, s := range d.Sets {
+		if s.Name == name && s.Timeout {
+			return &s
+		}
+	}
+	return nil
+}
+
+// timedDecl is Engine.timedDecl of the fake's last Sync.
+func (f *Fake) timedDecl(name string) (nftsyntax.SetDecl, error) {
+	s := f.timedSet(f.d, name)
+	if s == nil {
+		return nftsyntax.SetDecl{}, fmt.Errorf("set %q is not a timeout set of table %s: %w", name, f.table,
+			&Error{Op: "add elements to set", Object: name, Message: -1, Errno: unix.ENOENT})
+	}
+	d, err := nftsyntax.ParseSetDecl(s.Name, s.Type, "", false)
+	d.Timeout = true
+	return d, err
+}
+
+// AddTimed validates the elements as Engine.AddTimed does and keeps them
+// with their expiry (from time.Now()); an element already present gets
+// the new timeout.
+func (f *Fake) AddTimed(ctx context.Context, elems []TimedElement) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	type add struct {
+		set, key string
+		t        fakeTimed
+	}
+	adds := make([]add, 0, len(elems))
+	now := time.Now()
+	for _, el := range elems {
+		d, err := f.timedDecl(el.Set)
+		if err != nil {
+			return fmt.Errorf("add timed elements: %w", err)
+		}
+		if el.Timeout <= 0 {
+			return fmt.Errorf("add timed elements: set %s element %q: timeout %v is not positive", el.Set, el.Key, el.Timeout)
+		}
+		key, err := nftsyntax.AppendElementKey(nil, d, el.Key)
+		if err != nil {
+			return fmt.Errorf("add timed elements: %w", err)
+		}
+		texts, err := nftsyntax.DecodeElements(d, []nftwire.Elem{{Key: key}})
+		if err != nil || len(texts) != 1 {
+			return fmt.Errorf("add timed elements: set %s element %q: cannot print key back (%v)", el.Set, el.Key, err)
+		}
+		to := (el.Timeout + time.Millisecond - 1).Truncate(time.Millisecond)
+		adds = append(adds, add{el.Set, texts[0].Key, fakeTimed{timeout: to, expires: now.Add(to)}})
+	}
+	if f.timed == nil {
+		f.timed = map[string]map[string]fakeTimed{}
+	}
+	for _, a := range adds {
+		m := f.timed[a.set]
+		if m == nil {
+			m = map[string]fakeTimed{}
+			f.timed[a.set] = m
+		}
+		m[a.key] = a.t
+	}
+	return nil
+}
+
+// ReadTimed returns the elements of a timeout set that have not expired,
+// sorted by key.
+func (f *Fake) ReadTimed(ctx context.Context, set string) ([]TimedState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.timedDecl(set); err != nil {
+		return nil, fmt.Errorf("read timed elements: %w", err)
+	}
+	now := time.Now()
+	var out []TimedState
+	for k, t := range f.timed[set] {
+		if left := t.expires.Sub(now); left > 0 {
+			out = append(out, TimedState{Key: k, Timeout: t.timeout, Expires: left.Truncate(time.Millisecond)})
+		} else {
+			delete(f.timed[set], k)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
 }
 
 // Delete removes the fake table.
@@ -77,6 +187,7 @@ func (f *Fake) Delete(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.d = nil
+	f.timed = nil
 	return nil
 }
 

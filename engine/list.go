@@ -72,8 +72,9 @@ type ListedSet struct {
 	DataType uint32
 	DataLen  uint32 // 0 for a verdict map, as in the engine's set form
 	UserData []byte
-	// Elements, read only for the tables ListOptions.ElementsOf names,
-	// are each element's identity as the engine compares elements (key,
+	// Elements, read only for the tables ListOptions.ElementsOf names
+	// and never for a timeout set (its elements are dynamic, see
+	// Set.Timeout), are each element's identity as the engine compares elements (key,
 	// key end, interval end, then value or verdict and user data), sorted.
 	Elements [][]byte
 }
@@ -188,7 +189,7 @@ func (l *lister) list(o ListOptions) ([]*ListedTable, error) {
 			return nil, nfnl.ErrDumpInterrupted
 		}
 		ls := &ListedSet{Name: s.name, Flags: s.flags, KeyType: s.keyType, KeyLen: s.keyLen, DataType: s.dataType, DataLen: s.dataLen, UserData: s.userdata}
-		if slices.Contains(o.ElementsOf, t.String()) {
+		if slices.Contains(o.ElementsOf, t.String()) && !dynamicElems(s) {
 			if err := readElems(l.requester(t.fam), t.Name, s); err != nil {
 				return nil, notGone(fmt.Errorf("table %s: %w", t, err))
 			}

@@ -69,8 +69,13 @@ type Set struct {
 	Type     string // key type, e.g. "ipv4_addr . inet_service"
 	Map      string // value type of a map, "verdict" for a verdict map
 	Interval bool
-	// Timeout sets hold dynamic elements (see AddTimed): Sync declares
-	// the set but never adds, reads back or deletes its elements.
+	// Timeout declares the set `flags timeout`: its elements are dynamic,
+	// added by Engine.AddTimed outside of Sync (a DNS forwarder adds one
+	// per answer), each expiring in the kernel after its own timeout.
+	// Sync creates such a set and deletes it when it is no longer desired,
+	// but never adds, reads back, compares or deletes its elements: they
+	// are not the caller's desired state, and a restart keeps them. A
+	// Timeout set has no Elements and is neither a map nor an interval set.
 	Timeout  bool
 	Elements []Element
 	Comment  string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -31,7 +32,7 @@ func (e *Engine) Monitor(ctx context.Context, fn func()) error {
 	if err := c.JoinGroup(unix.NFNLGRP_NFTABLES); err != nil {
 		return fmt.Errorf("monitor table %s: %w", e.table, err)
 	}
-	w := eventFilter{fam: e.fam, table: e.table.Name, ownPort: e.conn.PID()}
+	w := eventFilter{fam: e.fam, table: e.table.Name, ownPort: e.conn.PID(), timed: &e.timed, timedPort: &e.timedPort}
 	stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
 	rw, buf := nfnl.Raw(c), make([]byte, 1<<20)
@@ -66,7 +67,15 @@ type eventFilter struct {
 	fam     byte
 	table   string
 	ownPort uint32 // the engine's socket: its commits are not drift
-	msgs    []rawMsg
+	// timed names the timeout sets, whose element events (AddTimed's,
+	// the kernel's expiries, anyone's) are not drift: their elements are
+	// not part of the desired state.
+	timed *atomic.Pointer[timedSets]
+	// timedPort is AddTimed's socket (0: none yet): it only ever adds
+	// elements to timeout sets, and its events may arrive after a Sync
+	// removed the set from timed.
+	timedPort *atomic.Uint32
+	msgs      []rawMsg
 }
 
 // drifted reports whether the datagram holds a foreign change to our table,
@@ -81,6 +90,9 @@ func (w *eventFilter) drifted(datagram []byte) bool {
 		if m.Type>>8 != unix.NFNL_SUBSYS_NFTABLES || m.Type&0xff == unix.NFT_MSG_NEWGEN || m.Pid == w.ownPort {
 			continue
 		}
+		if w.timedPort != nil && m.Pid != 0 && m.Pid == w.timedPort.Load() {
+			continue
+		}
 		if len(m.Data) < nfgenHdrLen {
 			return true
 		}
@@ -90,9 +102,17 @@ func (w *eventFilter) drifted(datagram []byte) bool {
 		// Attribute 1 is the table name in every nf_tables object
 		// message (table, chain, rule, set, element list, object).
 		a, err := nfnl.Attrs(m.Data[nfgenHdrLen:])
-		if err != nil || nfnl.CStr(a[1]) == w.table {
+		if err != nil {
 			return true
 		}
+		if nfnl.CStr(a[1]) != w.table {
+			continue
+		}
+		if t := m.Type & 0xff; (t == unix.NFT_MSG_NEWSETELEM || t == unix.NFT_MSG_DELSETELEM) &&
+			w.timed != nil && w.timed.Load().has(a[unix.NFTA_SET_ELEM_LIST_SET]) {
+			continue
+		}
+		return true
 	}
 	return false
 }

@@ -96,8 +96,12 @@ func (e *Engine) readOnce() (*kernelTable, error) {
 		if tbl != name || r.Data[0] != e.fam {
 			continue
 		}
-		if err := readElems(e.request, name, s); err != nil {
-			return nil, err
+		// A timeout set's elements are dynamic (Set.Timeout): there may
+		// be a hundred thousand, and they are never diffed.
+		if !dynamicElems(s) {
+			if err := readElems(e.request, name, s); err != nil {
+				return nil, err
+			}
 		}
 		if s.flags&unix.NFT_SET_ANONYMOUS != 0 {
 			anon[s.name] = s
@@ -134,6 +138,11 @@ func (e *Engine) readOnce() (*kernelTable, error) {
 	}
 	return t, nil
 }
+
+// dynamicElems reports whether a set's elements are not the engine's to
+// read or diff: those of a timeout set come from AddTimed and expire in
+// the kernel.
+func dynamicElems(s *kernelSet) bool { return s.flags&unix.NFT_SET_TIMEOUT != 0 }
 
 // dumpRules dumps the rules of one chain, in order, handing fn each rule's
 // attributes (which alias the reply: fn keeps copies or nothing of them).

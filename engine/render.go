@@ -35,8 +35,11 @@ func renderText(t Table, d *Desired) string {
 			kind, typ = "map", s.Type+" : "+s.Map
 		}
 		fmt.Fprintf(&b, "\t%s %s {\n\t\ttype %s\n", kind, s.Name, typ)
-		if s.Interval {
+		switch {
+		case s.Interval:
 			b.WriteString("\t\tflags interval\n")
+		case s.Timeout:
+			b.WriteString("\t\tflags timeout\n")
 		}
 		if s.Comment != "" {
 			fmt.Fprintf(&b, "\t\tcomment %s\n", quote(s.Comment))

@@ -17,7 +17,9 @@ const nftaFlowtableTable = 1
 // behind: table flags (a dormant table enforces nothing), stateful objects
 // or flowtables someone added to it. Such a table is replaced as a whole, in
 // the same single transaction; anything else is diffed, so re-running a
-// one-shot apply sends only what changed.
+// one-shot apply sends only what changed. Timeout sets are diffed like any
+// set (their declarations only): replacing the table would drop the
+// elements AddTimed added before the restart.
 func (e *Engine) needsReplace() (string, error) {
 	msgs, err := e.request(unix.NFT_MSG_GETTABLE, 0, func(m *enc) { m.Str(unix.NFTA_TABLE_NAME, e.table.Name) })
 	if err != nil {

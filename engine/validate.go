@@ -44,5 +44,17 @@ func checkSetHead(s *Set) error {
 	if err := nftsyntax.CheckComment(s.Comment); err != nil {
 		return fmt.Errorf("set %q: %w", s.Name, err)
 	}
+	if s.Timeout {
+		// A timeout set's elements come from AddTimed only; the
+		// diff never looks at them, so desired ones would be ignored.
+		switch {
+		case len(s.Elements) > 0:
+			return fmt.Errorf("set %q: a timeout set has no desired elements (they are added with AddTimed)", s.Name)
+		case s.Map != "":
+			return fmt.Errorf("set %q: a timeout map is not supported", s.Name)
+		case s.Interval:
+			return fmt.Errorf("set %q: a timeout interval set is not supported", s.Name)
+		}
+	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package nftsyntax
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -88,9 +89,13 @@ type rejectStmt struct {
 	code byte
 }
 
-type snatStmt struct {
+// natStmt is snat (to an address or through a map) or dnat (to an
+// address, with a port when the rule matched a transport protocol).
+type natStmt struct {
+	dnat      bool
 	nfproto   byte
 	addr      []byte
+	port      []byte // dnat only; nil: none, else 2 bytes network order
 	mapFields []*field
 	mapName   string
 }
@@ -268,17 +273,28 @@ var rejectCodes = map[string][]struct {
 	"icmpx": {{0, "no-route"}, {1, "port-unreachable"}, {2, "host-unreachable"}, {3, "admin-prohibited"}},
 }
 
-func (s *snatStmt) String() string {
+func (s *natStmt) String() string {
+	verb := "snat"
+	if s.dnat {
+		verb = "dnat"
+	}
 	fam := "ip"
 	dt := TypeIPv4Addr
 	if s.nfproto == nfprotoIPv6 {
 		fam, dt = "ip6", TypeIPv6Addr
 	}
 	if s.mapName != "" {
-		return fmt.Sprintf("snat %s to %s map @%s", fam, fieldsText(s.mapFields), s.mapName)
+		return fmt.Sprintf("%s %s to %s map @%s", verb, fam, fieldsText(s.mapFields), s.mapName)
 	}
 	a, _ := formatValue(dt, s.addr)
-	return fmt.Sprintf("snat %s to %s", fam, a)
+	if s.port != nil {
+		// As nft prints it: an IPv6 address in brackets before a port.
+		if s.nfproto == nfprotoIPv6 {
+			a = "[" + a + "]"
+		}
+		return fmt.Sprintf("%s %s to %s:%d", verb, fam, a, binary.BigEndian.Uint16(s.port))
+	}
+	return fmt.Sprintf("%s %s to %s", verb, fam, a)
 }
 
 func (masqStmt) String() string    { return "masquerade" }

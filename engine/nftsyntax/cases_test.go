@@ -5,27 +5,32 @@ import "strings"
 // testSetDecls are the named sets and maps the test rules refer to, as nft
 // declarations; testSets resolves them for the compiler.
 var testSetDecls = []struct {
-	name, key, data string
-	interval        bool
+	name, key, data   string
+	interval, timeout bool
 }{
-	{"s4", "ipv4_addr", "", true},
-	{"s6", "ipv6_addr", "", true},
-	{"ps", "inet_service", "", false},
-	{"c3", "ipv4_addr . inet_proto . inet_service", "", false},
-	{"vm", "ipv4_addr . inet_proto . inet_service", "verdict", false},
-	{"vm4", "ipv4_addr", "verdict", false},
-	{"am", "ipv4_addr", "ipv4_addr", false},
-	{"am6", "ipv6_addr", "ipv6_addr", false},
-	{"ifs", "ifname", "", false},
-	{"mk", "mark", "", false},
-	{"mkv", "mark", "verdict", false},
+	{"s4", "ipv4_addr", "", true, false},
+	{"s6", "ipv6_addr", "", true, false},
+	{"ps", "inet_service", "", false, false},
+	{"c3", "ipv4_addr . inet_proto . inet_service", "", false, false},
+	{"vm", "ipv4_addr . inet_proto . inet_service", "verdict", false, false},
+	{"vm4", "ipv4_addr", "verdict", false, false},
+	{"am", "ipv4_addr", "ipv4_addr", false, false},
+	{"am6", "ipv6_addr", "ipv6_addr", false, false},
+	{"ifs", "ifname", "", false, false},
+	{"mk", "mark", "", false, false},
+	{"mkv", "mark", "verdict", false, false},
 	// Interval sets keyed by mark: nft stores their keys in network order
 	// and converts the loaded mark (byteorder hton) before the lookup.
-	{"mki", "mark", "", true},
-	{"mkvi", "mark", "verdict", true},
-	{"cmi", "ipv4_addr . mark", "", true},
-	{"cm", "ipv4_addr . mark", "", false},
-	{"ammi", "mark", "ipv4_addr", true},
+	{"mki", "mark", "", true, false},
+	{"mkvi", "mark", "verdict", true, false},
+	{"cmi", "ipv4_addr . mark", "", true, false},
+	{"cm", "ipv4_addr . mark", "", false, false},
+	{"ammi", "mark", "ipv4_addr", true, false},
+	// The DNS forwarder's sets: which pods ask, the answers' addresses,
+	// and a timeout set of protocols.
+	{"subj4", "ipv4_addr", "", false, false},
+	{"dns4", "ipv4_addr", "", false, false},
+	{"alive", "inet_proto", "", false, true},
 }
 
 type mapSets map[string]SetDecl
@@ -39,6 +44,7 @@ func testSets() mapSets {
 		if err != nil {
 			panic(err)
 		}
+		d.Timeout = s.timeout
 		m[s.name] = d
 	}
 	return m
@@ -122,6 +128,19 @@ var tailCases = []ruleCase{
 
 // standaloneCases are whole rules.
 var standaloneCases = []ruleCase{
+	// dnat: to an address, or to an address and a port after a
+	// transport protocol match.
+	rc("dnat ip to 10.0.0.1"), rc("dnat ip6 to fd00::1"), rc("dnat ip6 to [fd00::1]", "dnat ip6 to fd00::1"),
+	rc("meta nfproto ipv4 dnat ip to 10.0.0.1"), rc("ip daddr 10.96.0.10 dnat ip to 10.0.0.1"),
+	rc("meta l4proto { tcp, udp } th dport 53 dnat ip to 10.0.0.1:5353"),
+	rc("meta l4proto { tcp, udp } dnat ip to 10.0.0.1:53"),
+	rc("meta l4proto { tcp, udp } th dport 53 dnat ip6 to [fd00::1]:5353"),
+	rc("meta l4proto udp dnat ip6 to [fd00::1]:5353"), rc("meta l4proto tcp dnat ip to 10.0.0.1:0"),
+	rc("udp dport 53 dnat ip to 10.0.0.1:65535"), rc("tcp dport != 53 dnat ip to 10.0.0.1:53"),
+	rc("ip protocol udp dnat ip to 10.0.0.1:53"), rc("ip6 nexthdr udp dnat ip6 to [fd00::1]:53"),
+	rc("meta l4proto { tcp, udp } th dport 53 ip saddr @subj4 ip daddr @dns4 meta l4proto @alive dnat ip to 10.0.0.1:5353"),
+	rc("meta l4proto { tcp, udp } th dport 53 ip saddr @subj4 ip daddr @dns4 meta l4proto @alive counter dnat ip to 10.0.0.1:5353",
+		"meta l4proto { tcp, udp } th dport 53 ip saddr @subj4 ip daddr @dns4 meta l4proto @alive counter packets 0 bytes 0 dnat ip to 10.0.0.1:5353"),
 	rc("reject"), rc("reject with icmp type port-unreachable", "reject with icmp port-unreachable"),
 	rc("reject with icmp admin-prohibited"), rc("reject with icmp host-unreachable"), rc("reject with icmp net-prohibited"),
 	rc("reject with icmpx type admin-prohibited", "reject with icmpx admin-prohibited"), rc("reject with icmpx no-route"),

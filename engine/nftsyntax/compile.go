@@ -43,6 +43,11 @@ type compiler struct {
 	out     *compiledBuf
 	nfproto byte
 	l4proto byte
+	// transport is set once the rule matched a transport protocol (a
+	// tcp/udp/sctp field, or `meta l4proto`, `ip protocol`, `ip6
+	// nexthdr` equal to a value or an anonymous set): nft allows a
+	// dnat port only after one.
+	transport bool
 }
 
 // compiledBuf is a Compiled allocated together with room for the
@@ -123,6 +128,7 @@ func (c *compiler) deps(fs []*field) error {
 			}
 		}
 		if f.l4proto != 0 {
+			c.transport = true
 			if f.l4nfproto != 0 && c.l4proto != f.l4proto {
 				if err := c.depNfproto(f.l4nfproto); err != nil {
 					return err
@@ -211,7 +217,10 @@ func (c *compiler) stmt(s stmt) error {
 		c.emit(&nftwire.Limit{Type: nftwire.LimitTypePkts, Rate: s.rate, Unit: s.unit, Burst: s.burst, Over: s.over})
 	case *rejectStmt:
 		return c.reject(s)
-	case *snatStmt:
+	case *natStmt:
+		if s.dnat {
+			return c.dnat(s)
+		}
 		if s.mapName != "" {
 			d, ok := c.lookupSet(s.mapName)
 			if !ok {
@@ -245,6 +254,25 @@ func (c *compiler) stmt(s stmt) error {
 	default:
 		return fmt.Errorf("unsupported statement %T", s)
 	}
+	return nil
+}
+
+// dnat emits what nft does for `dnat ip to ADDR[:PORT]`: the address
+// (and port) as immediates in registers 1 (and 2), then the nat
+// expression. nft sends only the minimum registers; the kernel sets the
+// maxima to them and adds NF_NAT_RANGE_MAP_IPS, and it dumps them so:
+// sending them too makes the rule equal its read-back, as for snat.
+func (c *compiler) dnat(s *natStmt) error {
+	if s.port != nil && !c.transport {
+		return fmt.Errorf("transport protocol mapping is only valid after transport protocol match")
+	}
+	n := &nftwire.NAT{Type: nftwire.NATTypeDestNAT, Family: uint32(s.nfproto), RegAddrMin: 1, RegAddrMax: 1}
+	c.emit(&nftwire.Immediate{Register: 1, Data: s.addr})
+	if s.port != nil {
+		c.emit(&nftwire.Immediate{Register: 2, Data: s.port})
+		n.RegProtoMin, n.RegProtoMax, n.Specified = 2, 2, true
+	}
+	c.emit(n)
 	return nil
 }
 
@@ -398,6 +426,9 @@ func (c *compiler) match(m *matchStmt) error {
 		}
 		c.loads(m.fields, interval)
 		c.emit(&nftwire.Lookup{SourceRegister: 1, SetName: name, SetID: id, Invert: m.neq})
+		if rhs.kind == opSet && !m.neq && len(m.fields) == 1 && isProtoField(f) {
+			c.transport = true
+		}
 		return nil
 	case opFlags:
 		mask := leU32(rhs.flags)
@@ -453,8 +484,20 @@ func (c *compiler) match(m *matchStmt) error {
 		case "meta l4proto":
 			c.l4proto = rhs.val[0]
 		}
+		if isProtoField(f) {
+			c.transport = true
+		}
 	}
 	return nil
+}
+
+// isProtoField reports whether a field is a transport protocol number.
+func isProtoField(f *field) bool {
+	switch f.name {
+	case "meta l4proto", "ip protocol", "ip6 nexthdr":
+		return true
+	}
+	return false
 }
 
 // payloadCmp is a payload load and the compare of its value.

@@ -3,7 +3,7 @@
 //
 //	rule      = { stmt } [ "comment" STRING ]
 //	stmt      = match | vmap | "meta mark set" MARK | counter | log | limit
-//	          | reject | snat | "masquerade" | "notrack" | verdict
+//	          | reject | snat | dnat | "masquerade" | "notrack" | verdict
 //	match     = key [ "&" MARK ( "==" | "!=" ) ] [ "==" | "!=" ] operand
 //	          | "ct state" STATE { "," STATE }
 //	key       = selector { "." selector }
@@ -19,6 +19,10 @@
 //	limit     = "limit rate" [ "over" ] N "/" UNIT [ "burst" N "packets" ]
 //	reject    = "reject" [ "with" ( ( "icmp" | "icmpv6" | "icmpx" ) [ "type" ] NAME | "tcp reset" ) ]
 //	snat      = "snat" ( "ip" | "ip6" ) "to" ( ADDRESS | key "map @" NAME )
+//	dnat      = "dnat" "ip" "to" IPV4 [ ":" PORT ] | "dnat" "ip6" "to" ( IPV6 | "[" IPV6 "]" [ ":" PORT ] )
+//	            (a PORT, a number, only after a transport protocol match:
+//	            a tcp/udp/sctp field, or meta l4proto, ip protocol or
+//	            ip6 nexthdr equal to a value or { set }, as nft demands)
 //	verdict   = "accept" | "drop" | "return" | "continue" | ( "jump" | "goto" ) CHAIN
 //
 // Examples:
@@ -28,6 +32,7 @@
 //	ip saddr vmap { 10.0.0.1 : jump pod-a, 10.0.0.2 : drop }
 //	iifname "veth*" meta mark & 0x8000 == 0x8000 counter accept comment "egress"
 //	ip saddr @cluster snat ip to ip saddr map @egress
+//	meta l4proto { tcp, udp } th dport 53 ip saddr @subj4 dnat ip to 10.0.0.1:5353
 //
 // Like nft, the compiler adds protocol dependencies (`meta nfproto ipv4`
 // before `ip saddr`, `meta l4proto tcp` before `tcp dport`) once per rule,

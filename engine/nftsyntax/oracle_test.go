@@ -31,6 +31,9 @@ func declText(withElems map[string][]ElementText) string {
 		if s.interval {
 			b.WriteString(" flags interval;")
 		}
+		if s.timeout {
+			b.WriteString(" flags timeout;")
+		}
 		b.WriteString(" }\n")
 	}
 	b.WriteString("\tchain a { }\n")

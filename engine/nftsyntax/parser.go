@@ -2,6 +2,7 @@ package nftsyntax
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -184,8 +185,8 @@ func (p *parser) stmt(r *ruleAST) (stmt, error) {
 		return p.limit()
 	case w == "reject":
 		return p.reject()
-	case w == "snat":
-		return p.snat()
+	case w == "snat" || w == "dnat":
+		return p.nat()
 	case w == "masquerade":
 		p.next()
 		return masqStmt{}, nil
@@ -796,9 +797,8 @@ func (p *parser) reject() (stmt, error) {
 	return r, nil
 }
 
-func (p *parser) snat() (stmt, error) {
-	p.next()
-	s := &snatStmt{}
+func (p *parser) nat() (stmt, error) {
+	s := &natStmt{dnat: p.next().text == "dnat"}
 	fam, err := p.expectWord("ip or ip6")
 	if err != nil {
 		return nil, err
@@ -816,6 +816,9 @@ func (p *parser) snat() (stmt, error) {
 		return nil, err
 	}
 	if selectorStart(p.peek()) {
+		if s.dnat {
+			return nil, p.errHere("dnat to a map is not supported")
+		}
 		f, err := p.selector()
 		if err != nil {
 			return nil, err
@@ -846,8 +849,48 @@ func (p *parser) snat() (stmt, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.addr, err = parseValue(dt, t.text); err != nil {
+	addr := t.text
+	if s.dnat {
+		var port string
+		if addr, port, err = splitAddrPort(addr, s.nfproto == nfprotoIPv6); err != nil {
+			return nil, p.errAt(t, err.Error())
+		}
+		if port != "" {
+			n, err := strconv.ParseUint(port, 10, 16)
+			if err != nil {
+				return nil, p.errAt(t, fmt.Sprintf("port %q is not a number from 0 to 65535", port))
+			}
+			s.port = []byte{byte(n >> 8), byte(n)}
+		}
+	}
+	if s.addr, err = parseValue(dt, addr); err != nil {
 		return nil, p.errAt(t, err.Error())
 	}
 	return s, nil
+}
+
+// splitAddrPort splits a dnat target as nft writes it: ADDR or ADDR:PORT
+// for IPv4, ADDR, [ADDR] or [ADDR]:PORT for IPv6. Port ranges, prefixes
+// and address ranges are not supported.
+func splitAddrPort(s string, v6 bool) (addr, port string, err error) {
+	if !v6 {
+		addr, port, _ = strings.Cut(s, ":")
+		if strings.Contains(s, ":") && port == "" {
+			return "", "", fmt.Errorf("empty port")
+		}
+		return addr, port, nil
+	}
+	if !strings.HasPrefix(s, "[") {
+		return s, "", nil
+	}
+	addr, rest, ok := strings.Cut(s[1:], "]")
+	switch {
+	case !ok:
+		return "", "", fmt.Errorf("missing ]")
+	case rest == "":
+		return addr, "", nil
+	case !strings.HasPrefix(rest, ":") || rest == ":":
+		return "", "", fmt.Errorf("expected :PORT after ]")
+	}
+	return addr, rest[1:], nil
 }

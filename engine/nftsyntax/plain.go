@@ -137,3 +137,26 @@ func firstDupBy[K comparable](elems []nftwire.Elem, key func([]byte) K) int {
 	}
 	return -1
 }
+
+// AppendElementKey appends the kernel key of one element of a set without
+// flags interval to b, exactly as EncodeElements encodes it, for callers
+// that add elements one at a time on a hot path (a timeout set's elements,
+// added per DNS answer) and keep b from call to call. A range or prefix
+// that is not a single value is refused, as such a set refuses it.
+func AppendElementKey(b []byte, d SetDecl, key string) ([]byte, error) {
+	if d.Interval {
+		return b, fmt.Errorf("set %s: element keys of an interval set are not single values", d.Name)
+	}
+	start := len(b)
+	out, single, err := appendElementKey(b, d, key)
+	if err != nil {
+		return b[:start], fmt.Errorf("set %s element %q: %w", d.Name, key, err)
+	}
+	if !single {
+		return b[:start], fmt.Errorf("set %s element %q: a range or prefix needs flags interval", d.Name, key)
+	}
+	if uint32(len(out)-start) != d.Key.Len() {
+		return b[:start], fmt.Errorf("set %s element %q: key is %d bytes, set key is %d", d.Name, key, len(out)-start, d.Key.Len())
+	}
+	return out, nil
+}

@@ -113,13 +113,24 @@ func (d *decompiler) step() error {
 				return nil
 			}
 		case *nftwire.NAT:
-			s, err := d.nat(n, e.Data, nil, "")
+			s, err := d.nat(n, e.Data, nil, nil, "")
 			if err != nil {
 				return err
 			}
 			d.out = append(d.out, s)
 			d.i += 2
 			return nil
+		case *nftwire.Immediate:
+			// dnat to an address and a port.
+			if n2, ok := d.peek(2).(*nftwire.NAT); ok && n.Register == 2 {
+				s, err := d.nat(n2, e.Data, n.Data, nil, "")
+				if err != nil {
+					return err
+				}
+				d.out = append(d.out, s)
+				d.i += 3
+				return nil
+			}
 		}
 	case *nftwire.Verdict:
 		if _, ok := verdictNames[e.Kind]; ok {
@@ -460,7 +471,7 @@ func (d *decompiler) lookup(fs []*field, swapped []bool, lk *nftwire.Lookup) err
 		if !ok {
 			return d.errf("map lookup into register 1 not followed by nat")
 		}
-		s, err := d.nat(n, nil, fs, lk.SetName)
+		s, err := d.nat(n, nil, nil, fs, lk.SetName)
 		if err != nil {
 			return err
 		}
@@ -472,12 +483,22 @@ func (d *decompiler) lookup(fs []*field, swapped []bool, lk *nftwire.Lookup) err
 	return nil
 }
 
-func (d *decompiler) nat(n *nftwire.NAT, addr []byte, fs []*field, mapName string) (*snatStmt, error) {
-	if n.Type != nftwire.NATTypeSourceNAT || n.RegAddrMin != 1 || (n.RegAddrMax != 1 && n.RegAddrMax != 0) ||
-		n.RegProtoMin != 0 || n.Random || n.FullyRandom || n.Persistent || n.Prefix || n.Specified {
+// nat decodes a nat expression whose address (and, for dnat, port) came
+// in registers 1 (and 2) from immediates (addr, port) or a map lookup.
+func (d *decompiler) nat(n *nftwire.NAT, addr, port []byte, fs []*field, mapName string) (*natStmt, error) {
+	dnat := n.Type == nftwire.NATTypeDestNAT
+	if (n.Type != nftwire.NATTypeSourceNAT && !dnat) || n.RegAddrMin != 1 || (n.RegAddrMax != 1 && n.RegAddrMax != 0) ||
+		n.Random || n.FullyRandom || n.Persistent || n.Prefix || (dnat && mapName != "") {
 		return nil, d.errf("unsupported nat")
 	}
-	s := &snatStmt{nfproto: byte(n.Family), addr: addr, mapFields: fs, mapName: mapName}
+	if port == nil {
+		if n.RegProtoMin != 0 || n.RegProtoMax != 0 || n.Specified {
+			return nil, d.errf("unsupported nat")
+		}
+	} else if !dnat || len(port) != 2 || n.RegProtoMin != 2 || (n.RegProtoMax != 2 && n.RegProtoMax != 0) || !n.Specified {
+		return nil, d.errf("unsupported nat port")
+	}
+	s := &natStmt{dnat: dnat, nfproto: byte(n.Family), addr: addr, port: port, mapFields: fs, mapName: mapName}
 	switch {
 	case n.Family == nfprotoIPv4 && (addr == nil || len(addr) == 4):
 	case n.Family == nfprotoIPv6 && (addr == nil || len(addr) == 16):

@@ -85,6 +85,7 @@ const (
 	MetaKeyMARK                = expr.MetaKeyMARK
 	MetaKeyNFPROTO             = expr.MetaKeyNFPROTO
 	MetaKeyOIFNAME             = expr.MetaKeyOIFNAME
+	NATTypeDestNAT             = expr.NATTypeDestNAT
 	NATTypeSourceNAT           = expr.NATTypeSourceNAT
 	PayloadBaseNetworkHeader   = expr.PayloadBaseNetworkHeader
 	PayloadBaseTransportHeader = expr.PayloadBaseTransportHeader

@@ -7,6 +7,7 @@ import "github.com/nftguard/nftguard/engine"
 type setCase struct {
 	name, key, data string // data: "" for a set, "verdict" for a verdict map
 	interval        bool
+	timeout         bool // flags timeout: declared empty, elements come from AddTimed
 	elems           []engine.Element
 	comment         string
 }
@@ -32,6 +33,10 @@ func kv(s ...string) []engine.Element {
 var targetChains = []string{"a", "b"}
 
 var setCases = []setCase{
+	// flags timeout (the DNS forwarder's sets)
+	{name: "t44", key: "ipv4_addr . ipv4_addr", timeout: true},
+	{name: "t66", key: "ipv6_addr . ipv6_addr", timeout: true},
+	{name: "tp", key: "inet_proto", timeout: true, comment: "alive"},
 	// ipv4_addr
 	{name: "a4", key: "ipv4_addr", elems: keys("10.0.0.1", "192.168.1.1", "0.0.0.0", "255.255.255.255")},
 	{name: "a4e", key: "ipv4_addr"},

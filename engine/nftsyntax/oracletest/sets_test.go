@@ -34,6 +34,9 @@ func nftText(cases []setCase) string {
 		if c.interval {
 			b.WriteString("\t\tflags interval\n")
 		}
+		if c.timeout {
+			b.WriteString("\t\tflags timeout\n")
+		}
 		if c.comment != "" {
 			fmt.Fprintf(&b, "\t\tcomment %q\n", c.comment)
 		}
@@ -59,7 +62,7 @@ func desired(cases []setCase) *engine.Desired {
 		d.Chains = append(d.Chains, engine.Chain{Name: ch})
 	}
 	for _, c := range cases {
-		d.Sets = append(d.Sets, engine.Set{Name: c.name, Type: c.key, Map: c.data, Interval: c.interval, Elements: c.elems, Comment: c.comment})
+		d.Sets = append(d.Sets, engine.Set{Name: c.name, Type: c.key, Map: c.data, Interval: c.interval, Timeout: c.timeout, Elements: c.elems, Comment: c.comment})
 	}
 	return d
 }
@@ -267,6 +270,7 @@ func checkSet(t *testing.T, c setCase, nsA, nsB *testns.NS, ra, rb *rawConn) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	decl.Timeout = c.timeout
 	texts := make([]nftsyntax.ElementText, len(c.elems))
 	for i, e := range c.elems {
 		texts[i] = nftsyntax.ElementText{Key: e.Key, Value: e.Value}
