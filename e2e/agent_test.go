@@ -72,6 +72,12 @@ type agentLabOptions struct {
 	// (behind the first node).
 	topology []netlab.NodeSpec
 	external []string
+	// dualStack gives the API server an IPv6 Service range too
+	// (kubetest.Options.DualStack).
+	dualStack bool
+	// bridged joins the pods to their nodes through a Linux bridge with
+	// br_netfilter (netlab.Spec.Bridged) instead of routed veths.
+	bridged bool
 }
 
 var agentTopology = []netlab.NodeSpec{
@@ -304,7 +310,7 @@ func newAgentLabWith(t *testing.T, opts agentLabOptions) *agentLab {
 		users = append(users, agentUser(n.Name))
 	}
 	start := time.Now()
-	srv := kubetest.Start(t, kubetest.Options{Users: append(append([]string{}, users...), opts.users...)})
+	srv := kubetest.Start(t, kubetest.Options{Users: append(append([]string{}, users...), opts.users...), DualStack: opts.dualStack})
 	t.Logf("API server ready in %v", time.Since(start).Round(time.Millisecond))
 	a := &agentLab{t: t, srv: srv, admin: kubernetes.NewForConfigOrDie(srv.Config(kubetest.Admin)),
 		dir: t.TempDir(), agents: map[string]*agentProc{}, podLabels: map[string]map[string]string{},
@@ -315,7 +321,7 @@ func newAgentLabWith(t *testing.T, opts agentLabOptions) *agentLab {
 	if a.args == nil {
 		a.args = []string{"--min-sync-interval", "50ms", "--max-sync-interval", "500ms"}
 	}
-	a.lab = netlab.New(t, netlab.Spec{Nodes: topology, External: opts.external, Ports: agentPorts})
+	a.lab = netlab.New(t, netlab.Spec{Nodes: topology, External: opts.external, Ports: agentPorts, Bridged: opts.bridged})
 	if opts.cidrs {
 		for _, n := range a.lab.Nodes {
 			a.args = append(a.args, "--cluster-cidr", n.PodCIDRv4.String())
