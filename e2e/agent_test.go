@@ -994,17 +994,23 @@ func normalizeNft(listing string) string {
 // agents' RSS and the time from a pod label change to the kernel change on
 // n1, with the whole load in every agent's caches and table.
 func (a *agentLab) runScale(t *testing.T) {
-	a.loadScale(t)
+	a.loadScale(t, scalePods, scalePolicies)
 	for _, node := range []string{"n1", "n2"} {
 		t.Logf("scale: agent %s RSS %d MiB", node, a.agents[node].rssKiB(t)/1024)
 	}
 	a.measureScaleLabel(t)
 }
 
-// loadScale writes the scale load and waits until n1's agent has synced it.
-func (a *agentLab) loadScale(t *testing.T) {
+// The scale load of the agent tests: 10k pods over scaleNodes nodes (100
+// of them on n1), 1k policies.
+const scalePods, scalePolicies, scaleNodes = 10000, 1000, 100
+
+// loadScale writes the scale load, pods over scaleNodes nodes (every
+// scaleNodes-th on n1) in 50 namespaces and policies, and waits until n1's
+// agent has synced it.
+func (a *agentLab) loadScale(t *testing.T, pods, policies int) {
 	ctx := context.Background()
-	const pods, policies, namespaces, nodes = 10000, 1000, 50, 100
+	const namespaces, nodes = 50, scaleNodes
 	cfg := a.srv.Config(kubetest.Admin)
 	cfg.QPS, cfg.Burst = 5000, 5000
 	admin := kubernetes.NewForConfigOrDie(cfg)
