@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -73,28 +71,15 @@ func (r *runner) runEgress() (egressResult, error) {
 	// The report names the result file by its role, not its temporary path.
 	res.Command = strings.Replace("go "+strings.Join(args, " "), path, "FILE", 1)
 	r.logf("egress: %s", res.Command)
-	cmd := exec.CommandContext(r.ctx, "go", args...)
-	cmd.Dir = r.root
-	// The test needs the kernel and the API server binaries, as the
-	// suite does: without the switch it would skip and write nothing.
-	cmd.Env = append(os.Environ(), "NFTGUARD_KERNEL_TESTS=1")
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	res.Duration = time.Since(start)
-	if err != nil {
-		return res, fmt.Errorf("%s: %w\n%s", res.Command, err, tail(string(out), 40))
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return res, fmt.Errorf("egress test wrote no result: %w", err)
-	}
 	res.Measured = &egresslat.Result{}
-	if err := json.Unmarshal(data, res.Measured); err != nil {
-		return res, fmt.Errorf("egress result: %w", err)
+	var err error
+	if res.Duration, err = r.testJSON(r.root, args[1:], nil, path, "egress", res.Measured); err != nil {
+		res.Measured = nil
+		return res, err
 	}
 	m := res.Measured
 	if len(m.AddressToSNAT) == 0 || len(m.LostToHeld) == 0 || len(m.ConnectGuardOn) == 0 {
-		return res, fmt.Errorf("egress result lacks samples: %s", data)
+		return res, fmt.Errorf("egress result lacks samples: %d pod addresses, %d failovers, %d connects", len(m.AddressToSNAT), len(m.LostToHeld), len(m.ConnectGuardOn))
 	}
 	res.LoadAvg = append(res.LoadAvg, loadAvg())
 	r.logf("egress: pod address -> SNAT p50 %.1f ms, p99 %.1f ms", egresslat.Quantile(m.AddressToSNAT, 0.5), egresslat.Quantile(m.AddressToSNAT, 0.99))

@@ -1,7 +1,8 @@
 // Command suite runs nftguard's benchmarks — full-program scale, change
-// latency, data-path rates, agent memory and the engine's micro-benchmarks
-// — each against the tools users would otherwise pick, in the same run,
-// and writes bench/results/REPORT.md with PNG plots.
+// latency, data-path rates, agent memory, the engine's micro-benchmarks,
+// the denied-traffic log, ClusterNetworkPolicies and egress SNAT through
+// `nftguard run` — each against the tools users would otherwise pick, in
+// the same run, and writes bench/results/REPORT.md with PNG plots.
 //
 //	make bench                    # full profile
 //	make bench BENCH_PROFILE=quick
