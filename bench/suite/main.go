@@ -1,7 +1,8 @@
 // Command suite runs nftguard's benchmarks — full-program scale, change
-// latency, data-path rates, agent memory and the engine's micro-benchmarks
-// — each against the tools users would otherwise pick, in the same run,
-// and writes bench/results/REPORT.md with PNG plots.
+// latency, data-path rates, agent memory, the engine's micro-benchmarks,
+// the denied-traffic log, ClusterNetworkPolicies and egress SNAT through
+// `nftguard run` — each against the tools users would otherwise pick, in
+// the same run, and writes bench/results/REPORT.md with PNG plots.
 //
 //	make bench                    # full profile
 //	make bench BENCH_PROFILE=quick
@@ -30,7 +31,7 @@ func main() {
 	name := flag.String("profile", def, "full, quick, smoke or envelope (default from $BENCH_PROFILE, else full)")
 	out := flag.String("out", "../results", "directory for REPORT.md and the plots")
 	root := flag.String("root", "../..", "repository root")
-	only := flag.String("only", "", "run one scenario only: scale (full program: apply vs nft -f), denied (the denied-traffic log) or cnp (ClusterNetworkPolicies); default all")
+	only := flag.String("only", "", "run one scenario only: scale (full program: apply vs nft -f), denied (the denied-traffic log), cnp (ClusterNetworkPolicies) or egress (egress SNAT through nftguard run); default all")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -45,8 +46,8 @@ func run(ctx context.Context, name, out, root, only string) error {
 	if err != nil {
 		return err
 	}
-	if only != "" && only != "scale" && only != "denied" && only != "cnp" {
-		return fmt.Errorf("-only: unknown scenario %q (scale, denied or cnp)", only)
+	if only != "" && only != "scale" && only != "denied" && only != "cnp" && only != "egress" {
+		return fmt.Errorf("-only: unknown scenario %q (scale, denied, cnp or egress)", only)
 	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (network namespaces, nftables)")
@@ -83,6 +84,9 @@ func run(ctx context.Context, name, out, root, only string) error {
 	case "cnp":
 		res.Memory.Pending = "not part of this run (-only cnp)"
 		r.measureCNP(res)
+	case "egress":
+		res.Memory.Pending = "not part of this run (-only egress)"
+		r.measureEgress(res, out)
 	default:
 		r.measure(res, out)
 	}
@@ -146,6 +150,7 @@ func (r *runner) measure(res *results, out string) {
 	}
 	r.measureDenied(res)
 	r.measureCNP(res)
+	r.measureEgress(res, out)
 	if res.DataPath, err = r.runDataPath(); err != nil {
 		fail("data path", err)
 	} else if res.Plots["datapath"], err = plotDataPath(out, res.DataPath); err != nil {
@@ -183,6 +188,22 @@ func (r *runner) measureCNP(res *results) {
 	if res.CNP, err = r.runCNP(); err != nil {
 		r.logf("cluster network policies failed: %v", err)
 		res.Failures = append(res.Failures, fmt.Sprintf("cluster network policies: %v", err))
+	}
+}
+
+// measureEgress runs scenario 8 (egress.go) when the profile has it.
+func (r *runner) measureEgress(res *results, out string) {
+	if r.prof.Egress.Runs == 0 || r.ctx.Err() != nil {
+		res.Egress.Spec = r.prof.Egress
+		return
+	}
+	var err error
+	if res.Egress, err = r.runEgress(); err != nil {
+		r.logf("egress failed: %v", err)
+		res.Failures = append(res.Failures, fmt.Sprintf("egress: %v", err))
+	} else if res.Plots["egress"], err = plotEgress(out, res.Egress); err != nil {
+		r.logf("egress plot failed: %v", err)
+		res.Failures = append(res.Failures, fmt.Sprintf("egress plot: %v", err))
 	}
 }
 

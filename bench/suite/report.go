@@ -19,6 +19,7 @@ type results struct {
 	EnvCompile envCompileResult // the envelope profile's compiler side
 	DeniedLog  deniedResult
 	CNP        cnpResult
+	Egress     egressResult
 	Micro      microResult
 	Plots      map[string]string // scenario → PNG file name
 	Failures   []string          // scenarios that failed, with why
@@ -55,6 +56,7 @@ func (res *results) summary(w io.Writer) {
 			human(d.Policies), d.On.TCPConn.median(), d.On.UDPRR.median(), d.Off.TCPConn.median(), d.Off.UDPRR.median(), tcp, udp)
 	}
 	res.CNP.summaryRows(w)
+	res.Egress.summaryRows(w)
 	fmt.Fprintln(w)
 	for _, g := range res.goals() {
 		fmt.Fprintln(w, "- "+g)
@@ -181,6 +183,7 @@ func (res *results) markdown(w io.Writer) {
 	res.microSection(w)
 	res.DeniedLog.section(w, res.Profile)
 	res.CNP.section(w, res.Profile)
+	res.Egress.section(w, res.Plots)
 }
 
 func (res *results) image(w io.Writer, key, alt string) {
