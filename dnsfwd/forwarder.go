@@ -105,11 +105,11 @@ type Forwarder struct {
 	nconns   int
 	open     map[net.Conn]struct{} // pods' TCP connections, closed at shutdown
 
-	started atomic.Bool
+	started  atomic.Bool
 	ready    chan struct{} // closed once every listener is bound
 	stopping chan struct{} // closed when Run's context is done
 	done     chan struct{} // closed when Run returns
-	addrs   []netip.AddrPort
+	addrs    []netip.AddrPort
 
 	lastWarn atomic.Int64 // unix nanoseconds of the last rate-limited warning
 }
