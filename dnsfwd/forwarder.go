@@ -76,6 +76,8 @@ func (l Limits) withDefaults() Limits {
 // 64 KiB per connection.
 const maxQuery = 4096
 
+const udpReadBuffer = 4 << 20
+
 // Config is the forwarder's configuration.
 type Config struct {
 	// Listen are the addresses the table's redirect sends the pods'
@@ -231,6 +233,10 @@ func listen(a netip.AddrPort) (*net.UDPConn, *net.TCPListener, error) {
 		port := u.LocalAddr().(*net.UDPAddr).Port
 		l, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(netip.AddrPortFrom(a.Addr(), uint16(port))))
 		if err == nil {
+			// Room for a burst of queries from many pods at once (the
+			// kernel caps it at net.core.rmem_max): a query dropped here
+			// costs the pod a resolver timeout of seconds.
+			_ = u.SetReadBuffer(udpReadBuffer)
 			return u, l, nil
 		}
 		u.Close()
