@@ -78,6 +78,13 @@ const maxQuery = 4096
 
 const udpReadBuffer = 4 << 20
 
+// Replies over bigReply bytes are parsed at most maxBigParses at a time
+// (see parse): 8 parses of the largest reply hold about 6 MB.
+const (
+	bigReply     = 4096
+	maxBigParses = 8
+)
+
 // Config is the forwarder's configuration.
 type Config struct {
 	// Listen are the addresses the table's redirect sends the pods'
@@ -113,6 +120,8 @@ type Forwarder struct {
 	done     chan struct{} // closed when Run returns
 	addrs    []netip.AddrPort
 
+	bigParses chan struct{} // a semaphore of maxBigParses
+
 	lastWarn atomic.Int64 // unix nanoseconds of the last rate-limited warning
 }
 
@@ -133,6 +142,7 @@ func New(cfg Config) (*Forwarder, error) {
 		cfg: cfg, lim: cfg.Limits.withDefaults(), log: cfg.Logger, m: cfg.Metrics,
 		inFlight: map[[2]netip.Addr]int{}, conns: map[[2]netip.Addr]int{}, open: map[net.Conn]struct{}{},
 		ready: make(chan struct{}), stopping: make(chan struct{}), done: make(chan struct{}),
+		bigParses: make(chan struct{}, maxBigParses),
 	}
 	if f.log == nil {
 		f.log = slog.Default()
@@ -374,22 +384,58 @@ func (f *Forwarder) handle(ctx context.Context, transport string, pod netip.Addr
 		f.m.QueriesRefused.WithLabelValues(RefusedUpstream).Inc()
 		return errorReply(&query, dns.RcodeServerFailure)
 	}
-	raw, resp, err := f.exchange(ctx, transport, server, q, &query)
+	raw, err := f.exchange(ctx, transport, server, q, &query)
 	if err != nil {
 		f.m.QueriesRefused.WithLabelValues(RefusedUpstream).Inc()
 		f.log.Debug("dns forwarder: upstream exchange failed", "pod", pod, "server", server, "transport", transport, "error", err)
 		return errorReply(&query, dns.RcodeServerFailure)
 	}
-	f.commit(ctx, pod, resp)
+	// Most names a pod resolves are no rule's: their answers are relayed
+	// without being parsed, which saves the parse and bounds what a
+	// pod's large answers can cost.
+	if f.table.Load().Wants(pod, query.Question[0].Name) {
+		f.commit(ctx, pod, f.parse(ctx, raw, &query))
+	} else {
+		f.m.AnswersIgnored.WithLabelValues(fqdn.IgnoredNoMatch).Inc()
+	}
 	// The reply is upstream's, byte for byte, with the pod's id back.
 	binary.BigEndian.PutUint16(raw, query.Id)
 	return raw
+}
+
+// parse parses upstream's reply to query, or returns nil if it cannot be
+// parsed or is not an answer to query's question. A parsed message costs
+// about 11 times its size (720 KB for a 64 KiB reply), so at most
+// maxBigParses replies over bigReply bytes are parsed at once.
+func (f *Forwarder) parse(ctx context.Context, raw []byte, query *dns.Msg) *dns.Msg {
+	if len(raw) > bigReply {
+		select {
+		case f.bigParses <- struct{}{}:
+			defer func() { <-f.bigParses }()
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	resp := new(dns.Msg)
+	if err := resp.Unpack(raw); err != nil {
+		return nil
+	}
+	if len(resp.Question) != 1 {
+		return resp // no answer to match; Elements ignores it
+	}
+	q, rq := query.Question[0], resp.Question[0]
+	if rq.Qtype != q.Qtype || rq.Qclass != q.Qclass || fqdn.Normalize(rq.Name) != fqdn.Normalize(q.Name) {
+		return nil
+	}
+	return resp
 }
 
 // commit adds the elements of resp (nil if it could not be parsed) to the
 // kernel, counting what it adds and ignores.
 func (f *Forwarder) commit(ctx context.Context, pod netip.Addr, resp *dns.Msg) {
 	if resp == nil {
+		// Truncated in a record, or not the answer to the question:
+		// relayed, never parsed into elements.
 		f.m.AnswersIgnored.WithLabelValues(IgnoredUnparsable).Inc()
 		return
 	}
@@ -420,26 +466,25 @@ func (f *Forwarder) commit(ctx context.Context, pod netip.Addr, resp *dns.Msg) {
 }
 
 // exchange relays q (raw, parsed as query) to server over transport and
-// returns upstream's reply: raw, and parsed (nil if it cannot be parsed,
-// e.g. a truncated UDP reply cut in a record). It uses a fresh socket
-// connected to server and a fresh random id, and accepts only a reply
-// with that id and the query's question: this is the only place replies
-// are read, so nothing but the Table's server's answers to our own
-// queries is ever parsed into elements.
-func (f *Forwarder) exchange(ctx context.Context, transport string, server netip.AddrPort, q []byte, query *dns.Msg) ([]byte, *dns.Msg, error) {
+// returns upstream's reply. It uses a fresh socket connected to server
+// (the kernel delivers nothing from another source) and a fresh random id,
+// and accepts only a response with that id: this is the only place
+// replies are read, so nothing but the Table's server's answers to our
+// own queries is ever parsed into elements.
+func (f *Forwarder) exchange(ctx context.Context, transport string, server netip.AddrPort, q []byte, query *dns.Msg) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.lim.UpstreamTimeout)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, transport, server.String())
 	if err != nil {
-		return nil, nil, fmt.Errorf("dial %s %v: %w", transport, server, err)
+		return nil, fmt.Errorf("dial %s %v: %w", transport, server, err)
 	}
 	defer conn.Close()
 	deadline, _ := ctx.Deadline()
 	if err := conn.SetDeadline(deadline); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	// Close on cancellation (shutdown), not only at the deadline.
+	// Give up on cancellation (shutdown), not only at the deadline.
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
@@ -447,10 +492,23 @@ func (f *Forwarder) exchange(ctx context.Context, transport string, server netip
 	out := append([]byte(nil), q...)
 	binary.BigEndian.PutUint16(out, id)
 	if transport == "tcp" {
-		return exchangeTCP(conn, out, id, query)
+		msg := make([]byte, 2+len(out))
+		binary.BigEndian.PutUint16(msg, uint16(len(out)))
+		copy(msg[2:], out)
+		if _, err := conn.Write(msg); err != nil {
+			return nil, fmt.Errorf("write to %v: %w", server, err)
+		}
+		raw, err := readTCPMsg(conn, dns.MaxMsgSize)
+		if err != nil {
+			return nil, fmt.Errorf("read from %v: %w", server, err)
+		}
+		if !isReply(raw, id) {
+			return nil, fmt.Errorf("%v sent no reply to the query", server)
+		}
+		return raw, nil
 	}
 	if _, err := conn.Write(out); err != nil {
-		return nil, nil, fmt.Errorf("write to %v: %w", server, err)
+		return nil, fmt.Errorf("write to %v: %w", server, err)
 	}
 	// Upstream answers within the size the query offers (512 without
 	// EDNS), so that is all the buffer needs; one byte more shows a
@@ -463,66 +521,18 @@ func (f *Forwarder) exchange(ctx context.Context, transport string, server netip
 	for {
 		n, err := conn.Read(buf)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read from %v: %w", server, err)
+			return nil, fmt.Errorf("read from %v: %w", server, err)
 		}
-		if n > size || n < 12 || binary.BigEndian.Uint16(buf) != id || buf[2]&0x80 == 0 {
-			continue // not the reply to this query: wait for it
+		if n <= size && isReply(buf[:n], id) {
+			return append([]byte(nil), buf[:n]...), nil
 		}
-		raw := append([]byte(nil), buf[:n]...)
-		resp, ok := parseReply(raw, query)
-		if !ok {
-			continue
-		}
-		return raw, resp, nil
+		// Not the reply to this query: wait for it.
 	}
 }
 
-func exchangeTCP(conn net.Conn, out []byte, id uint16, query *dns.Msg) ([]byte, *dns.Msg, error) {
-	msg := make([]byte, 2+len(out))
-	binary.BigEndian.PutUint16(msg, uint16(len(out)))
-	copy(msg[2:], out)
-	if _, err := conn.Write(msg); err != nil {
-		return nil, nil, fmt.Errorf("write: %w", err)
-	}
-	for {
-		raw, err := readTCPMsg(conn, dns.MaxMsgSize)
-		if err != nil {
-			return nil, nil, fmt.Errorf("read: %w", err)
-		}
-		if len(raw) < 12 || binary.BigEndian.Uint16(raw) != id || raw[2]&0x80 == 0 {
-			continue
-		}
-		resp, ok := parseReply(raw, query)
-		if !ok {
-			return nil, nil, errors.New("reply does not answer the query")
-		}
-		return raw, resp, nil
-	}
-}
-
-// parseReply parses a reply with the right id. It reports false for a
-// reply to another question; a reply that cannot be parsed is still
-// relayed when it is truncated (the pod asks again over TCP), but never
-// parsed into elements.
-func parseReply(raw []byte, query *dns.Msg) (*dns.Msg, bool) {
-	resp := new(dns.Msg)
-	if err := resp.Unpack(raw); err != nil {
-		return nil, raw[2]&0x02 != 0 // TC
-	}
-	if len(resp.Question) == 0 {
-		// Some servers drop the question from error replies: those add
-		// nothing anyway.
-		return resp, resp.Rcode != dns.RcodeSuccess
-	}
-	q, rq := query.Question[0], resp.Question[0]
-	if len(resp.Question) != 1 || rq.Qtype != q.Qtype || rq.Qclass != q.Qclass || !equalFold(rq.Name, q.Name) {
-		return nil, false
-	}
-	return resp, true
-}
-
-func equalFold(a, b string) bool {
-	return fqdn.Normalize(a) == fqdn.Normalize(b)
+// isReply reports whether b has a DNS header with id and the response bit.
+func isReply(b []byte, id uint16) bool {
+	return len(b) >= 12 && binary.BigEndian.Uint16(b) == id && b[2]&0x80 != 0
 }
 
 // readTCPMsg reads one length-prefixed message of at most limit bytes.

@@ -211,6 +211,39 @@ func TestCommitHappensBeforeReply(t *testing.T) {
 	}
 }
 
+// TestReplyToAnotherQuestion: a reply whose question is not the query's
+// adds nothing, even when its own question matches a pattern.
+func TestReplyToAnotherQuestion(t *testing.T) {
+	h := start(t, Limits{})
+	h.up.set("a.example", dns.TypeA, "a.example. 60 IN A 192.0.2.7")
+	mangle := func(m *dns.Msg) {
+		m.Question[0].Name = "x.a.example."
+		m.Answer[0].Header().Name = "x.a.example."
+	}
+	h.up.mangle.Store(&mangle)
+	for _, network := range []string{"udp", "tcp"} {
+		c := &dns.Client{Net: network, Timeout: 5 * time.Second}
+		if network == "udp" {
+			c.Dialer = &net.Dialer{LocalAddr: &net.UDPAddr{IP: podA.AsSlice()}}
+		} else {
+			c.Dialer = &net.Dialer{LocalAddr: &net.TCPAddr{IP: podA.AsSlice()}}
+		}
+		m := new(dns.Msg)
+		m.SetQuestion("a.example.", dns.TypeA)
+		// miekg's client does not check the question: the pod gets the
+		// reply as upstream sent it.
+		if _, _, err := c.Exchange(m, h.addr.String()); err != nil {
+			t.Fatalf("%s: %v", network, err)
+		}
+	}
+	if n := len(h.com.all()); n != 0 {
+		t.Errorf("%d batches from replies to another question", n)
+	}
+	if c := counter(t, h.fwd.m.AnswersIgnored.WithLabelValues(IgnoredUnparsable)); c != 2 {
+		t.Errorf("unparsable %v, want 2", c)
+	}
+}
+
 func TestCommitFailureStillAnswers(t *testing.T) {
 	h := start(t, Limits{})
 	h.up.set("a.example", dns.TypeA, "a.example. 60 IN A 192.0.2.7")

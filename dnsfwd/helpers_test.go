@@ -39,6 +39,8 @@ type upstream struct {
 	delay                 atomic.Int64 // time.Duration
 	inFlight, maxInFlight atomic.Int64
 	queries               atomic.Int64
+	// mangle, if set, changes each reply before it is sent.
+	mangle atomic.Pointer[func(*dns.Msg)]
 	// sent is the last reply, as the server packed it.
 	sent atomic.Pointer[dns.Msg]
 }
@@ -116,6 +118,9 @@ func (u *upstream) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 		resp.Truncate(size)
 	} else {
 		resp.Compress = true
+	}
+	if f := u.mangle.Load(); f != nil {
+		(*f)(resp)
 	}
 	u.sent.Store(resp.Copy())
 	w.WriteMsg(resp)

@@ -24,7 +24,7 @@ const (
 // nftguard_dns_answers_ignored_total), besides fqdn's Ignored values.
 const (
 	IgnoredCommitFailed = "commit_failed" // the elements could not be added; the pod is answered anyway
-	IgnoredUnparsable   = "unparsable"    // the upstream reply could not be parsed (relayed as it is)
+	IgnoredUnparsable   = "unparsable"    // the upstream reply could not be parsed, or answers another question (relayed as it is)
 )
 
 // Metrics are the forwarder's Prometheus collectors.

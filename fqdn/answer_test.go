@@ -421,6 +421,24 @@ func TestTableLookupAndServer(t *testing.T) {
 	if tab.Lookup(stranger) != nil {
 		t.Error("a pod without rules is a subject")
 	}
+	for _, tt := range []struct {
+		pod  netip.Addr
+		name string
+		want bool
+	}{
+		{podV4, "a.example.", true},
+		{podV6, "X.A.Example", true},
+		{podV4, "api.a.example", true},
+		{podV4, "b.example", false},
+		{only6, "w.example", false},
+		{only6, "x.w.example.", true},
+		{only4, "x.w.example.", false},
+		{netip.MustParseAddr("10.0.0.8"), "a.example", false},
+	} {
+		if got := tab.Wants(tt.pod, tt.name); got != tt.want {
+			t.Errorf("Wants(%v, %q) = %v, want %v", tt.pod, tt.name, got, tt.want)
+		}
+	}
 	s4 := netip.MustParseAddrPort("10.96.0.10:53")
 	s6 := netip.MustParseAddrPort("[fd00:96::a]:53")
 	for _, tt := range []struct {

@@ -82,3 +82,22 @@ func (t *Table) Server(v6 bool) (netip.AddrPort, bool) {
 	}
 	return netip.AddrPort{}, false
 }
+
+// Wants reports whether an answer to name (as the query has it) can add
+// anything for the pod at addr: whether a pattern of one of its rules
+// matches the name. The forwarder parses only such answers.
+func (t *Table) Wants(addr netip.Addr, name string) bool {
+	s := t.Lookup(addr)
+	if s == nil {
+		return false
+	}
+	name = Normalize(name)
+	for _, r := range s.Rules {
+		for _, p := range r.Patterns {
+			if p.Matches(name) {
+				return true
+			}
+		}
+	}
+	return false
+}
