@@ -544,14 +544,23 @@ func TestGlobalLimit(t *testing.T) {
 // blackhole is an upstream that reads everything and answers nothing.
 func blackhole(t *testing.T) netip.AddrPort {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var pc net.PacketConn
+	var l net.Listener
+	var port int
+	for range 20 {
+		var err error
+		pc, err = net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port = pc.LocalAddr().(*net.UDPAddr).Port
+		if l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			break
+		}
+		pc.Close()
 	}
-	port := pc.LocalAddr().(*net.UDPAddr).Port
-	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		t.Fatal(err)
+	if l == nil {
+		t.Fatal("no port free for udp and tcp")
 	}
 	var conns []net.Conn
 	var mu sync.Mutex
