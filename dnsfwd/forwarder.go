@@ -16,6 +16,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nftguard/nftguard/fqdn"
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
 
 // Committer adds elements with a timeout to timeout sets of the table, all
@@ -97,6 +98,10 @@ type Config struct {
 	Logger    *slog.Logger // nil: slog.Default()
 	Metrics   *Metrics     // nil: unregistered collectors
 	Limits    Limits
+	// NetNS, when set, is the node's network namespace when the agent
+	// runs outside it (--netns: labs and tests): the listeners and the
+	// upstream sockets are made there. Nil: the caller's namespace.
+	NetNS *nfnl.NetNS
 }
 
 // Forwarder serves the redirected queries of the subject pods.
@@ -191,7 +196,12 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		}
 	}
 	for _, a := range f.cfg.Listen {
-		u, l, err := listen(a)
+		var u *net.UDPConn
+		var l *net.TCPListener
+		err := f.inNS(func() (err error) {
+			u, l, err = listen(a)
+			return err
+		})
 		if err != nil {
 			closeAll()
 			return err
@@ -231,6 +241,14 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// inNS runs fn where the forwarder's sockets belong (Config.NetNS).
+func (f *Forwarder) inNS(fn func() error) error {
+	if f.cfg.NetNS == nil {
+		return fn()
+	}
+	return f.cfg.NetNS.Run(fn)
 }
 
 // listen binds UDP and TCP on the same address and port.
@@ -475,7 +493,11 @@ func (f *Forwarder) exchange(ctx context.Context, transport string, server netip
 	ctx, cancel := context.WithTimeout(ctx, f.lim.UpstreamTimeout)
 	defer cancel()
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, transport, server.String())
+	var conn net.Conn
+	err := f.inNS(func() (err error) {
+		conn, err = d.DialContext(ctx, transport, server.String())
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s %v: %w", transport, server, err)
 	}

@@ -52,6 +52,9 @@ type Element struct {
 	// "10.0.0.1 . 192.0.2.7" or "fd00::1 . 2001:db8::7".
 	Key string
 	TTL time.Duration
+	// Name is the question the answer was for (normalized): the name
+	// that matched the rule's pattern, kept with the element.
+	Name string
 }
 
 // Match is one element and why it is there.
@@ -190,7 +193,7 @@ func (t *Table) Elements(pod netip.Addr, resp *dns.Msg) Result {
 			}
 			res.Matches = append(res.Matches, Match{
 				Rule: rm.rule, Pattern: rm.pat, Name: name, Addr: a,
-				Element: Element{Set: set, Key: p.String() + " . " + a.String(), TTL: clampTTL(addrs[a])},
+				Element: Element{Set: set, Key: p.String() + " . " + a.String(), TTL: clampTTL(addrs[a]), Name: res.Question},
 			})
 		}
 	}
