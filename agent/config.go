@@ -72,6 +72,10 @@ type Config struct {
 	// waits for its address (egress.Input.GuardAlways).
 	EgressGuardAlways bool
 
+	// DNS is how domainNames rules of ClusterNetworkPolicies are served
+	// (a DNS forwarder on the node's addresses); see DNSConfig.
+	DNS DNSConfig
+
 	// LogDenied, when set, logs denied packets of pods in namespaces that
 	// opt in (policy.LogDenied): the table logs them to an NFLOG group,
 	// and the agent reads the group and writes one log record each.

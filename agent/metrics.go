@@ -19,6 +19,7 @@ const (
 	errorKindOverBudget    = "over_budget"    // a NetworkPolicy newly failed closed because it is over budget
 	errorKindDeniedLog     = "denied_log"     // the denied-packet log could not be read (the table is unaffected)
 	errorKindServiceCIDR   = "service_cidr"   // ServiceCIDR objects could not be watched (--service-cidr alone is used)
+	errorKindDNS           = "dns_forwarder"  // the DNS forwarder of domainNames rules could not start or stopped (DNS goes to the cluster DNS directly)
 )
 
 // metrics lives in its own registry: the process has no global state, and a
@@ -130,7 +131,7 @@ func newMetrics() *metrics {
 		m.invalidObjects, m.driftDetected, m.driftRepairs, m.errors, m.lastSuccess, m.informerEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Export every error kind from the start, so alerts on rate() see zeros.
-	for _, k := range []string{errorKindSync, errorKindMonitor, errorKindEvent, errorKindInvalidObject, errorKindConntrack, errorKindQuarantined, errorKindDeniedLog, errorKindServiceCIDR, errorKindOverBudget} {
+	for _, k := range []string{errorKindSync, errorKindMonitor, errorKindEvent, errorKindInvalidObject, errorKindConntrack, errorKindQuarantined, errorKindDeniedLog, errorKindServiceCIDR, errorKindOverBudget, errorKindDNS} {
 		m.errors.WithLabelValues(k)
 	}
 	for _, r := range []string{"success", "error"} {

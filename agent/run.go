@@ -169,7 +169,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	wg.Go(func() { eg.watch(ctx, cfg.NetNS, log, func() { onChange(localAddrKind, false) }) })
 
-	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, health: h, inject: testInjector(), q: quarantine.New(sameContent), egress: eg}
+	// The forwarder of domainNames rules listens before the first sync
+	// programs the redirect to it (which its heartbeat enables).
+	dns, err := startDNS(ctx, &wg, &cfg, eng, src.nodes, m, log)
+	if err != nil {
+		return err
+	}
+	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, health: h, inject: testInjector(), q: quarantine.New(sameContent), egress: eg, dns: dns}
 	if res != nil {
 		s.synced = res.Synced
 	}

@@ -45,6 +45,9 @@ type syncer struct {
 	// egress gives the compile the node's addresses and takes the
 	// metrics of what was held; nil in tests that run without it.
 	egress *egressState
+	// dns gives the compile the DNS forwarder's addresses and takes the
+	// table of each successful sync; nil without a forwarder.
+	dns *dnsState
 }
 
 // compile builds the desired table with b.
@@ -69,6 +72,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	if s.egress != nil {
 		s.egress.input(&raw)
 	}
+	s.dns.input(&raw)
 	in := s.q.Apply(raw)
 	res := s.compile(&s.build, in)
 	compiled := time.Now()
@@ -93,6 +97,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 		return err // the engine's errors name the table and the object
 	}
 	s.q.Accepted(in)
+	s.dns.synced(res)
 	if s.synced != nil {
 		s.synced(in)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -28,6 +29,11 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	resync := fs.Duration("resync-period", agent.DefaultResyncPeriod, "periodic recompile and incremental sync without changes (negative disables)")
 	crdCheck := fs.Duration("crd-check-interval", agent.DefaultCNPCheckInterval, "how often discovery is asked whether ClusterNetworkPolicies (policy.networking.k8s.io) are served: the delay before a CRD installed while the agent runs is watched")
 	guard := fs.String("egress-pod-start-guard", "pending", `when traffic leaving the cluster from this node's pod addresses no pod has is dropped: "pending" while a pod an egress Service claims has no address yet, "always" while any Service claims pods (also covers a pod that sends before the agent learns of it; every new pod of the node waits for its address to be known)`)
+	var clusterDNS, dnsAddrs stringList
+	fs.Var(&clusterDNS, "cluster-dns", "cluster DNS address whose answers domainNames rules trust, and which subject pods' queries to are redirected to the forwarder (repeatable; default: the ClusterIPs of the Service kube-system/kube-dns)")
+	fs.Var(&dnsAddrs, "dns-forwarder-address", "node address the DNS forwarder of domainNames rules listens on, one per family (repeatable; default: the Node's InternalIPs)")
+	dnsPort := fs.Uint("dns-forwarder-port", agent.DefaultDNSForwarderPort, "port (UDP and TCP) of the DNS forwarder of domainNames rules")
+	dnsFwd := fs.Bool("dns-forwarder", true, "run the DNS forwarder that domainNames rules learn addresses from (false: those rules match nothing)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -38,6 +44,23 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	}
 	if *guard != "pending" && *guard != "always" {
 		return usagef("--egress-pod-start-guard %q: want pending or always", *guard)
+	}
+	if *dnsPort < 1 || *dnsPort > 65535 {
+		return usagef("--dns-forwarder-port %d: want 1-65535", *dnsPort)
+	}
+	dnsCfg := agent.DNSConfig{Off: !*dnsFwd, Port: uint16(*dnsPort)}
+	for _, l := range []struct {
+		vals stringList
+		into *[]netip.Addr
+		flag string
+	}{{clusterDNS, &dnsCfg.ClusterDNS, "--cluster-dns"}, {dnsAddrs, &dnsCfg.Addrs, "--dns-forwarder-address"}} {
+		for _, v := range l.vals {
+			a, err := netip.ParseAddr(v)
+			if err != nil || a.Zone() != "" {
+				return usagef("%s %q: not an IP address", l.flag, v)
+			}
+			*l.into = append(*l.into, a.Unmap())
+		}
 	}
 	logDenied, err := c.logDeniedConfig()
 	if err != nil {
@@ -67,6 +90,7 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		Logger:            log,
 		LogDenied:         logDenied,
 		EgressGuardAlways: *guard == "always",
+		DNS:               dnsCfg,
 	})
 }
 

@@ -1,0 +1,254 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/nftguard/nftguard/clusterpolicy"
+	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/dnsfwd"
+	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/fqdn"
+	"github.com/nftguard/nftguard/internal/nfnl"
+)
+
+// DefaultDNSForwarderPort is the port (UDP and TCP) of the node addresses
+// the DNS forwarder of domainNames rules listens on.
+const DefaultDNSForwarderPort = 9753
+
+// DNSConfig is how the agent serves ClusterNetworkPolicy domainNames rules.
+type DNSConfig struct {
+	// Off runs no forwarder: domainNames rules then learn no address and
+	// match nothing, as under apply.
+	Off bool
+	// ClusterDNS are the cluster DNS addresses the subject pods' queries
+	// go to and whose answers are trusted; empty means the ClusterIPs of
+	// the Service kube-system/kube-dns, followed as it changes.
+	ClusterDNS []netip.Addr
+	// Port is the forwarder's port; zero means DefaultDNSForwarderPort.
+	Port uint16
+	// Addrs are the node addresses (one per family) the forwarder
+	// listens on and the redirect sends the queries to; empty means the
+	// Node's first InternalIP of each family, read once at start-up.
+	Addrs []netip.Addr
+}
+
+// dnsState runs the forwarder and gives the compile its addresses.
+type dnsState struct {
+	cfg              DNSConfig
+	fwd              *dnsfwd.Forwarder
+	listen4, listen6 netip.AddrPort
+	table            atomic.Pointer[fqdn.Table]
+	log              *slog.Logger
+	noServers        atomic.Bool // logged once while no cluster DNS is known
+}
+
+// startDNS starts the forwarder and its heartbeat (on wg) for the node's
+// addresses, or returns nil, having said why, when there is none to
+// listen on: domainNames rules then match nothing, and DNS is untouched.
+func startDNS(ctx context.Context, wg *sync.WaitGroup, cfg *Config, eng *engine.Engine, nodes corelisters.NodeLister, m *metrics, log *slog.Logger) (*dnsState, error) {
+	if cfg.DNS.Off {
+		return nil, nil
+	}
+	d := &dnsState{cfg: cfg.DNS, log: log}
+	port := cfg.DNS.Port
+	if port == 0 {
+		port = DefaultDNSForwarderPort
+	}
+	addrs := cfg.DNS.Addrs
+	if len(addrs) == 0 {
+		if n, err := nodes.Get(cfg.NodeName); err == nil {
+			addrs = internalIPs(n)
+		}
+	}
+	var listen []netip.AddrPort
+	for _, a := range addrs {
+		a = a.Unmap()
+		switch {
+		case a.Is4() && !d.listen4.IsValid():
+			d.listen4 = netip.AddrPortFrom(a, port)
+			listen = append(listen, d.listen4)
+		case a.Is6() && !d.listen6.IsValid():
+			d.listen6 = netip.AddrPortFrom(a, port)
+			listen = append(listen, d.listen6)
+		}
+	}
+	if len(listen) == 0 {
+		m.errors.WithLabelValues(errorKindDNS).Inc()
+		log.Warn("no node address for the DNS forwarder (no InternalIP on the Node, no --dns-forwarder-address): domainNames rules match nothing", "node", cfg.NodeName)
+		return nil, nil
+	}
+	ns, err := nfnl.OpenNetNS(cfg.NetNS)
+	if err != nil {
+		return nil, fmt.Errorf("dns forwarder: %w", err)
+	}
+	fm, err := dnsfwd.NewMetrics(m.reg)
+	if err != nil {
+		ns.Close()
+		return nil, err
+	}
+	d.fwd, err = dnsfwd.New(dnsfwd.Config{Listen: listen, Committer: timedCommitter{eng}, Logger: log, Metrics: fm, NetNS: ns})
+	if err != nil {
+		ns.Close()
+		return nil, err
+	}
+	m.reg.MustRegister(&dnsHeld{eng: eng, table: &d.table, log: log})
+	wg.Go(func() {
+		defer ns.Close()
+		if err := d.fwd.Run(ctx); err != nil && ctx.Err() == nil {
+			// Without it the heartbeat stops and the redirect lapses:
+			// pods resolve through the cluster DNS directly, and
+			// domainNames rules learn nothing new.
+			m.errors.WithLabelValues(errorKindDNS).Inc()
+			log.Error("DNS forwarder stopped: pods' DNS goes to the cluster DNS directly, domainNames rules learn no new address", "err", err)
+		}
+	})
+	wg.Go(func() { d.fwd.Heartbeat(ctx, clusterpolicy.SetAlive, []string{"tcp", "udp"}) })
+	log.Info("DNS forwarder for domainNames rules", "listen", listen)
+	return d, nil
+}
+
+// internalIPs are a Node's InternalIP addresses.
+func internalIPs(n *corev1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Zone() == "" {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// input tells the compile where the forwarder listens and which cluster
+// DNS it trusts.
+func (d *dnsState) input(in *compose.Input) {
+	if d == nil {
+		return
+	}
+	servers := d.cfg.ClusterDNS
+	if len(servers) == 0 {
+		servers = kubeDNS(in.Services)
+	}
+	if len(servers) == 0 {
+		if !d.noServers.Swap(true) {
+			d.log.Warn("no cluster DNS known (no Service kube-system/kube-dns with a ClusterIP, no --cluster-dns): domainNames rules match nothing until there is one")
+		}
+	} else {
+		d.noServers.Store(false)
+	}
+	in.DNS = &clusterpolicy.DNS{Servers: servers, Forward4: d.listen4, Forward6: d.listen6}
+}
+
+// synced hands the forwarder the table of a sync the kernel accepted: its
+// sets exist now.
+func (d *dnsState) synced(res compose.Result) {
+	if d == nil {
+		return
+	}
+	d.table.Store(res.DNS)
+	d.fwd.SetTable(res.DNS)
+}
+
+// kubeDNS are the ClusterIPs of kube-system/kube-dns, the cluster DNS
+// Service kubeadm and most distributions create (CoreDNS behind it).
+func kubeDNS(services []*corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range services {
+		if s.Namespace != "kube-system" || s.Name != "kube-dns" {
+			continue
+		}
+		ips := s.Spec.ClusterIPs
+		if len(ips) == 0 && s.Spec.ClusterIP != "" {
+			ips = []string{s.Spec.ClusterIP}
+		}
+		for _, a := range ips {
+			if ip, err := netip.ParseAddr(a); err == nil && ip.Zone() == "" {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out
+}
+
+// timedCommitter adds the forwarder's elements through the engine, with
+// the name each address was resolved for as the element's comment.
+type timedCommitter struct{ eng engine.Timed }
+
+func (c timedCommitter) AddTimed(ctx context.Context, elems []fqdn.Element) error {
+	out := make([]engine.TimedElement, len(elems))
+	for i, e := range elems {
+		out[i] = engine.TimedElement{Set: e.Set, Key: e.Key, Timeout: e.TTL, Comment: e.Name}
+	}
+	return c.eng.AddTimed(ctx, out)
+}
+
+// dnsHeld exports, at each scrape, what the domainNames sets hold: the
+// addresses (pod and destination pairs) and the distinct names they were
+// resolved for, read from the kernel.
+type dnsHeld struct {
+	eng   engine.Timed
+	table *atomic.Pointer[fqdn.Table]
+	log   *slog.Logger
+}
+
+var (
+	dnsAddrsDesc = prometheus.NewDesc("nftguard_dns_addresses_held",
+		"Pod and address pairs the domainNames rules' sets hold (answers within their TTL).", nil, nil)
+	dnsNamesDesc = prometheus.NewDesc("nftguard_dns_names_held",
+		"Distinct names whose answers the domainNames rules' sets hold.", nil, nil)
+)
+
+func (h *dnsHeld) Describe(ch chan<- *prometheus.Desc) {
+	ch <- dnsAddrsDesc
+	ch <- dnsNamesDesc
+}
+
+func (h *dnsHeld) Collect(ch chan<- prometheus.Metric) {
+	addrs, names := 0, map[string]bool{}
+	for _, set := range domainSets(h.table.Load()) {
+		states, err := h.eng.ReadTimed(context.Background(), set)
+		if err != nil {
+			if !engine.IsNotFound(err) {
+				h.log.Warn("reading a domainNames set failed", "set", set, "err", err)
+			}
+			continue
+		}
+		addrs += len(states)
+		for _, s := range states {
+			names[s.Comment] = true
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(dnsAddrsDesc, prometheus.GaugeValue, float64(addrs))
+	ch <- prometheus.MustNewConstMetric(dnsNamesDesc, prometheus.GaugeValue, float64(len(names)))
+}
+
+// domainSets are the sets a forwarder's table writes to, each once.
+func domainSets(t *fqdn.Table) []string {
+	if t == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range t.Pods {
+		for _, r := range s.Rules {
+			for _, set := range []string{r.Set4, r.Set6} {
+				if set != "" && !seen[set] {
+					seen[set] = true
+					out = append(out, set)
+				}
+			}
+		}
+	}
+	return out
+}
