@@ -23,6 +23,14 @@ import (
 )
 
 func main() {
+	if kind := os.Getenv(domChildEnv); kind != "" {
+		// Scenario 8's child (domains_mem.go), in its own cgroup.
+		if err := domainsChildMain(kind); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	def := os.Getenv("BENCH_PROFILE")
 	if def == "" {
 		def = "full"
@@ -30,7 +38,7 @@ func main() {
 	name := flag.String("profile", def, "full, quick, smoke or envelope (default from $BENCH_PROFILE, else full)")
 	out := flag.String("out", "../results", "directory for REPORT.md and the plots")
 	root := flag.String("root", "../..", "repository root")
-	only := flag.String("only", "", "run one scenario only: scale (full program: apply vs nft -f), denied (the denied-traffic log) or cnp (ClusterNetworkPolicies); default all")
+	only := flag.String("only", "", "run one scenario only: scale (full program: apply vs nft -f), denied (the denied-traffic log), cnp (ClusterNetworkPolicies) or domains (domainNames: data path against networks, memory of the answers); default all")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -45,8 +53,8 @@ func run(ctx context.Context, name, out, root, only string) error {
 	if err != nil {
 		return err
 	}
-	if only != "" && only != "scale" && only != "denied" && only != "cnp" {
-		return fmt.Errorf("-only: unknown scenario %q (scale, denied or cnp)", only)
+	if only != "" && only != "scale" && only != "denied" && only != "cnp" && only != "domains" {
+		return fmt.Errorf("-only: unknown scenario %q (scale, denied, cnp or domains)", only)
 	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (network namespaces, nftables)")
@@ -70,8 +78,11 @@ func run(ctx context.Context, name, out, root, only string) error {
 	res.Machine.Commit = commit(root)
 	start := time.Now()
 	r.logf("profile %s, load average %s", prof.Name, res.Machine.LoadAvgAtStart)
-	if err := r.buildBinary(); err != nil {
-		return err
+	// Scenario 8 programs the kernel in process only: no binary.
+	if only != "domains" {
+		if err := r.buildBinary(); err != nil {
+			return err
+		}
 	}
 	switch only {
 	case "scale":
@@ -83,6 +94,9 @@ func run(ctx context.Context, name, out, root, only string) error {
 	case "cnp":
 		res.Memory.Pending = "not part of this run (-only cnp)"
 		r.measureCNP(res)
+	case "domains":
+		res.Memory.Pending = "not part of this run (-only domains)"
+		r.measureDomains(res, out)
 	default:
 		r.measure(res, out)
 	}
@@ -91,7 +105,11 @@ func run(ctx context.Context, name, out, root, only string) error {
 	}
 	res.Duration = time.Since(start)
 	res.Machine.LoadAvgAtFinish = loadAvg()
-	if err := writeReport(res, out); err != nil {
+	write := writeReport
+	if only == "domains" {
+		write = writeDomainsReport
+	}
+	if err := write(res, out); err != nil {
 		return err
 	}
 	fmt.Printf("\nnftguard benchmarks, profile %s, %s (report: %s)\n\n", prof.Name, res.Duration.Round(time.Second), filepath.Join(out, "REPORT.md"))
@@ -146,6 +164,7 @@ func (r *runner) measure(res *results, out string) {
 	}
 	r.measureDenied(res)
 	r.measureCNP(res)
+	r.measureDomains(res, out)
 	if res.DataPath, err = r.runDataPath(); err != nil {
 		fail("data path", err)
 	} else if res.Plots["datapath"], err = plotDataPath(out, res.DataPath); err != nil {
@@ -183,6 +202,20 @@ func (r *runner) measureCNP(res *results) {
 	if res.CNP, err = r.runCNP(); err != nil {
 		r.logf("cluster network policies failed: %v", err)
 		res.Failures = append(res.Failures, fmt.Sprintf("cluster network policies: %v", err))
+	}
+}
+
+// measureDomains runs scenario 8 (domains.go).
+func (r *runner) measureDomains(res *results, out string) {
+	var err error
+	if res.Domains, err = r.runDomains(); err != nil {
+		r.logf("domain names failed: %v", err)
+		res.Failures = append(res.Failures, fmt.Sprintf("domain names: %v", err))
+	} else if len(res.Domains.DP) > 0 {
+		if res.Plots["domains-tcp"], res.Plots["domains-udp"], err = plotDomains(out, res.Domains); err != nil {
+			r.logf("domain names plot failed: %v", err)
+			res.Failures = append(res.Failures, fmt.Sprintf("domain names plot: %v", err))
+		}
 	}
 }
 

@@ -150,3 +150,52 @@ func plotDataPath(dir string, rs []dpResult) (string, error) {
 	p.Legend.Top = false
 	return save(p, dir, "datapath.png")
 }
+
+// plotDomains: scenario 8, p50 and p99 of new TCP connections and of UDP
+// round trips against the number of destination addresses, for the
+// domain rule, the networks rules and no firewall.
+func plotDomains(dir string, d domainsResult) (tcp, udp string, err error) {
+	draw := func(proto, file string, pick func(domDP) latency) (string, error) {
+		p := newPlot("Data path: domainNames rule vs networks rules, "+proto, "destination addresses of the pod (N)", "µs (median over repetitions, min–max)", true, false)
+		p.Y.Min = 0
+		type series struct {
+			xs []float64
+			ss []sample
+		}
+		kinds := []domKind{domDomain, domNetworks, domOneSet, domNone}
+		names := map[domKind]string{domDomain: "domainNames (timeout set)", domNetworks: "networks rules (≤ 625 /32s a rule)",
+			domOneSet: "networks, one interval set", domNone: "no firewall"}
+		i := 0
+		for _, q := range []struct {
+			name string
+			f    func(latency) sample
+		}{{"p50", func(l latency) sample { return l.P50 }}, {"p99", func(l latency) sample { return l.P99 }}} {
+			for _, k := range kinds {
+				var s series
+				for _, n := range d.Spec.Addrs {
+					x, ok := d.find(k, n)
+					if !ok || len(pick(x).P50) == 0 {
+						continue
+					}
+					s.xs, s.ss = append(s.xs, float64(n)), append(s.ss, q.f(pick(x)))
+				}
+				if len(s.xs) == 0 {
+					continue
+				}
+				if err := addSeries(p, i, names[k]+" "+q.name, ranged{s.xs, s.ss, 1e6}); err != nil {
+					return "", err
+				}
+				i++
+			}
+		}
+		p.Legend.Top, p.Legend.Left = true, true
+		return save(p, dir, file)
+	}
+	if tcp, err = draw("new TCP connections", "domains-tcp.png", func(x domDP) latency { return x.TCP }); err != nil {
+		return "", "", err
+	}
+	if udp, err = draw("UDP round trips on new flows", "domains-udp.png", func(x domDP) latency { return x.UDP }); err != nil {
+		return "", "", err
+	}
+	return tcp, udp, nil
+}
