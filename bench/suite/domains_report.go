@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -111,10 +112,8 @@ func (d domainsResult) dataPathSection(w io.Writer, plots map[string]string) {
 			one, pairedRatio(dom.TCP.P50, none.TCP.P50), pairedRatio(dom.UDP.P50, none.UDP.P50))
 	}
 	fmt.Fprintln(w)
-	for _, k := range []string{"domains-tcp", "domains-udp"} {
-		if name, ok := plots[k]; ok {
-			fmt.Fprintf(w, "![%s](%s)\n\n", k, name)
-		}
+	if name, ok := plots["domains"]; ok {
+		fmt.Fprintf(w, "![p50 and p99 of new TCP connections and UDP round trips against N](%s)\n\n", name)
 	}
 }
 
@@ -196,6 +195,14 @@ func writeDomainsReport(res *results, out string) error {
 	res.Domains.section(f, res.Plots)
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write report: %w", err)
+	}
+	// The measurements themselves, for plots and comparisons later.
+	b, err := json.MarshalIndent(res.Domains, "", " ")
+	if err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "domains.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write results: %w", err)
 	}
 	return nil
 }

@@ -212,7 +212,7 @@ func (r *runner) measureDomains(res *results, out string) {
 		r.logf("domain names failed: %v", err)
 		res.Failures = append(res.Failures, fmt.Sprintf("domain names: %v", err))
 	} else if len(res.Domains.DP) > 0 {
-		if res.Plots["domains-tcp"], res.Plots["domains-udp"], err = plotDomains(out, res.Domains); err != nil {
+		if res.Plots["domains"], err = plotDomains(out, res.Domains); err != nil {
 			r.logf("domain names plot failed: %v", err)
 			res.Failures = append(res.Failures, fmt.Sprintf("domain names plot: %v", err))
 		}
