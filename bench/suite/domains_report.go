@@ -158,10 +158,15 @@ func (d domainsResult) memorySection(w io.Writer) {
 			bytesRange(perElem(d.Mem, func(x domMem) int64 { return x.KmemBytes })), bytesRange(perElem(d.Mem, machine)),
 			bytesRange(perElem(d.IPSet, func(x domMem) int64 { return x.KmemBytes })), bytesRange(perElem(d.IPSet, func(x domMem) int64 { return x.IPSetBytes })),
 			bytesRange(perElem(d.IPSet, machine)))
-		fmt.Fprintf(w, "nftguard / ipset (paired by repetition): answers/s %.2f×; kernel memory, nftguard's cgroup kmem against ipset's own size, %.2f×; machine Slab + vmalloc against machine Slab + vmalloc %.2f×.\n\n",
+		// The machine's counters move with every other process: a
+		// repetition in which one shrank has no ratio.
+		mr := "not comparable in this run (the machine's Slab + vmalloc shrank during some adds: other processes freed more than the set took)"
+		if nm, ni := perElem(d.Mem, machine), perElem(d.IPSet, machine); nm.min() > 0 && ni.min() > 0 {
+			mr = fmt.Sprintf("%.2f×", pairedRatio(nm, ni))
+		}
+		fmt.Fprintf(w, "nftguard / ipset (paired by repetition): answers/s %.2f×; kernel memory, nftguard's cgroup kmem against ipset's own size, %.2f×; machine Slab + vmalloc against machine Slab + vmalloc: %s.\n\n",
 			pairedRatio(sampleOf(d.Mem, domMem.answersPerSec), sampleOf(d.IPSet, domMem.answersPerSec)),
-			pairedRatio(perElem(d.Mem, func(x domMem) int64 { return x.KmemBytes }), perElem(d.IPSet, func(x domMem) int64 { return x.IPSetBytes })),
-			pairedRatio(perElem(d.Mem, machine), perElem(d.IPSet, machine)))
+			pairedRatio(perElem(d.Mem, func(x domMem) int64 { return x.KmemBytes }), perElem(d.IPSet, func(x domMem) int64 { return x.IPSetBytes })), mr)
 	}
 }
 
