@@ -102,7 +102,7 @@ func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Pod
 	slices.SortFunc(domainSets, func(a, b engine.Set) int { return strings.Compare(a.Name, b.Name) })
 	out.Sets = append(out.Sets, domainSets...)
 
-	t := &fqdn.Table{Pods: map[netip.Addr][]*fqdn.Rule{}}
+	t := &fqdn.Table{Pods: map[netip.Addr]*fqdn.Subject{}}
 	var subj4, subj6 []string
 	for _, p := range local {
 		var pr []*fqdn.Rule
@@ -122,12 +122,23 @@ func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Pod
 		if len(pr) == 0 {
 			continue
 		}
-		for _, a := range p.V4Text() {
-			t.Pods[netip.MustParseAddr(a)] = pr
+		// Answers are keyed by the pod's first address of a family;
+		// queries from any of its addresses find it.
+		sub := &fqdn.Subject{Rules: pr}
+		for i, a := range p.V4Text() {
+			ip := netip.MustParseAddr(a)
+			if i == 0 {
+				sub.Addrs[0] = ip
+			}
+			t.Pods[ip] = sub
 			subj4 = append(subj4, a)
 		}
-		for _, a := range p.V6Text() {
-			t.Pods[netip.MustParseAddr(a)] = pr
+		for i, a := range p.V6Text() {
+			ip := netip.MustParseAddr(a)
+			if i == 0 {
+				sub.Addrs[1] = ip
+			}
+			t.Pods[ip] = sub
 			subj6 = append(subj6, a)
 		}
 	}
@@ -135,7 +146,9 @@ func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Pod
 	if c.in.DNS == nil {
 		return
 	}
-	t.Servers = c.in.DNS.Servers
+	for _, a := range c.in.DNS.Servers {
+		t.Servers = append(t.Servers, netip.AddrPortFrom(a, 53))
+	}
 	var srv4, srv6 []string
 	for _, s := range c.in.DNS.Servers {
 		if s.Is4() {

@@ -92,9 +92,9 @@ func TestDomainNames(t *testing.T) {
 		t.Fatal("no DNS table")
 	}
 	var pods []string
-	for a, rs := range tab.Pods {
+	for a, sub := range tab.Pods {
 		var names []string
-		for _, r := range rs {
+		for _, r := range sub.Rules {
 			names = append(names, r.Policy+"/"+r.Set4)
 		}
 		pods = append(pods, a.String()+" "+strings.Join(names, ","))
@@ -104,8 +104,11 @@ func TestDomainNames(t *testing.T) {
 		"10.0.0.1 admin-dns/" + b + "_4", "10.0.0.2 admin-dns/" + b + "_4", "10.0.1.1 base-dns/" + b + "_4",
 		"fd00::1 admin-dns/" + b + "_4", "fd00::1:1 base-dns/" + b + "_4", "fd00::2 admin-dns/" + b + "_4",
 	})
-	if !slices.Equal(tab.Servers, in.DNS.Servers) {
-		t.Errorf("servers %v, want %v", tab.Servers, in.DNS.Servers)
+	if want := []netip.AddrPort{netip.MustParseAddrPort("10.96.0.10:53"), netip.MustParseAddrPort("[fd00:96::a]:53")}; !slices.Equal(tab.Servers, want) {
+		t.Errorf("servers %v, want %v", tab.Servers, want)
+	}
+	if s := tab.Lookup(netip.MustParseAddr("fd00::1:1")); s == nil || s.Addrs != [2]netip.Addr{netip.MustParseAddr("10.0.1.1"), netip.MustParseAddr("fd00::1:1")} {
+		t.Errorf("y/a's subject %+v", s)
 	}
 
 	// Without a forwarder (apply, render): the sets and rules, no

@@ -1,21 +1,27 @@
 package e2e
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
 	"net/netip"
-	"sort"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nftguard/nftguard/internal/egresslat"
 )
 
 var (
-	egressScale = flag.Bool("egress.scale", false, "TestAgentEgressLatency: load 10k pods (100 on n1) and 1k policies first")
-	egressRuns  = flag.Int("egress.runs", 100, "TestAgentEgressLatency: measurements of each kind")
+	egressScale    = flag.Bool("egress.scale", false, "TestAgentEgressLatency: load -egress.pods pods (1% on n1) and -egress.policies policies first")
+	egressPods     = flag.Int("egress.pods", scalePods, "TestAgentEgressLatency with -egress.scale: pods of the load")
+	egressPolicies = flag.Int("egress.policies", scalePolicies, "TestAgentEgressLatency with -egress.scale: policies of the load")
+	egressRuns     = flag.Int("egress.runs", 100, "TestAgentEgressLatency: measurements of each kind")
+	egressOut      = flag.String("egress.out", "", "TestAgentEgressLatency: write the measurements as JSON (internal/egresslat) to this file; bench/suite's egress scenario reads it")
 )
 
 // TestAgentEgressLatency measures on n1's kernel table, through `nftguard
@@ -25,14 +31,17 @@ var (
 // the node's namespace) to the pod's address held and translated again;
 // (3) the pod-start guard's cost for other pods: TCP connection setup time
 // from a pod with a known address to the external host, guard off and on.
-// With -egress.scale the 10k-pod / 1k-policy load of TestAgent is written
-// first.
+// With -egress.scale the 10k-pod / 1k-policy load of TestAgent (or the
+// size of -egress.pods and -egress.policies) is written first. Paths:
+// routed nodes, IPv4.
 func TestAgentEgressLatency(t *testing.T) {
 	e := newEgressAgentLab(t)
-	if *egressScale {
-		e.loadScale(t)
-	}
 	n := *egressRuns
+	res := egresslat.Result{Runs: n}
+	if *egressScale {
+		e.loadScale(t, *egressPods, *egressPolicies)
+		res.Pods, res.Policies, res.Nodes = *egressPods, *egressPolicies, scaleNodes
+	}
 	lb := netip.MustParseAddr("203.0.113.7")
 	e.announce(t, "n1", lb.String())
 	e.setPodLabel(e.ctx, "x/a", "app", "web")
@@ -94,16 +103,19 @@ func TestAgentEgressLatency(t *testing.T) {
 		l.measure(t, "address lost -> held", func() error { return e.lab.Run("n1", func() error { return netlink.AddrDel(lo, addr) }) }, in("eg_hold4", xa), true)
 		l.measure(t, "address gained -> SNAT", func() error { return e.lab.Run("n1", func() error { return netlink.AddrAdd(lo, addr) }) }, in("eg_snat4", xa), true)
 	}
-	for _, kind := range []string{"pod address -> SNAT", "address lost -> held", "address gained -> SNAT"} {
-		d := append([]time.Duration(nil), l.by[kind]...)
-		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-		t.Logf("%-24s n=%d  p50 %6.1fms  p99 %6.1fms  max %6.1fms (from the write, API or netlink, to the kernel's table)", kind, len(d),
-			ms(d[len(d)/2]), ms(d[len(d)*99/100]), ms(d[len(d)-1]))
+	res.AddressToSNAT, res.LostToHeld, res.GainedToSNAT = msList(l.by["pod address -> SNAT"]), msList(l.by["address lost -> held"]), msList(l.by["address gained -> SNAT"])
+	for _, k := range []struct {
+		name string
+		d    []float64
+	}{{"pod address -> SNAT", res.AddressToSNAT}, {"address lost -> held", res.LostToHeld}, {"address gained -> SNAT", res.GainedToSNAT}} {
+		t.Logf("%-24s n=%d  p50 %6.1fms  p99 %6.1fms  max %6.1fms (from the write, API or netlink, to the kernel's table)", k.name, len(k.d),
+			egresslat.Quantile(k.d, 0.5), egresslat.Quantile(k.d, 0.99), egresslat.Quantile(k.d, 1))
 	}
 	m := e.agents["n1"].metrics(t)
-	t.Logf("n1's own view, nftguard_event_to_kernel_seconds{kind=\"LocalAddress\"}: %v changes, average %.2f ms",
-		metricValue(m, `nftguard_event_to_kernel_seconds_count{kind="LocalAddress"}`),
-		1000*metricValue(m, `nftguard_event_to_kernel_seconds_sum{kind="LocalAddress"}`)/metricValue(m, `nftguard_event_to_kernel_seconds_count{kind="LocalAddress"}`))
+	changes := metricValue(m, `nftguard_event_to_kernel_seconds_count{kind="LocalAddress"}`)
+	res.LocalAddressChanges = int(changes)
+	res.LocalAddressAvgMs = 1000 * metricValue(m, `nftguard_event_to_kernel_seconds_sum{kind="LocalAddress"}`) / changes
+	t.Logf("n1's own view, nftguard_event_to_kernel_seconds{kind=\"LocalAddress\"}: %v changes, average %.2f ms", changes, res.LocalAddressAvgMs)
 
 	// (3) The guard's cost for a pod whose address is known: y/a's TCP
 	// connection setup to ext, alternating guard off and on in rounds.
@@ -150,9 +162,29 @@ func TestAgentEgressLatency(t *testing.T) {
 			}
 		}
 	}
-	for _, on := range []bool{false, true} {
-		d := by[on]
-		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-		t.Logf("y/a -> ext TCP connect, guard on=%v: n=%d p50 %.3fms p99 %.3fms", on, len(d), ms(d[len(d)/2]), ms(d[len(d)*99/100]))
+	res.ConnectGuardOff, res.ConnectGuardOn = msList(by[false]), msList(by[true])
+	for _, k := range []struct {
+		on bool
+		d  []float64
+	}{{false, res.ConnectGuardOff}, {true, res.ConnectGuardOn}} {
+		t.Logf("y/a -> ext TCP connect, guard on=%v: n=%d p50 %.3fms p99 %.3fms", k.on, len(k.d), egresslat.Quantile(k.d, 0.5), egresslat.Quantile(k.d, 0.99))
 	}
+	if *egressOut != "" {
+		b, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(*egressOut, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// msList is ds in milliseconds (µs resolution), in order.
+func msList(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = ms(d)
+	}
+	return out
 }

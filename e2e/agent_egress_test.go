@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nftguard/nftguard/internal/kubetest"
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/testns"
 )
@@ -45,11 +46,22 @@ var egressAgentTopology = []netlab.NodeSpec{
 }
 
 func newEgressAgentLab(t *testing.T, extra ...string) *egressAgentLab {
-	args := append([]string{"--min-sync-interval", "20ms", "--max-sync-interval", "500ms", "--service-cidr", "10.96.0.0/16"}, extra...)
+	return newEgressAgentLabWith(t, agentLabOptions{args: extra})
+}
+
+// newEgressAgentLabWith builds the lab with opts' API server and pod
+// attachment (dualStack, bridged); opts.args are added to the agents'
+// egress flags.
+func newEgressAgentLabWith(t *testing.T, opts agentLabOptions) *egressAgentLab {
+	args := append([]string{"--min-sync-interval", "20ms", "--max-sync-interval", "500ms", "--service-cidr", kubetest.ServiceRangeV4}, opts.args...)
+	if opts.dualStack {
+		args = append(args, "--service-cidr", kubetest.ServiceRangeV6)
+	}
 	for i := range egressAgentTopology {
 		args = append(args, "--cluster-cidr", fmt.Sprintf("10.%d.0.0/24", 100+i), "--cluster-cidr", fmt.Sprintf("fd00:10:%d::/64", 100+i))
 	}
-	a := newAgentLabWith(t, agentLabOptions{topology: egressAgentTopology, external: []string{"ext"}, args: args})
+	opts.topology, opts.external, opts.args = egressAgentTopology, []string{"ext"}, args
+	a := newAgentLabWith(t, opts)
 	e := &egressAgentLab{agentLab: a, ctx: context.Background(), masq: map[netlab.Family]string{}}
 	startRecorder(t, a.lab, "ext", 9000)
 	e.udp = startUDPCounter(t, a.lab, "ext", 9001)
@@ -114,11 +126,17 @@ func (e *egressAgentLab) withdraw(addrs ...string) {
 // external host saw ("" when nothing got through within a second).
 func (e *egressAgentLab) source(t *testing.T, pod string, f netlab.Family) string {
 	t.Helper()
-	dst := e.lab.Endpoint("ext").Addr(f)
+	return e.sourceAt(t, pod, netip.AddrPortFrom(e.lab.Endpoint("ext").Addr(f), 9000))
+}
+
+// sourceAt connects from pod to a source recorder at dst and returns the
+// source it saw ("" when nothing got through within a second).
+func (e *egressAgentLab) sourceAt(t *testing.T, pod string, dst netip.AddrPort) string {
+	t.Helper()
 	var seen string
 	err := e.lab.Run(pod, func() error {
 		d := net.Dialer{Timeout: time.Second}
-		c, err := d.Dial("tcp", netip.AddrPortFrom(dst, 9000).String())
+		c, err := d.Dial("tcp", dst.String())
 		if err != nil {
 			return nil
 		}

@@ -214,7 +214,7 @@ func TestAgentLatency(t *testing.T) {
 	cfg.QPS, cfg.Burst = 5000, 5000
 	admin := kubernetes.NewForConfigOrDie(cfg)
 	if *agentScale {
-		a.loadScale(t)
+		a.loadScale(t, scalePods, scalePolicies)
 	}
 	n1 := a.agents["n1"]
 	k := newKernelSets(t, a.lab.Node("n1").Path)

@@ -72,6 +72,12 @@ type agentLabOptions struct {
 	// (behind the first node).
 	topology []netlab.NodeSpec
 	external []string
+	// dualStack gives the API server an IPv6 Service range too
+	// (kubetest.Options.DualStack).
+	dualStack bool
+	// bridged joins the pods to their nodes through a Linux bridge with
+	// br_netfilter (netlab.Spec.Bridged) instead of routed veths.
+	bridged bool
 }
 
 var agentTopology = []netlab.NodeSpec{
@@ -304,7 +310,7 @@ func newAgentLabWith(t *testing.T, opts agentLabOptions) *agentLab {
 		users = append(users, agentUser(n.Name))
 	}
 	start := time.Now()
-	srv := kubetest.Start(t, kubetest.Options{Users: append(append([]string{}, users...), opts.users...)})
+	srv := kubetest.Start(t, kubetest.Options{Users: append(append([]string{}, users...), opts.users...), DualStack: opts.dualStack})
 	t.Logf("API server ready in %v", time.Since(start).Round(time.Millisecond))
 	a := &agentLab{t: t, srv: srv, admin: kubernetes.NewForConfigOrDie(srv.Config(kubetest.Admin)),
 		dir: t.TempDir(), agents: map[string]*agentProc{}, podLabels: map[string]map[string]string{},
@@ -315,7 +321,7 @@ func newAgentLabWith(t *testing.T, opts agentLabOptions) *agentLab {
 	if a.args == nil {
 		a.args = []string{"--min-sync-interval", "50ms", "--max-sync-interval", "500ms"}
 	}
-	a.lab = netlab.New(t, netlab.Spec{Nodes: topology, External: opts.external, Ports: agentPorts})
+	a.lab = netlab.New(t, netlab.Spec{Nodes: topology, External: opts.external, Ports: agentPorts, Bridged: opts.bridged})
 	if opts.cidrs {
 		for _, n := range a.lab.Nodes {
 			a.args = append(a.args, "--cluster-cidr", n.PodCIDRv4.String())
@@ -988,17 +994,23 @@ func normalizeNft(listing string) string {
 // agents' RSS and the time from a pod label change to the kernel change on
 // n1, with the whole load in every agent's caches and table.
 func (a *agentLab) runScale(t *testing.T) {
-	a.loadScale(t)
+	a.loadScale(t, scalePods, scalePolicies)
 	for _, node := range []string{"n1", "n2"} {
 		t.Logf("scale: agent %s RSS %d MiB", node, a.agents[node].rssKiB(t)/1024)
 	}
 	a.measureScaleLabel(t)
 }
 
-// loadScale writes the scale load and waits until n1's agent has synced it.
-func (a *agentLab) loadScale(t *testing.T) {
+// The scale load of the agent tests: 10k pods over scaleNodes nodes (100
+// of them on n1), 1k policies.
+const scalePods, scalePolicies, scaleNodes = 10000, 1000, 100
+
+// loadScale writes the scale load, pods over scaleNodes nodes (every
+// scaleNodes-th on n1) in 50 namespaces and policies, and waits until n1's
+// agent has synced it.
+func (a *agentLab) loadScale(t *testing.T, pods, policies int) {
 	ctx := context.Background()
-	const pods, policies, namespaces, nodes = 10000, 1000, 50, 100
+	const namespaces, nodes = 50, scaleNodes
 	cfg := a.srv.Config(kubetest.Admin)
 	cfg.QPS, cfg.Burst = 5000, 5000
 	admin := kubernetes.NewForConfigOrDie(cfg)

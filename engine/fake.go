@@ -31,6 +31,7 @@ type Fake struct {
 type fakeTimed struct {
 	timeout time.Duration
 	expires time.Time
+	comment string
 }
 
 var (
@@ -145,7 +146,7 @@ func (f *Fake) AddTimed(ctx context.Context, elems []TimedElement) error {
 			return fmt.Errorf("add timed elements: set %s element %q: cannot print key back (%v)", el.Set, el.Key, err)
 		}
 		to := (el.Timeout + time.Millisecond - 1).Truncate(time.Millisecond)
-		adds = append(adds, add{el.Set, texts[0].Key, fakeTimed{timeout: to, expires: now.Add(to)}})
+		adds = append(adds, add{el.Set, texts[0].Key, fakeTimed{timeout: to, expires: now.Add(to), comment: elemComment(el.Comment)}})
 	}
 	if f.timed == nil {
 		f.timed = map[string]map[string]fakeTimed{}
@@ -155,6 +156,9 @@ func (f *Fake) AddTimed(ctx context.Context, elems []TimedElement) error {
 		if m == nil {
 			m = map[string]fakeTimed{}
 			f.timed[a.set] = m
+		}
+		if old, ok := m[a.key]; ok && old.expires.After(now) {
+			a.t.comment = old.comment // the kernel keeps an element's comment
 		}
 		m[a.key] = a.t
 	}
@@ -173,7 +177,7 @@ func (f *Fake) ReadTimed(ctx context.Context, set string) ([]TimedState, error) 
 	var out []TimedState
 	for k, t := range f.timed[set] {
 		if left := t.expires.Sub(now); left > 0 {
-			out = append(out, TimedState{Key: k, Timeout: t.timeout, Expires: left.Truncate(time.Millisecond)})
+			out = append(out, TimedState{Key: k, Timeout: t.timeout, Expires: left.Truncate(time.Millisecond), Comment: t.comment})
 		} else {
 			delete(f.timed[set], k)
 		}

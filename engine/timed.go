@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -24,6 +25,10 @@ type TimedElement struct {
 	Key string
 	// Timeout is rounded up to whole milliseconds; it must be > 0.
 	Timeout time.Duration
+	// Comment, when set, is stored with an element the batch creates
+	// (the kernel keeps an existing element's comment when it refreshes
+	// its timeout), as nft's `comment`; at most 128 bytes are kept.
+	Comment string
 }
 
 // TimedState is one element of a timeout set as the kernel holds it.
@@ -31,6 +36,7 @@ type TimedState struct {
 	Key     string        // as nft prints it
 	Timeout time.Duration // the timeout it was last added with
 	Expires time.Duration // time left
+	Comment string
 }
 
 // Timed is what a caller of timeout sets programs against; Engine adds to
@@ -209,6 +215,20 @@ func (e *Engine) AddTimed(ctx context.Context, elems []TimedElement) error {
 	return fmt.Errorf("add timed elements to table %s: %w", e.table, lastErr)
 }
 
+// elemComment bounds a comment to what nft accepts (128 bytes with the
+// NUL), cut at a character boundary.
+func elemComment(c string) string {
+	const max = 127
+	if len(c) <= max {
+		return c
+	}
+	c = c[:max]
+	for len(c) > 0 && !utf8.ValidString(c) {
+		c = c[:len(c)-1]
+	}
+	return c
+}
+
 // retriableTimed: adding elements without NLM_F_EXCL is idempotent, so a
 // batch whose answer was lost or that met a busy kernel is sent again.
 func retriableTimed(err error) bool {
@@ -264,6 +284,9 @@ func (e *Engine) sendTimed(ctx context.Context, s *timedSock, elems []TimedEleme
 				k := s.m.Nest(unix.NFTA_SET_ELEM_KEY)
 				s.m.Attr(unix.NFTA_DATA_VALUE, s.keys[s.koff[i]:s.koff[i+1]])
 				s.m.EndNest(k)
+				if el.Comment != "" {
+					s.m.Attr(unix.NFTA_SET_ELEM_USERDATA, nftwire.Comment(nftwire.UdataSetElemComment, elemComment(el.Comment)))
+				}
 				s.m.EndNest(le)
 				count++
 			}
@@ -393,9 +416,11 @@ func (e *Engine) ReadTimed(ctx context.Context, set string) ([]TimedState, error
 				ea, _ := nfnl.Attrs(b)
 				el.Key = append([]byte(nil), el.Key...)
 				elems = append(elems, el)
+				comment, _, _ := nftwire.ParseComment(ea[unix.NFTA_SET_ELEM_USERDATA], nftwire.UdataSetElemComment)
 				states = append(states, TimedState{
 					Timeout: time.Duration(nfnl.BE64(ea[unix.NFTA_SET_ELEM_TIMEOUT])) * time.Millisecond,
 					Expires: time.Duration(nfnl.BE64(ea[unix.NFTA_SET_ELEM_EXPIRATION])) * time.Millisecond,
+					Comment: comment,
 				})
 			})
 		})

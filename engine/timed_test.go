@@ -623,3 +623,39 @@ func BenchmarkAddTimed(b *testing.B) {
 		})
 	}
 }
+
+// TestAddTimedComment: an element's comment is stored as nft stores one
+// (nft lists it), read back by ReadTimed, and kept when a later batch
+// refreshes the element's timeout with another comment; a long comment is
+// cut to nft's 127 bytes.
+func TestAddTimedComment(t *testing.T) {
+	ns := testns.New(t, "s9e-comment")
+	ctx := context.Background()
+	e := newTestEngine(t, ns)
+	if _, err := e.Sync(ctx, timedDesired()); err != nil {
+		t.Fatal(err)
+	}
+	key := "10.0.0.1 . 192.0.2.7"
+	long := strings.Repeat("a", 200)
+	if err := e.AddTimed(ctx, []TimedElement{
+		{Set: "dns4", Key: key, Timeout: time.Minute, Comment: "api.stripe.com"},
+		{Set: "dns4", Key: "10.0.0.1 . 192.0.2.8", Timeout: time.Minute, Comment: long},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AddTimed(ctx, []TimedElement{{Set: "dns4", Key: key, Timeout: 2 * time.Minute, Comment: "other.example"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := mustReadTimed(t, e, "dns4")
+	comments := map[string]string{}
+	for _, s := range got {
+		comments[s.Key] = s.Comment
+	}
+	if comments[key] != "api.stripe.com" || comments["10.0.0.1 . 192.0.2.8"] != long[:127] {
+		t.Errorf("comments read back: %+v", got)
+	}
+	out := ns.MustExec(t, "", "nft", "list", "set", "inet", "nftguard", "dns4")
+	if !strings.Contains(out, `comment "api.stripe.com"`) {
+		t.Errorf("nft does not list the comment:\n%s", out)
+	}
+}

@@ -12,4 +12,12 @@
 // each element is added with the answer's remaining TTL. Keying by the
 // pod's own address is what keeps pod A's answers from opening anything
 // for pod B.
+//
+// Table.Elements reads an answer as a resolver would: the one question's
+// name must match a pattern of the pod's rule; the CNAME chain from it is
+// followed (at most MaxChain hops, no loops) and only the A and AAAA
+// records of its end, of the type asked, count, each living for the
+// smallest TTL along its chain, within [MinTTL, MaxTTL]. Records not
+// reached from the question are ignored: they are not the answer to what
+// the pod asked. One answer adds at most MaxAddrsPerAnswer addresses.
 package fqdn

@@ -13,25 +13,91 @@ type Rule struct {
 	// Patterns are the rule's domainNames, parsed.
 	Patterns []Pattern
 	// Set4 and Set6 are the rule's timeout sets in the table (type
-	// "ipv4_addr . ipv4_addr" and "ipv6_addr . ipv6_addr").
+	// "ipv4_addr . ipv4_addr" and "ipv6_addr . ipv6_addr"). An empty
+	// name leaves that family out.
 	Set4, Set6 string
+}
+
+// Subject is one local pod that some domain rule selects.
+type Subject struct {
+	// Addrs are the pod's IPv4 ([0]) and IPv6 ([1]) addresses; the zero
+	// Addr where it has none. A set's key pairs addresses of one family,
+	// so an A answer to a query the pod sent over IPv6 is keyed by its
+	// IPv4 address, and a family the pod has no address of adds nothing.
+	Addrs [2]netip.Addr
+	// Rules select the pod, in the order the pod's chain checks them.
+	Rules []*Rule
+}
+
+// Addr is the pod's address of addr's family (the zero Addr if none).
+func (s *Subject) Addr(v6 bool) netip.Addr {
+	if v6 {
+		return s.Addrs[1]
+	}
+	return s.Addrs[0]
 }
 
 // Table is everything the forwarder needs, rebuilt by each compile and
 // swapped whole: it is never changed after it is built.
 type Table struct {
-	// Pods maps each local subject pod's addresses (both families) to
-	// the rules that select it, in the order the pod's chain checks
-	// them. A pod with no entry is not a subject: its queries are
-	// never redirected, and the forwarder refuses them.
-	Pods map[netip.Addr][]*Rule
-	// Servers are the cluster DNS addresses: the pods' queries to them
-	// are redirected to the forwarder, which relays them to the same
-	// family's first Server and trusts only its answers.
-	Servers []netip.Addr
+	// Pods maps each address of each local subject pod (both families
+	// point to the same Subject) to it. An address with no entry is not
+	// a subject's: its queries are never redirected, and the forwarder
+	// refuses them.
+	Pods map[netip.Addr]*Subject
+	// Servers are the cluster DNS servers (address and port, normally
+	// 53): the pods' UDP and TCP queries to them are redirected to the
+	// forwarder, which relays each to the first Server of the query's
+	// family (the other family's if there is none) and trusts only its
+	// answers.
+	Servers []netip.AddrPort
 }
 
-// Subject reports whether pod is a subject pod of some domain rule.
-func (t *Table) Subject(pod netip.Addr) bool {
-	return t != nil && len(t.Pods[pod]) > 0
+// Lookup is the subject pod that addr (a query's source) belongs to, or
+// nil. IPv4-mapped IPv6 sources are looked up as IPv4.
+func (t *Table) Lookup(addr netip.Addr) *Subject {
+	if t == nil {
+		return nil
+	}
+	s := t.Pods[addr.Unmap()]
+	if s == nil || len(s.Rules) == 0 {
+		return nil
+	}
+	return s
+}
+
+// Server is the server to relay a query that arrived over IPv6 (v6) or
+// IPv4 to: the first of that family, else the first of the other.
+func (t *Table) Server(v6 bool) (netip.AddrPort, bool) {
+	if t == nil {
+		return netip.AddrPort{}, false
+	}
+	for _, s := range t.Servers {
+		if s.Addr().Unmap().Is6() == v6 {
+			return s, true
+		}
+	}
+	if len(t.Servers) > 0 {
+		return t.Servers[0], true
+	}
+	return netip.AddrPort{}, false
+}
+
+// Wants reports whether an answer to name (as the query has it) can add
+// anything for the pod at addr: whether a pattern of one of its rules
+// matches the name. The forwarder parses only such answers.
+func (t *Table) Wants(addr netip.Addr, name string) bool {
+	s := t.Lookup(addr)
+	if s == nil {
+		return false
+	}
+	name = Normalize(name)
+	for _, r := range s.Rules {
+		for _, p := range r.Patterns {
+			if p.Matches(name) {
+				return true
+			}
+		}
+	}
+	return false
 }

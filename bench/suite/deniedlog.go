@@ -1,11 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 
@@ -126,19 +123,10 @@ func (r *runner) deniedCPU() ([]deniedCPU, string, string) {
 		rates[i] = strconv.Itoa(n)
 	}
 	r.logf("denied log: %s (rates %s, %v each)", cmdline, strings.Join(rates, ","), r.prof.DeniedFor)
-	cmd := exec.CommandContext(r.ctx, "go", args...)
-	cmd.Env = append(os.Environ(), "NFTGUARD_BENCH_DENIED_OUT="+path, "NFTGUARD_BENCH_DENIED_RATES="+strings.Join(rates, ","),
-		"NFTGUARD_BENCH_DENIED_FOR="+r.prof.DeniedFor.String(), "NFTGUARD_KERNEL_TESTS=1")
-	b, err := cmd.CombinedOutput()
-	if err != nil {
-		return nil, cmdline, fmt.Sprintf("%v\n%s", err, tail(string(b), 30))
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, cmdline, "the CPU test wrote no result: " + err.Error()
-	}
+	env := []string{"NFTGUARD_BENCH_DENIED_OUT=" + path, "NFTGUARD_BENCH_DENIED_RATES=" + strings.Join(rates, ","),
+		"NFTGUARD_BENCH_DENIED_FOR=" + r.prof.DeniedFor.String()}
 	var out []deniedCPU
-	if err := json.Unmarshal(data, &out); err != nil {
+	if _, err := r.testJSON("", args[1:], env, path, "the CPU", &out); err != nil {
 		return nil, cmdline, err.Error()
 	}
 	for _, c := range out {

@@ -22,7 +22,7 @@ import (
 	"github.com/nftguard/nftguard/internal/netlab"
 )
 
-// Scenario 8: ClusterNetworkPolicy domainNames.
+// Scenario 9: ClusterNetworkPolicy domainNames.
 //
 //   - Data path: the lab's client is the subject of an Admin CNP whose
 //     egress accepts its N destination addresses, then denies everything.
@@ -36,7 +36,7 @@ import (
 //     for one pod, added through AddTimed one answer at a time, in a
 //     memory cgroup of their own; an ipset of the same pairs alongside.
 
-// domainsSpec sizes scenario 8; no sizes skip it.
+// domainsSpec sizes scenario 9; no sizes skip it.
 type domainsSpec struct {
 	Addrs   []int         // data path: destination addresses of the subject pod
 	LoadFor time.Duration // data path: per configuration and protocol
@@ -125,7 +125,7 @@ type domDP struct {
 	TCP, UDP     latency
 }
 
-// domainsResult is scenario 8.
+// domainsResult is scenario 9.
 type domainsResult struct {
 	Spec     domainsSpec
 	DP       []domDP
@@ -272,7 +272,7 @@ func domainsConfigs(spec domainsSpec) []domConfig {
 	return cs
 }
 
-// runDomains measures scenario 8.
+// runDomains measures scenario 9.
 func (r *runner) runDomains() (res domainsResult, err error) {
 	spec := r.prof.Domains
 	res = domainsResult{Spec: spec, LoadAvg: []string{loadAvg()}}

@@ -23,7 +23,7 @@ import (
 	"github.com/nftguard/nftguard/internal/testns"
 )
 
-// Scenario 8's memory half. The kernel charges nf_tables set elements
+// Scenario 9's memory half. The kernel charges nf_tables set elements
 // (and ipset's) to the memory cgroup of the process whose netlink message
 // creates them, so the elements are added by a child process that is in
 // a memory cgroup of its own from its first instruction, pinned to one

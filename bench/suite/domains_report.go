@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// summaryRows adds scenario 8 to the summary table: per N, the domain
+// summaryRows adds scenario 9 to the summary table: per N, the domain
 // rule's TCP and UDP p50 against the networks rules'.
 func (d domainsResult) summaryRows(w io.Writer) {
 	for _, n := range d.Spec.Addrs {
@@ -55,9 +55,9 @@ func sampleOf(ms []domMem, f func(domMem) float64) sample {
 	return s
 }
 
-// section writes scenario 8's part of a report.
+// section writes scenario 9's part of a report.
 func (d domainsResult) section(w io.Writer, plots map[string]string) {
-	fmt.Fprintln(w, "## 8. ClusterNetworkPolicy domainNames")
+	fmt.Fprintln(w, "## 9. ClusterNetworkPolicy domainNames")
 	fmt.Fprintln(w)
 	s := d.Spec
 	if len(s.Addrs) == 0 && s.Names == 0 {
@@ -179,7 +179,7 @@ func bytesRange(s sample) string {
 }
 
 // writeDomainsReport writes REPORT.md of `-only domains`: the machine,
-// scenario 8's summary rows and its section.
+// scenario 9's summary rows and its section.
 func writeDomainsReport(res *results, out string) error {
 	f, err := os.Create(filepath.Join(out, "REPORT.md"))
 	if err != nil {

@@ -1,7 +1,8 @@
 // Command suite runs nftguard's benchmarks — full-program scale, change
-// latency, data-path rates, agent memory and the engine's micro-benchmarks
-// — each against the tools users would otherwise pick, in the same run,
-// and writes bench/results/REPORT.md with PNG plots.
+// latency, data-path rates, agent memory, the engine's micro-benchmarks,
+// the denied-traffic log, ClusterNetworkPolicies and egress SNAT through
+// `nftguard run` — each against the tools users would otherwise pick, in
+// the same run, and writes bench/results/REPORT.md with PNG plots.
 //
 //	make bench                    # full profile
 //	make bench BENCH_PROFILE=quick
@@ -24,7 +25,7 @@ import (
 
 func main() {
 	if kind := os.Getenv(domChildEnv); kind != "" {
-		// Scenario 8's child (domains_mem.go), in its own cgroup.
+		// Scenario 9's child (domains_mem.go), in its own cgroup.
 		if err := domainsChildMain(kind); err != nil {
 			fmt.Fprintln(os.Stderr, "bench child:", err)
 			os.Exit(1)
@@ -38,7 +39,7 @@ func main() {
 	name := flag.String("profile", def, "full, quick, smoke or envelope (default from $BENCH_PROFILE, else full)")
 	out := flag.String("out", "../results", "directory for REPORT.md and the plots")
 	root := flag.String("root", "../..", "repository root")
-	only := flag.String("only", "", "run one scenario only: scale (full program: apply vs nft -f), denied (the denied-traffic log), cnp (ClusterNetworkPolicies) or domains (domainNames: data path against networks, memory of the answers); default all")
+	only := flag.String("only", "", "run one scenario only: scale (full program: apply vs nft -f), denied (the denied-traffic log), cnp (ClusterNetworkPolicies), egress (egress SNAT through nftguard run) or domains (domainNames: data path against networks, memory of the answers); default all")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -53,8 +54,8 @@ func run(ctx context.Context, name, out, root, only string) error {
 	if err != nil {
 		return err
 	}
-	if only != "" && only != "scale" && only != "denied" && only != "cnp" && only != "domains" {
-		return fmt.Errorf("-only: unknown scenario %q (scale, denied, cnp or domains)", only)
+	if only != "" && only != "scale" && only != "denied" && only != "cnp" && only != "egress" && only != "domains" {
+		return fmt.Errorf("-only: unknown scenario %q (scale, denied, cnp, egress or domains)", only)
 	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (network namespaces, nftables)")
@@ -78,7 +79,7 @@ func run(ctx context.Context, name, out, root, only string) error {
 	res.Machine.Commit = commit(root)
 	start := time.Now()
 	r.logf("profile %s, load average %s", prof.Name, res.Machine.LoadAvgAtStart)
-	// Scenario 8 programs the kernel in process only: no binary.
+	// Scenario 9 programs the kernel in process only: no binary.
 	if only != "domains" {
 		if err := r.buildBinary(); err != nil {
 			return err
@@ -94,6 +95,9 @@ func run(ctx context.Context, name, out, root, only string) error {
 	case "cnp":
 		res.Memory.Pending = "not part of this run (-only cnp)"
 		r.measureCNP(res)
+	case "egress":
+		res.Memory.Pending = "not part of this run (-only egress)"
+		r.measureEgress(res, out)
 	case "domains":
 		res.Memory.Pending = "not part of this run (-only domains)"
 		r.measureDomains(res, out)
@@ -164,6 +168,7 @@ func (r *runner) measure(res *results, out string) {
 	}
 	r.measureDenied(res)
 	r.measureCNP(res)
+	r.measureEgress(res, out)
 	r.measureDomains(res, out)
 	if res.DataPath, err = r.runDataPath(); err != nil {
 		fail("data path", err)
@@ -205,7 +210,7 @@ func (r *runner) measureCNP(res *results) {
 	}
 }
 
-// measureDomains runs scenario 8 (domains.go).
+// measureDomains runs scenario 9 (domains.go).
 func (r *runner) measureDomains(res *results, out string) {
 	var err error
 	if res.Domains, err = r.runDomains(); err != nil {
@@ -216,6 +221,22 @@ func (r *runner) measureDomains(res *results, out string) {
 			r.logf("domain names plot failed: %v", err)
 			res.Failures = append(res.Failures, fmt.Sprintf("domain names plot: %v", err))
 		}
+	}
+}
+
+// measureEgress runs scenario 8 (egress.go) when the profile has it.
+func (r *runner) measureEgress(res *results, out string) {
+	if r.prof.Egress.Runs == 0 || r.ctx.Err() != nil {
+		res.Egress.Spec = r.prof.Egress
+		return
+	}
+	var err error
+	if res.Egress, err = r.runEgress(); err != nil {
+		r.logf("egress failed: %v", err)
+		res.Failures = append(res.Failures, fmt.Sprintf("egress: %v", err))
+	} else if res.Plots["egress"], err = plotEgress(out, res.Egress); err != nil {
+		r.logf("egress plot failed: %v", err)
+		res.Failures = append(res.Failures, fmt.Sprintf("egress plot: %v", err))
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -88,27 +87,16 @@ func (r *runner) runMemory() (memoryResult, error) {
 	args := []string{"test", "-tags", "benchmemory", "-run", "^TestAgentMemory$", "-count", "1", "-timeout", timeout, "-v", "."}
 	res := memoryResult{Command: "go " + strings.Join(args, " ")}
 	r.logf("memory: %s (churn %d)", res.Command, r.prof.Churn)
-	cmd := exec.CommandContext(r.ctx, "go", args...)
-	// The test needs the kernel (a network namespace) and root, as the
-	// suite does: without the switch it would skip and leave no result.
-	cmd.Env = append(os.Environ(), "NFTGUARD_KERNEL_TESTS=1", "NFTGUARD_BENCH_MEMORY_OUT="+path, fmt.Sprintf("NFTGUARD_BENCH_CHURN=%d", r.prof.Churn))
+	env := []string{"NFTGUARD_BENCH_MEMORY_OUT=" + path, fmt.Sprintf("NFTGUARD_BENCH_CHURN=%d", r.prof.Churn)}
 	if s := r.prof.MemorySize; s.Pods > 0 {
-		cmd.Env = append(cmd.Env, fmt.Sprintf("NFTGUARD_BENCH_MEMORY_PODS=%d", s.Pods), fmt.Sprintf("NFTGUARD_BENCH_MEMORY_POLICIES=%d", s.Policies),
+		env = append(env, fmt.Sprintf("NFTGUARD_BENCH_MEMORY_PODS=%d", s.Pods), fmt.Sprintf("NFTGUARD_BENCH_MEMORY_POLICIES=%d", s.Policies),
 			fmt.Sprintf("NFTGUARD_BENCH_MEMORY_NODES=%d", r.prof.MemoryNodes))
 	}
-	start := time.Now()
-	b, err := cmd.CombinedOutput()
-	res.Duration = time.Since(start)
-	if err != nil {
-		return res, fmt.Errorf("%s: %w\n%s", res.Command, err, tail(string(b), 40))
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return res, fmt.Errorf("memory test wrote no result: %w", err)
-	}
 	res.Measured = &memoryMeasured{}
-	if err := json.Unmarshal(data, res.Measured); err != nil {
-		return res, fmt.Errorf("memory result: %w", err)
+	var err error
+	if res.Duration, err = r.testJSON("", args[1:], env, path, "memory", res.Measured); err != nil {
+		res.Measured = nil
+		return res, err
 	}
 	m := res.Measured
 	r.logf("memory: RSS %d MB after sync, %d MB after %d changes", m.RSSAfterSyncKB/1024, m.RSSAfterChurnKB/1024, m.Churn)

@@ -154,7 +154,7 @@ func plotDataPath(dir string, rs []dpResult) (string, error) {
 	return save(p, dir, "datapath.png")
 }
 
-// plotDomains: scenario 8, p50 and p99 of new TCP connections and of UDP
+// plotDomains: scenario 9, p50 and p99 of new TCP connections and of UDP
 // round trips against the number of destination addresses, for the
 // domain rule, the networks rules, one interval set and no firewall: four
 // panels in one PNG.

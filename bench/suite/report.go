@@ -19,6 +19,7 @@ type results struct {
 	EnvCompile envCompileResult // the envelope profile's compiler side
 	DeniedLog  deniedResult
 	CNP        cnpResult
+	Egress     egressResult
 	Domains    domainsResult
 	Micro      microResult
 	Plots      map[string]string // scenario → PNG file name
@@ -56,6 +57,7 @@ func (res *results) summary(w io.Writer) {
 			human(d.Policies), d.On.TCPConn.median(), d.On.UDPRR.median(), d.Off.TCPConn.median(), d.Off.UDPRR.median(), tcp, udp)
 	}
 	res.CNP.summaryRows(w)
+	res.Egress.summaryRows(w)
 	res.Domains.summaryRows(w)
 	fmt.Fprintln(w)
 	for _, g := range res.goals() {
@@ -176,6 +178,7 @@ func (res *results) markdown(w io.Writer) {
 	res.microSection(w)
 	res.DeniedLog.section(w, res.Profile)
 	res.CNP.section(w, res.Profile)
+	res.Egress.section(w, res.Plots)
 	res.Domains.section(w, res.Plots)
 }
 

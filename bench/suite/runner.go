@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -62,6 +63,32 @@ func (r *runner) buildBinary() error {
 		return fmt.Errorf("build nftguard: %w\n%s", err, out)
 	}
 	return nil
+}
+
+// testJSON runs `go test` (args after "test") in dir, with the kernel
+// switch and env, and decodes the JSON the test wrote to path into v:
+// scenarios that need the API server harness, which runs only under
+// testing, are measured by tests. It returns how long the test ran.
+func (r *runner) testJSON(dir string, args, env []string, path, what string, v any) (time.Duration, error) {
+	cmd := exec.CommandContext(r.ctx, "go", append([]string{"test"}, args...)...)
+	cmd.Dir = dir
+	// The tests need the kernel (network namespaces) and root, as the
+	// suite does: without the switch they would skip and write nothing.
+	cmd.Env = append(append(os.Environ(), "NFTGUARD_KERNEL_TESTS=1"), env...)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	d := time.Since(start)
+	if err != nil {
+		return d, fmt.Errorf("go test %s: %w\n%s", strings.Join(args, " "), err, tail(string(out), 40))
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return d, fmt.Errorf("%s test wrote no result: %w", what, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return d, fmt.Errorf("%s result: %w", what, err)
+	}
+	return d, nil
 }
 
 // timeCmd runs a command with stdin and returns its wall time.

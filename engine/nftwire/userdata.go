@@ -21,6 +21,9 @@ const (
 
 	// NFTA_RULE_USERDATA (enum nftnl_udata_rule_types).
 	UdataRuleComment = 0
+	// UdataSetElemComment is a set element's comment
+	// (NFTNL_UDATA_SET_ELEM_COMMENT).
+	UdataSetElemComment = 0
 
 	// NFTA_CHAIN_USERDATA (enum nftnl_udata_chain_types).
 	UdataChainComment = 0

@@ -34,7 +34,20 @@ type Options struct {
 	// Users get a bearer token each and no group: they can do only what
 	// RBAC bindings (created by the test) allow.
 	Users []string
+	// DualStack gives the API server an IPv6 Service range besides the
+	// IPv4 one (ServiceRangeV4, ServiceRangeV6), so tests can create
+	// Services with spec.ipFamilies [IPv6] or [IPv4, IPv6]. A Service that
+	// does not ask for a family still gets a single IPv4 address, as from
+	// a single-stack server; off by default so that every other test's
+	// API server stays exactly as it was.
+	DualStack bool
 }
+
+// The API server's Service ranges: IPv4 always, IPv6 with DualStack.
+const (
+	ServiceRangeV4 = "10.96.0.0/16"
+	ServiceRangeV6 = "fd00:96::/108"
+)
 
 // Server is a running etcd + kube-apiserver pair.
 type Server struct {
@@ -49,6 +62,8 @@ type Server struct {
 	etcdURL   string
 	tokens    map[string]string
 	etcd, api *proc
+	// serviceRanges is --service-cluster-ip-range.
+	serviceRanges string
 }
 
 // Start runs etcd and kube-apiserver on free loopback ports and returns once
@@ -75,7 +90,10 @@ func start(opts Options) (s *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	s = &Server{dir: dir, apiBin: apiBin, tokens: map[string]string{}}
+	s = &Server{dir: dir, apiBin: apiBin, tokens: map[string]string{}, serviceRanges: ServiceRangeV4}
+	if opts.DualStack {
+		s.serviceRanges += "," + ServiceRangeV6
+	}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -211,7 +229,7 @@ func (s *Server) StartAPIServer() error {
 		"--cert-dir", filepath.Join(s.dir, "certs"),
 		"--token-auth-file", filepath.Join(s.dir, "tokens.csv"),
 		"--authorization-mode=RBAC",
-		"--service-cluster-ip-range", "10.96.0.0/16",
+		"--service-cluster-ip-range", s.serviceRanges,
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--service-account-key-file", filepath.Join(s.dir, "sa.pub"),
 		"--service-account-signing-key-file", filepath.Join(s.dir, "sa.key"),

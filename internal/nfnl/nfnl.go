@@ -84,3 +84,66 @@ func InNetNS(path string, fn func() error) error {
 	}()
 	return <-errc
 }
+
+// NetNS is a network namespace held open for running many short functions
+// in it (a DNS forwarder makes a socket there per query), where InNetNS
+// would open both namespace files every time.
+type NetNS struct {
+	path           string
+	target, origin *os.File
+}
+
+// OpenNetNS opens the namespace at path and the caller's own (the one the
+// threads return to); path "" is the caller's own, and Run then only runs
+// fn.
+func OpenNetNS(path string) (*NetNS, error) {
+	n := &NetNS{path: path}
+	if path == "" {
+		return n, nil
+	}
+	var err error
+	if n.origin, err = os.Open("/proc/thread-self/ns/net"); err != nil {
+		return nil, fmt.Errorf("open own network namespace: %w", err)
+	}
+	if n.target, err = os.Open(path); err != nil {
+		n.origin.Close()
+		return nil, fmt.Errorf("open network namespace %s: %w", path, err)
+	}
+	return n, nil
+}
+
+// Run runs fn on a locked OS thread inside the namespace, then returns
+// the thread to the caller's namespace, as InNetNS does (and, like it, on
+// a goroutine of its own: if the thread cannot return, that goroutine
+// exits with it locked, so the runtime discards the thread).
+func (n *NetNS) Run(fn func() error) error {
+	if n.path == "" {
+		return fn()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Setns(int(n.target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter network namespace %s: %w", n.path, err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(n.origin.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("return from network namespace %s: %w", n.path, err)
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// Close closes the namespace files.
+func (n *NetNS) Close() error {
+	if n.path == "" {
+		return nil
+	}
+	n.target.Close()
+	return n.origin.Close()
+}

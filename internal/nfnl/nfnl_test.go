@@ -104,3 +104,46 @@ func TestInNetNS(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNetNSRun: OpenNetNS's Run runs fn in the namespace, many at once,
+// and the callers' threads stay in their own; "" is the caller's own.
+func TestNetNSRun(t *testing.T) {
+	ns := testns.New(t, "nfnlrun")
+	host := ownNS(t)
+	want := inode(t, ns.Path)
+	n, err := nfnl.OpenNetNS(ns.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			err := n.Run(func() error {
+				if got := inode(t, "/proc/thread-self/ns/net"); got != want {
+					t.Errorf("fn ran in namespace %d, want %d", got, want)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			if got := ownNS(t); got != host {
+				t.Errorf("a caller's thread is in namespace %d after Run, want the host's %d", got, host)
+			}
+		})
+	}
+	wg.Wait()
+	own, err := nfnl.OpenNetNS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := own.Run(func() error {
+		if got := ownNS(t); got != host {
+			t.Errorf(`"" ran fn in namespace %d, want the caller's %d`, got, host)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
