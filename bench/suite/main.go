@@ -24,6 +24,14 @@ import (
 )
 
 func main() {
+	if kind := os.Getenv(domChildEnv); kind != "" {
+		// Scenario 9's child (domains_mem.go), in its own cgroup.
+		if err := domainsChildMain(kind); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	def := os.Getenv("BENCH_PROFILE")
 	if def == "" {
 		def = "full"
@@ -31,7 +39,7 @@ func main() {
 	name := flag.String("profile", def, "full, quick, smoke or envelope (default from $BENCH_PROFILE, else full)")
 	out := flag.String("out", "../results", "directory for REPORT.md and the plots")
 	root := flag.String("root", "../..", "repository root")
-	only := flag.String("only", "", "run one scenario only: scale (full program: apply vs nft -f), denied (the denied-traffic log), cnp (ClusterNetworkPolicies) or egress (egress SNAT through nftguard run); default all")
+	only := flag.String("only", "", "run one scenario only: scale (full program: apply vs nft -f), denied (the denied-traffic log), cnp (ClusterNetworkPolicies), egress (egress SNAT through nftguard run) or domains (domainNames: data path against networks, memory of the answers); default all")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -46,8 +54,8 @@ func run(ctx context.Context, name, out, root, only string) error {
 	if err != nil {
 		return err
 	}
-	if only != "" && only != "scale" && only != "denied" && only != "cnp" && only != "egress" {
-		return fmt.Errorf("-only: unknown scenario %q (scale, denied, cnp or egress)", only)
+	if only != "" && only != "scale" && only != "denied" && only != "cnp" && only != "egress" && only != "domains" {
+		return fmt.Errorf("-only: unknown scenario %q (scale, denied, cnp, egress or domains)", only)
 	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (network namespaces, nftables)")
@@ -71,8 +79,11 @@ func run(ctx context.Context, name, out, root, only string) error {
 	res.Machine.Commit = commit(root)
 	start := time.Now()
 	r.logf("profile %s, load average %s", prof.Name, res.Machine.LoadAvgAtStart)
-	if err := r.buildBinary(); err != nil {
-		return err
+	// Scenario 9 programs the kernel in process only: no binary.
+	if only != "domains" {
+		if err := r.buildBinary(); err != nil {
+			return err
+		}
 	}
 	switch only {
 	case "scale":
@@ -87,6 +98,9 @@ func run(ctx context.Context, name, out, root, only string) error {
 	case "egress":
 		res.Memory.Pending = "not part of this run (-only egress)"
 		r.measureEgress(res, out)
+	case "domains":
+		res.Memory.Pending = "not part of this run (-only domains)"
+		r.measureDomains(res, out)
 	default:
 		r.measure(res, out)
 	}
@@ -95,7 +109,11 @@ func run(ctx context.Context, name, out, root, only string) error {
 	}
 	res.Duration = time.Since(start)
 	res.Machine.LoadAvgAtFinish = loadAvg()
-	if err := writeReport(res, out); err != nil {
+	write := writeReport
+	if only == "domains" {
+		write = writeDomainsReport
+	}
+	if err := write(res, out); err != nil {
 		return err
 	}
 	fmt.Printf("\nnftguard benchmarks, profile %s, %s (report: %s)\n\n", prof.Name, res.Duration.Round(time.Second), filepath.Join(out, "REPORT.md"))
@@ -151,6 +169,7 @@ func (r *runner) measure(res *results, out string) {
 	r.measureDenied(res)
 	r.measureCNP(res)
 	r.measureEgress(res, out)
+	r.measureDomains(res, out)
 	if res.DataPath, err = r.runDataPath(); err != nil {
 		fail("data path", err)
 	} else if res.Plots["datapath"], err = plotDataPath(out, res.DataPath); err != nil {
@@ -188,6 +207,20 @@ func (r *runner) measureCNP(res *results) {
 	if res.CNP, err = r.runCNP(); err != nil {
 		r.logf("cluster network policies failed: %v", err)
 		res.Failures = append(res.Failures, fmt.Sprintf("cluster network policies: %v", err))
+	}
+}
+
+// measureDomains runs scenario 9 (domains.go).
+func (r *runner) measureDomains(res *results, out string) {
+	var err error
+	if res.Domains, err = r.runDomains(); err != nil {
+		r.logf("domain names failed: %v", err)
+		res.Failures = append(res.Failures, fmt.Sprintf("domain names: %v", err))
+	} else if len(res.Domains.DP) > 0 {
+		if res.Plots["domains"], err = plotDomains(out, res.Domains); err != nil {
+			r.logf("domain names plot failed: %v", err)
+			res.Failures = append(res.Failures, fmt.Sprintf("domain names plot: %v", err))
+		}
 	}
 }
 

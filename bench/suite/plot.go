@@ -2,12 +2,15 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // ranged is a series of medians with their min–max, for error bars.
@@ -149,4 +152,75 @@ func plotDataPath(dir string, rs []dpResult) (string, error) {
 	p.Legend.Left = false
 	p.Legend.Top = false
 	return save(p, dir, "datapath.png")
+}
+
+// plotDomains: scenario 9, p50 and p99 of new TCP connections and of UDP
+// round trips against the number of destination addresses, for the
+// domain rule, the networks rules, one interval set and no firewall: four
+// panels in one PNG.
+func plotDomains(dir string, d domainsResult) (string, error) {
+	kinds := []domKind{domDomain, domNetworks, domOneSet, domNone}
+	names := map[domKind]string{domDomain: "domainNames (timeout set)", domNetworks: "networks rules (≤ 625 /32s a rule)",
+		domOneSet: "networks, one interval set", domNone: "no firewall"}
+	panel := func(title string, pick func(domDP) sample) (*plot.Plot, error) {
+		p := newPlot(title, "destination addresses of the pod (N)", "µs", true, false)
+		p.Y.Min = 0
+		p.Legend.Top = false
+		for i, k := range kinds {
+			var xs []float64
+			var ss []sample
+			for _, n := range d.Spec.Addrs {
+				if x, ok := d.find(k, n); ok && len(pick(x)) > 0 {
+					xs, ss = append(xs, float64(n)), append(ss, pick(x))
+				}
+			}
+			if len(xs) == 0 {
+				continue
+			}
+			if err := addSeries(p, i, names[k], ranged{xs, ss, 1e6}); err != nil {
+				return nil, err
+			}
+		}
+		return p, nil
+	}
+	var rows [][]*plot.Plot
+	for _, proto := range []struct {
+		name string
+		lat  func(domDP) latency
+	}{{"new TCP connection", func(x domDP) latency { return x.TCP }}, {"UDP round trip, new flow", func(x domDP) latency { return x.UDP }}} {
+		var row []*plot.Plot
+		for _, q := range []struct {
+			name string
+			f    func(latency) sample
+		}{{"p50", func(l latency) sample { return l.P50 }}, {"p99", func(l latency) sample { return l.P99 }}} {
+			p, err := panel(proto.name+", "+q.name+" (median of repetitions, min–max)", func(x domDP) sample { return q.f(proto.lat(x)) })
+			if err != nil {
+				return "", err
+			}
+			row = append(row, p)
+		}
+		rows = append(rows, row)
+	}
+	img := vgimg.New(12*vg.Inch, 8*vg.Inch)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 2, Cols: 2, PadX: vg.Inch / 4, PadY: vg.Inch / 4, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
+	canvases := plot.Align(rows, tiles, dc)
+	for j := range rows {
+		for i := range rows[j] {
+			rows[j][i].Draw(canvases[j][i])
+		}
+	}
+	const name = "domains-datapath.png"
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return "", fmt.Errorf("save plot %s: %w", name, err)
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return "", fmt.Errorf("save plot %s: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("save plot %s: %w", name, err)
+	}
+	return name, nil
 }
