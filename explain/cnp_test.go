@@ -488,7 +488,7 @@ func TestClusterNetworkPolicyWarnings(t *testing.T) {
 		got = append(got, w.Error())
 	}
 	want := []string{
-				"ClusterNetworkPolicy new: spec.ingress[0].from[0]: no known peer field is set (a newer API version?): the rule drops all traffic of its direction (fail closed)",
+		"ClusterNetworkPolicy new: spec.ingress[0].from[0]: no known peer field is set (a newer API version?): the rule drops all traffic of its direction (fail closed)",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
