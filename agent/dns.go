@@ -18,6 +18,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/fqdn"
 	"github.com/nftguard/nftguard/internal/nfnl"
+	"github.com/nftguard/nftguard/nodeaddr"
 )
 
 // DefaultDNSForwarderPort is the port (UDP and TCP) of the node addresses
@@ -37,7 +38,9 @@ type DNSConfig struct {
 	Port uint16
 	// Addrs are the node addresses (one per family) the forwarder
 	// listens on and the redirect sends the queries to; empty means the
-	// Node's first InternalIP of each family, read once at start-up.
+	// Node's first InternalIP of each family, read once at start-up, and
+	// for a family it has none of, the first global address of the
+	// node's own of that family.
 	Addrs []netip.Addr
 }
 
@@ -79,6 +82,28 @@ func startDNS(ctx context.Context, wg *sync.WaitGroup, cfg *Config, eng *engine.
 		case a.Is6() && !d.listen6.IsValid():
 			d.listen6 = netip.AddrPortFrom(a, port)
 			listen = append(listen, d.listen6)
+		}
+	}
+	if !d.listen4.IsValid() || !d.listen6.IsValid() {
+		// A family the Node names no InternalIP of (a dual-stack pod
+		// network on nodes registered with one address): any global
+		// address of the node's own of that family will do, since the
+		// redirect only needs a local destination.
+		if local, err := nodeaddr.List(cfg.NetNS); err == nil {
+			for _, p := range local {
+				a := p.Addr()
+				if !p.IsSingleIP() || !a.IsGlobalUnicast() {
+					continue
+				}
+				switch {
+				case a.Is4() && !d.listen4.IsValid():
+					d.listen4 = netip.AddrPortFrom(a, port)
+					listen = append(listen, d.listen4)
+				case a.Is6() && !d.listen6.IsValid():
+					d.listen6 = netip.AddrPortFrom(a, port)
+					listen = append(listen, d.listen6)
+				}
+			}
 		}
 	}
 	if len(listen) == 0 {

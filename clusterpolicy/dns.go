@@ -35,6 +35,10 @@ const (
 	setSubjects6    = "cnp_dns_subjects6"
 	setServers4     = "cnp_dns_servers4"
 	setServers6     = "cnp_dns_servers6"
+	setKnown4       = "cnp_dns_known4"
+	setKnown6       = "cnp_dns_known6"
+	setPending4     = "cnp_dns_ranges4"
+	setPending6     = "cnp_dns_ranges6"
 	chainDNSRedir   = "cnp_dns_redirect"
 	dnsRedirectPrio = -110 // before kube-proxy's DNAT (dstnat, -100)
 )
@@ -142,6 +146,21 @@ func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Pod
 			subj6 = append(subj6, a)
 		}
 	}
+	// Every local pod with an address, subject or not: what is not in
+	// it, in the node's pod ranges, is a pod starting whose address the
+	// agent does not know yet (see pendingRanges).
+	var known4, known6 []string
+	t.Known = map[netip.Addr]bool{}
+	for _, p := range local {
+		known4 = append(known4, p.V4Text()...)
+		known6 = append(known6, p.V6Text()...)
+		for _, a := range p.V4Text() {
+			t.Known[netip.MustParseAddr(a)] = true
+		}
+		for _, a := range p.V6Text() {
+			t.Known[netip.MustParseAddr(a)] = true
+		}
+	}
 	out.DNS = t
 	if c.in.DNS == nil {
 		return
@@ -157,28 +176,67 @@ func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Pod
 			srv6 = append(srv6, s.String())
 		}
 	}
+	t.Ranges = c.pendingRanges()
+	var pend4, pend6 []netip.Prefix
+	for _, r := range t.Ranges {
+		if r.Addr().Is4() {
+			pend4 = append(pend4, r)
+		} else {
+			pend6 = append(pend6, r)
+		}
+	}
 	out.Sets = append(out.Sets,
 		engine.Set{Name: SetAlive, Type: "inet_proto", Timeout: true, Comment: "the DNS forwarder's heartbeat"},
 		engine.Set{Name: setSubjects4, Type: "ipv4_addr", Elements: podchain.Elements(subj4), Comment: "local subject pods of domainNames rules"},
 		engine.Set{Name: setSubjects6, Type: "ipv6_addr", Elements: podchain.Elements(subj6), Comment: "local subject pods of domainNames rules"},
+		engine.Set{Name: setKnown4, Type: "ipv4_addr", Elements: podchain.Elements(known4), Comment: "local pods with a known address"},
+		engine.Set{Name: setKnown6, Type: "ipv6_addr", Elements: podchain.Elements(known6), Comment: "local pods with a known address"},
+		engine.Set{Name: setPending4, Type: "ipv4_addr", Interval: true, Elements: podchain.Elements(prefixTexts(pend4)), Comment: "this node's pod ranges"},
+		engine.Set{Name: setPending6, Type: "ipv6_addr", Interval: true, Elements: podchain.Elements(prefixTexts(pend6)), Comment: "this node's pod ranges"},
 		engine.Set{Name: setServers4, Type: "ipv4_addr", Elements: podchain.Elements(srv4), Comment: "the cluster DNS"},
 		engine.Set{Name: setServers6, Type: "ipv6_addr", Elements: podchain.Elements(srv6), Comment: "the cluster DNS"})
 	redirect := engine.Chain{Name: chainDNSRedir, Type: "nat", Hook: "prerouting", Priority: dnsRedirectPrio, Policy: "accept",
 		Comment: "domainNames: subject pods' DNS to the agent's forwarder while it runs"}
-	const match = "meta l4proto { tcp, udp } th dport 53 "
-	if f := c.in.DNS.Forward4; f.IsValid() {
-		redirect.Rules = append(redirect.Rules, engine.Rule{Rule: match + "ip saddr @" + setSubjects4 + " ip daddr @" + setServers4 +
-			" meta l4proto @" + SetAlive + " dnat ip to " + f.String()})
-		out.Tiers.Input = append(out.Tiers.Input, engine.Rule{Rule: "meta l4proto { tcp, udp } ip saddr @" + setSubjects4 +
-			" ip daddr " + f.Addr().String() + " th dport " + strconv.Itoa(int(f.Port())) + " accept",
-			Comment: "DNS of domainNames subject pods, redirected to the forwarder"})
-	}
-	if f := c.in.DNS.Forward6; f.IsValid() {
-		redirect.Rules = append(redirect.Rules, engine.Rule{Rule: match + "ip6 saddr @" + setSubjects6 + " ip6 daddr @" + setServers6 +
-			" meta l4proto @" + SetAlive + " dnat ip6 to " + f.String()})
-		out.Tiers.Input = append(out.Tiers.Input, engine.Rule{Rule: "meta l4proto { tcp, udp } ip6 saddr @" + setSubjects6 +
-			" ip6 daddr " + f.Addr().String() + " th dport " + strconv.Itoa(int(f.Port())) + " accept",
-			Comment: "DNS of domainNames subject pods, redirected to the forwarder"})
+	// Two sources are redirected: subject pods, and addresses of this
+	// node's pod ranges no pod has yet (a pod starting that may be a
+	// subject: the forwarder waits for its address to reach the table).
+	for _, f := range []struct {
+		fwd                     netip.AddrPort
+		ip, subj, known, ranges string
+		servers, dnat           string
+	}{
+		{c.in.DNS.Forward4, "ip", setSubjects4, setKnown4, setPending4, setServers4, "dnat ip to "},
+		{c.in.DNS.Forward6, "ip6", setSubjects6, setKnown6, setPending6, setServers6, "dnat ip6 to "},
+	} {
+		if !f.fwd.IsValid() {
+			continue
+		}
+		sources := []string{f.ip + " saddr @" + f.subj}
+		if len(t.Ranges) > 0 {
+			sources = append(sources, f.ip+" saddr @"+f.ranges+" "+f.ip+" saddr != @"+f.known)
+		}
+		for _, src := range sources {
+			redirect.Rules = append(redirect.Rules, engine.Rule{Rule: "meta l4proto { tcp, udp } th dport 53 " + src + " " + f.ip + " daddr @" + f.servers +
+				" meta l4proto @" + SetAlive + " " + f.dnat + f.fwd.String()})
+			out.Tiers.Input = append(out.Tiers.Input, engine.Rule{Rule: "meta l4proto { tcp, udp } " + src + " " + f.ip + " daddr " + f.fwd.Addr().String() +
+				" th dport " + strconv.Itoa(int(f.fwd.Port())) + " accept", Comment: "DNS of domainNames subject pods, redirected to the forwarder"})
+		}
 	}
 	out.Chains = append(out.Chains, redirect)
+}
+
+// pendingRanges are this node's pod ranges (its Node's spec.podCIDRs).
+func (c *compiler) pendingRanges() []netip.Prefix {
+	var out []netip.Prefix
+	for _, n := range c.in.Nodes {
+		if n.Name != c.in.NodeName {
+			continue
+		}
+		for _, s := range n.Spec.PodCIDRs {
+			if p, err := netip.ParsePrefix(s); err == nil {
+				out = append(out, p.Masked())
+			}
+		}
+	}
+	return out
 }

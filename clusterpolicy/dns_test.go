@@ -111,6 +111,22 @@ func TestDomainNames(t *testing.T) {
 		t.Errorf("y/a's subject %+v", s)
 	}
 
+	// With the node's pod ranges, addresses of them no pod has yet are
+	// redirected too (pods starting), and the known set holds every
+	// local pod with an address.
+	in.DNS.Forward6 = netip.AddrPort{}
+	in.Nodes[0].Spec.PodCIDRs = []string{"10.0.0.0/24", "fd00::/112"}
+	out = compileChecked(t, in)
+	eq(t, "redirect with ranges", tabletest.Rules(tabletest.Chain(t, out.Chains, "cnp_dns_redirect")), []string{
+		"meta l4proto { tcp, udp } th dport 53 ip saddr @cnp_dns_subjects4 ip daddr @cnp_dns_servers4 meta l4proto @cnp_dns_alive dnat ip to 192.168.0.1:9753",
+		"meta l4proto { tcp, udp } th dport 53 ip saddr @cnp_dns_ranges4 ip saddr != @cnp_dns_known4 ip daddr @cnp_dns_servers4 meta l4proto @cnp_dns_alive dnat ip to 192.168.0.1:9753",
+	})
+	eq(t, "known4", setElems(t, out, "cnp_dns_known4"), []string{"10.0.0.1", "10.0.0.2", "10.0.1.1"})
+	eq(t, "ranges4", setElems(t, out, "cnp_dns_ranges4"), []string{"10.0.0.0/24"})
+	if p := netip.MustParseAddr("10.0.0.99"); !out.DNS.Pending(p) || out.DNS.Pending(netip.MustParseAddr("10.0.0.1")) || out.DNS.Pending(netip.MustParseAddr("10.9.0.1")) {
+		t.Error("Pending: want only a range address no subject has")
+	}
+
 	// Without a forwarder (apply, render): the sets and rules, no
 	// redirect, no heartbeat set.
 	in.DNS = nil

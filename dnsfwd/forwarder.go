@@ -125,7 +125,9 @@ type Forwarder struct {
 	done     chan struct{} // closed when Run returns
 	addrs    []netip.AddrPort
 
-	bigParses chan struct{} // a semaphore of maxBigParses
+	bigParses chan struct{}                 // a semaphore of maxBigParses
+	kick      chan struct{}                 // SetTable asks the heartbeat to refresh now
+	changed   atomic.Pointer[chan struct{}] // closed and replaced by SetTable
 
 	lastWarn atomic.Int64 // unix nanoseconds of the last rate-limited warning
 }
@@ -148,7 +150,10 @@ func New(cfg Config) (*Forwarder, error) {
 		inFlight: map[[2]netip.Addr]int{}, conns: map[[2]netip.Addr]int{}, open: map[net.Conn]struct{}{},
 		ready: make(chan struct{}), stopping: make(chan struct{}), done: make(chan struct{}),
 		bigParses: make(chan struct{}, maxBigParses),
+		kick:      make(chan struct{}, 1),
 	}
+	ch := make(chan struct{})
+	f.changed.Store(&ch)
 	if f.log == nil {
 		f.log = slog.Default()
 	}
@@ -165,7 +170,21 @@ func New(cfg Config) (*Forwarder, error) {
 // SetTable makes t the table of the queries received from now on; the
 // answers to queries in flight are matched against the newest table when
 // they arrive. A nil table refuses everything.
-func (f *Forwarder) SetTable(t *fqdn.Table) { f.table.Store(t) }
+//
+// A table with subjects also refreshes the heartbeat at once: the sync
+// that first made the redirect (and its heartbeat set) is in force, and
+// the redirect must not wait for the next period.
+func (f *Forwarder) SetTable(t *fqdn.Table) {
+	f.table.Store(t)
+	ch := make(chan struct{})
+	close(*f.changed.Swap(&ch)) // wakes the queries of pending pods
+	if t != nil && len(t.Pods) > 0 {
+		select {
+		case f.kick <- struct{}{}:
+		default:
+		}
+	}
+}
 
 // Ready is closed once the listeners are bound.
 func (f *Forwarder) Ready() <-chan struct{} { return f.ready }
@@ -317,20 +336,20 @@ func (f *Forwarder) serveUDP(ctx context.Context, u *net.UDPConn, wg *sync.WaitG
 // admit takes an in-flight slot for a query from pod, or refuses it
 // (writing the refusal, if any, with write).
 func (f *Forwarder) admit(q []byte, pod netip.Addr, write func([]byte)) ([2]netip.Addr, bool) {
-	sub := f.table.Load().Lookup(pod)
-	if sub == nil {
+	key, ok := f.source(pod)
+	if !ok {
 		f.refuse(q, RefusedNotSubject, dns.RcodeRefused, write)
 		return [2]netip.Addr{}, false
 	}
 	f.mu.Lock()
 	reason := ""
 	switch {
-	case f.inFlight[sub.Addrs] >= f.lim.PodInFlight:
+	case f.inFlight[key] >= f.lim.PodInFlight:
 		reason = RefusedPodLimit
 	case f.total >= f.lim.InFlight:
 		reason = RefusedGlobalLimit
 	default:
-		f.inFlight[sub.Addrs]++
+		f.inFlight[key]++
 		f.total++
 	}
 	f.mu.Unlock()
@@ -338,7 +357,51 @@ func (f *Forwarder) admit(q []byte, pod netip.Addr, write func([]byte)) ([2]neti
 		f.refuse(q, reason, dns.RcodeRefused, write)
 		return [2]netip.Addr{}, false
 	}
-	return sub.Addrs, true
+	return key, true
+}
+
+// source is the key the limits count a query's source under: a subject's
+// addresses, or a starting pod's one address (Table.Pending); ok is false
+// for anything else, which is refused.
+func (f *Forwarder) source(pod netip.Addr) (key [2]netip.Addr, ok bool) {
+	t := f.table.Load()
+	if sub := t.Lookup(pod); sub != nil {
+		return sub.Addrs, true
+	}
+	if t.Pending(pod) {
+		return [2]netip.Addr{pod.Unmap()}, true
+	}
+	return key, false
+}
+
+// PendingWait bounds how long a query from an address of the node's pod
+// ranges that no subject has (a pod starting: the table redirects its DNS
+// until its address is known) waits for a table that names it; then, or
+// once a table says it is no subject, it is relayed without adding
+// anything. The wait covers the kubelet's status write and one sync.
+const PendingWait = 2 * time.Second
+
+// awaitSubject waits while pod is a pending source of the current table,
+// for a table that makes it a subject or not, at most PendingWait.
+func (f *Forwarder) awaitSubject(ctx context.Context, pod netip.Addr) {
+	var timer *time.Timer
+	for {
+		ch := f.changed.Load() // before the table: a swap in between closes it
+		if !f.table.Load().Pending(pod) {
+			return
+		}
+		if timer == nil {
+			timer = time.NewTimer(PendingWait)
+			defer timer.Stop()
+		}
+		select {
+		case <-*ch:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 func (f *Forwarder) release(key [2]netip.Addr) {
@@ -397,6 +460,7 @@ func (f *Forwarder) handle(ctx context.Context, transport string, pod netip.Addr
 		f.m.QueriesRefused.WithLabelValues(RefusedMalformed).Inc()
 		return errorReply(&query, dns.RcodeFormatError)
 	}
+	f.awaitSubject(ctx, pod)
 	server, ok := f.table.Load().Server(pod.Is6())
 	if !ok {
 		f.m.QueriesRefused.WithLabelValues(RefusedUpstream).Inc()
@@ -611,21 +675,21 @@ func (f *Forwarder) serveTCP(ctx context.Context, l *net.TCPListener, wg *sync.W
 // is no subject is closed right away: only a subject's queries are
 // redirected here.
 func (f *Forwarder) openConn(c net.Conn, pod netip.Addr) ([2]netip.Addr, bool) {
-	sub := f.table.Load().Lookup(pod)
-	if sub == nil {
+	key, ok := f.source(pod)
+	if !ok {
 		f.m.QueriesRefused.WithLabelValues(RefusedNotSubject).Inc()
 		return [2]netip.Addr{}, false
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.conns[sub.Addrs] >= f.lim.PodConns || f.nconns >= f.lim.Conns {
+	if f.conns[key] >= f.lim.PodConns || f.nconns >= f.lim.Conns {
 		f.m.QueriesRefused.WithLabelValues(RefusedConnLimit).Inc()
 		return [2]netip.Addr{}, false
 	}
-	f.conns[sub.Addrs]++
+	f.conns[key]++
 	f.nconns++
 	f.open[c] = struct{}{}
-	return sub.Addrs, true
+	return key, true
 }
 
 func (f *Forwarder) closeConn(c net.Conn, key [2]netip.Addr) {

@@ -737,3 +737,70 @@ func TestNewErrors(t *testing.T) {
 	}
 	<-hb
 }
+
+// TestPendingPodWaitsForTable: a query from an address of the node's pod
+// ranges that no subject has yet (a pod starting) waits for the table
+// that names it: when that table makes it a subject, its answer is
+// committed before the reply; when the table says it is no subject (or
+// PendingWait passes) it is relayed without anything added. An address
+// outside the ranges is refused at once.
+func TestPendingPodWaitsForTable(t *testing.T) {
+	h := start(t, Limits{})
+	h.up.set("a.example", dns.TypeA, "a.example. 60 IN A 192.0.2.7")
+	pending := netip.MustParseAddr("127.0.0.17")
+	base := func(subject bool) *fqdn.Table {
+		tab := &fqdn.Table{Pods: map[netip.Addr]*fqdn.Subject{podA: {Addrs: [2]netip.Addr{podA, {}}, Rules: []*fqdn.Rule{h.web}}},
+			Servers: []netip.AddrPort{h.up.addr}, Ranges: []netip.Prefix{netip.MustParsePrefix("127.0.0.16/29")}}
+		if subject {
+			tab.Pods[pending] = &fqdn.Subject{Addrs: [2]netip.Addr{pending, {}}, Rules: []*fqdn.Rule{h.web}}
+		}
+		return tab
+	}
+	known := base(false)
+	known.Known = map[netip.Addr]bool{pending: true}
+	for _, tc := range []struct {
+		name      string
+		becomes   *fqdn.Table
+		committed int
+	}{{"becomes a subject", base(true), 1}, {"becomes a known pod that is no subject", known, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h.fwd.SetTable(base(false))
+			before := len(h.com.all())
+			const after = 150 * time.Millisecond
+			go func() {
+				time.Sleep(after)
+				// A table with something else changed first: the query
+				// keeps waiting while the pod is still pending.
+				h.fwd.SetTable(base(false))
+				time.Sleep(after)
+				h.fwd.SetTable(tc.becomes)
+			}()
+			start := time.Now()
+			r, err := h.query(t, pending, "udp", "a.example.", dns.TypeA)
+			took := time.Since(start)
+			if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+				t.Fatalf("pending pod: %v, %v", r, err)
+			}
+			if took < 2*after || took > PendingWait {
+				t.Errorf("answered after %v, want after the table that names it (%v) and before PendingWait", took, 2*after)
+			}
+			if got := len(h.com.all()) - before; got != tc.committed {
+				t.Errorf("%d batches committed, want %d", got, tc.committed)
+			}
+		})
+	}
+	t.Run("never named", func(t *testing.T) {
+		h.fwd.SetTable(base(false))
+		start := time.Now()
+		r, err := h.query(t, pending, "udp", "a.example.", dns.TypeA)
+		if err != nil || r.Rcode != dns.RcodeSuccess {
+			t.Fatalf("pending pod: %v, %v", r, err)
+		}
+		if took := time.Since(start); took < PendingWait {
+			t.Errorf("answered after %v, before PendingWait", took)
+		}
+	})
+	if r, err := h.query(t, stranger, "udp", "a.example.", dns.TypeA); err != nil || r.Rcode != dns.RcodeRefused {
+		t.Errorf("an address outside the ranges: %v, %v", r, err)
+	}
+}

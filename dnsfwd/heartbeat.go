@@ -23,8 +23,9 @@ const (
 
 // Heartbeat waits until the listeners are up, then refreshes keys (e.g.
 // "tcp" and "udp", as the engine writes keys of an inet_proto set) in
-// set until ctx is done or Run's context is. A failed refresh is logged and
-// counted; the next one may succeed.
+// set, while the table has subjects, every HeartbeatEvery and whenever
+// SetTable gives it one, until ctx is done or Run's context is. A failed
+// refresh is logged and counted; the next one may succeed.
 func (f *Forwarder) Heartbeat(ctx context.Context, set string, keys []string) {
 	select {
 	case <-f.ready:
@@ -45,15 +46,20 @@ func (f *Forwarder) Heartbeat(ctx context.Context, set string, keys []string) {
 			return
 		default:
 		}
-		cctx, cancel := context.WithTimeout(ctx, HeartbeatEvery)
-		err := f.cfg.Committer.AddTimed(cctx, elems)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			f.m.HeartbeatErrors.Inc()
-			f.warn("dns forwarder: heartbeat", "set", set, "error", err)
+		// Without subjects the table has no redirect (and no heartbeat
+		// set) to keep alive.
+		if t := f.table.Load(); t != nil && len(t.Pods) > 0 {
+			cctx, cancel := context.WithTimeout(ctx, HeartbeatEvery)
+			err := f.cfg.Committer.AddTimed(cctx, elems)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				f.m.HeartbeatErrors.Inc()
+				f.warn("dns forwarder: heartbeat", "set", set, "error", err)
+			}
 		}
 		select {
 		case <-tick.C:
+		case <-f.kick:
 		case <-f.stopping:
 			return
 		case <-ctx.Done():

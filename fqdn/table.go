@@ -51,6 +51,31 @@ type Table struct {
 	// family (the other family's if there is none) and trusts only its
 	// answers.
 	Servers []netip.AddrPort
+	// Ranges are this node's pod ranges. Queries from an address in them
+	// that is no subject's are redirected too while no pod has it (a pod
+	// starting before its address reaches the agent): the forwarder
+	// waits for a table that names it, and relays the queries of one
+	// that is no subject without adding anything.
+	Ranges []netip.Prefix
+	// Known are the addresses of this node's pods that the agent knows
+	// (subjects or not): an address of Ranges not in Known is a pod
+	// starting.
+	Known map[netip.Addr]bool
+}
+
+// Pending reports whether addr is an address of this node's pod ranges
+// that no pod the agent knows has.
+func (t *Table) Pending(addr netip.Addr) bool {
+	addr = addr.Unmap()
+	if t == nil || t.Lookup(addr) != nil || t.Known[addr] {
+		return false
+	}
+	for _, r := range t.Ranges {
+		if r.Contains(addr) {
+			return true
+		}
+	}
+	return false
 }
 
 // Lookup is the subject pod that addr (a query's source) belongs to, or
