@@ -205,6 +205,28 @@ func TestAgentDomainNames(t *testing.T) {
 		}
 	})
 
+	t.Run("explain reads the node's answers", func(t *testing.T) {
+		addr, ok, err := resolveConnect(t, "x/a", "udp", false, 2*time.Second)
+		if err != nil || !ok {
+			t.Fatalf("x/a: %v %v", ok, err)
+		}
+		name := fmt.Sprintf("t%d.fc.example", next)
+		kc, err := a.srv.WriteKubeconfig(a.dir, kubetest.Admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct{ pod, node, want string }{
+			{"x/a", "n1", "x/a resolved " + name + " to " + addr.String() + " (answer expires in"},
+			{"x/b", "n2", `denied by ClusterNetworkPolicy egress-names (Admin, priority 10) rule egress[1] "rest"`},
+		} {
+			out, err := exec.Command(nftguardBin, "explain", "--kubeconfig", kc, "--node-table", "--netns", a.lab.Node(tc.node).Path,
+				"--from", tc.pod, "--to", addr.String(), "--port", "tcp/80").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), tc.want) {
+				t.Errorf("explain from %s: %v, want %q in:\n%s", tc.pod, err, tc.want, out)
+			}
+		}
+	})
+
 	t.Run("agent killed and restarted", func(t *testing.T) {
 		ag := a.agents["n2"]
 		ag.signal(t, syscall.SIGKILL)

@@ -376,12 +376,27 @@ func readAnswer(rw nfnl.Transport, buf []byte, msgs *[]rawMsg, seq0, last uint32
 // Sync; one the kernel does not have is an error for which IsNotFound is
 // true.
 func (e *Engine) ReadTimed(ctx context.Context, set string) ([]TimedState, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	d, err := e.timedDecl(e.timed.Load(), set)
 	if err != nil {
 		return nil, fmt.Errorf("read timed elements: %w", err)
+	}
+	return e.readTimed(ctx, set, d)
+}
+
+// ReadTimedAs is ReadTimed for an engine that has not synced the table
+// (a reader of an agent's table, such as explain on the node): the set's
+// key type (e.g. "ipv4_addr . ipv4_addr") is the caller's.
+func (e *Engine) ReadTimedAs(ctx context.Context, set, keyType string) ([]TimedState, error) {
+	k, err := nftsyntax.ParseType(keyType)
+	if err != nil {
+		return nil, fmt.Errorf("read timed elements of set %s: %w", set, err)
+	}
+	return e.readTimed(ctx, set, nftsyntax.SetDecl{Name: set, Key: k, Timeout: true})
+}
+
+func (e *Engine) readTimed(ctx context.Context, set string, d nftsyntax.SetDecl) ([]TimedState, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	e.tmu.Lock()
 	defer e.tmu.Unlock()

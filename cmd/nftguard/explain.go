@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +19,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/nftguard/nftguard/compose"
+	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/explain"
 	"github.com/nftguard/nftguard/manifest"
 	"github.com/nftguard/nftguard/podset"
@@ -30,7 +34,8 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
 	var files stringList
 	var from, to, port, nodeName, kubeconfig string
-	var live bool
+	var live, nodeTable bool
+	var netns string
 	var family int
 	fs.Var(&files, "f", "manifest file or directory (YAML or JSON, repeatable; - for stdin)")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "judge against a live cluster (this kubeconfig) instead of manifests")
@@ -40,12 +45,16 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.StringVar(&port, "port", "", "destination port as PROTO/PORT, e.g. tcp/80")
 	fs.StringVar(&nodeName, "node-name", "", "judge as this node's agent enforces (only its pods are isolated); default: every node enforces")
 	fs.IntVar(&family, "family", 0, "4 or 6: the pods' address family for a pod-to-pod flow (default 4 when both pods have one)")
+	fs.BoolVar(&nodeTable, "node-table", false, "read the live state of domainNames rules (the DNS answers the node's pods hold) from this machine's nftguard table; run it on the flow's node")
+	fs.StringVar(&netns, "netns", "", "with --node-table: the network namespace the table is in (default: this process's)")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	switch {
 	case len(files) == 0 && kubeconfig == "" && !live:
 		return usagef("-f PATH, --kubeconfig FILE or --in-cluster is required")
+	case netns != "" && !nodeTable:
+		return usagef("--netns needs --node-table")
 	case len(files) > 0 && (kubeconfig != "" || live):
 		return usagef("-f and --kubeconfig/--in-cluster exclude each other")
 	case from == "" || to == "" || port == "":
@@ -85,6 +94,14 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	for _, w := range cl.Warnings() {
 		w.Source = objs.Source(w.Object)
 		fmt.Fprintf(stderr, "warning: %v\n", w)
+	}
+	if nodeTable {
+		answers, err := newTableAnswers(netns)
+		if err != nil {
+			return err
+		}
+		defer answers.close()
+		cl.SetDomainAnswers(answers)
 	}
 	res, err := cl.Explain(explain.Flow{From: from, To: to, Protocol: proto, Port: num, Family: family})
 	if errors.Is(err, explain.ErrBadInput) {
@@ -180,4 +197,47 @@ func explainRESTConfig(kubeconfig string) (*rest.Config, error) {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	return cfg, nil
+}
+
+// tableAnswers reads the domainNames sets of the node's table (each set
+// once, on first use): the answers each pod holds, with the name each
+// address was resolved for (the element's comment) and its time left.
+type tableAnswers struct {
+	eng  *engine.Engine
+	sets map[string]map[string]engine.TimedState
+}
+
+func newTableAnswers(netns string) (*tableAnswers, error) {
+	var opts []engine.Option
+	if netns != "" {
+		opts = append(opts, engine.WithNetNS(netns))
+	}
+	eng, err := engine.New(compose.Table(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("read the node's table: %w", err)
+	}
+	return &tableAnswers{eng: eng, sets: map[string]map[string]engine.TimedState{}}, nil
+}
+
+func (a *tableAnswers) close() { a.eng.Close() }
+
+func (a *tableAnswers) Answer(set string, pod, dst netip.Addr) (string, time.Duration, bool) {
+	m, ok := a.sets[set]
+	if !ok {
+		m = map[string]engine.TimedState{}
+		// A set the table lacks holds nothing (no pod of this node is
+		// a subject of its rule).
+		typ := "ipv4_addr . ipv4_addr"
+		if dst.Is6() {
+			typ = "ipv6_addr . ipv6_addr"
+		}
+		if states, err := a.eng.ReadTimedAs(context.Background(), set, typ); err == nil {
+			for _, s := range states {
+				m[s.Key] = s
+			}
+		}
+		a.sets[set] = m
+	}
+	s, ok := m[pod.String()+" . "+dst.String()]
+	return s.Comment, s.Expires, ok
 }
