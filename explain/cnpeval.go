@@ -63,6 +63,9 @@ type tierResult struct {
 	// for the direction, in evaluation order.
 	selecting []string
 	notes     []string
+	// domainMisses are the domainNames rules met before the decision
+	// that held no answer for the destination.
+	domainMisses []ClusterRuleRef
 }
 
 // evalTier runs the tier's policies that select self, lowest priority first
@@ -87,7 +90,7 @@ func (c *Cluster) evalTier(tier string, ingress bool, self, peer Endpoint, f Flo
 			// Only an equal priority could have decided instead, had
 			// the tie been broken the other way.
 			if cp.priority == decided.priority {
-				if other, action, _ := c.firstMatch(cp, ingress, rules, self, peer, f); other != nil {
+				if other, action, _, _ := c.firstMatch(cp, ingress, rules, self, peer, f); other != nil {
 					res.notes = append(res.notes, fmt.Sprintf(
 						"priority %d is shared with %s, which would %s: the API leaves the order of equal priorities open; nftguard orders them by name, so %s decides",
 						cp.priority, other, strings.ToLower(string(action)), decided.shown))
@@ -95,8 +98,9 @@ func (c *Cluster) evalTier(tier string, ingress bool, self, peer Endpoint, f Flo
 			}
 			continue
 		}
-		ref, action, notes := c.firstMatch(cp, ingress, rules, self, peer, f)
+		ref, action, notes, misses := c.firstMatch(cp, ingress, rules, self, peer, f)
 		res.notes = append(res.notes, notes...)
+		res.domainMisses = append(res.domainMisses, misses...)
 		if ref != nil {
 			res.action, res.rule, decided = action, ref, cp
 		}
@@ -109,12 +113,13 @@ func (c *Cluster) evalTier(tier string, ingress bool, self, peer Endpoint, f Flo
 // closed. A rule that fails closed is the compiler's: an Accept one
 // matches nothing, any other matches everything and denies (the kernel
 // drops), also for an action that is not Deny.
-func (c *Cluster) firstMatch(cp *clusterPolicy, ingress bool, rules []cnpRule, self, peer Endpoint, f Flow) (*ClusterRuleRef, cnpv1beta1.ClusterNetworkPolicyRuleAction, []string) {
+func (c *Cluster) firstMatch(cp *clusterPolicy, ingress bool, rules []cnpRule, self, peer Endpoint, f Flow) (*ClusterRuleRef, cnpv1beta1.ClusterNetworkPolicyRuleAction, []string, []ClusterRuleRef) {
 	dir, field, dst := "egress", "to", peer
 	if ingress {
 		dir, field, dst = "ingress", "from", self
 	}
 	var notes []string
+	var misses []ClusterRuleRef
 	for i, r := range rules {
 		ref := &ClusterRuleRef{Policy: cp.name, Tier: cp.tier, Priority: cp.priority, Direction: dir, Index: i, Name: r.name, Action: string(r.action)}
 		if r.failClosed != "" {
@@ -123,14 +128,18 @@ func (c *Cluster) firstMatch(cp *clusterPolicy, ingress bool, rules []cnpRule, s
 				continue
 			}
 			ref.FailClosed = r.failClosed
-			return ref, cnpv1beta1.ClusterNetworkPolicyRuleActionDeny, notes
+			return ref, cnpv1beta1.ClusterNetworkPolicyRuleActionDeny, notes, misses
 		}
 		peerText, ok := c.matchClusterPeers(r.peers, field, peer)
 		if !ok && !ingress {
 			var note string
-			peerText, ok, note = c.matchDomains(r.peers, self, peer)
+			var domains bool
+			peerText, ok, domains, note = c.matchDomains(r.peers, self, peer)
 			if note != "" {
 				notes = append(notes, ref.head()+" "+note)
+			}
+			if domains && !ok {
+				misses = append(misses, *ref)
 			}
 		}
 		if !ok {
@@ -141,9 +150,9 @@ func (c *Cluster) firstMatch(cp *clusterPolicy, ingress bool, rules []cnpRule, s
 			continue
 		}
 		ref.Peer, ref.Port = peerText, portText
-		return ref, r.action, notes
+		return ref, r.action, notes, misses
 	}
-	return nil, "", notes
+	return nil, "", notes, misses
 }
 
 // matchClusterPeers reports whether one of the peers selects e, and which.

@@ -29,7 +29,7 @@ func (c *Cluster) SetDomainAnswers(answers DomainAnswers) { c.domains = answers 
 // the flow from self to dst: whether self received, and still holds, an
 // answer with dst for one of the peer's names. Without the node's live
 // state it is a note and no match.
-func (c *Cluster) matchDomains(peers []cnpv1beta1.ClusterNetworkPolicyEgressPeer, self, dst Endpoint) (text string, ok bool, note string) {
+func (c *Cluster) matchDomains(peers []cnpv1beta1.ClusterNetworkPolicyEgressPeer, self, dst Endpoint) (text string, ok, domains bool, note string) {
 	var all []string
 	for j, p := range peers {
 		if len(p.DomainNames) == 0 {
@@ -55,15 +55,15 @@ func (c *Cluster) matchDomains(peers []cnpv1beta1.ClusterNetworkPolicyEgressPeer
 				continue
 			}
 			if name, left, found := c.domains.Answer(set, src, dst.Addr); found {
-				return fmt.Sprintf("to[%d] domainNames: %s resolved %s to %s (answer expires in %s)", j, self.Pod, name, dst.Addr, left.Round(time.Second)), true, ""
+				return fmt.Sprintf("to[%d] domainNames: %s resolved %s to %s (answer expires in %s)", j, self.Pod, name, dst.Addr, left.Round(time.Second)), true, true, ""
 			}
 		}
 	}
 	if len(all) == 0 {
-		return "", false, ""
+		return "", false, false, ""
 	}
 	if c.domains == nil {
-		return "", false, fmt.Sprintf("matches addresses the pod resolved for %s while their DNS answers last; without the node's live state this explanation takes it to match nothing", strings.Join(all, ", "))
+		return "", false, true, fmt.Sprintf("matches addresses the pod resolved for %s while their DNS answers last; without the node's live state this explanation takes it to match nothing", strings.Join(all, ", "))
 	}
-	return "", false, ""
+	return "", false, true, fmt.Sprintf("matches addresses the pod resolved for %s: the pod holds no unexpired answer with %s", strings.Join(all, ", "), dst.Addr)
 }

@@ -53,6 +53,10 @@ type Decision struct {
 	// Notes say what else shaped the verdict: a tie of equal priorities
 	// broken by name, rules skipped because they fail closed.
 	Notes []string
+	// UnmatchedDomains are the Accept rules with domainNames peers met
+	// before the decision that held no DNS answer of the pod's for the
+	// destination (with no live state given, every one met).
+	UnmatchedDomains []ClusterRuleRef
 }
 
 // RuleRef names one rule of a policy and what of it matched.
@@ -194,6 +198,7 @@ func (c *Cluster) tiers(ingress bool, self, peer Endpoint, f Flow) Decision {
 // tier decided (Accept or Deny); a Pass is recorded on the way.
 func (c *Cluster) tierDecides(d *Decision, tier string, res tierResult) bool {
 	d.Notes = append(d.Notes, res.notes...)
+	d.UnmatchedDomains = append(d.UnmatchedDomains, res.domainMisses...)
 	switch res.action {
 	case cnpv1beta1.ClusterNetworkPolicyRuleActionAccept:
 		d.Allowed, d.Tier, d.ClusterRule = true, tier, res.rule

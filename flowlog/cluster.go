@@ -36,6 +36,18 @@ type ClusterRule struct {
 	Direction string `json:"direction"` // ingress or egress
 	Index     int    `json:"index"`     // in spec.ingress or spec.egress
 	Name      string `json:"name,omitempty"`
+	// UnmatchedDomains are the Accept rules with domainNames peers the
+	// flow met before this rule: none held a DNS answer of the pod's with
+	// the destination (the pod did not resolve one of their names to it
+	// through the cluster DNS, or the answer had expired).
+	UnmatchedDomains []DomainRule `json:"unmatchedDomainRules,omitempty"`
+}
+
+// DomainRule names a rule with domainNames peers.
+type DomainRule struct {
+	Policy string `json:"policy"`
+	Index  int    `json:"index"` // in spec.egress
+	Name   string `json:"name,omitempty"`
 }
 
 // String is the decision in words. The rule name is free text of the
@@ -45,6 +57,17 @@ func (c *ClusterRule) String() string {
 		") rule " + c.Direction + "[" + strconv.Itoa(c.Index) + "]"
 	if c.Name != "" {
 		s += " " + strconv.Quote(c.Name)
+	}
+	for i, d := range c.UnmatchedDomains {
+		if i == 0 {
+			s += "; no DNS answer with this address for domainNames rule "
+		} else {
+			s += ", "
+		}
+		s += d.Policy + " egress[" + strconv.Itoa(d.Index) + "]"
+		if d.Name != "" {
+			s += " " + strconv.Quote(d.Name)
+		}
 	}
 	return s
 }
@@ -87,7 +110,11 @@ func ClusterDeny(c *explain.Cluster, r *Record) *ClusterRule {
 		return nil
 	}
 	cr := d.ClusterRule
-	return &ClusterRule{Policy: cr.Policy, Tier: cr.Tier, Priority: cr.Priority, Direction: cr.Direction, Index: cr.Index, Name: cr.Name}
+	out := &ClusterRule{Policy: cr.Policy, Tier: cr.Tier, Priority: cr.Priority, Direction: cr.Direction, Index: cr.Index, Name: cr.Name}
+	for _, m := range d.UnmatchedDomains {
+		out.UnmatchedDomains = append(out.UnmatchedDomains, DomainRule{Policy: m.Policy, Index: m.Index, Name: m.Name})
+	}
+	return out
 }
 
 // clusterDecision names the ClusterNetworkPolicy rule of r, if res knows

@@ -2,6 +2,7 @@ package flowlog
 
 import (
 	"net/netip"
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +52,12 @@ func TestResolveClusterDeny(t *testing.T) {
 			Subject: cnp.ClusterNetworkPolicySubject{Namespaces: sel("ns", "y")},
 			Egress: []cnp.ClusterNetworkPolicyEgressRule{{Action: cnp.ClusterNetworkPolicyRuleActionDeny,
 				To: []cnp.ClusterNetworkPolicyEgressPeer{{Namespaces: sel("ns", "x")}}, Protocols: tcp(443)}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "names"}, Spec: cnp.ClusterNetworkPolicySpec{Tier: cnp.AdminTier, Priority: 1,
+			Subject: cnp.ClusterNetworkPolicySubject{Namespaces: sel("ns", "y")},
+			Egress: []cnp.ClusterNetworkPolicyEgressRule{
+				{Name: "api", Action: cnp.ClusterNetworkPolicyRuleActionAccept, To: []cnp.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnp.DomainName{"api.example.com"}}}},
+				{Name: "rest", Action: cnp.ClusterNetworkPolicyRuleActionDeny, To: []cnp.ClusterNetworkPolicyEgressPeer{{Networks: []cnp.CIDR{"198.51.100.0/24"}}}},
+			}}},
 	}
 	cl, probs := explain.New(explain.Input{NodeName: "n1", Namespaces: nss, Pods: podset.FromAPIList(pods), NetworkPolicies: nps, ClusterNetworkPolicies: cnps})
 	if len(probs) > 0 {
@@ -73,6 +80,10 @@ func TestResolveClusterDeny(t *testing.T) {
 		{"Baseline Deny of egress", withCNP, rec(Egress, "10.0.1.1", "10.0.0.1", 6, 443),
 			&ClusterRule{Policy: "base", Tier: "Baseline", Priority: 0, Direction: "egress", Index: 0},
 			`pod y/a: denied by ClusterNetworkPolicy base (Baseline, priority 0) rule egress[0]`},
+		{"a domainNames rule without an answer, then a Deny", withCNP, rec(Egress, "10.0.1.1", "198.51.100.7", 6, 443),
+			&ClusterRule{Policy: "names", Tier: "Admin", Priority: 1, Direction: "egress", Index: 1, Name: "rest",
+				UnmatchedDomains: []DomainRule{{Policy: "names", Index: 0, Name: "api"}}},
+			`pod y/a: denied by ClusterNetworkPolicy names (Admin, priority 1) rule egress[1] "rest"; no DNS answer with this address for domainNames rule names egress[0] "api"`},
 		{"Pass, then the NetworkPolicy denies", withCNP, rec(Ingress, "10.0.1.1", "10.0.0.2", 6, 80), nil,
 			"pod x/b isolated for ingress by policy only-a; no rule allowed"},
 		{"the other direction's Deny is not this record's", withCNP, rec(Egress, "10.0.1.1", "10.0.0.2", 6, 22), nil,
@@ -85,7 +96,7 @@ func TestResolveClusterDeny(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := tt.rec
 			Resolve(&r, tt.res)
-			if (r.ClusterRule == nil) != (tt.rule == nil) || (tt.rule != nil && *r.ClusterRule != *tt.rule) {
+			if !reflect.DeepEqual(r.ClusterRule, tt.rule) {
 				t.Errorf("rule %+v, want %+v", r.ClusterRule, tt.rule)
 			}
 			if r.Decision != tt.decision {

@@ -2,6 +2,7 @@ package flowlog
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -175,7 +176,7 @@ func TestClusterDenyRecordsAndCounters(t *testing.T) {
 		}
 		rec := mine[0]
 		wantDecision := "pod " + fl.pod + ": " + fl.rule.String()
-		if rec.ClusterRule == nil || *rec.ClusterRule != *fl.rule || rec.Decision != wantDecision || string(rec.Direction) != fl.rule.Direction ||
+		if rec.ClusterRule == nil || !reflect.DeepEqual(rec.ClusterRule, fl.rule) || rec.Decision != wantDecision || string(rec.Direction) != fl.rule.Direction ||
 			rec.Pod != fl.pod || len(rec.Policies) != 0 || rec.SrcPod != fl.from.Name || rec.DstPod != fl.to.Name {
 			t.Errorf("%s: record %s %+v; want %q", name, recText(rec), rec.ClusterRule, wantDecision)
 		}
