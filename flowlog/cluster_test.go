@@ -78,8 +78,10 @@ func TestResolveClusterDeny(t *testing.T) {
 			&ClusterRule{Policy: "guard", Tier: "Admin", Priority: 3, Direction: "ingress", Index: 1, Name: "no \"ssh\"\n"},
 			`pod x/b: denied by ClusterNetworkPolicy guard (Admin, priority 3) rule ingress[1] "no \"ssh\"\n"`},
 		{"Baseline Deny of egress", withCNP, rec(Egress, "10.0.1.1", "10.0.0.1", 6, 443),
-			&ClusterRule{Policy: "base", Tier: "Baseline", Priority: 0, Direction: "egress", Index: 0},
-			`pod y/a: denied by ClusterNetworkPolicy base (Baseline, priority 0) rule egress[0]`},
+			// y/a met the Admin tier's domainNames rule on the way.
+			&ClusterRule{Policy: "base", Tier: "Baseline", Priority: 0, Direction: "egress", Index: 0,
+				UnmatchedDomains: []DomainRule{{Policy: "names", Index: 0, Name: "api"}}},
+			`pod y/a: denied by ClusterNetworkPolicy base (Baseline, priority 0) rule egress[0]; no DNS answer with this address for domainNames rule names egress[0] "api"`},
 		{"a domainNames rule without an answer, then a Deny", withCNP, rec(Egress, "10.0.1.1", "198.51.100.7", 6, 443),
 			&ClusterRule{Policy: "names", Tier: "Admin", Priority: 1, Direction: "egress", Index: 1, Name: "rest",
 				UnmatchedDomains: []DomainRule{{Policy: "names", Index: 0, Name: "api"}}},
