@@ -61,6 +61,11 @@
 //	                given to every compile and followed over rtnetlink, a
 //	                change synced like an object change; the held and
 //	                pending egress metrics
+//	dns.go          dnsState: the DNS forwarder of domainNames rules (package
+//	                dnsfwd) on the node's addresses, its heartbeat, the
+//	                cluster DNS (kube-system/kube-dns or --cluster-dns) given
+//	                to every compile, the table of each sync handed to it;
+//	                the addresses and names held, read from the kernel
 //	egresscount.go  egressCounters: each egress Service's translated packets
 //	                and bytes from the kernel's counters, read at scrape
 //	testhook.go     test builds only (-tags nftguard_testhooks): a label

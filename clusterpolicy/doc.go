@@ -124,6 +124,10 @@
 //	validate.go     the CRD's schema and CEL rules, and fail-closed marking
 //	check.go        Check, CheckAll: that classification, exported so that
 //	                explain follows exactly what the kernel enforces
+//	dns.go          domainNames: the timeout sets per list of names, the
+//	                forwarder's table, the redirect of subject (and
+//	                starting) pods' DNS to the forwarder and its input
+//	                accept
 //	names.go        every generated name
 //	incremental.go  Compiler and its memo; a pod chain from compiled rules
 //

@@ -21,4 +21,12 @@
 //
 // The pure part, which addresses an answer adds for which pod and rule,
 // is package fqdn.
+//
+// # Where things are
+//
+//	forwarder.go  Config, Limits, Forwarder: the UDP and TCP listeners, the
+//	              limits, the upstream exchange, commit before reply, the
+//	              wait for a starting pod's table
+//	heartbeat.go  Heartbeat: the element the redirect needs, refreshed
+//	metrics.go    Metrics: the nftguard_dns_* collectors and their reasons
 package dnsfwd

@@ -90,5 +90,7 @@
 //	cnp.go      the ClusterNetworkPolicies the compiler enforces, read with
 //	            its own classification (clusterpolicy.CheckAll)
 //	cnpeval.go  one ClusterNetworkPolicy tier for one side of a flow
+//	domains.go  domainNames peers, judged by the answers a DomainAnswers
+//	            (the node's table) says the pod holds
 //	text.go     the verdict as explain prints it
 package explain

@@ -20,4 +20,10 @@
 // smallest TTL along its chain, within [MinTTL, MaxTTL]. Records not
 // reached from the question are ignored: they are not the answer to what
 // the pod asked. One answer adds at most MaxAddrsPerAnswer addresses.
+//
+// # Where things are
+//
+//	pattern.go  Pattern, ParsePattern, Normalize: the API's names
+//	table.go    Rule, Subject, Table: what the compiler hands the forwarder
+//	answer.go   Table.Elements: the elements one answer adds, and why
 package fqdn
