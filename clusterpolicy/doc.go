@@ -96,7 +96,8 @@
 //
 // Valid rules this compiler cannot enforce as written fail closed the same
 // way, with a Warning naming the rule: peers with no known field (a newer
-// API version) and domainNames peers (not supported).
+// API version) and domainNames peers outside Accept rules (the API
+// supports them only there). domainNames in an Accept rule: dns.go.
 //
 // Two objects of one name (possible only in manifests) would share set
 // names: the first in input order counts, the other is a Problem. Local

@@ -315,7 +315,7 @@ func ecnpScenarios(l *ecnpLab) []ecnpScenario {
 				cnptest.Policy("future-pass", cnpBase, 1, cnptest.PodsSubject(match("ns", "y"), match("pod", "b")), nil, []ecnpRule{cnptest.R("", cnpPass, cnpv1beta1.ClusterNetworkPolicyEgressPeer{})}),
 			},
 			cells: []ecnpCell{{"x/a", "y/a", tcp80, false}, {"x/a", "ext", tcp80, true}, {"y/b", "x/a", tcp80, false}, {"y/b", "ext", udp80, false}, {"y/a", "x/a", tcp80, true}}},
-		{name: "domain-names-accept-fails-closed",
+		{name: "domain-names-without-answers-match-nothing",
 			cnps: []*cnpv1beta1.ClusterNetworkPolicy{cnptest.Policy("allowlist", cnpAdmin, 1, cnptest.NamespacesSubjectOf("ns", "y"), nil, []ecnpRule{
 				cnptest.R("docs", cnpAccept, cnpv1beta1.ClusterNetworkPolicyEgressPeer{DomainNames: []cnpv1beta1.DomainName{"kubernetes.io"}}),
 				cnptest.R("rest", cnpDeny, everywhere),

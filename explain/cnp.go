@@ -115,7 +115,8 @@ func (c *Cluster) addClusterPolicies(cnps []*cnpv1beta1.ClusterNetworkPolicy) (p
 
 // failClosedCause is the compiler's first reason for failing a rule closed,
 // its field relative to the rule ("to[1].domainNames: domainNames peers
-// are not supported by nftguard"), or "" for a rule enforced as written.
+// are supported only in Accept rules"), or "" for a rule enforced as
+// written.
 func failClosedCause(ruleField string, rc clusterpolicy.RuleCheck) string {
 	if !rc.FailClosed {
 		return ""

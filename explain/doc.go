@@ -38,7 +38,7 @@
 //     matches each on its own port); none means every protocol and port. A
 //     rule that fails closed (invalid, or with a peer nftguard cannot
 //     match: no field set, as a newer API version may write, or
-//     domainNames, which nftguard does not support) follows the API's
+//     domainNames outside an Accept rule) follows the API's
 //     fail-closed rule: an Accept rule matches nothing, any other rule
 //     (Deny, Pass, an unknown action) denies all traffic.
 //   - NetworkPolicy tier: decides for a pod that a NetworkPolicy isolates
