@@ -614,6 +614,39 @@ func testDomainNames(t *testing.T, bridged bool) {
 		}
 	})
 
+	t.Run("the heartbeat keeps the redirect past its timeout", func(t *testing.T) {
+		// Resolve and connect every 200 ms for twice the heartbeat's
+		// timeout, and watch the heartbeat's elements: each refresh must
+		// restart their timers (a refresh the kernel ignored would let
+		// them run down to zero every HeartbeatTTL).
+		end := time.Now().Add(2 * dnsfwd.HeartbeatTTL)
+		least := dnsfwd.HeartbeatTTL
+		for i := 0; time.Now().Before(end); i++ {
+			st, err := l.eng.ReadTimed(context.Background(), clusterpolicy.SetAlive)
+			if err != nil || len(st) != 2 {
+				t.Fatalf("heartbeat elements: %v %v", st, err)
+			}
+			for _, e := range st {
+				least = min(least, e.Expires)
+			}
+			v6 := i%2 == 1
+			addrs, err := l.resolve(xa, "udp", l.server(v6), fmt.Sprintf("t%d.fc.example", 3000+i), v6)
+			if err != nil || len(addrs) != 1 {
+				t.Fatalf("resolve %d: %v %v", i, addrs, err)
+			}
+			if c, ok := connect(xa, addrs[0], 80); ok {
+				c.Close()
+			} else {
+				t.Errorf("connect %d (%v) failed: the redirect lapsed", i, addrs[0])
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if floor := dnsfwd.HeartbeatTTL - dnsfwd.HeartbeatEvery - 500*time.Millisecond; least < floor {
+			t.Errorf("a heartbeat element came within %v of expiring, want at least %v left at any time", least, floor)
+		}
+		t.Logf("the heartbeat's elements never had less than %v left", least.Round(time.Millisecond))
+	})
+
 	t.Run("agent stopped: DNS goes direct within the heartbeat's timeout, rules open nothing new", func(t *testing.T) {
 		l.stopForwarder()
 		stopped := time.Now()
