@@ -24,6 +24,14 @@ import (
 )
 
 func main() {
+	if p := os.Getenv(fwdChildEnv); p != "" {
+		// Scenario 9's agent child (domains_fwd.go), pinned to one CPU.
+		if err := fwdChildMain(p); err != nil {
+			fmt.Fprintln(os.Stderr, "bench agent child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if kind := os.Getenv(domChildEnv); kind != "" {
 		// Scenario 9's child (domains_mem.go), in its own cgroup.
 		if err := domainsChildMain(kind); err != nil {
@@ -39,7 +47,7 @@ func main() {
 	name := flag.String("profile", def, "full, quick, smoke or envelope (default from $BENCH_PROFILE, else full)")
 	out := flag.String("out", "../results", "directory for REPORT.md and the plots")
 	root := flag.String("root", "../..", "repository root")
-	only := flag.String("only", "", "run one scenario only: scale (full program: apply vs nft -f), denied (the denied-traffic log), cnp (ClusterNetworkPolicies), egress (egress SNAT through nftguard run) or domains (domainNames: data path against networks, memory of the answers); default all")
+	only := flag.String("only", "", "run one scenario only: scale (full program: apply vs nft -f), denied (the denied-traffic log), cnp (ClusterNetworkPolicies), egress (egress SNAT through nftguard run) or domains (domainNames: data path against networks, memory of the answers, the DNS forwarder's latency and rate); default all")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
