@@ -536,7 +536,7 @@ func (r *runner) latLoad(lab *netlab.Lab, perWorker int, op func(worker, i int) 
 // usf formats seconds as µs.
 func usf(sec float64) string {
 	us := sec * 1e6
-	if us >= 1000 {
+	if us >= 1000 || us <= -1000 {
 		return fmt.Sprintf("%.2f ms", us/1000)
 	}
 	return fmt.Sprintf("%.0f µs", us)

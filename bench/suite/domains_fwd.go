@@ -69,7 +69,7 @@ const (
 func fwdSubject(i int) string { return fmt.Sprintf("%s/sub%d", fwdNS, i) }
 
 // fwdName is query k's name, with m addresses in its answer; it matches
-// domPattern, and as an element's comment it is 20–26 bytes.
+// domPattern, and as an element's comment it is 19–25 bytes.
 func fwdName(k, m int) string { return fmt.Sprintf("q%d.n%d.bench.example", k, m) }
 
 // fwdAddr is address i of query k's answer.

@@ -224,10 +224,18 @@ func (r *runner) measureDomains(res *results, out string) {
 	if res.Domains, err = r.runDomains(); err != nil {
 		r.logf("domain names failed: %v", err)
 		res.Failures = append(res.Failures, fmt.Sprintf("domain names: %v", err))
-	} else if len(res.Domains.DP) > 0 {
-		if res.Plots["domains"], err = plotDomains(out, res.Domains); err != nil {
-			r.logf("domain names plot failed: %v", err)
-			res.Failures = append(res.Failures, fmt.Sprintf("domain names plot: %v", err))
+	} else {
+		if len(res.Domains.DP) > 0 {
+			if res.Plots["domains"], err = plotDomains(out, res.Domains); err != nil {
+				r.logf("domain names plot failed: %v", err)
+				res.Failures = append(res.Failures, fmt.Sprintf("domain names plot: %v", err))
+			}
+		}
+		if res.Domains.Fwd != nil {
+			if res.Plots["domains-forwarder"], err = plotDomainsFwd(out, res.Domains.Fwd); err != nil {
+				r.logf("domain names forwarder plot failed: %v", err)
+				res.Failures = append(res.Failures, fmt.Sprintf("domain names forwarder plot: %v", err))
+			}
 		}
 	}
 }
