@@ -279,8 +279,15 @@ func (e *Engine) sendTimed(ctx context.Context, s *timedSock, elems []TimedEleme
 					continue
 				}
 				// As nft sends it: the timeout (milliseconds) before the key.
+				// The expiration too: the kernel restarts an existing
+				// element's timer only when it is given, or when the
+				// timeout differs from the element's, so without it a
+				// refresh with the same timeout (a heartbeat, a name
+				// resolved again) would leave the first expiry in place.
 				le := s.m.Nest(unix.NFTA_LIST_ELEM)
-				s.m.U64(unix.NFTA_SET_ELEM_TIMEOUT, uint64((el.Timeout+time.Millisecond-1)/time.Millisecond))
+				ms := uint64((el.Timeout + time.Millisecond - 1) / time.Millisecond)
+				s.m.U64(unix.NFTA_SET_ELEM_TIMEOUT, ms)
+				s.m.U64(unix.NFTA_SET_ELEM_EXPIRATION, ms)
 				k := s.m.Nest(unix.NFTA_SET_ELEM_KEY)
 				s.m.Attr(unix.NFTA_DATA_VALUE, s.keys[s.koff[i]:s.koff[i+1]])
 				s.m.EndNest(k)

@@ -197,6 +197,19 @@ func TestAddTimedRefreshes(t *testing.T) {
 			t.Errorf("after adding with %v: expires in %v", to, got[0].Expires)
 		}
 	}
+	// The same timeout again restarts the timer too (a heartbeat, a
+	// name resolved again): the kernel does so only when the expiration
+	// is sent along.
+	if err := e.AddTimed(ctx, []TimedElement{{Set: "dns4", Key: key, Timeout: 3 * time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	if err := e.AddTimed(ctx, []TimedElement{{Set: "dns4", Key: key, Timeout: 3 * time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustReadTimed(t, e, "dns4"); len(got) != 1 || got[0].Expires < 2500*time.Millisecond {
+		t.Errorf("re-added with the same 3 s timeout 1.2 s later: %+v, want it to expire in 3 s again", got)
+	}
 	// The kernel keeps timeouts in jiffies (4 ms at HZ=250), so a
 	// rounded-up 1.5 ms reads back as at least 2 ms and one jiffy at most.
 	if err := e.AddTimed(ctx, []TimedElement{{Set: "dns4", Key: key, Timeout: 1500 * time.Microsecond}}); err != nil {
