@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
@@ -184,6 +186,10 @@ type fwdMark struct {
 	Goroutines    int
 	// Held is the pod's elements in the domain rule's IPv4 set ("count").
 	Held int
+	// Relayed and Refused are the forwarder's own counters: answers it
+	// relayed without adding anything, queries it did not relay; by
+	// reason, the reasons seen only.
+	Relayed, Refused map[string]float64 `json:",omitempty"`
 	Err  string `json:",omitempty"`
 }
 
@@ -245,7 +251,11 @@ func fwdChildMain(raw string) error {
 	defer ns.Close()
 	com := &fwdCommitter{eng: e}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	fwd, err := dnsfwd.New(dnsfwd.Config{Listen: p.Forward[:], Committer: com, Logger: log, NetNS: ns})
+	fm, err := dnsfwd.NewMetrics(nil)
+	if err != nil {
+		return err
+	}
+	fwd, err := dnsfwd.New(dnsfwd.Config{Listen: p.Forward[:], Committer: com, Logger: log, NetNS: ns, Metrics: fm})
 	if err != nil {
 		return err
 	}
@@ -300,7 +310,8 @@ func fwdChildMain(raw string) error {
 		_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
 		h := heap()
 		return fwdMark{User: tvSec(ru.Utime), Sys: tvSec(ru.Stime), Answers: com.answers.Load(), Elements: com.elements.Load(),
-			Failed: com.failed.Load(), Heap: h, HeapMax: max(heapMax.Swap(h), h), Goroutines: runtime.NumGoroutine()}
+			Failed: com.failed.Load(), Heap: h, HeapMax: max(heapMax.Swap(h), h), Goroutines: runtime.NumGoroutine(),
+			Relayed: byReason(fm.AnswersIgnored), Refused: byReason(fm.QueriesRefused)}
 	}
 	out := json.NewEncoder(os.Stdout)
 	if err := out.Encode(mark()); err != nil {
@@ -339,6 +350,21 @@ func fwdChildMain(raw string) error {
 		return fmt.Errorf("forwarder: %w", err)
 	}
 	return in.Err()
+}
+
+// byReason reads a counter vector's non-zero values by their one label.
+func byReason(v *prometheus.CounterVec) map[string]float64 {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { v.Collect(ch); close(ch) }()
+	out := map[string]float64{}
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil || d.Counter.GetValue() == 0 || len(d.Label) == 0 {
+			continue
+		}
+		out[d.Label[0].GetValue()] = d.Counter.GetValue()
+	}
+	return out
 }
 
 // fwdChild is the parent's end of a running child.
@@ -605,7 +631,8 @@ func (r *runner) fwdRound(res *domFwd, next *atomic.Int64, rates bool) (err erro
 	// Every forwarded answer, and no direct one, was committed: the
 	// plain pod's queries bypassed the forwarder.
 	if want := int64(r.prof.Domains.FwdQueries * len(fwdCombos)); count.Answers-start.Answers != want || count.Failed != 0 {
-		return fmt.Errorf("the forwarder committed %d answers (%d failed), %d were forwarded", count.Answers-start.Answers, count.Failed, want)
+		return fmt.Errorf("the forwarder committed %d answers (%d failed), %d were forwarded; relayed without adding %v, refused %v; the agent child logged: %s",
+			count.Answers-start.Answers, count.Failed, want, count.Relayed, count.Refused, strings.TrimSpace(child.stderr.String()))
 	}
 	if count.Held != expected {
 		return fmt.Errorf("the domain set holds %d elements of sub0, its answers named %d", count.Held, expected)
