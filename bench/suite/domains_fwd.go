@@ -190,7 +190,7 @@ type fwdMark struct {
 	// relayed without adding anything, queries it did not relay; by
 	// reason, the reasons seen only.
 	Relayed, Refused map[string]float64 `json:",omitempty"`
-	Err  string `json:",omitempty"`
+	Err              string             `json:",omitempty"`
 }
 
 func (m fwdMark) cpu() float64 { return m.User + m.Sys }
