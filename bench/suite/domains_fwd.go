@@ -193,8 +193,6 @@ type fwdMark struct {
 	Err              string             `json:",omitempty"`
 }
 
-func (m fwdMark) cpu() float64 { return m.User + m.Sys }
-
 // fwdCommitter is the agent's timedCommitter (the question name is each
 // element's comment), counting what it commits.
 type fwdCommitter struct {
