@@ -44,6 +44,13 @@ type domainsSpec struct {
 	Names   int           // memory: answers (names) for one pod
 	PerName int           // memory: addresses per answer
 	MemReps int           // memory: fresh namespaces and cgroups
+	// The forwarder (domains_fwd.go): FwdQueries names of each transport
+	// and answer size through it and direct, in each of FwdReps labs
+	// (none skips it); then RatePods × RateClients clients for RateFor
+	// per answer size.
+	FwdQueries, FwdReps   int
+	RatePods, RateClients int
+	RateFor               time.Duration
 }
 
 // The API's limits on a networks rule: 25 CIDRs a peer, 25 peers a rule.
@@ -130,7 +137,9 @@ type domainsResult struct {
 	Spec     domainsSpec
 	DP       []domDP
 	Mem      []domMem // domains_mem.go
+	MemNamed []domMem // the same with each element's comment
 	IPSet    []domMem
+	Fwd      *domFwd // domains_fwd.go
 	LoadAvg  []string
 	Duration time.Duration
 }
@@ -276,7 +285,7 @@ func domainsConfigs(spec domainsSpec) []domConfig {
 func (r *runner) runDomains() (res domainsResult, err error) {
 	spec := r.prof.Domains
 	res = domainsResult{Spec: spec, LoadAvg: []string{loadAvg()}}
-	if len(spec.Addrs) == 0 && spec.Names == 0 {
+	if len(spec.Addrs) == 0 && spec.Names == 0 && spec.FwdQueries == 0 {
 		return res, nil
 	}
 	start := time.Now()
@@ -285,6 +294,14 @@ func (r *runner) runDomains() (res domainsResult, err error) {
 		if err := r.domainsMemory(&res); err != nil {
 			return res, err
 		}
+		res.LoadAvg = append(res.LoadAvg, loadAvg())
+	}
+	if spec.FwdQueries > 0 {
+		fwd, err := r.runDomainsFwd()
+		if err != nil {
+			return res, err
+		}
+		res.Fwd = &fwd
 		res.LoadAvg = append(res.LoadAvg, loadAvg())
 	}
 	if len(spec.Addrs) == 0 {
@@ -519,7 +536,7 @@ func (r *runner) latLoad(lab *netlab.Lab, perWorker int, op func(worker, i int) 
 // usf formats seconds as µs.
 func usf(sec float64) string {
 	us := sec * 1e6
-	if us >= 1000 {
+	if us >= 1000 || us <= -1000 {
 		return fmt.Sprintf("%.2f ms", us/1000)
 	}
 	return fmt.Sprintf("%.0f µs", us)

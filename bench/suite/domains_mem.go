@@ -48,6 +48,9 @@ type domMem struct {
 	IPSetBytes int64
 	// Counted is how many elements the set holds afterwards, read back.
 	Counted int
+	// CommentBytes is the length of each element's comment (the answer's
+	// question name, as the agent stores it); 0 without comments.
+	CommentBytes int
 }
 
 func (m domMem) perElement(b int64) float64 { return float64(b) / float64(m.Elements) }
@@ -57,15 +60,15 @@ func (m domMem) cpuPerAnswer() float64 {
 }
 
 const (
-	domChildEnv = "NFTGUARD_BENCH_DOMAINS_CHILD" // "nft" or "ipset"
+	domChildEnv = "NFTGUARD_BENCH_DOMAINS_CHILD" // "nft", "nft-named" or "ipset"
 	domNSEnv    = "NFTGUARD_BENCH_DOMAINS_NS"
 	domCgEnv    = "NFTGUARD_BENCH_DOMAINS_CGROUP"
 	domSizeEnv  = "NFTGUARD_BENCH_DOMAINS_SIZE" // "NAMES,PERNAME"
 	domIPSet    = "bench-pairs"
 )
 
-// domainsMemory runs MemReps × (nft, ipset) children, each in a fresh
-// namespace and cgroup.
+// domainsMemory runs MemReps × (nft, nft with comments, ipset)
+// children, each in a fresh namespace and cgroup.
 func (r *runner) domainsMemory(res *domainsResult) error {
 	spec := r.prof.Domains
 	if n := spec.Names * spec.PerName; n > 1<<17-2 {
@@ -76,7 +79,7 @@ func (r *runner) domainsMemory(res *domainsResult) error {
 		return err
 	}
 	for rep := range spec.MemReps {
-		for _, kind := range []string{"nft", "ipset"} {
+		for _, kind := range []string{"nft", "nft-named", "ipset"} {
 			var m domMem
 			err := r.inNS(func(ns *testns.NS) error {
 				var err error
@@ -89,9 +92,12 @@ func (r *runner) domainsMemory(res *domainsResult) error {
 			r.logf("domains: %s: %d elements in %d answers: %.2f s (%.0f answers/s, CPU %.1f µs an answer), kernel memory +%.1f MiB (%.0f B an element; machine Slab %+.1f MiB, vmalloc %+.1f MiB)",
 				kind, m.Elements, m.Answers, m.Seconds, m.answersPerSec(), m.cpuPerAnswer()*1e6, float64(m.KmemBytes)/(1<<20), m.perElement(m.KmemBytes),
 				float64(m.SlabBytes)/(1<<20), float64(m.VmallocBytes)/(1<<20))
-			if kind == "nft" {
+			switch kind {
+			case "nft":
 				res.Mem = append(res.Mem, m)
-			} else {
+			case "nft-named":
+				res.MemNamed = append(res.MemNamed, m)
+			default:
 				res.IPSet = append(res.IPSet, m)
 			}
 		}
@@ -162,22 +168,22 @@ func (r *runner) domainsChild(exe, kind, nsPath string) (m domMem, err error) {
 // as JSON.
 func domainsChildMain(kind string) error {
 	nsPath, cg := os.Getenv(domNSEnv), os.Getenv(domCgEnv)
-	var names, per int
-	if _, err := fmt.Sscanf(os.Getenv(domSizeEnv), "%d,%d", &names, &per); err != nil || names < 1 || per < 1 {
-		return fmt.Errorf("%s=%q: want NAMES,PERNAME", domSizeEnv, os.Getenv(domSizeEnv))
+	var nNames, per int
+	if _, err := fmt.Sscanf(os.Getenv(domSizeEnv), "%d,%d", &nNames, &per); err != nil || nNames < 1 || per < 1 || nNames > 99999 {
+		return fmt.Errorf("%s=%q: want NAMES,PERNAME, NAMES < 100000", domSizeEnv, os.Getenv(domSizeEnv))
 	}
 	pod := netip.MustParseAddr(labAddr("client"))
-	addrs := make([]netip.Addr, names*per)
+	addrs := make([]netip.Addr, nNames*per)
 	a := netip.MustParseAddr("198.18.0.0")
 	for i := range addrs {
 		a = a.Next()
 		addrs[i] = a
 	}
-	m := domMem{Elements: len(addrs), Answers: names}
+	m := domMem{Elements: len(addrs), Answers: nNames}
 	var add func(answer []netip.Addr) error
 	var count func() (int, error)
 	switch kind {
-	case "nft":
+	case "nft", "nft-named":
 		ctx := context.Background()
 		d, fill, err := domainsTable(domConfig{domDomain, 1})
 		if err != nil {
@@ -202,11 +208,25 @@ func domainsChildMain(kind string) error {
 		for i, a := range addrs {
 			keys[i] = prefix + a.String()
 		}
+		// The agent stores each answer's question name with its
+		// elements; nft-named does the same, one name an answer.
+		var names []string
+		if kind == "nft-named" {
+			names = make([]string, nNames)
+			for i := range names {
+				names[i] = memName(i)
+			}
+			m.CommentBytes = len(names[0])
+		}
 		k := 0
 		add = func(answer []netip.Addr) error {
 			elems = elems[:0]
+			comment := ""
+			if names != nil {
+				comment = names[k/per]
+			}
 			for range answer {
-				elems = append(elems, engine.TimedElement{Set: set, Key: keys[k], Timeout: time.Hour})
+				elems = append(elems, engine.TimedElement{Set: set, Key: keys[k], Timeout: time.Hour, Comment: comment})
 				k++
 			}
 			return e.AddTimed(ctx, elems)
@@ -253,7 +273,7 @@ func domainsChildMain(kind string) error {
 			return int(res.NumEntries), nil
 		}
 	default:
-		return fmt.Errorf("%s=%q: want nft or ipset", domChildEnv, kind)
+		return fmt.Errorf("%s=%q: want nft, nft-named or ipset", domChildEnv, kind)
 	}
 	runtime.GC()
 	kmem0, slab0, vm0, err := kernelMemory(cg)
@@ -286,6 +306,10 @@ func domainsChildMain(kind string) error {
 	}
 	return json.NewEncoder(os.Stdout).Encode(m)
 }
+
+// memName is answer i's question name, 33 bytes for i < 100000: a
+// typical service name under domPattern.
+func memName(i int) string { return fmt.Sprintf("api-%05d.eu-west-1.bench.example", i) }
 
 func tvSec(t unix.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 

@@ -4,8 +4,12 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/fqdn"
 )
 
 // TestDomainsNetworksWithinAPILimits: the networks form lists every
@@ -201,5 +205,166 @@ func TestDomainsAddrsDistinct(t *testing.T) {
 			t.Fatalf("%v twice", a)
 		}
 		seen[a] = true
+	}
+}
+
+// TestFwdAnswer: the forwarder lab's zone answers fwdName(k, m) with m A
+// records of addresses no other query's answer names, and nothing else;
+// a subject's answer adds one element per address, named by the question
+// (the comment, 19–25 bytes).
+func TestFwdAnswer(t *testing.T) {
+	p := fwdTestParams()
+	res, err := fwdBuild(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[netip.Addr]string{}
+	for _, c := range []struct{ k, m int }{{0, 1}, {1, 10}, {2, 10}, {fwdMaxQueries - 1, 10}, {123456, 1}} {
+		name := fwdName(c.k, c.m)
+		if len(name) < 19 || len(name) > 25 {
+			t.Errorf("%s: %d bytes", name, len(name))
+		}
+		rrs, rcode := fwdAnswer(strings.ToUpper(name)+".", dns.TypeA)
+		if rcode != dns.RcodeSuccess || len(rrs) != c.m {
+			t.Fatalf("%s: rcode %d, %d records", name, rcode, len(rrs))
+		}
+		for _, rr := range rrs {
+			a, _ := netip.AddrFromSlice(rr.(*dns.A).A.To4())
+			if !netip.MustParsePrefix("100.64.0.0/10").Contains(a) {
+				t.Errorf("%s: %v outside 100.64.0.0/10", name, a)
+			}
+			if other, ok := seen[a]; ok {
+				t.Errorf("%v in the answers of %s and %s", a, other, name)
+			}
+			seen[a] = name
+		}
+		resp := new(dns.Msg)
+		resp.SetQuestion(name+".", dns.TypeA)
+		resp.Response, resp.Answer = true, rrs
+		got := res.DNS.Elements(p.Pods[0].IPv4, resp)
+		if got.Ignored != "" || len(got.Matches) != c.m {
+			t.Fatalf("%s from a subject: %d elements, ignored %q", name, len(got.Matches), got.Ignored)
+		}
+		for _, e := range got.Elements() {
+			if e.Name != name || e.TTL != fwdTTL*time.Second {
+				t.Errorf("%s: element %+v", name, e)
+			}
+		}
+	}
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+	}{{fwdName(1, 10), dns.TypeAAAA}, {fwdName(1, 11), dns.TypeA}, {fwdName(1, 0), dns.TypeA}, {fwdName(fwdMaxQueries, 1), dns.TypeA},
+		{"q1.n1.bench.example.evil", dns.TypeA}, {"x.q1.n1.bench.example", dns.TypeA}, {"other.example", dns.TypeA}} {
+		if rrs, rcode := fwdAnswer(q.name, q.qtype); rcode != dns.RcodeNameError || rrs != nil {
+			t.Errorf("%s type %d: rcode %d, %d records; want NXDOMAIN", q.name, q.qtype, rcode, len(rrs))
+		}
+	}
+}
+
+func fwdTestParams() fwdParams {
+	return fwdParams{
+		Node:     "/var/run/netns/unused",
+		PodCIDRs: [2]netip.Prefix{netip.MustParsePrefix("10.100.0.0/24"), netip.MustParsePrefix("fd00:10:100::/64")},
+		Pods: []fwdPod{
+			{Name: fwdSubject(0), IPv4: netip.MustParseAddr("10.100.0.2"), IPv6: netip.MustParseAddr("fd00:10:100::2"), Subject: true},
+			{Name: fwdSubject(1), IPv4: netip.MustParseAddr("10.100.0.3"), IPv6: netip.MustParseAddr("fd00:10:100::3"), Subject: true},
+			{Name: fwdPlain, IPv4: netip.MustParseAddr("10.100.0.4"), IPv6: netip.MustParseAddr("fd00:10:100::4")},
+		},
+		DNS:     [2]netip.Addr{netip.MustParseAddr("172.16.0.2"), netip.MustParseAddr("fd00:172:16:0::2")},
+		Forward: [2]netip.AddrPort{netip.MustParseAddrPort("172.16.0.1:9753"), netip.MustParseAddrPort("[fd00:172:16:0::1]:9753")},
+	}
+}
+
+// TestFwdInput: the forwarder lab's table makes the subjects (both
+// addresses) the forwarder's, wanting the zone's names, and leaves the
+// plain pod out of it and of the redirect (not pending either), with the
+// lab's DNS server as upstream and a redirect chain to the forwarder's
+// addresses.
+func TestFwdInput(t *testing.T) {
+	p := fwdTestParams()
+	res, err := fwdBuild(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := res.DNS
+	for _, pod := range p.Pods {
+		for _, a := range []netip.Addr{pod.IPv4, pod.IPv6} {
+			sub := tbl.Lookup(a)
+			if (sub != nil) != pod.Subject {
+				t.Errorf("%s %v: subject %v, want %v", pod.Name, a, sub != nil, pod.Subject)
+			}
+			if tbl.Pending(a) {
+				t.Errorf("%s %v is pending", pod.Name, a)
+			}
+			if pod.Subject && !tbl.Wants(a, fwdName(7, 10)) {
+				t.Errorf("%s %v: the forwarder does not want %s", pod.Name, a, fwdName(7, 10))
+			}
+		}
+	}
+	if s, ok := tbl.Server(false); !ok || s != netip.AddrPortFrom(p.DNS[0], 53) {
+		t.Errorf("IPv4 upstream %v %v, want %v:53", s, ok, p.DNS[0])
+	}
+	text := ""
+	for _, ch := range res.Desired.Chains {
+		for _, r := range ch.Rules {
+			text += r.Rule + "\n"
+		}
+	}
+	for _, f := range p.Forward {
+		if !strings.Contains(text, f.Addr().String()) {
+			t.Errorf("no rule redirects to the forwarder's %v", f.Addr())
+		}
+	}
+}
+
+// TestCheckAnswer: a reply counts only with the query's id, the response
+// bit, no error and the expected number of answer records.
+func TestCheckAnswer(t *testing.T) {
+	q := new(dns.Msg)
+	q.SetQuestion(fwdName(3, 10)+".", dns.TypeA)
+	r := new(dns.Msg)
+	r.SetReply(q)
+	r.Answer, _ = fwdAnswer(fwdName(3, 10), dns.TypeA)
+	ok, _ := r.Pack()
+	if err := checkAnswer(ok, q.Id, 10); err != nil {
+		t.Errorf("the right reply: %v", err)
+	}
+	nx := new(dns.Msg)
+	nx.SetRcode(q, dns.RcodeNameError)
+	bad, _ := nx.Pack()
+	for name, c := range map[string]struct {
+		b  []byte
+		id uint16
+		n  int
+	}{"short": {ok[:11], q.Id, 10}, "other id": {ok, q.Id + 1, 10}, "fewer records": {ok, q.Id, 11}, "NXDOMAIN": {bad, q.Id, 0}, "the query": {mustPack(t, q), q.Id, 0}} {
+		if err := checkAnswer(c.b, c.id, c.n); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func mustPack(t *testing.T, m *dns.Msg) []byte {
+	b, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestMemName: the memory child's comments are 33 bytes, within what
+// the kernel keeps (128), distinct for every answer and under domPattern.
+func TestMemName(t *testing.T) {
+	p, err := fqdn.ParsePattern(domPattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, i := range []int{0, 1, 9999, 99999} {
+		n := memName(i)
+		if len(n) != 33 || seen[n] || !p.Matches(n) {
+			t.Errorf("memName(%d) = %q", i, n)
+		}
+		seen[n] = true
 	}
 }

@@ -24,6 +24,14 @@ import (
 )
 
 func main() {
+	if p := os.Getenv(fwdChildEnv); p != "" {
+		// Scenario 9's agent child (domains_fwd.go), pinned to one CPU.
+		if err := fwdChildMain(p); err != nil {
+			fmt.Fprintln(os.Stderr, "bench agent child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if kind := os.Getenv(domChildEnv); kind != "" {
 		// Scenario 9's child (domains_mem.go), in its own cgroup.
 		if err := domainsChildMain(kind); err != nil {
@@ -39,7 +47,7 @@ func main() {
 	name := flag.String("profile", def, "full, quick, smoke or envelope (default from $BENCH_PROFILE, else full)")
 	out := flag.String("out", "../results", "directory for REPORT.md and the plots")
 	root := flag.String("root", "../..", "repository root")
-	only := flag.String("only", "", "run one scenario only: scale (full program: apply vs nft -f), denied (the denied-traffic log), cnp (ClusterNetworkPolicies), egress (egress SNAT through nftguard run) or domains (domainNames: data path against networks, memory of the answers); default all")
+	only := flag.String("only", "", "run one scenario only: scale (full program: apply vs nft -f), denied (the denied-traffic log), cnp (ClusterNetworkPolicies), egress (egress SNAT through nftguard run) or domains (domainNames: data path against networks, memory of the answers, the DNS forwarder's latency and rate); default all")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -216,10 +224,18 @@ func (r *runner) measureDomains(res *results, out string) {
 	if res.Domains, err = r.runDomains(); err != nil {
 		r.logf("domain names failed: %v", err)
 		res.Failures = append(res.Failures, fmt.Sprintf("domain names: %v", err))
-	} else if len(res.Domains.DP) > 0 {
-		if res.Plots["domains"], err = plotDomains(out, res.Domains); err != nil {
-			r.logf("domain names plot failed: %v", err)
-			res.Failures = append(res.Failures, fmt.Sprintf("domain names plot: %v", err))
+	} else {
+		if len(res.Domains.DP) > 0 {
+			if res.Plots["domains"], err = plotDomains(out, res.Domains); err != nil {
+				r.logf("domain names plot failed: %v", err)
+				res.Failures = append(res.Failures, fmt.Sprintf("domain names plot: %v", err))
+			}
+		}
+		if res.Domains.Fwd != nil {
+			if res.Plots["domains-forwarder"], err = plotDomainsFwd(out, res.Domains.Fwd); err != nil {
+				r.logf("domain names forwarder plot failed: %v", err)
+				res.Failures = append(res.Failures, fmt.Sprintf("domain names forwarder plot: %v", err))
+			}
 		}
 	}
 }

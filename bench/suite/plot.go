@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -210,7 +211,53 @@ func plotDomains(dir string, d domainsResult) (string, error) {
 			rows[j][i].Draw(canvases[j][i])
 		}
 	}
-	const name = "domains-datapath.png"
+	return savePNG(img, dir, "domains-datapath.png")
+}
+
+// plotDomainsFwd: scenario 9's forwarder, latency percentiles through the
+// forwarder and direct, one panel per transport.
+func plotDomainsFwd(dir string, f *domFwd) (string, error) {
+	labels := make([]string, len(fwdPcts))
+	xs := make([]float64, len(fwdPcts))
+	for i, p := range fwdPcts {
+		labels[i], xs[i] = fmt.Sprintf("p%g", p*100), float64(i)
+	}
+	var row []*plot.Plot
+	for _, transport := range []string{"udp", "tcp"} {
+		p := newPlot("DNS over "+strings.ToUpper(transport)+", a new socket a query", "percentile of the queries", "µs (log)", false, true)
+		p.NominalX(labels...)
+		i := 0
+		for _, l := range f.Lat {
+			if l.Transport != transport {
+				continue
+			}
+			for _, s := range []struct {
+				name string
+				v    []float64
+			}{{"through the forwarder", l.Fwd}, {"direct", l.Direct}} {
+				ss := make([]sample, len(s.v))
+				for k, v := range s.v {
+					ss[k] = sample{v}
+				}
+				if err := addSeries(p, i, fmt.Sprintf("%s, %d address%s", s.name, l.Addrs, plural(l.Addrs)), ranged{xs, ss, 1e6}); err != nil {
+					return "", err
+				}
+				i++
+			}
+		}
+		row = append(row, p)
+	}
+	img := vgimg.New(12*vg.Inch, 4.5*vg.Inch)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: len(row), PadX: vg.Inch / 4, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
+	canvases := plot.Align([][]*plot.Plot{row}, tiles, dc)
+	for i := range row {
+		row[i].Draw(canvases[0][i])
+	}
+	return savePNG(img, dir, "domains-forwarder.png")
+}
+
+func savePNG(img *vgimg.Canvas, dir, name string) (string, error) {
 	f, err := os.Create(filepath.Join(dir, name))
 	if err != nil {
 		return "", fmt.Errorf("save plot %s: %w", name, err)

@@ -62,16 +62,18 @@ func profiles(name string) (profile, error) {
 		return profile{Name: name, Reps: 3, ScaleReps: 5, Scale: []size{s1k, s10k, s50k}, Change: []size{s1k, s10k, s50k},
 			DataPath: []int{0, 100, 1000, 10000}, LoadFor: 4 * time.Second, DPReps: 5, MicroBench: ".", Churn: 3600,
 			DeniedPolicies: 1000, DeniedRates: []int{1000, 5000}, DeniedFor: 10 * time.Second,
-			CNP:     cnpSpec{Size: s10k, Admin: 100, Baseline: 100},
-			Egress:  egressSpec{Size: s10k, Runs: 100},
-			Domains: domainsSpec{Addrs: []int{10, 1000, 10000}, LoadFor: 3 * time.Second, Reps: 5, Names: 10000, PerName: 10, MemReps: 3}}, nil
+			CNP:    cnpSpec{Size: s10k, Admin: 100, Baseline: 100},
+			Egress: egressSpec{Size: s10k, Runs: 100},
+			Domains: domainsSpec{Addrs: []int{10, 1000, 10000}, LoadFor: 3 * time.Second, Reps: 5, Names: 10000, PerName: 10, MemReps: 3,
+				FwdQueries: 3000, FwdReps: 2, RatePods: 4, RateClients: 8, RateFor: 5 * time.Second}}, nil
 	case "quick":
 		return profile{Name: name, Reps: 3, ScaleReps: 5, Scale: []size{s1k, s10k}, Change: []size{s1k, s10k},
 			DataPath: []int{0, 100, 1000}, LoadFor: 2 * time.Second, MicroBench: "Compile50k|OneChange", MicroTime: "1x", Churn: 1200,
 			DeniedPolicies: 1000, DeniedRates: []int{1000}, DeniedFor: 5 * time.Second,
-			CNP:     cnpSpec{Size: s1k, Admin: 20, Baseline: 20},
-			Egress:  egressSpec{Size: s1k, Runs: 30},
-			Domains: domainsSpec{Addrs: []int{10, 1000}, LoadFor: 300 * time.Millisecond, Reps: 1, Names: 1000, PerName: 10, MemReps: 1}}, nil
+			CNP:    cnpSpec{Size: s1k, Admin: 20, Baseline: 20},
+			Egress: egressSpec{Size: s1k, Runs: 30},
+			Domains: domainsSpec{Addrs: []int{10, 1000}, LoadFor: 300 * time.Millisecond, Reps: 1, Names: 1000, PerName: 10, MemReps: 1,
+				FwdQueries: 300, FwdReps: 1, RatePods: 4, RateClients: 8, RateFor: time.Second}}, nil
 	case "envelope":
 		pods := 150000
 		if v := os.Getenv("BENCH_ENVELOPE_PODS"); v != "" {
@@ -89,7 +91,8 @@ func profiles(name string) (profile, error) {
 			DataPath: []int{0, 20}, LoadFor: 500 * time.Millisecond,
 			DeniedPolicies: 20, // the agent-CPU part (an API server, a build) would double the smoke run
 			CNP:            cnpSpec{Size: tiny, Admin: 5, Baseline: 5},
-			Domains:        domainsSpec{Addrs: []int{10}, LoadFor: 200 * time.Millisecond, Reps: 1, Names: 100, PerName: 10, MemReps: 1}}, nil
+			Domains: domainsSpec{Addrs: []int{10}, LoadFor: 200 * time.Millisecond, Reps: 1, Names: 100, PerName: 10, MemReps: 1,
+				FwdQueries: 20, FwdReps: 1, RatePods: 2, RateClients: 2, RateFor: 200 * time.Millisecond}}, nil
 	}
 	return profile{}, fmt.Errorf("unknown profile %q (full, quick, smoke or envelope)", name)
 }

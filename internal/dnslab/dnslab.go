@@ -2,6 +2,7 @@
 // served by github.com/miekg/dns on UDP and TCP port 53 of addresses in a
 // network namespace the test made. What it answers is a function of the
 // question, so a test serves exactly the records it reasons about.
+// Benchmarks use it too (Serve), as the cluster DNS of their labs.
 package dnslab
 
 import (
@@ -26,6 +27,7 @@ type Server struct {
 	Addrs   []netip.Addr
 	Queries atomic.Int64 // questions answered, over both transports
 	servers []*dns.Server
+	wg      sync.WaitGroup
 }
 
 // Start serves answer on UDP and TCP port 53 of each address; in runs a
@@ -33,6 +35,17 @@ type Server struct {
 // made there and keep it). The server stops when the test ends.
 func Start(t testing.TB, in func(func() error) error, addrs []netip.Addr, answer Answerer) *Server {
 	t.Helper()
+	s, err := Serve(in, addrs, answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Serve is Start for programs that are not tests (benchmarks): the caller
+// stops the server with Close.
+func Serve(in func(func() error) error, addrs []netip.Addr, answer Answerer) (*Server, error) {
 	s := &Server{Addrs: addrs}
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
@@ -54,7 +67,6 @@ func Start(t testing.TB, in func(func() error) error, addrs []netip.Addr, answer
 		}
 		_ = w.WriteMsg(m)
 	})
-	var wg sync.WaitGroup
 	for _, a := range addrs {
 		ap := netip.AddrPortFrom(a, 53).String()
 		var pc net.PacketConn
@@ -64,31 +76,36 @@ func Start(t testing.TB, in func(func() error) error, addrs []netip.Addr, answer
 			if pc, err = net.ListenPacket("udp", ap); err != nil {
 				return err
 			}
-			ln, err = net.Listen("tcp", ap)
+			if ln, err = net.Listen("tcp", ap); err != nil {
+				pc.Close()
+			}
 			return err
 		})
 		if err != nil {
-			t.Fatalf("lab DNS server on %s: %v", ap, err)
+			s.Close()
+			return nil, fmt.Errorf("lab DNS server on %s: %w", ap, err)
 		}
 		for _, srv := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h, ReadTimeout: 5 * time.Second}} {
 			started := make(chan struct{})
 			srv.NotifyStartedFunc = func() { close(started) }
 			s.servers = append(s.servers, srv)
-			wg.Add(1)
+			s.wg.Add(1)
 			go func() {
-				defer wg.Done()
+				defer s.wg.Done()
 				_ = srv.ActivateAndServe()
 			}()
 			<-started
 		}
 	}
-	t.Cleanup(func() {
-		for _, srv := range s.servers {
-			_ = srv.Shutdown()
-		}
-		wg.Wait()
-	})
-	return s
+	return s, nil
+}
+
+// Close stops the server and waits for its goroutines.
+func (s *Server) Close() {
+	for _, srv := range s.servers {
+		_ = srv.Shutdown()
+	}
+	s.wg.Wait()
 }
 
 // A and AAAA make address records.
