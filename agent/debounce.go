@@ -48,6 +48,11 @@ type debouncer struct {
 	kick     chan struct{} // capacity 1: a pending kick is enough
 	pending  atomic.Uint32 // reasons since the last wait returned
 
+	// interrupt, while set (interruptible), is cancelled by the next
+	// trigger.
+	mu        sync.Mutex
+	interrupt context.CancelFunc
+
 	// Only the sync loop's goroutine uses these.
 	lastEnd time.Time     // end of the previous sync (zero: none yet)
 	window  time.Duration // the current coalescing window
@@ -66,9 +71,38 @@ func (d *debouncer) trigger(r reason) {
 			break
 		}
 	}
+	d.mu.Lock()
+	if d.interrupt != nil {
+		d.interrupt()
+	}
+	d.mu.Unlock()
 	select {
 	case d.kick <- struct{}{}:
 	default:
+	}
+}
+
+// interruptible returns a context that is cancelled as soon as a sync is
+// asked for: at once if one already is, or by the next trigger; stop ends
+// that and releases the context. The sync loop does work that can wait
+// behind it (clearing conntrack), so that a change waiting for the kernel
+// (a pod-start guard) does not wait for that work. Only the sync loop's
+// goroutine calls it, one at a time.
+func (d *debouncer) interruptible(parent context.Context) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	d.mu.Lock()
+	d.interrupt = cancel
+	d.mu.Unlock()
+	// After interrupt is set: a trigger that recorded its reason before
+	// saw no interrupt, and is seen here.
+	if d.pending.Load() != 0 {
+		cancel()
+	}
+	return ctx, func() {
+		d.mu.Lock()
+		d.interrupt = nil
+		d.mu.Unlock()
+		cancel()
 	}
 }
 

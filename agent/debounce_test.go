@@ -185,3 +185,45 @@ func TestDebouncerStaleKick(t *testing.T) {
 		t.Fatalf("wait returned %b after a stale kick, want the next trigger's reason", r)
 	}
 }
+
+// TestDebouncerInterruptible: the context of interruptible work ends with
+// the next trigger, or at once when a sync is already asked for, and a
+// stop releases it.
+func TestDebouncerInterruptible(t *testing.T) {
+	d := newDebouncer(DefaultMinSyncInterval, DefaultMaxSyncInterval)
+	bg := context.Background()
+
+	ctx, stop := d.interruptible(bg)
+	if ctx.Err() != nil {
+		t.Fatal("interrupted with no sync asked for")
+	}
+	d.trigger(reasonChange)
+	if ctx.Err() == nil {
+		t.Fatal("a trigger did not interrupt")
+	}
+	stop()
+
+	// The trigger above is still pending (no wait took it): a new
+	// interruptible context ends at once.
+	ctx, stop = d.interruptible(bg)
+	if ctx.Err() == nil {
+		t.Fatal("not interrupted although a sync is asked for")
+	}
+	stop()
+	if r := d.wait(bg); !r.has(reasonChange) {
+		t.Fatalf("the interrupting trigger's reason was lost: %b", r)
+	}
+	d.synced()
+
+	ctx, stop = d.interruptible(bg)
+	stop()
+	if ctx.Err() == nil {
+		t.Fatal("stop did not release the context")
+	}
+	d.mu.Lock()
+	left := d.interrupt != nil
+	d.mu.Unlock()
+	if left {
+		t.Fatal("stop left the interrupt set: a later trigger would cancel a released context")
+	}
+}

@@ -175,7 +175,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, health: h, inject: testInjector(), q: quarantine.New(sameContent), egress: eg, dns: dns}
+	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, health: h, inject: testInjector(), q: quarantine.New(sameContent), egress: eg, dns: dns,
+		interruptible: deb.interruptible}
 	if res != nil {
 		s.synced = res.Synced
 	}

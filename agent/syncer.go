@@ -39,6 +39,14 @@ type syncer struct {
 	// until the first successful cleaning (the previous run may have left
 	// stale translations).
 	cleared map[netip.Addr]egress.Binding
+	// owed are the bindings of a sync whose cleaning was interrupted (at
+	// most one: the next cleaning is not interruptible); the next cleaning
+	// counts their translations as ours too.
+	owed []map[netip.Addr]egress.Binding
+	// interruptible, when set, gives the context of a conntrack cleaning,
+	// cancelled when the next change asks for a sync (the debouncer's
+	// interruptible); nil: never interrupted.
+	interruptible func(context.Context) (context.Context, func())
 	// synced, when set, is given the input of every successful sync
 	// (the denied-packet log judges records by it: deniedflow.Resolver).
 	synced func(compose.Input)
@@ -116,7 +124,9 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	if why.has(reasonDrift) {
 		s.m.driftRepairs.Inc()
 	}
-	if err := s.clearConntrack(ctx, in, res.EgressBindings); err != nil {
+	cleared := time.Now()
+	deferred, err := s.clearConntrack(ctx, in, res.EgressBindings)
+	if err != nil {
 		return err
 	}
 	level := slog.LevelDebug
@@ -127,7 +137,8 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 		"mode", mode, "reasons", why.String(), "operations", st.Operations, "messages", st.Messages,
 		"bytes", st.Bytes, "attempts", st.Attempts, "pods", in.Pods.Len(), "policies", in.NetworkPolicies.Len(), "cluster_policies", len(in.ClusterNetworkPolicies),
 		"invalid", len(problem.Objects(res.Problems)), "quarantined", s.q.Len(),
-		"compile", compiled.Sub(start).Round(time.Microsecond), "sync", st.Duration.Round(time.Microsecond))
+		"compile", compiled.Sub(start).Round(time.Microsecond), "sync", st.Duration.Round(time.Microsecond),
+		"conntrack", time.Since(cleared).Round(time.Microsecond), "conntrack_deferred", deferred)
 	return nil
 }
 
@@ -251,22 +262,45 @@ func (r reason) String() string {
 // packet. It reads the whole conntrack table, so it runs only when the
 // bindings changed. The cluster's ranges are those the egress compiler
 // used: the flags, the Nodes' pod ranges and the ServiceCIDR objects.
-func (s *syncer) clearConntrack(ctx context.Context, in compose.Input, bindings map[netip.Addr]egress.Binding) error {
-	if s.cleared != nil && maps.Equal(s.cleared, bindings) {
-		return nil
+//
+// A change that asks for a sync meanwhile interrupts it (deferred): that
+// change goes to the kernel first, and the next sync's cleaning, which is
+// not interruptible, also clears what this one would have. Under load a
+// cleaning can take a hundred milliseconds, and the change waiting behind
+// it can be the pod-start guard of a pod whose first packets would
+// otherwise leave with the node's address.
+func (s *syncer) clearConntrack(ctx context.Context, in compose.Input, bindings map[netip.Addr]egress.Binding) (deferred bool, err error) {
+	if s.cleared != nil && len(s.owed) == 0 && maps.Equal(s.cleared, bindings) {
+		return false, nil
 	}
-	st, err := conntrack.ClearStale(ctx, s.cfg.NetNS, bindings, conntrack.WithCIDRs(egress.PodRanges(in.ClusterCIDRs, in.Nodes), in.ServiceCIDRs), conntrack.WithPrevious(s.cleared))
+	cctx := ctx
+	if s.interruptible != nil && len(s.owed) == 0 {
+		var stop func()
+		cctx, stop = s.interruptible(ctx)
+		defer stop()
+	}
+	interrupted := func() bool { return cctx.Err() != nil && ctx.Err() == nil }
+	if interrupted() {
+		s.owed = append(s.owed, bindings)
+		return true, nil
+	}
+	st, err := conntrack.ClearStale(cctx, s.cfg.NetNS, bindings, conntrack.WithCIDRs(egress.PodRanges(in.ClusterCIDRs, in.Nodes), in.ServiceCIDRs),
+		conntrack.WithPrevious(append([]map[netip.Addr]egress.Binding{s.cleared}, s.owed...)...))
+	s.m.conntrackCleared.Add(float64(st.Deleted))
+	if err != nil && interrupted() {
+		s.owed = append(s.owed, bindings)
+		return true, nil
+	}
 	if err != nil {
 		s.m.errors.WithLabelValues(errorKindConntrack).Inc()
-		return fmt.Errorf("table synced, but stale egress translations not cleared: %w", err)
+		return false, fmt.Errorf("table synced, but stale egress translations not cleared: %w", err)
 	}
 	if bindings == nil {
 		bindings = map[netip.Addr]egress.Binding{}
 	}
-	s.cleared = bindings
-	s.m.conntrackCleared.Add(float64(st.Deleted))
+	s.cleared, s.owed = bindings, nil
 	if st.Deleted > 0 {
 		s.log.Info("stale egress translations cleared", "entries", st.Deleted)
 	}
-	return nil
+	return false, nil
 }

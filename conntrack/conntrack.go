@@ -37,16 +37,22 @@ func WithCIDRs(cluster, service []netip.Prefix) Option {
 	}
 }
 
-// WithPrevious tells ClearStale the bindings it was last called with: an
-// entry translated to an address that is still the node's (a load-balancer
-// address kube-vip keeps announcing here) but that P was bound to then and
-// is not now (annotation removed, Service deleted, pod held) was our
-// translation, and is deleted.
-func WithPrevious(previous map[netip.Addr]egress.Binding) Option {
+// WithPrevious tells ClearStale the bindings it was last called with, and
+// those of any sync since whose cleaning did not run (the agent lets a
+// change waiting for the kernel go first): an entry translated to an
+// address that is still the node's (a load-balancer address kube-vip keeps
+// announcing here) but that P was bound to in one of them and is not now
+// (annotation removed, Service deleted, pod held) was our translation, and
+// is deleted.
+func WithPrevious(previous ...map[netip.Addr]egress.Binding) Option {
 	return func(e *env) {
-		e.previous = make(map[netip.Addr]egress.Binding, len(previous))
-		for a, b := range previous {
-			e.previous[a.Unmap()] = b
+		if e.previous == nil {
+			e.previous = map[netip.Addr][]netip.Addr{}
+		}
+		for _, m := range previous {
+			for a, b := range m {
+				e.previous[a.Unmap()] = append(e.previous[a.Unmap()], b.To.Unmap())
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package conntrack
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/nftguard/nftguard/egress"
 )
@@ -48,10 +49,11 @@ type env struct {
 	local    map[netip.Addr]bool // the node's own addresses
 	cluster  []netip.Prefix      // pod sources; empty: any source
 	internal []netip.Prefix      // destinations never translated
-	// previous are the bindings of the last cleaning (WithPrevious): a
+	// previous are the addresses each P was bound to at the last cleaning
+	// and at the syncs since whose cleaning did not run (WithPrevious): a
 	// load-balancer address still on the node is a node address, but a
 	// translation to it that P had then was ours.
-	previous map[netip.Addr]egress.Binding
+	previous map[netip.Addr][]netip.Addr
 }
 
 func inAny(a netip.Addr, ps []netip.Prefix) bool {
@@ -81,7 +83,7 @@ func decide(e entry, v env) verdict {
 		return keepCurrent
 	}
 	if v.local[t] {
-		if pb, was := v.previous[p]; was && pb.To.Unmap() == t {
+		if slices.Contains(v.previous[p], t) {
 			return deleteWasOurs
 		}
 		if bound && !b.Restricted {

@@ -38,7 +38,11 @@ func TestDecide(t *testing.T) {
 	// Service no longer translates it.
 	withPrev := base
 	withPrev.local = map[netip.Addr]bool{node: true, lb: true, lbNew: true}
-	withPrev.previous = map[netip.Addr]egress.Binding{other: {To: lb}, pod: {To: lbNew}}
+	withPrev.previous = map[netip.Addr][]netip.Addr{other: {lb}, pod: {lbNew}}
+	// other was bound to lb at the last cleaning and to lbNew at a sync
+	// whose cleaning did not run; neither is its translation now.
+	withSkipped := withPrev
+	WithPrevious(map[netip.Addr]egress.Binding{other: {To: lb}}, map[netip.Addr]egress.Binding{other: {To: lbNew}, pod: {To: lbNew}})(&withSkipped)
 	scoped.cluster = []netip.Prefix{pfx("10.244.0.0/16"), pfx("fd00:10:244::/48")}
 	scoped.internal = []netip.Prefix{pfx("10.244.0.0/16"), pfx("fd00:10:244::/48"), pfx("10.96.0.0/16")}
 
@@ -51,6 +55,10 @@ func TestDecide(t *testing.T) {
 		{"node address that was our translation", entry{other, ext, lb}, withPrev, deleteWasOurs},
 		{"node address, bound to it before and now", entry{pod, ext, lbNew}, withPrev, keepCurrent},
 		{"node address, another one before", entry{other, ext, node}, withPrev, keepNodeAddress},
+		{"node address of the last cleaning", entry{other, ext, lb}, withSkipped, deleteWasOurs},
+		{"node address of a sync not cleaned for", entry{other, ext, lbNew}, withSkipped, deleteWasOurs},
+		{"node address never ours", entry{other, ext, node}, withSkipped, keepNodeAddress},
+		{"bound to it now, and at a sync not cleaned for", entry{pod, ext, lbNew}, withSkipped, keepCurrent},
 		{"no source NAT", entry{pod, ext, pod}, base, keepNoSNAT},
 		{"no source NAT, mapped form", entry{netip.AddrFrom16(pod.As16()), ext, pod}, base, keepNoSNAT},
 		{"invalid entry", entry{}, base, keepNoSNAT},

@@ -34,7 +34,8 @@
 //     would be cut on every sync and re-balanced to another backend.
 //   - P is bound to T now: the translation is right; kept.
 //   - With [WithPrevious], T is an address of the node that P was bound to
-//     at the last cleaning and is not now: a load-balancer address the node
+//     at the last cleaning (or at a sync since that was not cleaned for)
+//     and is not now: a load-balancer address the node
 //     still holds, which was our translation (annotation removed, Service
 //     deleted, pod held); deleted.
 //   - T is an address of the node itself (read from the namespace over

@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -468,6 +470,7 @@ func (e *egressAgentLab) podStarts(t *testing.T, n int, lb, prev string, sandbox
 	s := e.lab.Endpoint("x/s")
 	ext := e.lab.Endpoint("ext").IPv4
 	var held []time.Duration
+	leaky := 0 // starts with a datagram from another source
 	for i := 0; i < n; i++ {
 		if err := e.admin.CoreV1().Pods("x").Delete(e.ctx, prev, now); err != nil {
 			t.Fatal(err)
@@ -478,6 +481,7 @@ func (e *egressAgentLab) podStarts(t *testing.T, n int, lb, prev string, sandbox
 		name := fmt.Sprintf("start-%d", i)
 		p := latPod("x", name, "n1", "", map[string]string{"app": "web"})
 		p.Status = corev1.PodStatus{}
+		createAt := time.Now()
 		created, err := e.admin.CoreV1().Pods("x").Create(e.ctx, p, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -509,6 +513,7 @@ func (e *egressAgentLab) podStarts(t *testing.T, n int, lb, prev string, sandbox
 			})
 		}()
 		time.Sleep(statusDelay)
+		statusAt := time.Now()
 		created.Status.Phase = corev1.PodRunning
 		created.Status.PodIP = s.IPv4.String()
 		created.Status.PodIPs = []corev1.PodIP{{IP: s.IPv4.String()}}
@@ -527,13 +532,48 @@ func (e *egressAgentLab) podStarts(t *testing.T, n int, lb, prev string, sandbox
 		}
 		held = append(held, arrived.Sub(first))
 		if other := e.udp.others(lb); len(other) > 0 {
-			t.Errorf("start %d: datagrams arrived from %v, not only from %s", i, other, lb)
+			leaky++
+			t.Errorf("start %d: datagrams arrived from %v, not only from %s\n%s", i, other, lb,
+				e.startTimeline(createAt, first, statusAt))
 		}
 		prev = name
 	}
 	sort.Slice(held, func(i, j int) bool { return held[i] < held[j] })
-	t.Logf("%d pod starts: zero datagrams with another source than %s; first datagram sent to first one through with it: p50 %v, p99 %v, max %v (sending starts %v after the pod object, its address is written %v later)",
-		n, lb, held[len(held)/2].Round(time.Millisecond), held[len(held)*99/100].Round(time.Millisecond), held[len(held)-1].Round(time.Millisecond), sandboxDelay, statusDelay)
+	t.Logf("%d pod starts, %d with datagrams from another source than %s; first datagram sent to first one through with it: p50 %v, p99 %v, max %v (sending starts %v after the pod object, its address is written %v later)",
+		n, leaky, lb, held[len(held)/2].Round(time.Millisecond), held[len(held)*99/100].Round(time.Millisecond), held[len(held)-1].Round(time.Millisecond), sandboxDelay, statusDelay)
+}
+
+// startTimeline describes one pod start for a failure: when the pod
+// object was created, when its first datagram was sent, when its address
+// was written, when the first and last datagram of each source arrived,
+// and what n1's agent logged meanwhile (its syncs that changed the table),
+// all relative to the creation.
+func (e *egressAgentLab) startTimeline(created, first, status time.Time) string {
+	rel := func(at time.Time) string { return fmt.Sprintf("%+.1fms", float64(at.Sub(created).Microseconds())/1000) }
+	var b strings.Builder
+	fmt.Fprintf(&b, "pod object created at %s; first datagram sent %s, address written %s\n",
+		created.Format("15:04:05.000000"), rel(first), rel(status))
+	e.udp.mu.Lock()
+	for src, n := range e.udp.by {
+		fmt.Fprintf(&b, "  %d datagrams from %s: first arrived %s, last %s\n", n, src, rel(e.udp.first[src]), rel(e.udp.last[src]))
+	}
+	e.udp.mu.Unlock()
+	if ag := e.agents["n1"]; ag != nil {
+		data, err := os.ReadFile(ag.logPath)
+		if err != nil {
+			return b.String() + err.Error()
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			var rec struct {
+				Time time.Time `json:"time"`
+			}
+			if json.Unmarshal([]byte(line), &rec) != nil || rec.Time.Before(created.Add(-time.Second)) {
+				continue
+			}
+			fmt.Fprintf(&b, "  n1 agent %s: %s\n", rel(rec.Time), line)
+		}
+	}
+	return b.String()
 }
 
 // udpFlow sends a UDP datagram to ext:9001 every 5 ms from one socket of
@@ -585,10 +625,11 @@ type udpCounter struct {
 	mu    sync.Mutex
 	by    map[string]int
 	first map[string]time.Time
+	last  map[string]time.Time
 }
 
 func startUDPCounter(t *testing.T, lab *netlab.Lab, host string, port int) *udpCounter {
-	u := &udpCounter{by: map[string]int{}, first: map[string]time.Time{}}
+	u := &udpCounter{by: map[string]int{}, first: map[string]time.Time{}, last: map[string]time.Time{}}
 	var pc net.PacketConn
 	err := lab.Run(host, func() error {
 		var err error
@@ -609,9 +650,11 @@ func startUDPCounter(t *testing.T, lab *netlab.Lab, host string, port int) *udpC
 			ap, _ := netip.ParseAddrPort(from.String())
 			src := ap.Addr().Unmap().String()
 			u.mu.Lock()
+			at := time.Now()
 			if u.by[src] == 0 {
-				u.first[src] = time.Now()
+				u.first[src] = at
 			}
+			u.last[src] = at
 			u.by[src]++
 			u.mu.Unlock()
 		}
@@ -621,7 +664,7 @@ func startUDPCounter(t *testing.T, lab *netlab.Lab, host string, port int) *udpC
 
 func (u *udpCounter) reset() {
 	u.mu.Lock()
-	u.by, u.first = map[string]int{}, map[string]time.Time{}
+	u.by, u.first, u.last = map[string]int{}, map[string]time.Time{}, map[string]time.Time{}
 	u.mu.Unlock()
 }
 
