@@ -455,8 +455,9 @@ func TestAgentEgressGuardAlways(t *testing.T) {
 
 // podStarts starts a selected pod on n1 n times, after deleting the pod
 // object prev. Each start is a new pod object, created without an address,
-// as the scheduler's binding leaves it; after sandboxDelay (0: at once)
-// the pod's network exists and it sends a UDP
+// as the scheduler's binding leaves it; after sandboxDelay (0: at once;
+// otherwise also not before the agent's pod-start guard is in force, see
+// below) the pod's network exists and it sends a UDP
 // datagram to ext every millisecond from its first instant; statusDelay
 // later the kubelet writes its address to the API; sending goes on until
 // 20 datagrams have arrived with the Service's address. Every datagram
@@ -471,6 +472,7 @@ func (e *egressAgentLab) podStarts(t *testing.T, n int, lb, prev string, sandbox
 	ext := e.lab.Endpoint("ext").IPv4
 	var held []time.Duration
 	leaky := 0 // starts with a datagram from another source
+	late, worstOn := 0, time.Duration(0)
 	for i := 0; i < n; i++ {
 		if err := e.admin.CoreV1().Pods("x").Delete(e.ctx, prev, now); err != nil {
 			t.Fatal(err)
@@ -486,7 +488,27 @@ func (e *egressAgentLab) podStarts(t *testing.T, n int, lb, prev string, sandbox
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(sandboxDelay)
+		if sandboxDelay > 0 {
+			// The default guard is on from the sync that learns of the
+			// pod object, which races a pod that sends at once (the
+			// README says so; --egress-pod-start-guard always closes
+			// it, TestAgentEgressGuardAlways): the network comes up
+			// once that sync is in force, or after sandboxDelay if the
+			// agent is quicker, as a sandbox takes its time. Under
+			// load the sync can take longer than sandboxDelay, which
+			// is counted, never a leak.
+			for metricValue(e.agents["n1"].metrics(t), "nftguard_egress_pending_pods") < 1 {
+				if time.Since(createAt) > 10*time.Second {
+					t.Fatalf("start %d: the guard was not on 10 s after the pod object was created\n%s", i, e.logs())
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			if on := time.Since(createAt); on > sandboxDelay {
+				late++
+				worstOn = max(worstOn, on)
+			}
+		}
+		time.Sleep(sandboxDelay - time.Since(createAt))
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		var first time.Time
@@ -541,6 +563,9 @@ func (e *egressAgentLab) podStarts(t *testing.T, n int, lb, prev string, sandbox
 	sort.Slice(held, func(i, j int) bool { return held[i] < held[j] })
 	t.Logf("%d pod starts, %d with datagrams from another source than %s; first datagram sent to first one through with it: p50 %v, p99 %v, max %v (sending starts %v after the pod object, its address is written %v later)",
 		n, leaky, lb, held[len(held)/2].Round(time.Millisecond), held[len(held)*99/100].Round(time.Millisecond), held[len(held)-1].Round(time.Millisecond), sandboxDelay, statusDelay)
+	if sandboxDelay > 0 {
+		t.Logf("the guard was on later than %v after the pod object in %d of %d starts (latest %v); sending waited for it", sandboxDelay, late, n, worstOn.Round(time.Millisecond))
+	}
 }
 
 // startTimeline describes one pod start for a failure: when the pod
