@@ -26,8 +26,8 @@ import (
 // lives in namesNetwork on the external host namesHost, which serves TCP
 // and UDP port 80 there.
 const (
-	dnsHost       = "dns"  // external host holding the kube-dns ClusterIP
-	namesHost     = "ext"  // external host holding namesNetwork
+	dnsHost       = "dns" // external host holding the kube-dns ClusterIP
+	namesHost     = "ext" // external host holding namesNetwork
 	clusterDomain = "cluster.local"
 	labNameTTL    = 30 // seconds, the TTL of the lab's A records
 )
