@@ -82,14 +82,17 @@ func TestUpstreamConformance(t *testing.T) {
 	if *reportDir != "" && *runFilter != "" {
 		t.Fatal("-cnpconformance.report needs a whole run: upstream reports the tests a filter leaves out as passed")
 	}
+	// Read once, before the first placement writes its report into the
+	// work tree and makes it look modified.
+	gitVersion, gitErr := gitPseudoVersion()
 	for _, p := range placements {
-		t.Run(p.name, func(t *testing.T) { runConformance(t, p) })
+		t.Run(p.name, func(t *testing.T) { runConformance(t, p, gitVersion, gitErr) })
 	}
 }
 
 // runConformance runs the whole suite against a fresh cluster whose pods
 // are placed by pl.
-func runConformance(t *testing.T, pl placement) {
+func runConformance(t *testing.T, pl placement, gitVersion string, gitErr error) {
 	start := time.Now()
 	dir := t.TempDir()
 	logf, err := os.Create(filepath.Join(dir, "harness.log"))
@@ -113,7 +116,7 @@ func runConformance(t *testing.T, pl placement) {
 	compiled := make(chan error, 1)
 	go func() { compiled <- compileUpstream(upstream, suiteBin) }()
 	bin := buildNftguard(t, dir)
-	version := implVersion(t, bin)
+	version := implVersion(t, bin, gitVersion, gitErr)
 
 	var users []string
 	for _, n := range pl.nodes() {
