@@ -33,6 +33,16 @@ import (
 var runFilter = flag.String("cnpconformance.run", "",
 	"run only the upstream conformance tests matching this -run pattern (below TestNftguardConformance/), e.g. CNPAdminTierIngressSCTP")
 
+var reportDir = flag.String("cnpconformance.report", "",
+	"write the upstream conformance report of each placement into this directory as nftguard-PLACEMENT.yaml (a whole run only: a filtered run reports the tests it left out as passed)")
+
+// The implementation the conformance report names.
+const (
+	implOrganization = "nftguard"
+	implProject      = "nftguard"
+	implURL          = "https://github.com/nftguard/nftguard" // the module path
+)
+
 // placement is where the lab's kubelets put pods. Ordinary pods always go
 // to n1 and n2 (ordinal 0 on n1, 1 on n2, so the suite probes both within
 // a node and across nodes); the suite's host-network pods go either to
@@ -42,12 +52,13 @@ var runFilter = flag.String("cnpconformance.run", "",
 // both paths.
 type placement struct {
 	name                string
+	slug                string // in the report's file name
 	podNodes, hostNodes []string
 }
 
 var placements = []placement{
-	{name: "host-network pods on other nodes", podNodes: []string{"n1", "n2"}, hostNodes: []string{"n3", "n4"}},
-	{name: "host-network pods beside the client pods", podNodes: []string{"n1", "n2"}, hostNodes: []string{"n1", "n2"}},
+	{name: "host-network pods on other nodes", slug: "hostnet-other-nodes", podNodes: []string{"n1", "n2"}, hostNodes: []string{"n3", "n4"}},
+	{name: "host-network pods beside the client pods", slug: "hostnet-beside", podNodes: []string{"n1", "n2"}, hostNodes: []string{"n1", "n2"}},
 }
 
 // nodes are the lab's nodes: every node of either kind, once.
@@ -68,14 +79,20 @@ func agentUser(node string) string { return "agent-" + node }
 // `nftguard run` per lab node; see the package doc.
 func TestUpstreamConformance(t *testing.T) {
 	kerneltest.Require(t)
+	if *reportDir != "" && *runFilter != "" {
+		t.Fatal("-cnpconformance.report needs a whole run: upstream reports the tests a filter leaves out as passed")
+	}
+	// Read once, before the first placement writes its report into the
+	// work tree and makes it look modified.
+	gitVersion, gitErr := gitPseudoVersion()
 	for _, p := range placements {
-		t.Run(p.name, func(t *testing.T) { runConformance(t, p) })
+		t.Run(p.name, func(t *testing.T) { runConformance(t, p, gitVersion, gitErr) })
 	}
 }
 
 // runConformance runs the whole suite against a fresh cluster whose pods
 // are placed by pl.
-func runConformance(t *testing.T, pl placement) {
+func runConformance(t *testing.T, pl placement, gitVersion string, gitErr error) {
 	start := time.Now()
 	dir := t.TempDir()
 	logf, err := os.Create(filepath.Join(dir, "harness.log"))
@@ -99,6 +116,7 @@ func runConformance(t *testing.T, pl placement) {
 	compiled := make(chan error, 1)
 	go func() { compiled <- compileUpstream(upstream, suiteBin) }()
 	bin := buildNftguard(t, dir)
+	version := implVersion(t, bin, gitVersion, gitErr)
 
 	var users []string
 	for _, n := range pl.nodes() {
@@ -118,12 +136,15 @@ func runConformance(t *testing.T, pl placement) {
 	for _, n := range pl.nodes() {
 		specs = append(specs, netlab.NodeSpec{Name: n})
 	}
-	lab := netlab.New(t, netlab.Spec{Nodes: specs})
+	// The external hosts hold the cluster DNS and the addresses of the
+	// names the domain names test resolves (startClusterDNS).
+	lab := netlab.New(t, netlab.Spec{Nodes: specs, External: []string{dnsHost, namesHost}})
 	rt, err := netlab.NewRuntime(lab)
 	if err != nil {
 		t.Fatal(err)
 	}
 	createNodes(ctx, t, cs, lab)
+	clusterDNS := startClusterDNS(ctx, t, cs, lab)
 
 	k := newKubelet(cs, rt, pl.podNodes, pl.hostNodes, logger)
 	kctx, kcancel := context.WithCancel(ctx)
@@ -137,7 +158,7 @@ func runConformance(t *testing.T, pl placement) {
 		agents[n.Name] = startAgent(t, srv, bin, dir, n)
 	}
 
-	bridge := newExecBridge(k, rt, logger)
+	bridge := newExecBridge(k, rt, clusterDNS, logger)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -146,8 +167,8 @@ func runConformance(t *testing.T, pl placement) {
 	go hs.Serve(ln)
 	t.Cleanup(func() { hs.Close() })
 	execURL := "http://" + ln.Addr().String() + "/exec"
-	t.Logf("cluster ready in %v: API server, CRD, %d lab nodes, %d agents, exec bridge at %s",
-		time.Since(start).Round(time.Millisecond), len(lab.Nodes), len(agents), execURL)
+	t.Logf("cluster ready in %v: API server, CRD, %d lab nodes, %d agents, cluster DNS at %v, exec bridge at %s; nftguard %s",
+		time.Since(start).Round(time.Millisecond), len(lab.Nodes), len(agents), clusterDNS, execURL, version)
 
 	dumpOnFailure := func() {
 		if !t.Failed() {
@@ -162,7 +183,7 @@ func runConformance(t *testing.T, pl placement) {
 	}
 	defer dumpOnFailure()
 
-	if !t.Run("bridge preflight", func(t *testing.T) { preflight(ctx, t, cs, lab, k, execURL) }) {
+	if !t.Run("bridge preflight", func(t *testing.T) { preflight(ctx, t, cs, lab, k, execURL, clusterDNS) }) {
 		t.FailNow()
 	}
 
@@ -173,8 +194,15 @@ func runConformance(t *testing.T, pl placement) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reportPath := filepath.Join(dir, "conformance-report.yaml")
+	args := []string{
+		"-organization=" + implOrganization, "-project=" + implProject, "-url=" + implURL,
+		"-version=" + version, "-contact=" + implURL,
+		"-additional-info=e2e/cnpconformance of " + implURL + ": the suite against one `nftguard run` per node of a network-namespace lab, " + pl.name,
+		"-report-output=" + reportPath,
+	}
 	suiteStart := time.Now()
-	res, jsonPath, err := runUpstream(ctx, upstream, suiteBin, kc, execURL, *runFilter, dir)
+	res, jsonPath, err := runUpstream(ctx, upstream, suiteBin, kc, execURL, *runFilter, dir, args)
 	wall := time.Since(suiteStart)
 	if err != nil {
 		t.Fatalf("run the upstream suite: %v", err)
@@ -191,6 +219,26 @@ func runConformance(t *testing.T, pl placement) {
 	}
 	if !res.OK() {
 		reportFailures(t, res)
+		return
+	}
+	if *runFilter != "" {
+		t.Logf("conformance report (of a filtered run: tests left out count as passed) at %s", reportPath)
+		return
+	}
+	report, err := checkReport(reportPath, version, res)
+	if err != nil {
+		t.Errorf("conformance report %s: %v", reportPath, err)
+		return
+	}
+	t.Logf("conformance report: %s", report)
+	if *reportDir != "" {
+		data, err := os.ReadFile(reportPath)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(*reportDir, "nftguard-"+pl.slug+".yaml"), data, 0o644)
+		}
+		if err != nil {
+			t.Errorf("copy the conformance report: %v", err)
+		}
 	}
 }
 
@@ -261,7 +309,7 @@ func compileUpstream(dir, out string) error {
 
 // runUpstream runs the compiled suite under test2json and parses its
 // events; the raw events stay in dir for a post-mortem.
-func runUpstream(ctx context.Context, upstream, bin, kubeconfig, execURL, filter, dir string) (*suiteResult, string, error) {
+func runUpstream(ctx context.Context, upstream, bin, kubeconfig, execURL, filter, dir string, args []string) (*suiteResult, string, error) {
 	run := "^" + driverTest + "$"
 	if filter != "" {
 		run += "/" + filter
@@ -273,8 +321,9 @@ func runUpstream(ctx context.Context, upstream, bin, kubeconfig, execURL, filter
 	}
 	defer out.Close()
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "go", "tool", "test2json", "-t", "-p", "conformance", bin,
-		"-test.v=test2json", "-test.run", run, "-test.timeout", "35m", "-test.count", "1")
+	argv := append([]string{"tool", "test2json", "-t", "-p", "conformance", bin,
+		"-test.v=test2json", "-test.run", run, "-test.timeout", "35m", "-test.count", "1"}, args...)
+	cmd := exec.CommandContext(ctx, "go", argv...)
 	cmd.Dir = filepath.Join(upstream, driverDir)
 	cmd.Env = append(goEnv(), "KUBECONFIG="+kubeconfig, "NFTGUARD_EXEC_URL="+execURL)
 	cmd.Stdout, cmd.Stderr = out, &stderr
@@ -304,7 +353,9 @@ func runUpstream(ctx context.Context, upstream, bin, kubeconfig, execURL, filter
 func buildNftguard(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "nftguard")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/nftguard/nftguard/cmd/nftguard")
+	// -buildvcs=auto over a GOFLAGS that turns stamping off: the report
+	// names the version the binary says it is.
+	cmd := exec.Command("go", "build", "-buildvcs=auto", "-o", bin, "github.com/nftguard/nftguard/cmd/nftguard")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build nftguard: %v\n%s", err, out)

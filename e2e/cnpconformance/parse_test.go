@@ -2,6 +2,7 @@ package cnpconformance
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -105,14 +106,23 @@ func servedPorts(spec *corev1.PodSpec) []netlab.Port {
 type connectCmd struct {
 	Proto   netlab.Proto
 	Timeout time.Duration
-	Target  netip.AddrPort
+	// Host is an IP literal (as netip formats it, unmapped) or a domain
+	// name, which the bridge resolves as the pod would.
+	Host string
+	Port uint16
+}
+
+// addr is Host as an address, when it is an IP literal.
+func (c connectCmd) addr() (netip.Addr, bool) {
+	a, err := netip.ParseAddr(c.Host)
+	return a, err == nil
 }
 
 // parseConnect accepts exactly what the suite execs: `/agnhost connect
-// [--timeout=D] [--protocol=tcp|udp|sctp] HOST:PORT` with an IP literal
-// host (flags also as two words). Anything else is an error: the bridge
-// runs no other command, so a changed probe fails loudly instead of being
-// guessed at.
+// [--timeout=D] [--protocol=tcp|udp|sctp] HOST:PORT` with an IP literal or
+// a domain name for HOST (flags also as two words). Anything else is an
+// error: the bridge runs no other command, so a changed probe fails loudly
+// instead of being guessed at.
 func parseConnect(argv []string) (connectCmd, error) {
 	cmd := connectCmd{Proto: netlab.TCP}
 	if len(argv) < 2 || (argv[0] != "/agnhost" && argv[0] != "agnhost") || argv[1] != "connect" {
@@ -162,15 +172,51 @@ func parseConnect(argv []string) (connectCmd, error) {
 	if target == "" {
 		return cmd, fmt.Errorf("agnhost connect: no target in %q", argv)
 	}
-	ap, err := netip.ParseAddrPort(target)
+	host, port, err := net.SplitHostPort(target)
 	if err != nil {
-		return cmd, fmt.Errorf("agnhost connect: target %q is not IP:PORT: %w", target, err)
+		return cmd, fmt.Errorf("agnhost connect: target %q is not HOST:PORT: %w", target, err)
 	}
-	cmd.Target = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return cmd, fmt.Errorf("agnhost connect: target %q: port %q is not 1-65535", target, port)
+	}
+	cmd.Port = uint16(n)
+	if a, err := netip.ParseAddr(host); err == nil {
+		if a.Zone() != "" {
+			return cmd, fmt.Errorf("agnhost connect: target %q: zoned addresses are not probed", target)
+		}
+		cmd.Host = a.Unmap().String()
+	} else if validHostname(host) {
+		cmd.Host = host
+	} else {
+		return cmd, fmt.Errorf("agnhost connect: target %q: host is neither an IP address nor a domain name", target)
+	}
 	if cmd.Timeout <= 0 {
 		// agnhost's default (0) means "no timeout"; the bridge never
 		// blocks forever.
 		cmd.Timeout = 10 * time.Second
 	}
 	return cmd, nil
+}
+
+// validHostname reports whether name is a host name a pod may look up:
+// letters, digits, hyphens and underscores in labels of 1-63 characters
+// that neither start nor end with a hyphen, at most 253 characters without
+// the optional final dot.
+func validHostname(name string) bool {
+	name = strings.TrimSuffix(name, ".")
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }

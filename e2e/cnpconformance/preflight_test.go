@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -29,9 +30,11 @@ const preflightNS = suiteNamespacePrefix + "preflight"
 // (ordinary and host-network) with addresses and readiness, the exec
 // bridge answers as agnhost connect does (success, REFUSED for an unserved
 // port, TIMEOUT for traffic dropped by a rule written by hand in a lab node,
-// a 400 for an unknown container or command), a deleted pod comes back as
-// a new pod, and a deleted namespace is emptied and finalized.
-func preflight(ctx context.Context, t *testing.T, cs kubernetes.Interface, lab *netlab.Lab, k *kubelet, execURL string) {
+// a 400 for an unknown container or command), host names resolve through
+// the cluster DNS (a served name connects, an unknown one fails as agnhost's
+// DNS error), a deleted pod comes back as a new pod, and a deleted
+// namespace is emptied and finalized.
+func preflight(ctx context.Context, t *testing.T, cs kubernetes.Interface, lab *netlab.Lab, k *kubelet, execURL string, clusterDNS netip.Addr) {
 	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: preflightNS}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +140,17 @@ func preflight(ctx context.Context, t *testing.T, cs kubernetes.Interface, lab *
 	probe("probe-0", "sctp", ip1, 9003, "TIMEOUT\n")
 	ns.MustExec(t, "", "nft", "delete", "table", "inet", "ngpreflight")
 	probe("probe-0", "tcp", ip1, 80, "")
+
+	// Host names, resolved through the cluster DNS from the pod.
+	probe("probe-0", "tcp", "diagon-alley.hogwarts.test", 80, "")
+	probe("probe-1", "udp", "Knockturn-Alley.hogwarts.test.", 80, "")
+	probe("probe-0", "tcp", "hogsmeade.hogwarts.test", 82, "REFUSED\n")
+	probe("probe-1", "tcp", "nosuch.hogwarts.test", 80,
+		fmt.Sprintf("DNS: lookup nosuch.hogwarts.test on %v: no such host\n", netip.AddrPortFrom(clusterDNS, 53)))
+	hostCmd := []string{"/agnhost", "connect", "--timeout=1s", "--protocol=tcp", "diagon-alley.hogwarts.test:80"}
+	if status, _, body := execRaw(t, execURL, preflightNS, "hostprobe-0", "hostprobe-client", hostCmd); status != http.StatusBadRequest {
+		t.Errorf("a host name from a host-network pod: HTTP %d %s, want 400 (the lab's nodes have no resolver)", status, body)
+	}
 
 	cmd := []string{"/agnhost", "connect", "--timeout=1s", "--protocol=tcp", ip1 + ":80"}
 	if status, _, body := execRaw(t, execURL, preflightNS, "probe-0", "nosuch-client", cmd); status != http.StatusBadRequest {

@@ -1,7 +1,6 @@
 package cnpconformance
 
 import (
-	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -134,25 +133,41 @@ func sortPorts(ps []netlab.Port) {
 }
 
 func TestParseConnect(t *testing.T) {
-	ap := netip.MustParseAddrPort
 	for _, tc := range []struct {
 		argv    []string
 		want    connectCmd
 		wantErr bool
 	}{
 		{argv: strings.Fields("/agnhost connect --timeout=1s --protocol=tcp 10.100.0.2:80"),
-			want: connectCmd{Proto: netlab.TCP, Timeout: time.Second, Target: ap("10.100.0.2:80")}},
+			want: connectCmd{Proto: netlab.TCP, Timeout: time.Second, Host: "10.100.0.2", Port: 80}},
 		{argv: strings.Fields("/agnhost connect --timeout=500ms --protocol=udp 10.100.0.2:53"),
-			want: connectCmd{Proto: netlab.UDP, Timeout: 500 * time.Millisecond, Target: ap("10.100.0.2:53")}},
+			want: connectCmd{Proto: netlab.UDP, Timeout: 500 * time.Millisecond, Host: "10.100.0.2", Port: 53}},
 		{argv: strings.Fields("agnhost connect --protocol sctp --timeout 2s [fd00:10:100::2]:9003"),
-			want: connectCmd{Proto: netlab.SCTP, Timeout: 2 * time.Second, Target: ap("[fd00:10:100::2]:9003")}},
+			want: connectCmd{Proto: netlab.SCTP, Timeout: 2 * time.Second, Host: "fd00:10:100::2", Port: 9003}},
+		{argv: strings.Fields("/agnhost connect [::ffff:10.0.0.3]:80"),
+			want: connectCmd{Proto: netlab.TCP, Timeout: 10 * time.Second, Host: "10.0.0.3", Port: 80}},
 		{argv: strings.Fields("/agnhost connect 10.0.0.3:34345"),
-			want: connectCmd{Proto: netlab.TCP, Timeout: 10 * time.Second, Target: ap("10.0.0.3:34345")}},
+			want: connectCmd{Proto: netlab.TCP, Timeout: 10 * time.Second, Host: "10.0.0.3", Port: 34345}},
+		{argv: strings.Fields("/agnhost connect --timeout=1s server.example:80"),
+			want: connectCmd{Proto: netlab.TCP, Timeout: time.Second, Host: "server.example", Port: 80}},
+		{argv: strings.Fields("/agnhost connect --protocol=udp Honeydukes.high-street.hogsmeade.hogwarts.test.:80"),
+			want: connectCmd{Proto: netlab.UDP, Timeout: 10 * time.Second, Host: "Honeydukes.high-street.hogsmeade.hogwarts.test.", Port: 80}},
+		{argv: strings.Fields("/agnhost connect kube-dns:53"),
+			want: connectCmd{Proto: netlab.TCP, Timeout: 10 * time.Second, Host: "kube-dns", Port: 53}},
 		{argv: strings.Fields("/agnhost connect --protocol=icmp 10.0.0.3:1"), wantErr: true},
 		{argv: strings.Fields("/agnhost connect --timeout=soon 10.0.0.3:1"), wantErr: true},
 		{argv: strings.Fields("/agnhost connect --udp-data=x 10.0.0.3:1"), wantErr: true},
-		{argv: strings.Fields("/agnhost connect server.example:80"), wantErr: true},
 		{argv: strings.Fields("/agnhost connect 10.0.0.3:80 10.0.0.4:80"), wantErr: true},
+		{argv: strings.Fields("/agnhost connect 10.0.0.3"), wantErr: true},
+		{argv: strings.Fields("/agnhost connect 10.0.0.3:0"), wantErr: true},
+		{argv: strings.Fields("/agnhost connect 10.0.0.3:65536"), wantErr: true},
+		{argv: strings.Fields("/agnhost connect [fe80::1%eth0]:80"), wantErr: true},
+		{argv: strings.Fields("/agnhost connect bad..name:80"), wantErr: true},
+		{argv: strings.Fields("/agnhost connect bad/name:80"), wantErr: true},
+		{argv: strings.Fields("/agnhost connect -dash.example:80"), wantErr: true},
+		{argv: strings.Fields("/agnhost connect dash-.example:80"), wantErr: true},
+		{argv: []string{"/agnhost", "connect", strings.Repeat("a", 64) + ".example:80"}, wantErr: true},
+		{argv: []string{"/agnhost", "connect", strings.Repeat("abcdefg.", 32) + "example:80"}, wantErr: true},
 		{argv: strings.Fields("/agnhost connect --timeout=1s"), wantErr: true},
 		{argv: strings.Fields("/agnhost netexec --http-port=80"), wantErr: true},
 		{argv: []string{"/bin/sh", "-c", "/agnhost connect 10.0.0.3:80"}, wantErr: true},

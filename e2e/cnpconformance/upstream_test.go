@@ -22,7 +22,7 @@ import (
 	"time"
 )
 
-// The files the harness adds to its copy of the upstream module; both are
+// The files the harness adds to its copy of the upstream module; all are
 // nftguard's own code, kept as text so the Go tools of this module ignore
 // them.
 var (
@@ -30,6 +30,12 @@ var (
 	execBridgeSrc []byte
 	//go:embed testdata/driver_test.go.txt
 	driverSrc []byte
+	//go:embed testdata/features.go.txt
+	featuresSrc []byte
+	//go:embed testdata/domain_names.go.txt
+	domainNamesSrc []byte
+	//go:embed testdata/experimental-egress-domain-names.yaml
+	domainNamesManifest []byte
 )
 
 // Where they go in the copy, and what is patched.
@@ -39,6 +45,12 @@ const (
 	driverDir      = "conformance/nftguard"
 	driverPath     = driverDir + "/nftguard_test.go"
 	driverTest     = "TestNftguardConformance"
+
+	// The domain names feature, test and manifest, where upstream keeps
+	// its own (the manifest is embedded with base/ when the copy builds).
+	featuresPath            = "conformance/utils/suite/zz_nftguard_features.go"
+	domainNamesPath         = "conformance/tests/nftguard-admin-network-policy-experimental-egress-domain-names.go"
+	domainNamesManifestPath = "conformance/base/admin_tier/experimental-egress-domain-names.yaml"
 
 	// patchedFunc must keep exactly this signature, and its body must be
 	// the SPDY exec it is meant to replace; otherwise upstream changed and
@@ -158,7 +170,8 @@ func dropUnusedImports(src []byte, candidates map[string]bool) ([]byte, error) {
 }
 
 // prepareUpstream copies the module at modDir into dst (writable), patches
-// RunCommandFromPod and adds the exec bridge and the driver test.
+// RunCommandFromPod and adds the exec bridge, the domain names feature,
+// test and manifest, and the driver test.
 func prepareUpstream(modDir, dst string) error {
 	err := filepath.WalkDir(modDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -192,8 +205,19 @@ func prepareUpstream(modDir, dst string) error {
 	if err := os.WriteFile(helper, patched, 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dst, execBridgePath), execBridgeSrc, 0o644); err != nil {
-		return err
+	for path, data := range map[string][]byte{
+		execBridgePath:          execBridgeSrc,
+		featuresPath:            featuresSrc,
+		domainNamesPath:         domainNamesSrc,
+		domainNamesManifestPath: domainNamesManifest,
+	} {
+		target := filepath.Join(dst, path)
+		if _, err := os.Stat(target); err == nil {
+			return fmt.Errorf("%s exists upstream: review the harness's additions", path)
+		}
+		if err := os.WriteFile(target, data, 0o644); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(dst, driverDir), 0o755); err != nil {
 		return err
@@ -332,17 +356,24 @@ func probeFailureKind(line string) string {
 	return ""
 }
 
+// topLevel counts the upstream conformance tests (not their subtests) in
+// names.
+func topLevel(names []string) int {
+	n := 0
+	for _, t := range names {
+		if strings.Count(t, "/") == 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// topPassed is how many upstream conformance tests passed.
+func (r *suiteResult) topPassed() int { return topLevel(r.Passed) }
+
 // Summary is the one-line result the outer test logs.
 func (r *suiteResult) Summary(wall time.Duration) string {
-	top := func(names []string) int {
-		n := 0
-		for _, t := range names {
-			if strings.Count(t, "/") == 1 {
-				n++
-			}
-		}
-		return n
-	}
+	top := topLevel
 	return fmt.Sprintf("upstream conformance: %d passed, %d failed, %d skipped (conformance tests: %d passed, %d failed, %d skipped; subtests included in the first counts) in %v; tests failed by an allowed probe blocked: %d, a denied probe let through: %d, a denied probe not TIMEOUT: %d, an exec error: %d",
 		len(r.Passed), len(r.Failed), len(r.Skipped), top(r.Passed), top(r.Failed), top(r.Skipped),
 		wall.Round(time.Second), r.AllowBlocked, r.DenyLetThrough, r.DenyWrongStatus, r.ExecFailed)
