@@ -664,8 +664,10 @@ func testDomainNames(t *testing.T, bridged bool) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		t.Logf("DNS answered directly %v after the forwarder stopped (heartbeat timeout %v)", direct.Round(10*time.Millisecond), dnsfwd.HeartbeatTTL)
-		if direct > dnsfwd.HeartbeatTTL+time.Second {
-			t.Errorf("DNS took %v to come back, over the heartbeat's %v and a second", direct, dnsfwd.HeartbeatTTL)
+		// One more failed query round and a loaded machine's scheduling
+		// are allowed on top of the heartbeat's timeout.
+		if direct > dnsfwd.HeartbeatTTL+2*time.Second {
+			t.Errorf("DNS took %v to come back, over the heartbeat's %v and two seconds", direct, dnsfwd.HeartbeatTTL)
 		}
 		if _, ok := connect(xa, addrs[0], 80); ok {
 			t.Error("an answer the forwarder never saw opened the domain rule")

@@ -232,14 +232,14 @@ func TestAgentDomainNames(t *testing.T) {
 		ag.signal(t, syscall.SIGKILL)
 		<-ag.proc.Done()
 		killed := time.Now()
-		var addr netip.Addr
+		var back time.Duration
 		for {
 			got, ok, err := resolveConnect(t, "x/b", "udp", false, 200*time.Millisecond)
 			if err == nil {
+				back = time.Since(killed)
 				if ok {
 					t.Errorf("x/b reached %v, resolved while its agent was down", got)
 				}
-				addr = got
 				break
 			}
 			if time.Since(killed) > 10*time.Second {
@@ -247,11 +247,13 @@ func TestAgentDomainNames(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		t.Logf("x/b's DNS answered directly %v after its agent was killed", time.Since(killed).Round(10*time.Millisecond))
-		if time.Since(killed) > 4*time.Second {
-			t.Errorf("DNS came back after %v, over the heartbeat's 3 s and a second", time.Since(killed))
+		t.Logf("x/b's DNS answered directly %v after its agent was killed", back.Round(10*time.Millisecond))
+		// The heartbeat's elements expire at most 3 s after the kill;
+		// one more failed query round and a loaded machine's scheduling
+		// are allowed on top.
+		if back > 5*time.Second {
+			t.Errorf("DNS came back after %v, over the heartbeat's 3 s and two seconds", back)
 		}
-		_ = addr
 		restarted := time.Now()
 		a.startAgent(t, "n2")
 		ready := time.Since(restarted)
