@@ -18,6 +18,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/fqdn"
 	"github.com/nftguard/nftguard/internal/nfnl"
+	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/nodeaddr"
 )
 
@@ -213,7 +214,9 @@ type timedCommitter struct{ eng engine.Timed }
 func (c timedCommitter) AddTimed(ctx context.Context, elems []fqdn.Element) error {
 	out := make([]engine.TimedElement, len(elems))
 	for i, e := range elems {
-		out[i] = engine.TimedElement{Set: e.Set, Key: e.Key, Timeout: e.TTL, Comment: e.Name}
+		// The name is what the pod asked: tenant text, made safe for
+		// nft to read back as every comment in the table is.
+		out[i] = engine.TimedElement{Set: e.Set, Key: e.Key, Timeout: e.TTL, Comment: nftsafe.Comment(e.Name)}
 	}
 	return c.eng.AddTimed(ctx, out)
 }

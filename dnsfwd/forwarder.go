@@ -171,14 +171,14 @@ func New(cfg Config) (*Forwarder, error) {
 // answers to queries in flight are matched against the newest table when
 // they arrive. A nil table refuses everything.
 //
-// A table with subjects also refreshes the heartbeat at once: the sync
+// A table with a redirect also refreshes the heartbeat at once: the sync
 // that first made the redirect (and its heartbeat set) is in force, and
 // the redirect must not wait for the next period.
 func (f *Forwarder) SetTable(t *fqdn.Table) {
 	f.table.Store(t)
 	ch := make(chan struct{})
 	close(*f.changed.Swap(&ch)) // wakes the queries of pending pods
-	if t != nil && len(t.Pods) > 0 {
+	if t.Redirects() {
 		select {
 		case f.kick <- struct{}{}:
 		default:

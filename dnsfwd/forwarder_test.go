@@ -804,3 +804,38 @@ func TestPendingPodWaitsForTable(t *testing.T) {
 		t.Errorf("an address outside the ranges: %v, %v", r, err)
 	}
 }
+
+// TestHeartbeatFollowsRedirect: the heartbeat refreshes while the table
+// redirects anyone, also a node with domainNames rules and no subject yet
+// (only its pod ranges, for pods starting), and not for a table without a
+// redirect (whose heartbeat set does not exist).
+func TestHeartbeatFollowsRedirect(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		table *fqdn.Table
+		beats bool
+	}{
+		{"pod ranges only", &fqdn.Table{Pods: map[netip.Addr]*fqdn.Subject{}, Ranges: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}}, true},
+		{"no redirect", &fqdn.Table{Pods: map[netip.Addr]*fqdn.Subject{}}, false},
+		{"no table", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			com := &committer{}
+			f, err := New(Config{Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")}, Committer: com})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.SetTable(tc.table)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = f.Run(ctx) }()
+			go f.Heartbeat(ctx, "dns_up", []string{"tcp", "udp"})
+			time.Sleep(300 * time.Millisecond)
+			cancel()
+			<-done
+			if got := len(com.keys("dns_up")) > 0; got != tc.beats {
+				t.Errorf("heartbeat refreshed %v, want %v", com.keys("dns_up"), tc.beats)
+			}
+		})
+	}
+}

@@ -23,7 +23,7 @@ const (
 
 // Heartbeat waits until the listeners are up, then refreshes keys (e.g.
 // "tcp" and "udp", as the engine writes keys of an inet_proto set) in
-// set, while the table has subjects, every HeartbeatEvery and whenever
+// set, while the table redirects (Table.Redirects), every HeartbeatEvery and whenever
 // SetTable gives it one, until ctx is done or Run's context is. A failed
 // refresh is logged and counted; the next one may succeed.
 func (f *Forwarder) Heartbeat(ctx context.Context, set string, keys []string) {
@@ -46,9 +46,8 @@ func (f *Forwarder) Heartbeat(ctx context.Context, set string, keys []string) {
 			return
 		default:
 		}
-		// Without subjects the table has no redirect (and no heartbeat
-		// set) to keep alive.
-		if t := f.table.Load(); t != nil && len(t.Pods) > 0 {
+		// A table without a redirect has no heartbeat set to keep.
+		if f.table.Load().Redirects() {
 			cctx, cancel := context.WithTimeout(ctx, HeartbeatEvery)
 			err := f.cfg.Committer.AddTimed(cctx, elems)
 			cancel()

@@ -63,6 +63,13 @@ type Table struct {
 	Known map[netip.Addr]bool
 }
 
+// Redirects reports whether the table's redirect sends anyone's DNS to
+// the forwarder: a subject's, or a starting pod's of Ranges (a node with
+// domainNames rules and no subject yet still redirects those).
+func (t *Table) Redirects() bool {
+	return t != nil && (len(t.Pods) > 0 || len(t.Ranges) > 0)
+}
+
 // Pending reports whether addr is an address of this node's pod ranges
 // that no pod the agent knows has.
 func (t *Table) Pending(addr netip.Addr) bool {
