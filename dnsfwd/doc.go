@@ -27,6 +27,7 @@
 //	forwarder.go  Config, Limits, Forwarder: the UDP and TCP listeners, the
 //	              limits, the upstream exchange, commit before reply, the
 //	              wait for a starting pod's table
+//	budget.go     the elements one pod's answers may hold in the kernel
 //	heartbeat.go  Heartbeat: the element the redirect needs, refreshed
 //	metrics.go    Metrics: the nftguard_dns_* collectors and their reasons
 package dnsfwd

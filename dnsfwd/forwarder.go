@@ -44,6 +44,10 @@ type Limits struct {
 	UpstreamTimeout time.Duration
 	// CommitTimeout bounds one Committer.AddTimed. Default 2 s.
 	CommitTimeout time.Duration
+	// PodElements bounds the elements one pod's answers hold in the
+	// kernel at a time; the addresses of answers beyond it are not added
+	// (their connections fail closed). Default DefaultPodElements.
+	PodElements int
 	// TCPIdleTimeout closes a pod's TCP connection that sends no query
 	// for that long; TCPReadTimeout bounds reading one query once its
 	// first byte came, and writing one reply. Defaults 10 s and 2 s.
@@ -65,6 +69,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.InFlight, 256)
 	def(&l.PodConns, 8)
 	def(&l.Conns, 256)
+	def(&l.PodElements, DefaultPodElements)
 	defD(&l.UpstreamTimeout, 2*time.Second)
 	defD(&l.CommitTimeout, 2*time.Second)
 	defD(&l.TCPIdleTimeout, 10*time.Second)
@@ -118,6 +123,7 @@ type Forwarder struct {
 	conns    map[[2]netip.Addr]int
 	nconns   int
 	open     map[net.Conn]struct{} // pods' TCP connections, closed at shutdown
+	budgets  map[[2]netip.Addr]*podBudget
 
 	started  atomic.Bool
 	ready    chan struct{} // closed once every listener is bound
@@ -148,7 +154,8 @@ func New(cfg Config) (*Forwarder, error) {
 	f := &Forwarder{
 		cfg: cfg, lim: cfg.Limits.withDefaults(), log: cfg.Logger, m: cfg.Metrics,
 		inFlight: map[[2]netip.Addr]int{}, conns: map[[2]netip.Addr]int{}, open: map[net.Conn]struct{}{},
-		ready: make(chan struct{}), stopping: make(chan struct{}), done: make(chan struct{}),
+		budgets: map[[2]netip.Addr]*podBudget{},
+		ready:   make(chan struct{}), stopping: make(chan struct{}), done: make(chan struct{}),
 		bigParses: make(chan struct{}, maxBigParses),
 		kick:      make(chan struct{}, 1),
 	}
@@ -176,6 +183,7 @@ func New(cfg Config) (*Forwarder, error) {
 // the redirect must not wait for the next period.
 func (f *Forwarder) SetTable(t *fqdn.Table) {
 	f.table.Store(t)
+	f.forgetBudgets(t)
 	ch := make(chan struct{})
 	close(*f.changed.Swap(&ch)) // wakes the queries of pending pods
 	if t.Redirects() {
@@ -534,9 +542,21 @@ func (f *Forwarder) commit(ctx context.Context, pod netip.Addr, resp *dns.Msg) {
 		f.m.AnswersIgnored.WithLabelValues(res.Ignored).Inc()
 		return
 	}
+	elems := res.Elements()
+	if sub := f.table.Load().Lookup(pod); sub != nil {
+		fit := f.budgetFor(sub.Addrs, elems, time.Now())
+		if over := len(elems) - len(fit); over > 0 {
+			f.m.AddrsIgnored.WithLabelValues(addrsPodLimit).Add(float64(over))
+			f.warn("dns forwarder: the pod holds its limit of elements; the answer's other addresses are not added", "pod", pod, "name", res.Question, "limit", f.lim.PodElements, "ignored", over)
+		}
+		if elems = fit; len(elems) == 0 {
+			f.m.AnswersIgnored.WithLabelValues(IgnoredPodLimit).Inc()
+			return
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, f.lim.CommitTimeout)
 	defer cancel()
-	if err := f.cfg.Committer.AddTimed(cctx, res.Elements()); err != nil {
+	if err := f.cfg.Committer.AddTimed(cctx, elems); err != nil {
 		// Answer anyway: DNS keeps working, and the connection the pod
 		// makes next is refused by the policy (fail closed).
 		f.m.AnswersIgnored.WithLabelValues(IgnoredCommitFailed).Inc()
@@ -544,7 +564,7 @@ func (f *Forwarder) commit(ctx context.Context, pod netip.Addr, resp *dns.Msg) {
 		return
 	}
 	f.m.AnswersCommitted.Inc()
-	f.m.ElementsAdded.Add(float64(len(res.Matches)))
+	f.m.ElementsAdded.Add(float64(len(elems)))
 }
 
 // exchange relays q (raw, parsed as query) to server over transport and

@@ -25,6 +25,7 @@ const (
 const (
 	IgnoredCommitFailed = "commit_failed" // the elements could not be added; the pod is answered anyway
 	IgnoredUnparsable   = "unparsable"    // the upstream reply could not be parsed, or answers another question (relayed as it is)
+	IgnoredPodLimit     = "pod_limit"     // the pod holds Limits.PodElements elements; the pod is answered anyway
 )
 
 // Metrics are the forwarder's Prometheus collectors.
@@ -56,7 +57,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		AddrsIgnored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nftguard_dns_addresses_ignored_total",
-			Help: "Addresses in matching answers that added no element, by reason (over_limit: beyond the per-answer bound; no_pod_address: a family the pod has no address of).",
+			Help: "Addresses in matching answers that added no element, by reason (over_limit: beyond the per-answer bound; no_pod_address: a family the pod has no address of; pod_limit: the pod holds Limits.PodElements elements).",
 		}, []string{"reason"}),
 		QueriesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nftguard_dns_queries_refused_total",
@@ -76,13 +77,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	// Export every reason from the start, so rate() sees zeros.
 	for _, r := range []string{fqdn.IgnoredNotResponse, fqdn.IgnoredRcode, fqdn.IgnoredTruncated, fqdn.IgnoredQuestion,
 		fqdn.IgnoredQtype, fqdn.IgnoredNotSubject, fqdn.IgnoredNoMatch, fqdn.IgnoredChain, fqdn.IgnoredNoAddress,
-		IgnoredCommitFailed, IgnoredUnparsable} {
+		IgnoredCommitFailed, IgnoredUnparsable, IgnoredPodLimit} {
 		m.AnswersIgnored.WithLabelValues(r)
 	}
 	for _, r := range []string{RefusedNotSubject, RefusedPodLimit, RefusedGlobalLimit, RefusedConnLimit, RefusedMalformed, RefusedOpcode, RefusedUpstream} {
 		m.QueriesRefused.WithLabelValues(r)
 	}
-	for _, r := range []string{addrsOverLimit, addrsNoPodAddr} {
+	for _, r := range []string{addrsOverLimit, addrsNoPodAddr, addrsPodLimit} {
 		m.AddrsIgnored.WithLabelValues(r)
 	}
 	if reg == nil {
@@ -99,4 +100,5 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 const (
 	addrsOverLimit = "over_limit"
 	addrsNoPodAddr = "no_pod_address"
+	addrsPodLimit  = "pod_limit"
 )
