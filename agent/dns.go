@@ -73,17 +73,18 @@ func startDNS(ctx context.Context, wg *sync.WaitGroup, cfg *Config, eng *engine.
 			addrs = internalIPs(n)
 		}
 	}
-	var listen []netip.AddrPort
-	for _, a := range addrs {
+	// One address a family: the configured or InternalIPs first.
+	take := func(a netip.Addr) {
 		a = a.Unmap()
 		switch {
 		case a.Is4() && !d.listen4.IsValid():
 			d.listen4 = netip.AddrPortFrom(a, port)
-			listen = append(listen, d.listen4)
 		case a.Is6() && !d.listen6.IsValid():
 			d.listen6 = netip.AddrPortFrom(a, port)
-			listen = append(listen, d.listen6)
 		}
+	}
+	for _, a := range addrs {
+		take(a)
 	}
 	if !d.listen4.IsValid() || !d.listen6.IsValid() {
 		// A family the Node names no InternalIP of (a dual-stack pod
@@ -92,19 +93,16 @@ func startDNS(ctx context.Context, wg *sync.WaitGroup, cfg *Config, eng *engine.
 		// redirect only needs a local destination.
 		if local, err := nodeaddr.List(cfg.NetNS); err == nil {
 			for _, p := range local {
-				a := p.Addr()
-				if !p.IsSingleIP() || !a.IsGlobalUnicast() {
-					continue
-				}
-				switch {
-				case a.Is4() && !d.listen4.IsValid():
-					d.listen4 = netip.AddrPortFrom(a, port)
-					listen = append(listen, d.listen4)
-				case a.Is6() && !d.listen6.IsValid():
-					d.listen6 = netip.AddrPortFrom(a, port)
-					listen = append(listen, d.listen6)
+				if p.IsSingleIP() && p.Addr().IsGlobalUnicast() {
+					take(p.Addr())
 				}
 			}
+		}
+	}
+	var listen []netip.AddrPort
+	for _, l := range []netip.AddrPort{d.listen4, d.listen6} {
+		if l.IsValid() {
+			listen = append(listen, l)
 		}
 	}
 	if len(listen) == 0 {

@@ -70,8 +70,8 @@ func DomainSets(pats []fqdn.Pattern) (set4, set6 string) {
 // domainMatches are a domain rule's peer matches: the local pod (source)
 // and destination in the rule's timeout sets.
 func domainMatches(pats []fqdn.Pattern) []string {
-	b := domainSetBase(pats)
-	return []string{"ip saddr . ip daddr @" + b + "_4", "ip6 saddr . ip6 daddr @" + b + "_6"}
+	s4, s6 := DomainSets(pats)
+	return []string{"ip saddr . ip daddr @" + s4, "ip6 saddr . ip6 daddr @" + s6}
 }
 
 // dnsOutput adds what domainNames rules need to out: their timeout sets,
