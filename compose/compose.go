@@ -16,6 +16,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/fqdn"
 	"github.com/nftguard/nftguard/npset"
+	"github.com/nftguard/nftguard/podguard"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 	"github.com/nftguard/nftguard/problem"
@@ -54,6 +55,12 @@ type Input struct {
 	// DNS is where the agent's DNS forwarder listens and which cluster
 	// DNS it trusts (clusterpolicy.Input.DNS); nil without a forwarder.
 	DNS *clusterpolicy.DNS
+	// PodInterfaces are the node's pod-facing interfaces, learned from
+	// the kernel (package podif), when PodInterfacesKnown: each local
+	// pod's gets a guard chain (package podguard). Without them (render,
+	// which touches no kernel) the table has no guard chains.
+	PodInterfaces      []podguard.Interface
+	PodInterfacesKnown bool
 }
 
 // Result is the desired table and what was left out of it.
@@ -75,6 +82,13 @@ type Result struct {
 	// OverBudget are the NetworkPolicies compiled in their fail-closed
 	// form because they are over budget on this node.
 	OverBudget []budget.Over
+	// Guarded maps each local pod (namespace/name) that has an interface
+	// of its own to that interface's name; Unattributed are the local
+	// pods (namespace/name, sorted) without one, whose packets are keyed
+	// by address only (see package podguard). Both are empty when
+	// Input.PodInterfacesKnown is false.
+	Guarded      map[string]string
+	Unattributed []string
 }
 
 // Build compiles the desired table.
