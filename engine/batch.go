@@ -126,6 +126,9 @@ func (b *batch) addChain(c *kernelChain, update bool) {
 			h := b.m.Nest(unix.NFTA_CHAIN_HOOK)
 			b.m.U32(unix.NFTA_HOOK_HOOKNUM, c.hook)
 			b.m.U32(unix.NFTA_HOOK_PRIORITY, uint32(c.prio))
+			if c.dev != "" {
+				b.m.Str(unix.NFTA_HOOK_DEV, c.dev)
+			}
 			b.m.EndNest(h)
 			b.m.Str(unix.NFTA_CHAIN_TYPE, c.typ)
 		}

@@ -416,7 +416,7 @@ func (c *compiler) updateSetInPlace(s Set, decl nftsyntax.SetDecl, old *setEntry
 }
 
 func sameChainHead(a, b *Chain) bool {
-	return a.Name == b.Name && a.Type == b.Type && a.Hook == b.Hook && a.Priority == b.Priority &&
+	return a.Name == b.Name && a.Type == b.Type && a.Hook == b.Hook && a.Device == b.Device && a.Priority == b.Priority &&
 		a.Policy == b.Policy && a.Comment == b.Comment
 }
 
@@ -476,7 +476,7 @@ func chainHead(c Chain) (*kernelChain, error) {
 		if !ok {
 			return nil, fmt.Errorf("chain %q: unknown hook %q", c.Name, c.Hook)
 		}
-		kc.base, kc.hook, kc.prio, kc.typ = true, h, c.Priority, c.Type
+		kc.base, kc.hook, kc.prio, kc.typ, kc.dev = true, h, c.Priority, c.Type, c.Device
 		if kc.typ == "" {
 			kc.typ = "filter"
 		}
@@ -560,6 +560,7 @@ func copySet(s Set) Set {
 }
 
 var hooks = map[string]uint32{
+	"ingress":     nfInetIngress,
 	"prerouting":  unix.NF_INET_PRE_ROUTING,
 	"input":       unix.NF_INET_LOCAL_IN,
 	"forward":     unix.NF_INET_FORWARD,

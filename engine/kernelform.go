@@ -68,6 +68,7 @@ type kernelChain struct {
 	typ      string
 	hook     uint32
 	prio     int32
+	dev      string // the device of an ingress hook
 	policy   uint32 // NF_DROP or NF_ACCEPT
 	userdata []byte
 	rules    []*kernelRule
@@ -83,7 +84,7 @@ type kernelChain struct {
 // sameBase reports whether a chain can be kept as it is apart from its
 // policy, which the kernel updates in place.
 func (c *kernelChain) sameBase(o *kernelChain) bool {
-	return c.base == o.base && c.typ == o.typ && c.hook == o.hook && c.prio == o.prio
+	return c.base == o.base && c.typ == o.typ && c.hook == o.hook && c.prio == o.prio && c.dev == o.dev
 }
 
 type kernelRule struct {

@@ -35,6 +35,7 @@ type ListedChain struct {
 	Name     string
 	Type     string // "filter", "nat", "route" (base chains)
 	Hook     string // "forward", "postrouting", ... (see HookName)
+	Device   string // the device of an ingress hook
 	Priority int32
 	Policy   string // "accept" or "drop" (base chains)
 	Rules    []*ListedRule
@@ -168,7 +169,7 @@ func (l *lister) list(o ListOptions) ([]*ListedTable, error) {
 		}
 		lc := &ListedChain{Name: c.name}
 		if c.base {
-			lc.Type, lc.Hook, lc.Priority, lc.Policy = c.typ, HookName(t.Family, c.hook), c.prio, "accept"
+			lc.Type, lc.Hook, lc.Device, lc.Priority, lc.Policy = c.typ, HookName(t.Family, c.hook), c.dev, c.prio, "accept"
 			if c.policy == nfDrop {
 				lc.Policy = "drop"
 			}
@@ -326,9 +327,6 @@ func HookName(family string, num uint32) string {
 			if n == num {
 				return name
 			}
-		}
-		if num == nfInetIngress {
-			return "ingress"
 		}
 	}
 	return fmt.Sprintf("hook-%d", num)

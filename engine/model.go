@@ -48,9 +48,13 @@ type Desired struct {
 
 // Chain is a regular chain (Hook == "") or a base chain.
 type Chain struct {
-	Name     string
-	Type     string // "filter", "nat", "route" (base chains)
-	Hook     string // "prerouting", "input", "forward", "output", "postrouting"
+	Name string
+	Type string // "filter", "nat", "route" (base chains)
+	Hook string // "ingress", "prerouting", "input", "forward", "output", "postrouting"
+	// Device is the network device an "ingress" hook is on (required
+	// there, refused elsewhere). The kernel binds the chain to the
+	// device's name: a device of that name created later is hooked too.
+	Device   string
 	Priority int32
 	Policy   string // "accept" (default) or "drop" (base chains)
 	Rules    []Rule

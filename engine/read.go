@@ -206,6 +206,11 @@ func parseChain(b []byte) (*kernelChain, string, error) {
 		c.base = true
 		c.hook = nfnl.BE32(ha[unix.NFTA_HOOK_HOOKNUM])
 		c.prio = int32(nfnl.BE32(ha[unix.NFTA_HOOK_PRIORITY]))
+		// An ingress chain's device: the kernel reports NFTA_HOOK_DEV
+		// when the chain has one device (with NFTA_HOOK_DEVS beside it).
+		if d, ok := ha[unix.NFTA_HOOK_DEV]; ok {
+			c.dev = nfnl.CStr(d)
+		}
 		c.typ = nfnl.CStr(a[unix.NFTA_CHAIN_TYPE])
 		// The kernel reports every base chain's policy; were it ever
 		// absent, the chain would accept (the kernel's default).

@@ -74,7 +74,11 @@ func renderText(t Table, d *Desired) string {
 			if policy == "" {
 				policy = "accept"
 			}
-			fmt.Fprintf(&b, "\t\ttype %s hook %s priority %d; policy %s;\n", typ, c.Hook, c.Priority, policy)
+			dev := ""
+			if c.Device != "" {
+				dev = " device " + quote(c.Device)
+			}
+			fmt.Fprintf(&b, "\t\ttype %s hook %s%s priority %d; policy %s;\n", typ, c.Hook, dev, c.Priority, policy)
 		}
 		for _, r := range c.Rules {
 			b.WriteString("\t\t")

@@ -38,6 +38,15 @@ func textDesired(n int) *Desired {
 				{Rule: "ip saddr @nets snat ip to ip saddr map @snatmap"},
 			}},
 			{Name: "pod-a", Rules: []Rule{{Rule: "ip saddr @nets accept"}, {Rule: "drop"}}},
+			{Name: "guard", Type: "filter", Hook: "ingress", Device: "lo", Priority: -500, Rules: []Rule{
+				{Rule: "ip saddr 10.0.0.1 accept"},
+				{Rule: "ip6 saddr fe80::1 accept"},
+				{Rule: "ip6 saddr :: icmpv6 type nd-neighbor-solicit accept"},
+				{Rule: "counter drop", Comment: "forged"},
+			}},
+			// Bound to a name no device has (yet): the kernel hooks the
+			// device when one of that name appears.
+			{Name: "guard-later", Type: "filter", Hook: "ingress", Device: "ngnosuch0", Priority: -500},
 		},
 	}
 	for i := 0; i < n; i++ {
@@ -85,7 +94,7 @@ func TestTextRoundTrip(t *testing.T) {
 		t.Fatalf("fresh engine re-sync: %+v %v", st, err)
 	}
 	out := ns.MustExec(t, "", "nft", "list", "table", "inet", "nftguard")
-	for _, s := range []string{"jump pod-a", "10.0.0.0/8", "comment \"from allowed\"", "policy drop", "10.1.0.1 : jump pod-a"} {
+	for _, s := range []string{"jump pod-a", "10.0.0.0/8", "comment \"from allowed\"", "policy drop", "10.1.0.1 : jump pod-a", `hook ingress device "lo" priority -500`, `device "ngnosuch0"`} {
 		if !strings.Contains(out, s) {
 			t.Errorf("nft list lacks %q", s)
 		}
@@ -95,5 +104,34 @@ func TestTextRoundTrip(t *testing.T) {
 	ns.MustExec(t, "delete table inet nftguard\n"+out, "nft", "-f", "-")
 	if err := sameK(want, readBack(t, ns)); err != nil {
 		t.Fatalf("nft -f of our listing differs: %v\n%s", err, out)
+	}
+}
+
+// TestIngressDeviceChange moves an ingress chain to another device: the
+// kernel cannot rebind a hook, so the chain is recreated, with the verdict
+// map entries that jump to it, in one sync.
+func TestIngressDeviceChange(t *testing.T) {
+	ns := testns.New(t, "engdev")
+	ctx := context.Background()
+	e := newTestEngine(t, ns)
+	d := func(dev string) *Desired {
+		return &Desired{Chains: []Chain{
+			{Name: "guard", Type: "filter", Hook: "ingress", Device: dev, Priority: -500, Rules: []Rule{
+				{Rule: "ip saddr 10.0.0.1 accept"}, {Rule: "counter drop"},
+			}},
+		}}
+	}
+	for _, dev := range []string{"lo", "ngdev1", "lo"} {
+		if _, err := e.Sync(ctx, d(dev)); err != nil {
+			t.Fatalf("sync with device %s: %v", dev, err)
+		}
+		want, _ := compile(e.fam, d(dev))
+		if err := sameK(want, readBack(t, ns)); err != nil {
+			t.Fatalf("device %s: %v", dev, err)
+		}
+		out := ns.MustExec(t, "", "nft", "list", "chain", "inet", "nftguard", "guard")
+		if !strings.Contains(out, `device "`+dev+`"`) {
+			t.Fatalf("device %s: nft lists\n%s", dev, out)
+		}
 	}
 }
