@@ -36,6 +36,9 @@ type Input struct {
 	// plain drop (see layout.go). Pass policy.Input's LogDenied: only
 	// whether it is set matters here, the chains are policy's.
 	LogDenied *policy.LogDenied
+	// LinkLocal are local pods' own link-local addresses (package
+	// podguard's Output.LinkLocal), dispatched like their pod IPs.
+	LinkLocal map[string][]string
 }
 
 // Output is the ClusterNetworkPolicy part of the desired table: the chains
@@ -184,7 +187,7 @@ func (c *compiler) compile() Output {
 		}
 	}
 
-	dispatch := podchain.NewDispatch(newMaps())
+	dispatch := podchain.NewDispatch(newMaps()).WithLinkLocal(c.in.LinkLocal)
 	var chains []engine.Chain
 	for _, p := range local {
 		ps := byPod[p]

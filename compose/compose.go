@@ -106,6 +106,7 @@ func Build(in Input) Result {
 // new list) and for pods (podset). The zero value is ready to use;
 // a Builder is not safe for concurrent use.
 type Builder struct {
+	guard   podguard.Compiler
 	policy  policy.Compiler
 	cluster clusterpolicy.Compiler
 	budget  budget.Gate
@@ -124,7 +125,18 @@ func (b *Builder) Budget() *budget.Gate {
 
 // Build compiles the desired table; the result equals the package's Build.
 func (b *Builder) Build(in Input) Result {
-	// The ClusterNetworkPolicy tiers first: their dispatch rules go into
+	// The guards first: they say which link-local addresses are whose.
+	var guard podguard.Output
+	if in.PodInterfacesKnown {
+		guard = b.guard.Compile(podguard.Input{
+			NodeName:   in.NodeName,
+			Pods:       in.Pods,
+			Interfaces: in.PodInterfaces,
+			PodCIDRs:   nodePodCIDRs(in.Nodes, in.NodeName),
+			Log:        guardLog(in.LogDenied),
+		})
+	}
+	// The ClusterNetworkPolicy tiers next: their dispatch rules go into
 	// the NetworkPolicy fixed chains.
 	cnp := b.cluster.Compile(clusterpolicy.Input{
 		NodeName:   in.NodeName,
@@ -134,6 +146,7 @@ func (b *Builder) Build(in Input) Result {
 		Policies:   in.ClusterNetworkPolicies,
 		DNS:        in.DNS,
 		LogDenied:  in.LogDenied,
+		LinkLocal:  guard.LinkLocal,
 	})
 	policies := in.NetworkPolicies
 	var over []budget.Over
@@ -149,6 +162,7 @@ func (b *Builder) Build(in Input) Result {
 		Policies:   policies,
 		LogDenied:  in.LogDenied,
 		Tiers:      cnp.Tiers,
+		LinkLocal:  guard.LinkLocal,
 	})
 	eg := egress.Compile(egress.Input{
 		NodeName:     in.NodeName,
@@ -162,13 +176,15 @@ func (b *Builder) Build(in Input) Result {
 	})
 	r := Result{
 		Desired: &engine.Desired{
-			Chains: slices.Concat(pol.Chains, cnp.Chains, eg.Chains),
+			Chains: slices.Concat(pol.Chains, cnp.Chains, eg.Chains, guard.Chains),
 			Sets:   slices.Concat(pol.Sets, cnp.Sets, eg.Sets),
 		},
 		EgressBindings: eg.Bindings,
 		EgressHeld:     eg.Held,
 		EgressPending:  eg.Pending,
-		Problems:       slices.Concat(pol.Problems, podsOnce(pol.Problems, cnp.Problems), eg.Problems),
+		Problems:       slices.Concat(pol.Problems, podsOnce(pol.Problems, cnp.Problems), eg.Problems, guard.Problems),
+		Guarded:        guard.Guarded,
+		Unattributed:   guard.Unattributed,
 		Warnings:       eg.Warnings,
 		OverBudget:     over,
 		DNS:            cnp.DNS,
@@ -201,4 +217,35 @@ func podsOnce(pol, cnp []problem.Problem) []problem.Problem {
 		}
 	}
 	return out
+}
+
+// nodePodCIDRs are the pod ranges of the node named (spec.podCIDRs, or
+// spec.podCIDR when an older writer set only that), parsed; nil when the
+// node is unknown or has none.
+func nodePodCIDRs(nodes []*corev1.Node, name string) []netip.Prefix {
+	for _, n := range nodes {
+		if n.Name != name {
+			continue
+		}
+		cidrs := n.Spec.PodCIDRs
+		if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
+			cidrs = []string{n.Spec.PodCIDR}
+		}
+		var out []netip.Prefix
+		for _, c := range cidrs {
+			if p, err := netip.ParsePrefix(c); err == nil {
+				out = append(out, p.Masked())
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// guardLog logs forged packets where the node logs denied ones.
+func guardLog(l *policy.LogDenied) *podguard.Log {
+	if l == nil {
+		return nil
+	}
+	return &podguard.Log{Group: l.Group, Rate: l.Rate, Burst: l.Burst}
 }

@@ -2,7 +2,9 @@ package podchain
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/problem"
@@ -18,10 +20,13 @@ import (
 // it, and the other pod is reported: one key twice would make the kernel
 // refuse the whole batch.
 type Dispatch struct {
-	maps     [][2]engine.Set
-	owner    map[dispatchKey]*selection.Pod
-	reported map[sharedKey]bool
-	problems []problem.Problem
+	maps [][2]engine.Set
+	// linkLocal are local pods' own link-local addresses by key (see
+	// package podguard): keys of the pod's chains like its pod IPs.
+	linkLocal map[string][]string
+	owner     map[dispatchKey]*selection.Pod
+	reported  map[sharedKey]bool
+	problems  []problem.Problem
 }
 
 // dispatchKey is a key of one verdict map; sharedKey a pod's address that
@@ -43,10 +48,30 @@ func NewDispatch(maps [][2]engine.Set) *Dispatch {
 	return &Dispatch{maps: maps, owner: map[dispatchKey]*selection.Pod{}}
 }
 
+// WithLinkLocal makes each pod's own link-local addresses (by pod key,
+// canonical text; package podguard guarantees no two pods share one)
+// keys of its chains too: only the guard lets them leave the pod, so
+// they are as much the pod's as its IPs.
+func (d *Dispatch) WithLinkLocal(ll map[string][]string) *Dispatch {
+	d.linkLocal = ll
+	return d
+}
+
 // Add makes p's addresses jump to chain in the maps of kind.
 func (d *Dispatch) Add(kind int, p *selection.Pod, chain string) {
 	v := "jump " + chain
-	for f, addrs := range [2][]string{p.V4Text(), p.V6Text()} {
+	v4, v6 := p.V4Text(), p.V6Text()
+	if ll := d.linkLocal[p.Key]; len(ll) > 0 {
+		v4, v6 = slices.Clip(v4), slices.Clip(v6)
+		for _, a := range ll {
+			if strings.Contains(a, ":") {
+				v6 = append(v6, a)
+			} else {
+				v4 = append(v4, a)
+			}
+		}
+	}
+	for f, addrs := range [2][]string{v4, v6} {
 		m := &d.maps[kind][f]
 		for _, a := range addrs {
 			k := dispatchKey{kind, a}

@@ -31,6 +31,9 @@ type Input struct {
 	// NetworkPolicy dispatch (see Tiers); empty, the default, leaves the
 	// table exactly as without them.
 	Tiers Tiers
+	// LinkLocal are local pods' own link-local addresses (package
+	// podguard's Output.LinkLocal), dispatched like their pod IPs.
+	LinkLocal map[string][]string
 }
 
 // Output is the policy part of the desired table.
@@ -111,7 +114,7 @@ func (m *Compiler) Compile(in Input) Output {
 	local, shared := podchain.DropSharedLocal(c.sel.Local())
 	c.problems = append(c.problems, shared...)
 
-	dispatch := podchain.NewDispatch(dispatchMaps())
+	dispatch := podchain.NewDispatch(dispatchMaps()).WithLinkLocal(in.LinkLocal)
 	var podChains []engine.Chain
 	var ing, egr []*compiledPolicy
 	for _, p := range local {

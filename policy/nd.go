@@ -30,22 +30,28 @@ import "github.com/nftguard/nftguard/engine"
 // matter that NetworkPolicy never covered (ARP is not filtered either); no
 // transport data passes these rules.
 //
-// Deliberately not accepted here, because they never need it:
-//   - Router solicitations, router advertisements and redirects: the router
-//     of a pod is its node, whose own packets never cross the forward hook,
-//     and RFC 4861 (4.2, 6.1.2, 8.1) makes advertisements and redirects come
-//     from link-local addresses, which are never policy keys. A forged one
-//     from a pod address gets no special treatment.
-//   - Multicast listener reports and done messages (RFC 2710 section 3, RFC
-//     3810 section 5): sent from link-local addresses to multicast groups,
-//     they never match a pod-keyed verdict map, so policy never sees them.
-//   - DHCPv6 (RFC 8415): clients talk from link-local addresses to
-//     ff02::1:2 and are answered at their link-local address; not policy
-//     keys either. DHCPv4 acquisition (0.0.0.0 to broadcast) matches no
-//     key; renewals from a pod's own address are that pod's traffic, which
-//     NetworkPolicy governs like any other (no change for IPv4).
-//   - ICMP and ICMPv6 errors about an allowed flow: conntrack marks them
-//     related, and the chain's first rule accepts them.
+// A pod's link-local addresses are policy keys (package podguard learns
+// them from the pod's interface, and only they and the pod IPs may leave
+// it), so the link-local messages a pod needs to work are accepted here
+// too, before its chains; everything else from or to a link-local address
+// meets policy like any other traffic:
+//   - Router solicitations (RFC 4861 6.3.7), hop limit 255 like neighbour
+//     discovery: a pod asks its node for a router.
+//   - Multicast listener reports and done messages (RFC 2710 section 3,
+//     RFC 3810 section 5), which the RFCs send with hop limit 1 from the
+//     link-local or the unspecified address: the node's multicast snooping
+//     and the pod's own duplicate address detection depend on them.
+//   - DHCPv6 (RFC 8415) client messages to All_DHCP_Relay_Agents_and_Servers
+//     (ff02::1:2) on UDP 547; answers come from the node (the output hook,
+//     not filtered) or are replies conntrack knows.
+//
+// Router advertisements and redirects come from routers; a pod's node
+// sends them from its own output hook, never filtered. One from a pod is
+// that pod's egress and meets its policy (an isolated pod cannot become a
+// rogue router). DHCPv4 acquisition (0.0.0.0 to broadcast) never leaves a
+// guarded pod: the unspecified IPv4 source is not its own. ICMP and ICMPv6
+// errors about an allowed flow: conntrack marks them related, and the
+// chain's first rule accepts them.
 //
 // In the input hook (a pod's packets to its own node) the same two
 // messages are how an isolated pod resolves its gateway on the node and
@@ -57,4 +63,9 @@ import "github.com/nftguard/nftguard/engine"
 var linkRules = []engine.Rule{
 	{Rule: "icmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept", Comment: "IPv6 neighbour discovery on the link (RFC 4861)"},
 	{Rule: "icmpv6 type nd-neighbor-advert ip6 hoplimit 255 accept", Comment: "IPv6 neighbour discovery on the link (RFC 4861)"},
+	{Rule: "icmpv6 type nd-router-solicit ip6 hoplimit 255 accept", Comment: "IPv6 router solicitation on the link (RFC 4861)"},
+	{Rule: "icmpv6 type mld-listener-report ip6 hoplimit 1 accept", Comment: "multicast listener report on the link (RFC 2710)"},
+	{Rule: "icmpv6 type mld-listener-done ip6 hoplimit 1 accept", Comment: "multicast listener done on the link (RFC 2710)"},
+	{Rule: "icmpv6 type mld2-listener-report ip6 hoplimit 1 accept", Comment: "multicast listener report on the link (RFC 3810)"},
+	{Rule: "ip6 daddr ff02::1:2 udp dport 547 accept", Comment: "DHCPv6 to the link's relays and servers (RFC 8415)"},
 }

@@ -33,7 +33,9 @@ func ndInput() Input {
 }
 
 // The two hook chains accept exactly neighbour solicitation and
-// advertisement with hop limit 255, after established/related and before
+// advertisement and router solicitation with hop limit 255, multicast
+// listener messages with hop limit 1 and DHCPv6 to the link's servers,
+// after established/related and before
 // any dispatch to a pod's chain, with or without policies; the input chain
 // (a pod's egress to its own node) is the forward chain without the
 // ingress check.
@@ -42,6 +44,11 @@ func TestNeighbourDiscoveryBeforeDispatch(t *testing.T) {
 		"ct state established,related accept",
 		"icmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept",
 		"icmpv6 type nd-neighbor-advert ip6 hoplimit 255 accept",
+		"icmpv6 type nd-router-solicit ip6 hoplimit 255 accept",
+		"icmpv6 type mld-listener-report ip6 hoplimit 1 accept",
+		"icmpv6 type mld-listener-done ip6 hoplimit 1 accept",
+		"icmpv6 type mld2-listener-report ip6 hoplimit 1 accept",
+		"ip6 daddr ff02::1:2 udp dport 547 accept",
 		"ip saddr vmap @np_egress4",
 		"ip6 saddr vmap @np_egress6",
 		"goto np_ingress",
@@ -81,11 +88,16 @@ func TestNeighbourDiscoveryRulesAreIPv6Only(t *testing.T) {
 		}
 		m0, ok0 := c.Exprs[0].(*expr.Meta)
 		c1, ok1 := c.Exprs[1].(*expr.Cmp)
+		if !ok0 || !ok1 || m0.Key != expr.MetaKeyNFPROTO || c1.Data[0] != unix.NFPROTO_IPV6 {
+			t.Errorf("%s does not start with meta nfproto ipv6: %v", r.Rule, c.Exprs)
+		}
+		if !strings.HasPrefix(r.Rule, "icmpv6 type ") {
+			continue
+		}
 		m2, ok2 := c.Exprs[2].(*expr.Meta)
 		c3, ok3 := c.Exprs[3].(*expr.Cmp)
-		if !ok0 || !ok1 || !ok2 || !ok3 || m0.Key != expr.MetaKeyNFPROTO || c1.Data[0] != unix.NFPROTO_IPV6 ||
-			m2.Key != expr.MetaKeyL4PROTO || c3.Data[0] != unix.IPPROTO_ICMPV6 {
-			t.Errorf("%s does not start with meta nfproto ipv6 meta l4proto ipv6-icmp: %v", r.Rule, c.Exprs)
+		if !ok2 || !ok3 || m2.Key != expr.MetaKeyL4PROTO || c3.Data[0] != unix.IPPROTO_ICMPV6 {
+			t.Errorf("%s does not go on with meta l4proto ipv6-icmp: %v", r.Rule, c.Exprs)
 		}
 	}
 }
