@@ -199,6 +199,20 @@ func (c *Compiler) Compile(in Input) Output {
 		chains = append(chains, guardChain(chainName(lp.p.Namespace, lp.p.Name), ifc.Name,
 			"pod "+lp.key, slices.Concat(lp.addrs, own), in.Log != nil))
 	}
+	// An interface that holds a pod's address but is not that pod's
+	// (another interface holds it too) is nobody's: it drops everything,
+	// as does every candidate of the pod, which stays unattributed. Only
+	// a pod with NET_ADMIN can copy another's address to its interface;
+	// what it gets is no traffic at all, never the other pod's policy.
+	for _, s := range ifs {
+		if len(s.claims) == 1 && !bound[s.ifc.Name] {
+			chains = append(chains, conflictChain(s.ifc, s.claims))
+			out.Problems = append(out.Problems, problem.Problem{
+				Object: nodeObject(in.NodeName), Local: true,
+				Reason: fmt.Sprintf("interface %s holds pod %s's address, which another interface holds too: every packet entering it is dropped", s.ifc.Name, s.claims[0]),
+			})
+		}
+	}
 	// An interface no known pod claims whose peer holds an address of the
 	// node's pod ranges is a pod still starting (the API does not know its
 	// address yet): what its peer holds, and no local pod's address, may
@@ -359,11 +373,12 @@ func guardChain(name, dev, whose string, own []netip.Addr, logged bool) engine.C
 }
 
 // conflictChain drops everything that enters an interface whose peer
-// holds addresses of several local pods.
+// holds addresses of several local pods, or a pod's address that another
+// interface holds too.
 func conflictChain(ifc *Interface, claims []string) engine.Chain {
 	return engine.Chain{
 		Name: nftsafe.Name("pg_if_" + ifc.Name), Type: "filter", Hook: "ingress", Device: ifc.Name, Priority: Priority,
-		Comment: nftsafe.Comment("guard of interface " + ifc.Name + ": it holds addresses of several pods"),
+		Comment: nftsafe.Comment("guard of interface " + ifc.Name + ": it is no pod's alone"),
 		Rules: []engine.Rule{{Rule: "counter drop",
 			Comment: nftsafe.Comment("holds addresses of " + strings.Join(claims, ", "))}},
 	}

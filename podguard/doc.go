@@ -69,11 +69,21 @@
 //
 // An interface is a pod's when its peer holds one of the pod's
 // status.podIPs and no address of another local pod: the network plugin
-// put the address there, and a pod without NET_ADMIN cannot add one. A pod
-// with several candidate interfaces takes the one that holds no other
-// pod's address; an interface whose peer holds addresses of two local
-// pods is nobody's and drops every packet (a pod that adds another pod's
-// address to its own interface cuts itself off, not the other pod).
+// put the address there, and a pod without NET_ADMIN cannot add one. An
+// interface whose peer holds addresses of two local pods is nobody's and
+// drops every packet (a pod that adds another pod's address beside its
+// own cuts itself off). A pod whose address two interfaces hold has no
+// interface of its own: it is unattributed, and each of those interfaces
+// drops every packet, because nothing says which one the network plugin
+// made for it; only a pod with NET_ADMIN can bring that about, and what
+// it gets is no traffic at all, never another pod's policy.
+//
+// An interface that holds no known pod's address but one of the node's
+// pod ranges (Node.spec.podCIDRs) is a pod still starting, whose address
+// the API does not know yet: what its peer holds in those ranges, and its
+// link-local addresses, may leave it, and nothing else. Interfaces whose
+// peer holds nothing of the pod ranges (a container outside Kubernetes)
+// are left alone.
 //
 // A local pod with no interface of its own (a network plugin without veth
 // peers, such as macvlan or ipvlan; a pod still starting) is unattributed:
