@@ -20,7 +20,7 @@ import (
 // sender writes the whole IPv6 header itself (IPPROTO_RAW), the receiver
 // sees every packet of one protocol that its kernel accepts for delivery.
 
-// Next-header values RawIPv6 understands.
+// Next-header values RawIPv6 understands (and ProtoSCTP).
 const (
 	ProtoICMPv6 = 58
 	ProtoUDP    = 17
@@ -47,10 +47,14 @@ func (p RawIPv6) Bytes() ([]byte, error) {
 		sumAt = 2
 	case ProtoUDP:
 		sumAt = 6
+	case ipprotoSCTP:
+		// SCTP's checksum (CRC32c) covers its own packet only: the
+		// payload carries it already.
+		sumAt = -1
 	default:
 		return nil, fmt.Errorf("raw IPv6 packet: next header %d not supported", p.NextHeader)
 	}
-	if len(p.Payload) < sumAt+2 || len(p.Payload) > 1200 {
+	if len(p.Payload) < max(sumAt+2, 8) || len(p.Payload) > 1200 {
 		return nil, fmt.Errorf("raw IPv6 packet: payload of %d bytes", len(p.Payload))
 	}
 	b := make([]byte, 40+len(p.Payload))
@@ -63,6 +67,9 @@ func (p RawIPv6) Bytes() ([]byte, error) {
 	copy(b[24:], dst[:])
 	pl := b[40:]
 	copy(pl, p.Payload)
+	if sumAt < 0 {
+		return b, nil
+	}
 	pl[sumAt], pl[sumAt+1] = 0, 0
 	if p.NextHeader == ProtoUDP {
 		binary.BigEndian.PutUint16(pl[4:], uint16(len(pl)))
