@@ -177,7 +177,7 @@ func (b *Builder) Build(in Input) Result {
 	r := Result{
 		Desired: &engine.Desired{
 			Chains: slices.Concat(pol.Chains, cnp.Chains, eg.Chains, guard.Chains),
-			Sets:   slices.Concat(pol.Sets, cnp.Sets, eg.Sets),
+			Sets:   slices.Concat(pol.Sets, cnp.Sets, eg.Sets, guard.Sets),
 		},
 		EgressBindings: eg.Bindings,
 		EgressHeld:     eg.Held,

@@ -59,6 +59,7 @@ type Input struct {
 // Output is the guard part of the desired table.
 type Output struct {
 	Chains []engine.Chain
+	Sets   []engine.Set
 	// LinkLocal are each guarded pod's own link-local addresses
 	// (namespace/name → canonical text), those no other local pod's
 	// interface holds: the tiers' dispatch maps key them like the pod's
@@ -242,6 +243,14 @@ func (c *Compiler) Compile(in Input) Output {
 		chains = append(chains, guardChain(nftsafe.Name("pg_if_"+ifc.Name), ifc.Name,
 			"interface "+ifc.Name+" (a pod not known yet)", own, in.Log != nil))
 	}
+	// Pods without an interface of their own are keyed by address only:
+	// no packet entering the node may then carry an address of the node's
+	// pod ranges that no local pod has (a forged or a starting pod's).
+	if len(out.Unattributed) > 0 && len(in.PodCIDRs) > 0 {
+		ch, sets := fallback(pods, in.PodCIDRs, in.Log != nil)
+		chains = append(chains, ch)
+		out.Sets = sets
+	}
 	if len(chains) > 0 && in.Log != nil {
 		chains = append(chains, forgedChain(*in.Log))
 	}
@@ -409,4 +418,61 @@ func podObject(p *podset.Pod) problem.Object {
 
 func nodeObject(name string) problem.Object {
 	return problem.Object{APIVersion: problem.CoreV1, Kind: "Node", Name: name}
+}
+
+// The fallback's names.
+const (
+	FallbackChain = "pg_fallback"
+	rangesSet     = "pg_ranges"
+	podsSet       = "pg_pods"
+)
+
+// fallback drops, at prerouting, packets from the node's pod ranges whose
+// source no local pod has, except on the loopback device (the node's own
+// addresses in those ranges, a bridge's gateway, talk to the node through
+// it).
+func fallback(pods []localPod, ranges []netip.Prefix, logged bool) (engine.Chain, []engine.Set) {
+	var sets []engine.Set
+	var rules []engine.Rule
+	drop := "counter drop"
+	if logged {
+		drop = "counter goto " + ForgedChain
+	}
+	for _, fam := range []struct {
+		suffix, typ, sel string
+		is4              bool
+	}{{"4", "ipv4_addr", "ip saddr", true}, {"6", "ipv6_addr", "ip6 saddr", false}} {
+		var rs, ps []engine.Element
+		for _, r := range ranges {
+			if r.Addr().Is4() == fam.is4 {
+				rs = append(rs, engine.Element{Key: r.Masked().String()})
+			}
+		}
+		if len(rs) == 0 {
+			continue
+		}
+		seen := map[netip.Addr]bool{}
+		for _, lp := range pods {
+			for _, a := range lp.addrs {
+				if a.Is4() == fam.is4 && !seen[a] {
+					seen[a] = true
+					ps = append(ps, engine.Element{Key: a.String()})
+				}
+			}
+		}
+		sort.Slice(ps, func(i, j int) bool { return ps[i].Key < ps[j].Key })
+		sort.Slice(rs, func(i, j int) bool { return rs[i].Key < rs[j].Key })
+		sets = append(sets,
+			engine.Set{Name: rangesSet + fam.suffix, Type: fam.typ, Interval: true, Elements: rs, Comment: "the node's pod ranges"},
+			engine.Set{Name: podsSet + fam.suffix, Type: fam.typ, Elements: ps, Comment: "the node's pods' addresses"})
+		rules = append(rules, engine.Rule{
+			Rule:    fmt.Sprintf(`iifname != "lo" %s @%s%s %s != @%s%s %s`, fam.sel, rangesSet, fam.suffix, fam.sel, podsSet, fam.suffix, drop),
+			Comment: "a source of the pod ranges that no pod of the node has",
+		})
+	}
+	return engine.Chain{
+		Name: FallbackChain, Type: "filter", Hook: "prerouting", Priority: -300,
+		Comment: "pods without an interface of their own: no unknown source of the node's pod ranges",
+		Rules:   rules,
+	}, sets
 }

@@ -94,8 +94,8 @@ func TestCompile(t *testing.T) {
 		t.Errorf("Unattributed = %v, want %v", out.Unattributed, want)
 	}
 	for dev, want := range map[string][]string{
-		"va":      append([]string{"ip saddr 10.0.0.2 accept", "ip6 saddr fe80::a accept"}, append(unspecified, "counter drop")...),
-		"vb":      append([]string{"ip saddr 10.0.0.3 accept", "ip6 saddr { fd00::3, fe80::b, fe80::b2 } accept"}, append(unspecified, "counter drop")...),
+		"va": append([]string{"ip saddr 10.0.0.2 accept", "ip6 saddr fe80::a accept"}, append(unspecified, "counter drop")...),
+		"vb": append([]string{"ip saddr 10.0.0.3 accept", "ip6 saddr { fd00::3, fe80::b, fe80::b2 } accept"}, append(unspecified, "counter drop")...),
 		// y/c's address is held by vnew too: neither is y/c's.
 		"vc":      {"counter drop"},
 		"vtwin":   append([]string{"ip saddr 10.0.0.7 accept"}, append(unspecified, "counter drop")...),
@@ -210,5 +210,45 @@ func TestCompilerFollowsChanges(t *testing.T) {
 	}
 	if out := c.Compile(Input{NodeName: "n2", Pods: set, Interfaces: ifs}); len(out.Guarded) != 0 {
 		t.Fatalf("another node: Guarded %v", out.Guarded)
+	}
+}
+
+// Unattributed pods are keyed by address only: a source of the node's pod
+// ranges that no local pod has is dropped at prerouting, and the chain
+// loads into the engine.
+func TestFallback(t *testing.T) {
+	in := Input{NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{
+		apitest.Pod("x", "a", "", apitest.IPs("10.0.0.2", "fd00::2")),
+		apitest.Pod("x", "b", "10.0.0.3"),
+	}), PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24"), netip.MustParsePrefix("fd00::/64")},
+		Interfaces: []Interface{{Name: "va", Peer: addrs("10.0.0.2")}}}
+	out := Compile(in)
+	if !slices.Equal(out.Unattributed, []string{"x/b"}) {
+		t.Fatalf("Unattributed %v", out.Unattributed)
+	}
+	var fb *engine.Chain
+	for i := range out.Chains {
+		if out.Chains[i].Name == FallbackChain {
+			fb = &out.Chains[i]
+		}
+	}
+	want := []string{
+		`iifname != "lo" ip saddr @pg_ranges4 ip saddr != @pg_pods4 counter drop`,
+		`iifname != "lo" ip6 saddr @pg_ranges6 ip6 saddr != @pg_pods6 counter drop`,
+	}
+	if !slices.Equal(rules(fb), want) {
+		t.Errorf("fallback rules %q", rules(fb))
+	}
+	f, err := engine.NewFake(engine.Table{Name: "nftguard"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Sync(t.Context(), &engine.Desired{Chains: out.Chains, Sets: out.Sets}); err != nil {
+		t.Fatal(err)
+	}
+	// Every pod attributed: no fallback.
+	in.Interfaces = append(in.Interfaces, Interface{Name: "vb", Peer: addrs("10.0.0.3")})
+	if out := Compile(in); len(out.Sets) != 0 || slices.ContainsFunc(out.Chains, func(c engine.Chain) bool { return c.Name == FallbackChain }) {
+		t.Errorf("fallback with every pod attributed: %+v", out)
 	}
 }

@@ -86,13 +86,19 @@
 // are left alone.
 //
 // A local pod with no interface of its own (a network plugin without veth
-// peers, such as macvlan or ipvlan; a pod still starting) is unattributed:
-// its traffic is keyed by address as before, and Output.Unattributed names
-// it so the agent can say so (log, metric, an Event on the Node).
+// peers, such as macvlan or ipvlan) is unattributed: its traffic is keyed
+// by address as before, and Output.Unattributed names it so the agent can
+// say so (log, metric, an Event on the Node). While a pod is, and the
+// node's pod ranges are known, a prerouting chain (pg_fallback, priority
+// -300) drops every packet that enters the node, loopback aside, with a
+// source of those ranges that no local pod has: such a pod can still send
+// with a neighbour's address, which only its interface could tell, but no
+// longer with an unused one, and a pod starting on such a node is cut off
+// until the API names its address.
 //
 // # Where things are
 //
 //	iface.go    Interface: a host-side interface and its peer's addresses
-//	compile.go  Input, Output, Compile: the binding of pods to interfaces
-//	            and their guard chains
+//	compile.go  Input, Output, Compile, Compiler: the binding of pods to
+//	            interfaces, their guard chains, the fallback
 package podguard
