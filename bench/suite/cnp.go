@@ -369,7 +369,7 @@ func (r *runner) cnpDataPath(res *cnpResult) error {
 		return fmt.Errorf("data path: the CNPs add no chain to the lab node's table")
 	}
 	dst := []*dpResult{&res.DPNone, &res.DPNoCNP, &res.DPCNP}
-	res.DPNone.Config, res.DPNoCNP.Config, res.DPCNP.Config = dpConfig{dpNone}, dpConfig{res.Spec.Size.Policies}, dpConfig{res.Spec.Size.Policies}
+	res.DPNone.Config, res.DPNoCNP.Config, res.DPCNP.Config = dpConfig{Policies: dpNone}, dpConfig{Policies: res.Spec.Size.Policies}, dpConfig{Policies: res.Spec.Size.Policies}
 	for rep := range r.prof.dpReps() {
 		order := []int{rep % 3, (rep + 1) % 3, (rep + 2) % 3}
 		err := r.dataPathRound(tables, order, func(i int, tcp, udp float64) {

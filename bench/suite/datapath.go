@@ -19,6 +19,7 @@ import (
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/netlab"
+	"github.com/nftguard/nftguard/podguard"
 )
 
 const (
@@ -36,7 +37,13 @@ const (
 // dpConfig is one firewall configuration of scenario 3: Policies
 // policies selecting other pods in nftguard's table, or one of the two
 // references below.
-type dpConfig struct{ Policies int }
+type dpConfig struct {
+	Policies int
+	// Guards adds the pods' guard chains (package podguard) on the
+	// ingress hook of every local pod's interface: the cost of telling
+	// pods by their interface, against the same table without them.
+	Guards bool
+}
 
 const (
 	// dpNone is no firewall at all: no table, so no conntrack either.
@@ -53,6 +60,9 @@ func (c dpConfig) String() string {
 		return "no firewall"
 	case dpConntrack:
 		return "conntrack only"
+	}
+	if c.Guards {
+		return fmt.Sprintf("%s policies + pod guards", human(c.Policies))
 	}
 	return fmt.Sprintf("%s policies", human(c.Policies))
 }
@@ -77,10 +87,15 @@ type dpResult struct {
 // back, so the baseline shares the machine's state with what it is
 // compared to.
 func (r *runner) runDataPath() ([]dpResult, error) {
-	configs := []dpConfig{{dpNone}, {dpConntrack}}
+	configs := []dpConfig{{Policies: dpNone}, {Policies: dpConntrack}}
+	guarded := 0 // the largest size up to 1,000 policies runs with guards too
 	for _, n := range r.prof.DataPath {
-		configs = append(configs, dpConfig{n})
+		configs = append(configs, dpConfig{Policies: n})
+		if n <= 1000 {
+			guarded = n
+		}
 	}
+	configs = append(configs, dpConfig{Policies: guarded, Guards: true})
 	res := make([]dpResult, len(configs))
 	tables := make([]*engine.Desired, len(configs))
 	for i, c := range configs {
@@ -96,6 +111,9 @@ func (r *runner) runDataPath() ([]dpResult, error) {
 		r.logf("data path: compiling %v", c)
 		in := dataPathCluster(c.Policies).input()
 		in.NodeName = dpNode
+		if c.Guards {
+			in.PodInterfaces, in.PodInterfacesKnown = dataPathInterfaces(in), true
+		}
 		b := compose.Build(in)
 		if len(b.Problems) > 0 {
 			return nil, fmt.Errorf("%v: invalid objects: %v", c, b.Problems[0])
@@ -156,6 +174,38 @@ func dataPathCluster(n int) *cluster {
 		},
 	})
 	return c
+}
+
+// dataPathInterfaces are the lab node's pod interfaces as package podif
+// would learn them: netlab names the host side of its j-th pod's veth
+// vpJ (client 0, server 1); the synthetic local pods get interfaces of
+// their own that no device has (the kernel binds their guard chains to
+// the names), so every local pod is guarded as on a real node.
+func dataPathInterfaces(in compose.Input) []podguard.Interface {
+	var out []podguard.Interface
+	n := 0
+	for _, p := range in.Pods.All() {
+		if p.NodeName != dpNode || p.HostNetwork {
+			continue
+		}
+		var peer []netip.Addr
+		for _, s := range p.IPs {
+			if a, err := netip.ParseAddr(s); err == nil {
+				peer = append(peer, a)
+			}
+		}
+		name := fmt.Sprintf("sg%d", n)
+		switch p.Namespace + "/" + p.Name {
+		case dpClient:
+			name = "vp0"
+		case dpServer:
+			name = "vp1"
+		default:
+			n++
+		}
+		out = append(out, podguard.Interface{Name: name, Peer: peer})
+	}
+	return out
 }
 
 // errLost marks a UDP request whose echo did not come back in time.

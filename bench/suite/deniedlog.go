@@ -85,7 +85,7 @@ func (r *runner) runDeniedLog() (deniedResult, error) {
 		tables[i] = b.Desired
 		_, res.TableRules[i], _, _ = tableSize(b)
 	}
-	res.Off.Config, res.On.Config = dpConfig{res.Policies}, dpConfig{res.Policies}
+	res.Off.Config, res.On.Config = dpConfig{Policies: res.Policies}, dpConfig{Policies: res.Policies}
 	for rep := range r.prof.dpReps() {
 		// A-B-B-A within each lab: a slow drift of the shared
 		// machine weighs on both sides alike, and each side is

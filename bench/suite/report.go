@@ -82,7 +82,7 @@ func (res *results) changeGoalSize() size {
 
 func (res *results) dataPath(policies int) (dpResult, bool) {
 	for _, d := range res.DataPath {
-		if d.Config.Policies == policies {
+		if d.Config.Policies == policies && !d.Config.Guards {
 			return d, true
 		}
 	}
@@ -284,6 +284,15 @@ func (res *results) dataPathSection(w io.Writer) {
 			d.UDPRR.rate(), pairedRatio(d.UDPRR, none.UDPRR), pairedRatio(d.UDPRR, ct.UDPRR))
 	}
 	fmt.Fprintln(w)
+	for _, g := range res.DataPath {
+		if !g.Config.Guards {
+			continue
+		}
+		if base, ok := res.dataPath(g.Config.Policies); ok {
+			fmt.Fprintf(w, "Pod guards (a chain per local pod on its interface's ingress hook that lets only the pod's own addresses in, package podguard) at %s policies, against the same table without them, paired per repetition: %.3f× TCP connections per second, %.3f× UDP requests per second.\n\n",
+				human(g.Config.Policies), pairedRatio(g.TCPConn, base.TCPConn), pairedRatio(g.UDPRR, base.UDPRR))
+		}
+	}
 	res.image(w, "datapath", "data path rate vs policies")
 }
 
