@@ -131,3 +131,37 @@ func TestResolveWithoutPods(t *testing.T) {
 		t.Errorf("decision %q", r.Decision)
 	}
 }
+
+// ifResolver knows one pod's interface.
+type ifResolver struct{ Resolver }
+
+func (ifResolver) PodByIfindex(i uint32) string {
+	if i == 7 {
+		return "x/a"
+	}
+	return ""
+}
+
+// A forged packet is the pod's whose interface it came in by, never the
+// pod its (forged) source names.
+func TestResolveForged(t *testing.T) {
+	if d := directionOf("nftguard forged source"); d != Forged {
+		t.Fatalf("direction %q", d)
+	}
+	res := ifResolver{NewObjects(nil, nil)}
+	r := Record{Direction: Forged, Src: netip.MustParseAddr("10.0.0.3"), InIfindex: 7}
+	Resolve(&r, res)
+	if r.Pod != "x/a" || r.SrcPod != "x/a" || !strings.Contains(r.Decision, "not an address of pod x/a") {
+		t.Errorf("resolved %+v", r)
+	}
+	r = Record{Direction: Forged, Src: netip.MustParseAddr("10.0.0.3"), InIfindex: 8}
+	Resolve(&r, res)
+	if r.Pod != "" || !strings.Contains(r.Decision, "no address of the pod it came from (interface 8)") {
+		t.Errorf("resolved %+v", r)
+	}
+	r = Record{Direction: Forged, Src: netip.MustParseAddr("10.0.0.3"), InIfindex: 7}
+	Resolve(&r, nil)
+	if r.Pod != "" {
+		t.Errorf("without a resolver: %+v", r)
+	}
+}

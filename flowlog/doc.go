@@ -11,7 +11,9 @@
 // node and direction, whatever is flooded, and the kernel counts both the
 // logged packets and all denied ones.
 //
-// A record's prefix gives the direction; the pod whose chain denied the
+// A record's prefix gives the direction (or says the source was forged:
+// the pod is then the one whose interface the packet came in by, which an
+// InterfaceResolver knows); the pod whose chain denied the
 // packet is the one the direction's dispatch map is keyed by, the
 // destination address for ingress and the source for egress, and a
 // Resolver (the agent's informer caches through package deniedflow, or

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/internal/nfnl"
+	"github.com/nftguard/nftguard/podguard"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -21,6 +22,10 @@ type Direction string
 const (
 	Ingress Direction = "ingress"
 	Egress  Direction = "egress"
+	// Forged is a packet whose source is not an address of the pod whose
+	// interface it entered by (package podguard), or, on a node with pods
+	// it cannot attribute, of no pod at all.
+	Forged  Direction = "forged"
 	Unknown Direction = ""
 )
 
@@ -31,6 +36,8 @@ func directionOf(prefix string) Direction {
 		return Ingress
 	case policy.LogPrefixEgress:
 		return Egress
+	case podguard.ForgedPrefix:
+		return Forged
 	}
 	return Unknown
 }

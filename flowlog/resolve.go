@@ -36,6 +36,9 @@ func Resolve(r *Record, res Resolver) {
 	}
 	var addr netip.Addr
 	switch r.Direction {
+	case Forged:
+		resolveForged(r, res)
+		return
 	case Ingress:
 		r.Pod, addr = r.DstPod, r.Dst
 	case Egress:
@@ -139,4 +142,29 @@ func (o *Objects) PodByAddr(a netip.Addr) string { return o.byAddr[a.Unmap()] }
 func (o *Objects) Isolating(pod string, d Direction) []string {
 	ns := pod[:max(strings.IndexByte(pod, '/'), 0)]
 	return IsolatingPolicies(o.policies[ns], o.labels[pod], d)
+}
+
+// InterfaceResolver is a Resolver that also knows whose interface a
+// packet came in by: the agent does, from the interfaces its last sync
+// guarded.
+type InterfaceResolver interface {
+	// PodByIfindex names the pod ("namespace/name") whose interface has
+	// index i in the node's network namespace, or "".
+	PodByIfindex(i uint32) string
+}
+
+// resolveForged names the pod a forged packet came from: the one whose
+// interface it entered by (its source address is the forgery, so it
+// names no one).
+func resolveForged(r *Record, res Resolver) {
+	r.SrcPod = ""
+	if ir, ok := res.(InterfaceResolver); ok && r.InIfindex != 0 {
+		r.Pod = ir.PodByIfindex(r.InIfindex)
+	}
+	if r.Pod == "" {
+		r.Decision = fmt.Sprintf("source %s is no address of the pod it came from (interface %d), or of no pod of this node: dropped", r.Src, r.InIfindex)
+		return
+	}
+	r.SrcPod = r.Pod
+	r.Decision = fmt.Sprintf("source %s is not an address of pod %s, whose interface it came from: only the pod's own addresses may leave it", r.Src, r.Pod)
 }
