@@ -1,6 +1,7 @@
 package netlab
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -155,8 +156,11 @@ func replyFrom(oob []byte) []byte {
 		return nil
 	}
 	for _, m := range msgs {
-		if m.Header.Level == unix.IPPROTO_IPV6 && m.Header.Type == unix.IPV6_PKTINFO && len(m.Data) >= 16 {
-			return unix.PktInfo6(&unix.Inet6Pktinfo{Addr: [16]byte(m.Data[:16])})
+		if m.Header.Level == unix.IPPROTO_IPV6 && m.Header.Type == unix.IPV6_PKTINFO && len(m.Data) >= 20 {
+			// The interface too: a link-local address (the routed
+			// lab's fe80::1 is on every pod veth) names a source only
+			// together with its link.
+			return unix.PktInfo6(&unix.Inet6Pktinfo{Addr: [16]byte(m.Data[:16]), Ifindex: binary.NativeEndian.Uint32(m.Data[16:20])})
 		}
 	}
 	return nil
