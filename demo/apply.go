@@ -1,19 +1,9 @@
-// Command demo shows nftguard enforcing NetworkPolicy on a throw-away node:
-// it builds a small routed lab of network namespaces (pods in namespaces
-// frontend, backend and db), prints who can reach whom, applies the policies
-// in examples/ with `nftguard apply`, prints the matrix again and the table
-// nftguard programmed, then adds the ClusterNetworkPolicies of
-// examples/cluster/ (an Admin Deny that overrides a NetworkPolicy allow, and
-// Baseline isolation) and prints the matrix once more, then removes
-// everything. It exits non-zero when an enforced matrix is not the one
-// examples/README.md describes.
 package main
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,16 +17,6 @@ import (
 
 	"github.com/nftguard/nftguard/internal/netlab"
 )
-
-func main() {
-	bin := flag.String("nftguard", "bin/nftguard", "the nftguard binary to demonstrate")
-	examples := flag.String("examples", "examples", "folder with the example policies")
-	flag.Parse()
-	if err := run(context.Background(), os.Stdout, *bin, *examples); err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(1)
-	}
-}
 
 // demoPod is a pod of the demo and the port it serves.
 type demoPod struct {
@@ -55,7 +35,9 @@ var demoPods = []demoPod{
 
 var ports = []netlab.Port{{Proto: netlab.TCP, Num: 80}, {Proto: netlab.TCP, Num: 8080}, {Proto: netlab.TCP, Num: 5432}}
 
-func run(ctx context.Context, out io.Writer, bin, examples string) error {
+// runApply is `make demo-apply`: NetworkPolicies and ClusterNetworkPolicies
+// applied from manifests with `nftguard apply`, on one node, no API server.
+func runApply(ctx context.Context, out io.Writer, bin, examples string) error {
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("nftguard binary: %w (run `make build` first)", err)
 	}
@@ -64,7 +46,7 @@ func run(ctx context.Context, out io.Writer, bin, examples string) error {
 		names = append(names, p.name)
 	}
 	fmt.Fprintln(out, "== building a node with 4 pods in throw-away network namespaces")
-	lab, err := netlab.Create(netlab.Spec{Nodes: []netlab.NodeSpec{{Name: "node1", Pods: names}}, Ports: ports})
+	lab, err := netlab.Create(netlab.Spec{Nodes: []netlab.NodeSpec{{Name: "node1", Pods: names}}, Ports: ports, Tag: labTag})
 	if err != nil {
 		return err
 	}
@@ -79,7 +61,7 @@ func run(ctx context.Context, out io.Writer, bin, examples string) error {
 	}
 	fmt.Fprintf(out, "\n== before: no policy, everyone reaches everyone (rows: from, columns: to; . allowed, X denied)\n%s\n", open)
 
-	dir, err := os.MkdirTemp("", "nftguard-demo-")
+	dir, err := os.MkdirTemp("", tempPrefix)
 	if err != nil {
 		return err
 	}
@@ -89,7 +71,7 @@ func run(ctx context.Context, out io.Writer, bin, examples string) error {
 	}
 	node := lab.Node("node1").Path
 	fmt.Fprintf(out, "== nftguard apply -f %s (pods) -f %s --netns %s --node-name node1\n", filepath.Join(dir, "pods.json"), examples, node)
-	stdout, err := nftguard(bin, "apply", "-f", dir, "--netns", node, "--node-name", "node1")
+	stdout, err := nftguard(ctx, bin, "apply", "-f", dir, "--netns", node, "--node-name", "node1")
 	fmt.Fprint(out, indent(stdout))
 	if err != nil {
 		return err
@@ -105,7 +87,7 @@ func run(ctx context.Context, out io.Writer, bin, examples string) error {
 	}
 	fmt.Fprintln(out, "   matches the expectation in examples/README.md")
 
-	table, err := nftguard(bin, "render", "-f", dir, "--node-name", "node1")
+	table, err := nftguard(ctx, bin, "render", "-f", dir, "--node-name", "node1")
 	if err != nil {
 		return err
 	}
@@ -115,7 +97,7 @@ func run(ctx context.Context, out io.Writer, bin, examples string) error {
 		return err
 	}
 
-	stdout, err = nftguard(bin, "cleanup", "--netns", node)
+	stdout, err = nftguard(ctx, bin, "cleanup", "--netns", node)
 	fmt.Fprintf(out, "== nftguard cleanup --netns %s\n%s", node, indent(stdout))
 	if err != nil {
 		return err
@@ -135,7 +117,7 @@ func clusterPolicies(ctx context.Context, out io.Writer, bin string, lab *netlab
 	}
 	node := lab.Node("node1").Path
 	fmt.Fprintf(out, "== nftguard apply -f %s (the same, plus %s: Admin Deny web -> backend, Baseline isolation) --netns %s --node-name node1\n", dir, src, node)
-	stdout, err := nftguard(bin, "apply", "-f", dir, "--netns", node, "--node-name", "node1")
+	stdout, err := nftguard(ctx, bin, "apply", "-f", dir, "--netns", node, "--node-name", "node1")
 	fmt.Fprint(out, indent(stdout))
 	if err != nil {
 		return err
@@ -249,8 +231,8 @@ func writeManifests(dir string, lab *netlab.Lab, examples string) error {
 	return nil
 }
 
-func nftguard(bin string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+func nftguard(ctx context.Context, bin string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var out, errb bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, args...)
