@@ -66,7 +66,7 @@ func TestDemoAgent(t *testing.T) {
 		"node1's agent had it in the kernel",
 		"shop/frontend  -> shop/db port 5432: blocked",
 		// The rule deleted by hand came back.
-		"nft delete rule inet nftguard np_pi_shop_db-from-backend handle",
+		"nft delete rule inet nftguard np_ing_shop_db handle",
 		"the rule was back",
 		// Egress: the outside host saw the Service's address, from node1
 		// and after the move from node2; the held pod sent nothing with
