@@ -17,10 +17,27 @@ import (
 	"github.com/nftguard/nftguard/internal/kerneltest"
 )
 
+// binDir holds the binaries the tests build once: nftguard, and the demo.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", tempPrefix+"test-")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // buildNftguard builds the binary the demos run.
 func buildNftguard(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "nftguard")
+	bin := filepath.Join(binDir, "nftguard")
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
 	build := exec.Command("go", "build", "-o", bin, "github.com/nftguard/nftguard/cmd/nftguard")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -99,7 +116,7 @@ func TestDemoAgent(t *testing.T) {
 func TestDemoInterrupt(t *testing.T) {
 	kerneltest.Require(t)
 	bin := buildNftguard(t)
-	demo := filepath.Join(t.TempDir(), "demo")
+	demo := filepath.Join(binDir, "demo")
 	if out, err := exec.Command("go", "build", "-o", demo, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build the demo: %v\n%s", err, out)
 	}
