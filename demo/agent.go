@@ -94,7 +94,7 @@ func runAgent(ctx context.Context, out io.Writer, o agentOptions) error {
 	fmt.Fprintln(out, "\n== Cleaning up")
 	left, closeErr := d.close()
 	if closeErr == nil {
-		fmt.Fprintf(out, "   Stopped the agents, the API server and etcd; removed the lab's network namespaces and the demo's files (%s).\n", d.dir)
+		fmt.Fprintf(out, "   Stopped what the demo started (agents, API server, etcd); removed its network namespaces and its files (%s).\n", d.dir)
 	}
 	after, err := snapshotHost()
 	if err == nil {
