@@ -29,7 +29,10 @@
 //
 // Close removes everything the lab made. New ties Close to the test's
 // cleanup; both constructors also install a SIGINT/SIGTERM handler that closes
-// every open lab and then lets the signal kill the process.
+// every open lab and then lets the signal kill the process, unless the
+// program called CallerHandlesSignals first (the demo, which has processes
+// to stop and files to remove too, cancels its work and closes its labs
+// itself). Spec.Tag puts a short name into the namespaces' names.
 package netlab
 
 import (
