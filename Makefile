@@ -5,7 +5,7 @@
 GO      ?= go
 DEB_PKGS = nftables iptables iproute2 conntrack util-linux ipset
 
-.PHONY: all build deps demo test unit verify vet staticcheck bench-engine clean
+.PHONY: all build deps demo demo-apply test unit verify vet staticcheck bench-engine clean
 
 all: build
 
@@ -22,8 +22,16 @@ deps:
 	fi
 	$(GO) mod download
 
-demo: deps build
+# demo runs the agent (nftguard run on two lab nodes) against a real
+# kube-apiserver and etcd: the first run builds them (make k8sbins, about
+# 15 minutes on 2 cores, said on the terminal while it runs); then the demo
+# takes about 15 s. demo-apply is the one-shot walkthrough of examples/
+# with nftguard apply, no API server.
+demo: deps build k8sbins
 	$(GO) run ./demo
+
+demo-apply: deps build
+	$(GO) run ./demo apply
 
 # unit is the inner loop: the pure tests only, no root, no kernel, no API
 # server (kernel tests skip without NFTGUARD_KERNEL_TESTS=1, which this

@@ -1,269 +1,87 @@
-// Command demo shows nftguard enforcing NetworkPolicy on a throw-away node:
-// it builds a small routed lab of network namespaces (pods in namespaces
-// frontend, backend and db), prints who can reach whom, applies the policies
-// in examples/ with `nftguard apply`, prints the matrix again and the table
-// nftguard programmed, then adds the ClusterNetworkPolicies of
-// examples/cluster/ (an Admin Deny that overrides a NetworkPolicy allow, and
-// Baseline isolation) and prints the matrix once more, then removes
-// everything. It exits non-zero when an enforced matrix is not the one
-// examples/README.md describes.
+// Command demo shows nftguard at work in throw-away network namespaces.
+//
+// `make demo` (go run ./demo) shows the agent, what a cluster runs: a real
+// kube-apiserver and etcd on 127.0.0.1 (the binaries `make k8sbins`
+// builds), two lab nodes with pods and a host outside the cluster, and one
+// `nftguard run` per node. It then walks through a NetworkPolicy created
+// through the API reaching the kernel (with the agent's own measure of the
+// time it took), a rule deleted by hand and repaired, egress SNAT of a
+// LoadBalancer Service annotated kube-vip.io/egress seen from the outside
+// host, the Service's address moving to the other node (the pod left behind
+// is held, never sent out with its node's address), and `nftguard explain`
+// and `nftguard explain-egress` answering for those flows. It checks each
+// fact it shows and exits non-zero when one does not hold.
+//
+// `make demo-apply` (go run ./demo apply) is the walkthrough without an
+// API server: it builds a node with pods in namespaces frontend, backend
+// and db, prints who can reach whom, applies the policies in examples/ with
+// `nftguard apply`, prints the matrix again and the table nftguard
+// programmed, then adds the ClusterNetworkPolicies of examples/cluster/
+// and prints the matrix once more. It exits non-zero when an enforced
+// matrix is not the one examples/README.md describes.
+//
+// Both remove everything they started (processes, network namespaces,
+// files) when they end, also on Ctrl-C or SIGTERM; the agent demo checks
+// at the end that the host's ruleset and network sysctls are as they were.
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"os/signal"
+	"syscall"
 
 	"github.com/nftguard/nftguard/internal/netlab"
 )
 
+// labTag and tempPrefix name what the demo creates: its network namespaces
+// (`ip netns list` shows ngl-PID.START-dmo...) and its temporary files.
+const (
+	labTag     = "dmo"
+	tempPrefix = "dmo-nftguard-"
+)
+
 func main() {
-	bin := flag.String("nftguard", "bin/nftguard", "the nftguard binary to demonstrate")
-	examples := flag.String("examples", "examples", "folder with the example policies")
+	var o agentOptions
+	flag.StringVar(&o.bin, "nftguard", "bin/nftguard", "the nftguard binary to demonstrate")
+	examples := flag.String("examples", "examples", "folder with the example policies (apply)")
+	flag.StringVar(&o.deploy, "deploy", "deploy", "folder with the DaemonSet's manifests: the agents get the permissions of its rbac.yaml")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: demo [flags] [agent|apply]\n\n"+
+			"agent (the default, make demo): nftguard run on two nodes against a real API server\n"+
+			"apply (make demo-apply): nftguard apply of examples/ on one node\n\nflags:\n")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
-	if err := run(context.Background(), os.Stdout, *bin, *examples); err != nil {
+	// The demo stops its agents and the API server and removes its files
+	// on a signal, then its labs: netlab's own handler would end the
+	// process first.
+	netlab.CallerHandlesSignals()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		// A second Ctrl-C ends the process at once; its child processes
+		// die with it, and the next run removes its namespaces.
+		stop()
+	}()
+	var err error
+	switch flag.Arg(0) {
+	case "", "agent":
+		err = runAgent(ctx, os.Stdout, o)
+	case "apply":
+		err = runApply(ctx, os.Stdout, o.bin, *examples)
+	default:
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(os.Stderr, "demo: interrupted")
+			os.Exit(130)
+		}
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
-}
-
-// demoPod is a pod of the demo and the port it serves.
-type demoPod struct {
-	name   string // namespace/name
-	app    string
-	port   string // container port name
-	number int
-}
-
-var demoPods = []demoPod{
-	{"frontend/web", "web", "http", 80},
-	{"frontend/debug", "debug", "http", 80},
-	{"backend/api", "api", "http", 8080},
-	{"db/postgres", "postgres", "postgres", 5432},
-}
-
-var ports = []netlab.Port{{Proto: netlab.TCP, Num: 80}, {Proto: netlab.TCP, Num: 8080}, {Proto: netlab.TCP, Num: 5432}}
-
-func run(ctx context.Context, out io.Writer, bin, examples string) error {
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("nftguard binary: %w (run `make build` first)", err)
-	}
-	var names []string
-	for _, p := range demoPods {
-		names = append(names, p.name)
-	}
-	fmt.Fprintln(out, "== building a node with 4 pods in throw-away network namespaces")
-	lab, err := netlab.Create(netlab.Spec{Nodes: []netlab.NodeSpec{{Name: "node1", Pods: names}}, Ports: ports})
-	if err != nil {
-		return err
-	}
-	defer lab.Close()
-	for _, p := range lab.Pods {
-		fmt.Fprintf(out, "   %-15s %-12s %s\n", p.Name, p.IPv4, p.IPv6)
-	}
-
-	open, err := lab.Reachability(ctx, netlab.IPv4)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "\n== before: no policy, everyone reaches everyone (rows: from, columns: to; . allowed, X denied)\n%s\n", open)
-
-	dir, err := os.MkdirTemp("", "nftguard-demo-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	if err := writeManifests(dir, lab, examples); err != nil {
-		return err
-	}
-	node := lab.Node("node1").Path
-	fmt.Fprintf(out, "== nftguard apply -f %s (pods) -f %s --netns %s --node-name node1\n", filepath.Join(dir, "pods.json"), examples, node)
-	stdout, err := nftguard(bin, "apply", "-f", dir, "--netns", node, "--node-name", "node1")
-	fmt.Fprint(out, indent(stdout))
-	if err != nil {
-		return err
-	}
-
-	got, err := lab.Reachability(ctx, netlab.IPv4)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "\n== after: the policies in %s are enforced\n%s\n", examples, got)
-	if diff := netlab.Compare(expected(lab), got); diff != "" {
-		return fmt.Errorf("enforced matrix differs from examples/README.md:\n%s", diff)
-	}
-	fmt.Fprintln(out, "   matches the expectation in examples/README.md")
-
-	table, err := nftguard(bin, "render", "-f", dir, "--node-name", "node1")
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "\n== the table nftguard programmed (nftguard render)\n%s\n", table)
-
-	if err := clusterPolicies(ctx, out, bin, lab, dir, examples, got); err != nil {
-		return err
-	}
-
-	stdout, err = nftguard(bin, "cleanup", "--netns", node)
-	fmt.Fprintf(out, "== nftguard cleanup --netns %s\n%s", node, indent(stdout))
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "== removing the lab")
-	return nil
-}
-
-// clusterPolicies is the demo's second act: the administrator's
-// ClusterNetworkPolicies of examples/cluster/ are added to the same input
-// and applied (one incremental transaction). before is the matrix with the
-// NetworkPolicies alone.
-func clusterPolicies(ctx context.Context, out io.Writer, bin string, lab *netlab.Lab, dir, examples string, before *netlab.Matrix) error {
-	src := filepath.Join(examples, "cluster")
-	if err := copyYAML(src, filepath.Join(dir, "cluster")); err != nil {
-		return err
-	}
-	node := lab.Node("node1").Path
-	fmt.Fprintf(out, "== nftguard apply -f %s (the same, plus %s: Admin Deny web -> backend, Baseline isolation) --netns %s --node-name node1\n", dir, src, node)
-	stdout, err := nftguard(bin, "apply", "-f", dir, "--netns", node, "--node-name", "node1")
-	fmt.Fprint(out, indent(stdout))
-	if err != nil {
-		return err
-	}
-	got, err := lab.Reachability(ctx, netlab.IPv4)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "\n== after: ClusterNetworkPolicies around the NetworkPolicies\n%s\n", got)
-	if netlab.Compare(expectedCluster(lab), got) == "" {
-		fmt.Fprintln(out, "   matches the expectation in examples/README.md: the Admin Deny overrides the NetworkPolicy allow frontend/web -> backend/api:8080,")
-		fmt.Fprintln(out, "   and Baseline isolation closes frontend, which no NetworkPolicy selects")
-		return nil
-	}
-	return fmt.Errorf("enforced matrix with ClusterNetworkPolicies differs from examples/README.md:\n%s", netlab.Compare(expectedCluster(lab), got))
-}
-
-// expectedCluster is the matrix with examples/cluster/ added, as
-// examples/README.md describes it.
-func expectedCluster(lab *netlab.Lab) *netlab.Matrix {
-	m := expected(lab)
-	// Admin tier, before NetworkPolicy: web may not reach the backend.
-	m.Expect("frontend/web", "backend/api", false)
-	// Baseline tier, after NetworkPolicy: frontend's pods, which no
-	// NetworkPolicy selects, accept nothing from other pods.
-	m.ExpectTo("frontend/web", false)
-	m.ExpectTo("frontend/debug", false)
-	for _, p := range lab.Pods {
-		m.Expect(p.Name, p.Name, true)
-	}
-	return m
-}
-
-// copyYAML copies the *.yaml files of a folder into another.
-func copyYAML(from, to string) error {
-	files, err := filepath.Glob(filepath.Join(from, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no ClusterNetworkPolicy examples in %s", from)
-	}
-	if err := os.MkdirAll(to, 0o755); err != nil {
-		return err
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(to, filepath.Base(f)), b, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// expected is the matrix examples/README.md describes.
-func expected(lab *netlab.Lab) *netlab.Matrix {
-	m := lab.NewExpected(netlab.IPv4, true, ports...)
-	// backend: default-deny ingress, api open to frontend/web on its named
-	// port "http" (8080).
-	m.ExpectTo("backend/api", false)
-	m.Expect("frontend/web", "backend/api", true, netlab.Port{Proto: netlab.TCP, Num: 8080})
-	// db: default-deny both ways, postgres open to backend/api on 5432.
-	m.ExpectTo("db/postgres", false)
-	m.ExpectFrom("db/postgres", false)
-	m.Expect("backend/api", "db/postgres", true, netlab.Port{Proto: netlab.TCP, Num: 5432})
-	// A pod always reaches itself.
-	for _, p := range lab.Pods {
-		m.Expect(p.Name, p.Name, true)
-	}
-	return m
-}
-
-// writeManifests writes the pods as the kubelet would report them (their lab
-// addresses in status.podIPs) and copies the example policies beside them.
-func writeManifests(dir string, lab *netlab.Lab, examples string) error {
-	var items []any
-	for _, dp := range demoPods {
-		ep := lab.Endpoint(dp.name)
-		ns, name, _ := strings.Cut(dp.name, "/")
-		p := &corev1.Pod{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": dp.app}},
-		}
-		p.Spec.NodeName = "node1"
-		p.Spec.Containers = []corev1.Container{{Name: dp.app, Image: dp.app,
-			Ports: []corev1.ContainerPort{{Name: dp.port, ContainerPort: int32(dp.number), Protocol: corev1.ProtocolTCP}}}}
-		p.Status.Phase = corev1.PodRunning
-		p.Status.PodIPs = []corev1.PodIP{{IP: ep.IPv4.String()}, {IP: ep.IPv6.String()}}
-		items = append(items, p)
-	}
-	data, err := json.MarshalIndent(map[string]any{"apiVersion": "v1", "kind": "List", "items": items}, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "pods.json"), data, 0o644); err != nil {
-		return err
-	}
-	files, err := filepath.Glob(filepath.Join(examples, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no example policies in %s", examples)
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func nftguard(bin string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("nftguard %s: %w: %s", args[0], err, strings.TrimSpace(errb.String()))
-	}
-	return out.String(), nil
-}
-
-func indent(s string) string {
-	if s == "" {
-		return ""
-	}
-	return "   " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n   ") + "\n"
 }

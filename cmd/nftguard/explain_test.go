@@ -109,3 +109,65 @@ spec:
 		t.Errorf("port 81:\n%s", out)
 	}
 }
+
+// TestExplainEgressLive runs explain-egress against a real API server:
+// the Service that translates the pod is read from the cluster like the
+// pod and its Node (the live reader once left Services out, and every pod
+// was "not translated").
+func TestExplainEgressLive(t *testing.T) {
+	srv := kubetest.Start(t, kubetest.Options{})
+	ctx := context.Background()
+	admin, err := kubernetes.NewForConfig(srv.Config(kubetest.Admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec: corev1.NodeSpec{PodCIDR: "10.244.1.0/24", PodCIDRs: []string{"10.244.1.0/24"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kubetest.CreateNamespaces(ctx, admin, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubetest.CreateRunningPod(ctx, admin, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "a", Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c", Image: "agnhost"}}},
+	}, "10.244.1.5"); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := admin.CoreV1().Services("x").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{"kube-vip.io/egress": "true"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Port: 80}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.7"}}
+	if _, err := admin.CoreV1().Services("x").UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := srv.WriteKubeconfig(t.TempDir(), kubetest.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		local []string
+		want  string
+	}{
+		{nil, "x/a (10.244.1.5) -> 198.51.100.1: leaves with 203.0.113.7"},
+		{[]string{"203.0.113.7"}, "leaves with 203.0.113.7"},
+		{[]string{"10.0.0.1"}, "dropped (held)"},
+	} {
+		args := []string{"explain-egress", "--kubeconfig", kubeconfig, "--from", "x/a", "--to", "198.51.100.1"}
+		for _, a := range tc.local {
+			args = append(args, "--node-address", a)
+		}
+		var stdout, stderr bytes.Buffer
+		if code := run(ctx, args, strings.NewReader(""), &stdout, &stderr); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, stdout.String(), stderr.String())
+		}
+		if !strings.Contains(stdout.String(), tc.want) {
+			t.Errorf("node addresses %v: want %q in\n%s", tc.local, tc.want, stdout.String())
+		}
+	}
+}

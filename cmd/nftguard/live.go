@@ -53,6 +53,13 @@ func liveObjects(ctx context.Context, kubeconfig string) (*manifest.Objects, err
 	for i := range pods.Items {
 		objs.Pods = append(objs.Pods, &pods.Items[i])
 	}
+	svcs, err := cs.CoreV1().Services("").List(ctx, all)
+	if err != nil {
+		return nil, fmt.Errorf("list services: %w", err)
+	}
+	for i := range svcs.Items {
+		objs.Services = append(objs.Services, &svcs.Items[i])
+	}
 	nps, err := cs.NetworkingV1().NetworkPolicies("").List(ctx, all)
 	if err != nil {
 		return nil, fmt.Errorf("list networkpolicies: %w", err)

@@ -8,7 +8,8 @@
 // pass quietly.
 //
 //	server.go   Start, Options, Server: etcd and kube-apiserver on loopback,
-//	            with tokens per user and a service-account key
+//	            with tokens per user and a service-account key; Launch
+//	            starts them for a program (the demo) rather than a test
 //	bins.go     where hack/k8sbins/build.sh puts the binaries, and the error
 //	            that says how to build them
 //	proc.go     the child processes, free ports, log tails, polling

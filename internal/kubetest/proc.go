@@ -2,6 +2,7 @@ package kubetest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -59,8 +60,8 @@ func tail(path string, n int) string {
 	return string(b)
 }
 
-// poll calls fn until it returns true or timeout passes.
-func poll(timeout, every time.Duration, fn func() bool) bool {
+// poll calls fn until it returns true, timeout passes or ctx ends.
+func poll(ctx context.Context, timeout, every time.Duration, fn func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for {
 		if fn() {
@@ -69,6 +70,10 @@ func poll(timeout, every time.Duration, fn func() bool) bool {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(every)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(every):
+		}
 	}
 }

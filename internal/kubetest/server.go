@@ -34,6 +34,10 @@ type Options struct {
 	// Users get a bearer token each and no group: they can do only what
 	// RBAC bindings (created by the test) allow.
 	Users []string
+	// TempDir is where the server's files (certificates, tokens, etcd's
+	// data) go, in a directory of their own that Close removes; default
+	// os.TempDir().
+	TempDir string
 	// DualStack gives the API server an IPv6 Service range besides the
 	// IPv4 one (ServiceRangeV4, ServiceRangeV6), so tests can create
 	// Services with spec.ipFamilies [IPv6] or [IPv4, IPv6]. A Service that
@@ -73,7 +77,7 @@ type Server struct {
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
 	kerneltest.Require(t)
-	s, err := start(opts)
+	s, err := Launch(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("kubetest: %v", err)
 	}
@@ -81,19 +85,24 @@ func Start(t testing.TB, opts Options) *Server {
 	return s
 }
 
-func start(opts Options) (s *Server, err error) {
+// Launch is Start for programs (the demo): it returns once /readyz
+// answers, or an error (also when ctx ends first, having stopped what it
+// started). The caller must Close the server; its processes also die with
+// the calling process (see childproc).
+func Launch(ctx context.Context, opts Options) (_ *Server, err error) {
 	apiBin, etcdBin, err := binaries()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "nftguard-kubetest-")
+	dir, err := os.MkdirTemp(opts.TempDir, "nftguard-kubetest-")
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	s = &Server{dir: dir, apiBin: apiBin, tokens: map[string]string{}, serviceRanges: ServiceRangeV4}
+	s := &Server{dir: dir, apiBin: apiBin, tokens: map[string]string{}, serviceRanges: ServiceRangeV4}
 	if opts.DualStack {
 		s.serviceRanges += "," + ServiceRangeV6
 	}
+	// s, not the named result: a failed return has set that to nil.
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -105,7 +114,7 @@ func start(opts Options) (s *Server, err error) {
 	if err := writeServiceAccountKey(dir); err != nil {
 		return nil, err
 	}
-	if err := s.startEtcd(etcdBin); err != nil {
+	if err := s.startEtcd(ctx, etcdBin); err != nil {
 		return nil, err
 	}
 	if s.apiPort, err = freePort(); err != nil {
@@ -113,7 +122,7 @@ func start(opts Options) (s *Server, err error) {
 	}
 	s.Host = fmt.Sprintf("https://127.0.0.1:%d", s.apiPort)
 	s.CAFile = filepath.Join(dir, "certs", "apiserver.crt")
-	if err := s.StartAPIServer(); err != nil {
+	if err := s.startAPIServer(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -168,7 +177,7 @@ func writeServiceAccountKey(dir string) error {
 	return os.WriteFile(filepath.Join(dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644)
 }
 
-func (s *Server) startEtcd(bin string) error {
+func (s *Server) startEtcd(ctx context.Context, bin string) error {
 	client, err := freePort()
 	if err != nil {
 		return err
@@ -196,7 +205,7 @@ func (s *Server) startEtcd(bin string) error {
 	if s.etcd, err = startProc("etcd", cmd); err != nil {
 		return err
 	}
-	ok := poll(30*time.Second, 100*time.Millisecond, func() bool {
+	ok := poll(ctx, 30*time.Second, 100*time.Millisecond, func() bool {
 		resp, err := http.Get(s.etcdURL + "/health")
 		if err != nil {
 			return false
@@ -204,6 +213,9 @@ func (s *Server) startEtcd(bin string) error {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK || s.etcd.exited()
 	})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if !ok || s.etcd.exited() {
 		return fmt.Errorf("etcd not healthy:\n%s", tail(logPath, 4000))
 	}
@@ -212,7 +224,9 @@ func (s *Server) startEtcd(bin string) error {
 
 // StartAPIServer starts kube-apiserver (again, after StopAPIServer) on the
 // same port with the same certificates and waits for /readyz.
-func (s *Server) StartAPIServer() error {
+func (s *Server) StartAPIServer() error { return s.startAPIServer(context.Background()) }
+
+func (s *Server) startAPIServer(ctx context.Context) error {
 	if s.api != nil && !s.api.exited() {
 		return errors.New("kube-apiserver is already running")
 	}
@@ -242,15 +256,15 @@ func (s *Server) StartAPIServer() error {
 	if s.api, err = startProc("kube-apiserver", cmd); err != nil {
 		return err
 	}
-	if err := s.waitReady(60 * time.Second); err != nil {
+	if err := s.waitReady(ctx, 60*time.Second); err != nil {
 		return fmt.Errorf("%w\n%s", err, tail(logPath, 6000))
 	}
 	return nil
 }
 
-func (s *Server) waitReady(timeout time.Duration) error {
+func (s *Server) waitReady(ctx context.Context, timeout time.Duration) error {
 	var last string
-	ok := poll(timeout, 200*time.Millisecond, func() bool {
+	ok := poll(ctx, timeout, 200*time.Millisecond, func() bool {
 		if s.api.exited() {
 			last = fmt.Sprintf("exited: %v", s.api.Err())
 			return true
@@ -261,9 +275,9 @@ func (s *Server) waitReady(timeout time.Duration) error {
 			last = err.Error() // the certificate may not be written yet
 			return false
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Host+"/readyz", nil)
+		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, s.Host+"/readyz", nil)
 		resp, err := hc.Do(req)
 		if err != nil {
 			last = err.Error()
@@ -273,6 +287,9 @@ func (s *Server) waitReady(timeout time.Duration) error {
 		last = resp.Status
 		return resp.StatusCode == http.StatusOK
 	})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if !ok || s.api.exited() {
 		return fmt.Errorf("kube-apiserver not ready after %v: %s", timeout, last)
 	}

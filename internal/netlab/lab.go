@@ -94,7 +94,7 @@ func Create(spec Spec) (l *Lab, err error) {
 	if err := CleanupStale(); err != nil {
 		return nil, err
 	}
-	id, err := newLabID()
+	id, err := newLabID(spec.Tag)
 	if err != nil {
 		return nil, fmt.Errorf("make lab id: %w", err)
 	}

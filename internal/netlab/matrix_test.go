@@ -67,9 +67,15 @@ func TestSpecValidate(t *testing.T) {
 		{Nodes: []NodeSpec{{Name: "n1"}}, External: []string{"n1"}},
 		{Nodes: []NodeSpec{{Name: "n1"}}, Ports: []Port{{"icmp", 1}}},
 		{Nodes: []NodeSpec{{Name: "n1"}}, Ports: []Port{{TCP, 0}}},
+		{Nodes: []NodeSpec{{Name: "n1"}}, Tag: "Dmo"},
+		{Nodes: []NodeSpec{{Name: "n1"}}, Tag: "dmo-x"},
+		{Nodes: []NodeSpec{{Name: "n1"}}, Tag: "toolongtag"},
 	} {
 		if err := s.validate(); err == nil {
 			t.Errorf("spec %+v accepted", s)
 		}
+	}
+	if err := (Spec{Nodes: []NodeSpec{{Name: "n1"}}, Tag: "dmo"}).validate(); err != nil {
+		t.Errorf("tag dmo refused: %v", err)
 	}
 }

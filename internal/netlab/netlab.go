@@ -29,7 +29,10 @@
 //
 // Close removes everything the lab made. New ties Close to the test's
 // cleanup; both constructors also install a SIGINT/SIGTERM handler that closes
-// every open lab and then lets the signal kill the process.
+// every open lab and then lets the signal kill the process, unless the
+// program called CallerHandlesSignals first (the demo, which has processes
+// to stop and files to remove too, cancels its work and closes its labs
+// itself). Spec.Tag puts a short name into the namespaces' names.
 package netlab
 
 import (
@@ -88,6 +91,10 @@ type Spec struct {
 	External []string // external hosts, attached to the first node
 	Bridged  bool     // pods join their node through a Linux bridge with br_netfilter
 	Ports    []Port   // served in every pod and external host; DefaultPorts if empty
+	// Tag, if set, starts the random part of the lab ID, so that `ip netns
+	// list` shows whose lab it is (the demo's are "dmo"): lower-case
+	// letters and digits, at most 8.
+	Tag string
 }
 
 // NodeSpec describes one node and the pods it hosts.
@@ -105,6 +112,7 @@ const (
 
 var (
 	nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$`)
+	tagRE  = regexp.MustCompile(`^[a-z0-9]{0,8}$`)
 	podRE  = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?/[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$`)
 )
 
@@ -116,6 +124,9 @@ func (s Spec) ports() []Port {
 }
 
 func (s Spec) validate() error {
+	if !tagRE.MatchString(s.Tag) {
+		return fmt.Errorf("tag %q: want at most 8 lower-case letters and digits", s.Tag)
+	}
 	if len(s.Nodes) == 0 {
 		return fmt.Errorf("spec has no nodes")
 	}

@@ -132,10 +132,10 @@ func writeSysctl(key, value string) error {
 	return nil
 }
 
-// newLabID returns "<owner>-<random>": the owner part (testns.Owner) lets
-// CleanupStale tell a live lab from a crashed one, the random part keeps
-// concurrent labs of one process apart.
-func newLabID() (string, error) {
+// newLabID returns "<owner>-<tag><random>": the owner part (testns.Owner)
+// lets CleanupStale tell a live lab from a crashed one, the random part
+// keeps concurrent labs of one process apart.
+func newLabID(tag string) (string, error) {
 	owner, err := testns.Owner()
 	if err != nil {
 		return "", err
@@ -144,7 +144,7 @@ func newLabID() (string, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
-	return owner + "-" + hex.EncodeToString(b[:]), nil
+	return owner + "-" + tag + hex.EncodeToString(b[:]), nil
 }
 
 // Leftovers lists the names of namespaces under NetNSDir that start with

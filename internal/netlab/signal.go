@@ -60,3 +60,11 @@ func installSignalHandler() {
 		os.Exit(1)
 	}()
 }
+
+// CallerHandlesSignals keeps labs from installing their SIGINT/SIGTERM
+// handler, for a program that cancels its work on those signals and closes
+// its labs itself on the way out: the demo, which must also stop the
+// processes it started and remove their files, which the handler (it ends
+// the process) would not wait for. Call it before the first Create; once
+// the handler is installed it has no effect.
+func CallerHandlesSignals() { live.once.Do(func() {}) }

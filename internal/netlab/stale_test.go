@@ -21,7 +21,7 @@ import (
 func TestCleanupStale(t *testing.T) {
 	live := newLab(t, Spec{Nodes: []NodeSpec{{Name: "n1"}}})
 	// pid 1 is running but with another start time, so this owner is gone.
-	id, err := newLabID()
+	id, err := newLabID("")
 	if err != nil {
 		t.Fatal(err)
 	}
