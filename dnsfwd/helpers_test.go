@@ -39,8 +39,8 @@ type upstream struct {
 	delay                 atomic.Int64 // time.Duration
 	inFlight, maxInFlight atomic.Int64
 	// hold, if set, holds each answer until the channel is closed.
-	hold atomic.Pointer[chan struct{}]
-	queries               atomic.Int64
+	hold    atomic.Pointer[chan struct{}]
+	queries atomic.Int64
 	// mangle, if set, changes each reply before it is sent.
 	mangle atomic.Pointer[func(*dns.Msg)]
 	// sent is the last reply, as the server packed it.
