@@ -88,6 +88,10 @@ type Spec struct {
 	External []string // external hosts, attached to the first node
 	Bridged  bool     // pods join their node through a Linux bridge with br_netfilter
 	Ports    []Port   // served in every pod and external host; DefaultPorts if empty
+
+	// inherited, for tests, is written into each namespace as soon as it
+	// exists: the settings a host's namespace would pass on to it.
+	inherited [][2]string
 }
 
 // NodeSpec describes one node and the pods it hosts.
