@@ -112,7 +112,7 @@ const errNoComment = docError("no package comment")
 func TestUnmapped(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{
-		"doc.go": "// Package p does one thing.\n//\n//\tkept.go     named in the map\n//\tgone.go     deleted since\n//\t            (a continuation line, not a file: x.go)\n//\n//   - a list item whose text wraps onto\n//     other.go, a file of another package\n//\n// Prose may name an upstream file, helper.go, or a test, p_test.go.\npackage p\n",
+		"doc.go":    "// Package p does one thing.\n//\n//\tkept.go     named in the map\n//\tgone.go     deleted since\n//\t            (a continuation line, not a file: x.go)\n//\n//   - a list item whose text wraps onto\n//     other.go, a file of another package\n//\n// Prose may name an upstream file, helper.go, or a test, p_test.go.\npackage p\n",
 		"kept.go":   "package p\n",
 		"new.go":    "package p\n",
 		"p_test.go": "package p\n",
