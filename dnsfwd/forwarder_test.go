@@ -51,11 +51,7 @@ func TestForwardCommitsAndRelaysUnchanged(t *testing.T) {
 		t.Errorf("elements added %v", c)
 	}
 	// The latency is observed just after the reply is written.
-	for deadline := time.Now().Add(2 * time.Second); testutilCount(t, h) != 1; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("latency observations %d, want 1", testutilCount(t, h))
-		}
-	}
+	poll(t, "one latency observation", func() bool { return testutilCount(t, h) == 1 })
 }
 
 func testutilCount(t *testing.T, h *harness) uint64 {
@@ -507,7 +503,7 @@ func TestConcurrentQueriesOnePod(t *testing.T) {
 // after the reply is written.
 func waitIdle(t *testing.T, f *Forwarder) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		f.mu.Lock()
 		total, pods := f.total, len(f.inFlight)
 		f.mu.Unlock()
@@ -633,16 +629,24 @@ func TestTCPConnectionLimits(t *testing.T) {
 		_, err := c.Read(make([]byte, 1))
 		return err == io.EOF
 	}
+	conns := func() int {
+		h.fwd.mu.Lock()
+		defer h.fwd.mu.Unlock()
+		return h.fwd.nconns
+	}
 	c1, c2 := dial(), dial()
-	time.Sleep(50 * time.Millisecond) // both accepted
-	if !closedWithin(dial(), 200*time.Millisecond) {
+	poll(t, "both connections accepted", func() bool { return conns() == 2 })
+	// The third is refused as it is accepted (counted), not closed later
+	// as idle: the count tells the two apart, the close follows.
+	third := dial()
+	poll(t, "the third connection refused", func() bool {
+		return counter(t, h.fwd.m.QueriesRefused.WithLabelValues(RefusedConnLimit)) == 1
+	})
+	if conns() != 2 || !closedWithin(third, time.Minute) {
 		t.Error("a third connection of the pod was not closed")
 	}
-	if c := counter(t, h.fwd.m.QueriesRefused.WithLabelValues(RefusedConnLimit)); c != 1 {
-		t.Errorf("conn_limit %v", c)
-	}
 	// Idle connections are closed after TCPIdleTimeout, which frees room.
-	if !closedWithin(c1, time.Second) || !closedWithin(c2, time.Second) {
+	if !closedWithin(c1, time.Minute) || !closedWithin(c2, time.Minute) {
 		t.Error("idle connections were not closed")
 	}
 	h.up.set("a.example", dns.TypeA, "a.example. 60 IN A 192.0.2.7")
@@ -826,7 +830,14 @@ func TestHeartbeatFollowsRedirect(t *testing.T) {
 			done := make(chan struct{})
 			go func() { defer close(done); _ = f.Run(ctx) }()
 			go f.Heartbeat(ctx, "dns_up", []string{"tcp", "udp"})
-			time.Sleep(300 * time.Millisecond)
+			if tc.beats {
+				poll(t, "a heartbeat", func() bool { return len(com.keys("dns_up")) > 0 })
+			} else {
+				// Absence: the first refresh comes at once when
+				// there is one, so a fraction of the period shows
+				// there is none.
+				time.Sleep(300 * time.Millisecond)
+			}
 			cancel()
 			<-done
 			if got := len(com.keys("dns_up")) > 0; got != tc.beats {
