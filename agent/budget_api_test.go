@@ -135,22 +135,31 @@ func TestOverBudgetOneEvent(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// Every agent has had its sync with the problem: give their creates
-	// time to land, then there must still be one.
-	time.Sleep(2 * time.Second)
+	// Every agent reports this problem (each node hosts a pod of its
+	// namespace, so all three are among its three reporters): wait until
+	// each has tried its create; then there must still be one Event.
+	sent := func() (created, exists int) {
+		for _, n := range nodes {
+			m := get(t, agents[n].addr, "/metrics")
+			if strings.Contains(m, `nftguard_events_total{result="created"} 1`) {
+				created++
+			}
+			if strings.Contains(m, `nftguard_events_total{result="exists"} 1`) {
+				exists++
+			}
+		}
+		return created, exists
+	}
+	for c, e := sent(); c+e < len(nodes); c, e = sent() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d agents tried to create the Event", c+e, len(nodes))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if ev := events(); len(ev) != 1 || ev[0].InvolvedObject.Name != "many-ports" {
 		t.Fatalf("%d NftguardOverBudget Events, want 1 about many-ports: %+v", len(ev), ev)
 	}
-	created, exists := 0, 0
-	for _, n := range nodes {
-		m := get(t, agents[n].addr, "/metrics")
-		if strings.Contains(m, `nftguard_events_total{result="created"} 1`) {
-			created++
-		}
-		if strings.Contains(m, `nftguard_events_total{result="exists"} 1`) {
-			exists++
-		}
-	}
+	created, exists := sent()
 	if created != 1 || exists != 2 {
 		t.Errorf("Event creates: %d created, %d refused as existing; want 1 and 2", created, exists)
 	}

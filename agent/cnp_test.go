@@ -24,10 +24,11 @@ func servedList(version string) *metav1.APIResourceList {
 		APIResources: []metav1.APIResource{{Name: cnpResource, Kind: "ClusterNetworkPolicy"}}}
 }
 
-// waitFor polls cond for up to 10 seconds.
+// waitFor polls cond; the minute is a guard against a hang, not a
+// bound on how fast cond becomes true.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

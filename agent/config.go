@@ -13,8 +13,8 @@ import (
 	"github.com/nftguard/nftguard/policy"
 )
 
-// Defaults, from measurements on a 2-core machine (see debouncer and the
-// README): a change after a quiet moment of 20ms is synced at once (API
+// Defaults, from measurements on a 2-core machine (see debouncer and
+// docs/operations.md): a change after a quiet moment of 20ms is synced at once (API
 // write to kernel p50 8-11ms in the e2e lab); a burst of 1,000 events
 // spread over 1-5 s costs 7-10 syncs; no change waits longer than a second.
 const (

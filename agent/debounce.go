@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // reason says why a sync was asked for; several are merged into one sync.
@@ -44,22 +46,28 @@ func (r reason) has(x reason) bool { return r&x != 0 }
 // previous one was enforced (less than min apart) waits min per change;
 // the gain is that a change after a quiet moment waits for nothing.
 type debouncer struct {
-	min, max time.Duration
-	kick     chan struct{} // capacity 1: a pending kick is enough
-	pending  atomic.Uint32 // reasons since the last wait returned
+	clock   clock.Clock
+	kick    chan struct{} // capacity 1: a pending kick is enough
+	pending atomic.Uint32 // reasons since the last wait returned
 
 	// interrupt, while set (interruptible), is cancelled by the next
 	// trigger.
 	mu        sync.Mutex
 	interrupt context.CancelFunc
 
-	// Only the sync loop's goroutine uses these.
-	lastEnd time.Time     // end of the previous sync (zero: none yet)
-	window  time.Duration // the current coalescing window
+	// Only the sync loop's goroutine uses it.
+	w window
 }
 
+// newDebouncer returns a debouncer on the wall clock.
 func newDebouncer(min, max time.Duration) *debouncer {
-	return &debouncer{min: min, max: max, window: min, kick: make(chan struct{}, 1)}
+	return newDebouncerClock(min, max, clock.RealClock{})
+}
+
+// newDebouncerClock returns a debouncer that reads time from c (a test's
+// fake clock: the debouncer's subject is time, so its tests drive it).
+func newDebouncerClock(min, max time.Duration, c clock.Clock) *debouncer {
+	return &debouncer{clock: c, w: window{min: min, max: max, size: min}, kick: make(chan struct{}, 1)}
 }
 
 // trigger asks for a sync; it never blocks, so informer handlers and the
@@ -107,7 +115,7 @@ func (d *debouncer) interruptible(parent context.Context) (ctx context.Context, 
 }
 
 // synced tells the debouncer that a sync (successful or not) just ended.
-func (d *debouncer) synced() { d.lastEnd = time.Now() }
+func (d *debouncer) synced() { d.w.synced(d.clock.Now()) }
 
 // wait blocks until a sync is due and returns the merged reasons, or
 // returns 0 when ctx is done (and only then).
@@ -121,41 +129,34 @@ func (d *debouncer) wait(ctx context.Context) reason {
 	}
 }
 
-// quiet is how long the triggers must pause for a wait to end early: at
-// least min, longer while the window is large (a dense burst's small
-// stalls do not split it).
-func (d *debouncer) quiet() time.Duration { return max(d.min, d.window/8) }
-
 func (d *debouncer) waitOnce(ctx context.Context) reason {
 	select {
 	case <-ctx.Done():
 		return 0
 	case <-d.kick:
 	}
-	since := time.Since(d.lastEnd)
-	if d.lastEnd.IsZero() || since >= d.quiet() {
-		d.window = max(d.window/2, d.min)
+	now := d.clock.Now()
+	p, ok := d.w.begin(now)
+	if !ok {
 		return reason(d.pending.Swap(0))
 	}
-	due := time.NewTimer(d.window - since)
-	defer due.Stop()
-	quietFor := d.quiet()
-	quiet := time.NewTimer(quietFor)
-	defer quiet.Stop()
+	t := d.clock.NewTimer(p.next().Sub(now))
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return 0
 		case <-d.kick:
-			quiet.Reset(quietFor)
-			continue
-		case <-quiet.C:
-			// The triggers paused: not a dense stream.
-			d.window = max(d.window/2, d.min)
-		case <-due.C:
-			// Triggers all through the window: a burst, coalesce more.
-			d.window = min(2*d.window, d.max)
+			now = d.clock.Now()
+			p.kicked(now)
+		case <-t.C():
+			now = d.clock.Now()
 		}
+		if now.Before(p.next()) {
+			t.Reset(p.next().Sub(now))
+			continue
+		}
+		d.w.end(p)
 		// Drain a kick that raced with the timer: its reason is taken
 		// below, so it must not cause an empty second sync.
 		select {
@@ -164,6 +165,62 @@ func (d *debouncer) waitOnce(ctx context.Context) reason {
 		}
 		return reason(d.pending.Swap(0))
 	}
+}
+
+// window is the debouncer's timing, pure: it is told the time, never reads
+// it, so its tests replay bursts in simulated time.
+type window struct {
+	min, max time.Duration
+	size     time.Duration // the current coalescing window
+	lastEnd  time.Time     // end of the previous sync (zero: none yet)
+}
+
+func (w *window) synced(now time.Time) { w.lastEnd = now }
+
+// quiet is how long the triggers must pause for a wait to end early: at
+// least min, longer while the window is large (a dense burst's small
+// stalls do not split it).
+func (w *window) quiet() time.Duration { return max(w.min, w.size/8) }
+
+// pause is one wait for a sync that did not start at once.
+type pause struct {
+	due      time.Time     // a window after the previous sync's end
+	quietAt  time.Time     // the quiet time after the latest trigger
+	quietFor time.Duration // fixed when the wait begins
+}
+
+// next is when the wait ends unless another trigger comes first.
+func (p *pause) next() time.Time {
+	if p.due.Before(p.quietAt) {
+		return p.due
+	}
+	return p.quietAt
+}
+
+// kicked records a trigger at now.
+func (p *pause) kicked(now time.Time) { p.quietAt = now.Add(p.quietFor) }
+
+// begin is the first trigger of a wait, at now. ok false: sync at once (a
+// quiet moment; the window halves). Otherwise the wait ends at p.next(),
+// pushed back by each trigger (p.kicked), and end must be called then.
+func (w *window) begin(now time.Time) (p pause, ok bool) {
+	if w.lastEnd.IsZero() || now.Sub(w.lastEnd) >= w.quiet() {
+		w.size = max(w.size/2, w.min)
+		return pause{}, false
+	}
+	q := w.quiet()
+	return pause{due: w.lastEnd.Add(w.size), quietAt: now.Add(q), quietFor: q}, true
+}
+
+// end closes a wait that reached p.next(): if the triggers paused for the
+// quiet time, not a dense stream, the window halves; if they came all
+// through the window, a burst, it doubles (up to max).
+func (w *window) end(p pause) {
+	if p.due.Before(p.quietAt) {
+		w.size = min(2*w.size, w.max)
+		return
+	}
+	w.size = max(w.size/2, w.min)
 }
 
 // arrivals records when the informers delivered changes, by object kind,

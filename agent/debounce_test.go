@@ -2,120 +2,259 @@ package agent
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// TestDebouncerLeadingEdge: after a quiet moment a trigger is synced at
-// once, not after a debounce delay.
-func TestDebouncerLeadingEdge(t *testing.T) {
-	d := newDebouncer(DefaultMinSyncInterval, DefaultMaxSyncInterval)
-	ctx := context.Background()
-	for i := 0; i < 3; i++ {
-		start := time.Now()
-		d.trigger(reasonChange)
-		if r := d.wait(ctx); !r.has(reasonChange) {
-			t.Fatalf("reasons %b", r)
+// The debouncer's subject is time, so its tests own the clock: the
+// window's decisions are replayed in simulated time (replay), and the
+// goroutine around it runs on a fake clock that only the test advances.
+// Nothing here reads the wall clock, so the results do not depend on the
+// machine's load.
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// replayed is what one run of the sync loop did in simulated time.
+type replayed struct {
+	syncs   int
+	tail    time.Duration // from the last trigger to the end of the sync that covered it
+	maxWait time.Duration // the longest any trigger waited for its sync to start
+	atOnce  []bool        // per sync: it started at its first trigger (the leading edge)
+}
+
+// replay runs the sync loop's timing over triggers (ascending times from
+// t0) with syncs that cost cost: exactly the decisions waitOnce takes on
+// each trigger and each timer, with time given instead of read.
+func replay(w *window, triggers []time.Duration, cost time.Duration) replayed {
+	var r replayed
+	at := func(i int) time.Time { return t0.Add(triggers[i]) }
+	now := t0
+	for i := 0; i < len(triggers); {
+		first := i
+		kick := at(i) // a trigger during the previous sync kicks at its end
+		if kick.Before(now) {
+			kick = now
 		}
-		if got := time.Since(start); got > 5*time.Millisecond {
-			t.Fatalf("lone trigger %d synced after %v, want at once", i, got)
+		i++
+		start := kick
+		p, wait := w.begin(kick)
+		if wait {
+			for i < len(triggers) && at(i).Before(p.next()) {
+				p.kicked(at(i))
+				i++
+			}
+			start = p.next()
+			w.end(p)
 		}
-		d.synced()
-		time.Sleep(2 * DefaultMinSyncInterval) // quiet
+		// Everything triggered before the pending reasons are taken is
+		// in this sync.
+		for i < len(triggers) && !at(i).After(start) {
+			i++
+		}
+		for j := first; j < i; j++ {
+			r.maxWait = max(r.maxWait, start.Sub(at(j)))
+		}
+		r.syncs++
+		r.atOnce = append(r.atOnce, !wait)
+		now = start.Add(cost)
+		w.synced(now)
+		if i == len(triggers) {
+			r.tail = now.Sub(at(i - 1))
+		}
+	}
+	return r
+}
+
+// evenly returns n trigger times gap apart, starting at from.
+func evenly(from time.Duration, n int, gap time.Duration) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = from + time.Duration(i)*gap
+	}
+	return out
+}
+
+func newWindow(min, max time.Duration) *window { return &window{min: min, max: max, size: min} }
+
+// TestWindowLeadingEdge: after a quiet moment a trigger is synced at once,
+// not after a debounce delay.
+func TestWindowLeadingEdge(t *testing.T) {
+	w := newWindow(DefaultMinSyncInterval, DefaultMaxSyncInterval)
+	// Three lone triggers, each a quiet moment (twice min) after the
+	// previous sync ended.
+	r := replay(w, evenly(0, 3, 2*DefaultMinSyncInterval+time.Millisecond), time.Millisecond)
+	if r.syncs != 3 || r.maxWait != 0 {
+		t.Fatalf("%d syncs, longest wait %v; want 3 syncs, each at its trigger", r.syncs, r.maxWait)
 	}
 }
 
-// burst runs a sync loop (each sync costing cost) against a burst of n
-// triggers spaced gap apart, and returns the number of syncs and how long
-// after the last trigger the last sync ended.
-func burst(t *testing.T, d *debouncer, n int, gap, cost time.Duration) (syncs int, tail time.Duration) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var sent, lastAt atomic.Int64
-	go func() {
-		for i := 0; i < n; i++ {
-			d.trigger(reasonChange)
-			lastAt.Store(time.Now().UnixNano())
-			sent.Add(1)
-			time.Sleep(gap)
-		}
-	}()
-	for {
-		// Everything sent before the wait returns is in this sync.
-		r := d.wait(ctx)
-		covered := sent.Load()
-		if r == 0 {
-			t.Fatal("wait returned nothing")
-		}
-		syncs++
-		time.Sleep(cost)
-		d.synced()
-		if covered == int64(n) {
-			return syncs, time.Since(time.Unix(0, lastAt.Load()))
-		}
-	}
-}
-
-// TestDebouncerBurst: a 1,000-event burst costs a handful of syncs, and its
+// TestWindowBurst: a 1,000-event burst costs a handful of syncs, and its
 // last event is not held back for long after the burst.
-func TestDebouncerBurst(t *testing.T) {
+func TestWindowBurst(t *testing.T) {
 	for _, tc := range []struct {
 		gap, cost time.Duration
+		maxSyncs  int
 	}{
-		{200 * time.Microsecond, 2 * time.Millisecond}, // a fast burst: ~0.2-0.5s
-		{time.Millisecond, 5 * time.Millisecond},       // ~1-2s, a namespace of pods deleted
-		{2 * time.Millisecond, 5 * time.Millisecond},   // ~2-4s
+		// log2(1 s / 20 ms) ≈ 6 doublings, plus the leading edge, plus
+		// one per second-long window.
+		{200 * time.Microsecond, 2 * time.Millisecond, 8}, // a fast burst: 0.2 s
+		{time.Millisecond, 5 * time.Millisecond, 8},       // 1 s, a namespace of pods deleted
+		{2 * time.Millisecond, 5 * time.Millisecond, 9},   // 2 s
+		{10 * time.Millisecond, 5 * time.Millisecond, 17}, // 10 s, sparse: under the quiet time of min
 	} {
-		d := newDebouncer(DefaultMinSyncInterval, DefaultMaxSyncInterval)
-		start := time.Now()
-		syncs, tail := burst(t, d, 1000, tc.gap, tc.cost)
-		t.Logf("1000 triggers %v apart over %v, sync cost %v: %d syncs, last sync ended %v after the last trigger",
-			tc.gap, time.Since(start).Round(time.Millisecond), tc.cost, syncs, tail.Round(time.Millisecond))
-		// 7-10 on an idle machine; a loaded scheduler stretches gaps past
-		// the quiet time and adds a few. Without coalescing it is 1000.
-		if syncs > 20 {
-			t.Errorf("%d syncs for a 1000-event burst, want at most 20", syncs)
+		r := replay(newWindow(DefaultMinSyncInterval, DefaultMaxSyncInterval), evenly(0, 1000, tc.gap), tc.cost)
+		t.Logf("1000 triggers %v apart, sync cost %v: %d syncs, last sync ended %v after the last trigger, longest wait %v",
+			tc.gap, tc.cost, r.syncs, r.tail, r.maxWait)
+		if r.syncs > tc.maxSyncs {
+			t.Errorf("gap %v: %d syncs for a 1000-event burst, want at most %d (without coalescing: 1000)", tc.gap, r.syncs, tc.maxSyncs)
 		}
-		// The slack is for a loaded CI machine's scheduler; without the
-		// max interval the tail would be the whole burst (seconds).
-		if tail > DefaultMaxSyncInterval+time.Second {
-			t.Errorf("last trigger waited %v, want at most about max (%v)", tail, DefaultMaxSyncInterval)
+		if !r.atOnce[0] {
+			t.Errorf("gap %v: the burst's first trigger waited", tc.gap)
+		}
+		// No trigger waits longer than max; the last one's sync ends
+		// at most max and a sync after it.
+		if r.maxWait > DefaultMaxSyncInterval {
+			t.Errorf("gap %v: a trigger waited %v, want at most max (%v)", tc.gap, r.maxWait, DefaultMaxSyncInterval)
+		}
+		if r.tail > DefaultMaxSyncInterval+tc.cost {
+			t.Errorf("gap %v: last trigger's sync ended %v after it, want at most max + one sync", tc.gap, r.tail)
 		}
 	}
 }
 
-// TestDebouncerMaxDelay: under a steady stream no trigger waits longer than
-// max.
-func TestDebouncerMaxDelay(t *testing.T) {
-	d := newDebouncer(20*time.Millisecond, 200*time.Millisecond)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		for ctx.Err() == nil {
-			d.trigger(reasonChange)
-			time.Sleep(5 * time.Millisecond)
+// TestWindowMaxDelay: under a steady stream no trigger waits longer than
+// max, although the stream never pauses for the quiet time.
+func TestWindowMaxDelay(t *testing.T) {
+	const min, max = 20 * time.Millisecond, 200 * time.Millisecond
+	r := replay(newWindow(min, max), evenly(0, 2000, 5*time.Millisecond), time.Millisecond)
+	if r.maxWait > max {
+		t.Fatalf("a trigger waited %v under a steady stream, want at most max (%v)", r.maxWait, max)
+	}
+	// 10 s of stream: one sync per window of max once it has grown.
+	if r.syncs > int(10*time.Second/max)+8 {
+		t.Fatalf("%d syncs for a 10 s stream, want about one per %v", r.syncs, max)
+	}
+}
+
+// TestWindowSerialAfterBurst: once a burst has grown the window, a change
+// made a quiet moment after the previous sync (as a user or a controller
+// does after seeing the last one enforced) is still synced at once, and
+// the window shrinks again.
+func TestWindowSerialAfterBurst(t *testing.T) {
+	w := newWindow(DefaultMinSyncInterval, DefaultMaxSyncInterval)
+	replay(w, evenly(0, 300, 200*time.Microsecond), 2*time.Millisecond)
+	if w.size <= DefaultMinSyncInterval {
+		t.Fatalf("the burst left the window at %v, want it grown", w.size)
+	}
+	now := w.lastEnd
+	for i := 0; i < 5; i++ {
+		// A quiet moment: the quiet time of the largest window.
+		now = now.Add(DefaultMaxSyncInterval/8 + time.Millisecond)
+		if _, wait := w.begin(now); wait {
+			t.Fatalf("change %d after a quiet moment waits (window %v)", i, w.size)
 		}
-	}()
-	for i := 0; i < 8; i++ {
-		start := time.Now()
-		if r := d.wait(ctx); !r.has(reasonChange) {
+		w.synced(now)
+	}
+	if w.size != DefaultMinSyncInterval {
+		t.Fatalf("window %v after five quiet moments, want back at min", w.size)
+	}
+}
+
+// TestWindowEnd: a wait ends at the window's end when triggers kept coming
+// (the window doubles, up to max), at the quiet time after the last one
+// when they paused (it halves, down to min).
+func TestWindowEnd(t *testing.T) {
+	const min, max = 10 * time.Millisecond, 80 * time.Millisecond
+	for _, tc := range []struct {
+		name        string
+		size        time.Duration
+		kicks       []time.Duration // after lastEnd; the first begins the wait
+		wantEnd     time.Duration   // after lastEnd
+		wantNewSize time.Duration
+	}{
+		{"paused", 40 * time.Millisecond, []time.Duration{time.Millisecond}, 11 * time.Millisecond, 20 * time.Millisecond},
+		// At min the quiet time is the window: it ends first.
+		{"at min", min, []time.Duration{time.Millisecond}, 10 * time.Millisecond, 2 * min},
+		{"kept coming", 40 * time.Millisecond, evenly(time.Millisecond, 8, 5*time.Millisecond), 40 * time.Millisecond, 80 * time.Millisecond},
+		{"kept coming at max", max, evenly(time.Millisecond, 16, 5*time.Millisecond), 80 * time.Millisecond, max},
+		{"quiet of a large window", max, []time.Duration{time.Millisecond, 5 * time.Millisecond}, 15 * time.Millisecond, 40 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := window{min: min, max: max, size: tc.size, lastEnd: t0}
+			p, wait := w.begin(t0.Add(tc.kicks[0]))
+			if !wait {
+				t.Fatal("a trigger right after a sync was synced at once")
+			}
+			for _, k := range tc.kicks[1:] {
+				if !t0.Add(k).Before(p.next()) {
+					t.Fatalf("kick at %v after the wait ended at %v", k, p.next().Sub(t0))
+				}
+				p.kicked(t0.Add(k))
+			}
+			if got := p.next().Sub(t0); got != tc.wantEnd {
+				t.Errorf("wait ends %v after the sync, want %v", got, tc.wantEnd)
+			}
+			w.end(p)
+			if w.size != tc.wantNewSize {
+				t.Errorf("window %v after the wait, want %v", w.size, tc.wantNewSize)
+			}
+		})
+	}
+}
+
+// waitIn runs d.wait in a goroutine and returns its result's channel.
+func waitIn(ctx context.Context, d *debouncer) <-chan reason {
+	out := make(chan reason, 1)
+	go func() { out <- d.wait(ctx) }()
+	return out
+}
+
+// timerSet polls until the debouncer's goroutine waits on a timer of the
+// fake clock, or returns early with what wait returned.
+func timerSet(t *testing.T, fc *clocktesting.FakeClock, res <-chan reason) (r reason, returned bool) {
+	t.Helper()
+	waitFor(t, "the debouncer to wait on its timer or return", func() bool {
+		if fc.HasWaiters() {
+			return true
+		}
+		select {
+		case r = <-res:
+			returned = true
+			return true
+		default:
+			return false
+		}
+	})
+	return r, returned
+}
+
+// TestDebouncerLeadingEdge: the goroutine syncs a lone trigger without a
+// timer: no time passes on its clock.
+func TestDebouncerLeadingEdge(t *testing.T) {
+	fc := clocktesting.NewFakeClock(t0)
+	d := newDebouncerClock(DefaultMinSyncInterval, DefaultMaxSyncInterval, fc)
+	for i := 0; i < 3; i++ {
+		d.trigger(reasonChange)
+		r, returned := timerSet(t, fc, waitIn(context.Background(), d))
+		if !returned {
+			t.Fatalf("lone trigger %d waits on a timer, want it synced at once", i)
+		}
+		if !r.has(reasonChange) {
 			t.Fatalf("reasons %b", r)
 		}
-		// Without max the steady stream would hold the sync forever; the
-		// slack over max is for a loaded machine's scheduler.
-		if got := time.Since(start); got > 200*time.Millisecond+time.Second {
-			t.Fatalf("sync %d after %v under a steady stream, want at most about max (200ms)", i, got)
-		}
 		d.synced()
+		fc.Step(2 * DefaultMinSyncInterval) // a quiet moment
 	}
 }
 
 // TestDebouncerMergesReasons: what arrives while a sync runs is merged into
-// the next one.
+// the next one, which waits the quiet time (min) and not a moment less.
 func TestDebouncerMergesReasons(t *testing.T) {
-	d := newDebouncer(20*time.Millisecond, time.Second)
+	const min = 20 * time.Millisecond
+	fc := clocktesting.NewFakeClock(t0)
+	d := newDebouncerClock(min, time.Second, fc)
 	ctx := context.Background()
 	d.trigger(reasonStart)
 	if r := d.wait(ctx); r != reasonStart {
@@ -125,53 +264,69 @@ func TestDebouncerMergesReasons(t *testing.T) {
 	d.trigger(reasonChange)
 	d.trigger(reasonDrift)
 	d.synced()
-	start := time.Now()
-	r := d.wait(ctx)
-	if !r.has(reasonChange) || !r.has(reasonDrift) {
+	res := waitIn(ctx, d)
+	if r, returned := timerSet(t, fc, res); returned {
+		t.Fatalf("a trigger during a sync was synced at once (%b), want coalesced for min", r)
+	}
+	fc.Step(min - time.Nanosecond)
+	select {
+	case r := <-res:
+		t.Fatalf("synced (%b) before the quiet time passed", r)
+	default:
+	}
+	fc.Step(time.Nanosecond)
+	if r := <-res; !r.has(reasonChange) || !r.has(reasonDrift) {
 		t.Fatalf("reasons %b, want change and drift merged", r)
 	}
-	if got := time.Since(start); got < 15*time.Millisecond {
-		t.Fatalf("a trigger during a sync was synced after %v, want coalesced for about min", got)
+}
+
+// TestDebouncerFollowsWindow: the goroutine ends a wait when the window
+// says: a trigger during it pushes the quiet time back.
+func TestDebouncerFollowsWindow(t *testing.T) {
+	const min = 20 * time.Millisecond
+	fc := clocktesting.NewFakeClock(t0)
+	d := newDebouncerClock(min, time.Second, fc)
+	d.synced()
+	d.trigger(reasonChange)
+	res := waitIn(context.Background(), d)
+	if _, returned := timerSet(t, fc, res); returned {
+		t.Fatal("a trigger right after a sync was synced at once")
+	}
+	fc.Step(min / 2)
+	d.trigger(reasonDrift)
+	// The kick is taken and the timer moved: the window's due time
+	// (min after the sync) passes, the wait ends there.
+	waitFor(t, "the kick to be taken", func() bool { return len(d.kick) == 0 })
+	fc.Step(min / 2)
+	if r := <-res; !r.has(reasonChange) || !r.has(reasonDrift) {
+		t.Fatalf("reasons %b", r)
+	}
+	if d.w.size != 2*min {
+		t.Fatalf("window %v after triggers all through it, want doubled", d.w.size)
 	}
 }
 
 func TestDebouncerStops(t *testing.T) {
-	d := newDebouncer(time.Hour, time.Hour)
+	fc := clocktesting.NewFakeClock(t0)
+	d := newDebouncerClock(time.Hour, time.Hour, fc)
 	ctx, cancel := context.WithCancel(context.Background())
 	d.trigger(reasonStart)
 	d.wait(ctx)
 	d.synced()
 	d.trigger(reasonChange)
-	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-	if r := d.wait(ctx); r != 0 {
+	res := waitIn(ctx, d)
+	timerSet(t, fc, res)
+	cancel()
+	if r := <-res; r != 0 {
 		t.Fatalf("wait returned %b after cancel, want 0", r)
-	}
-}
-
-// TestDebouncerSerialAfterBurst: once a burst has grown the window, a
-// change made a quiet moment after the previous sync (as a user or a
-// controller does after seeing the last one enforced) is still synced at
-// once.
-func TestDebouncerSerialAfterBurst(t *testing.T) {
-	d := newDebouncer(DefaultMinSyncInterval, DefaultMaxSyncInterval)
-	burst(t, d, 300, 200*time.Microsecond, 2*time.Millisecond)
-	for i := 0; i < 5; i++ {
-		// A quiet moment: the quiet time of the largest window.
-		time.Sleep(DefaultMaxSyncInterval/8 + 5*time.Millisecond)
-		start := time.Now()
-		d.trigger(reasonChange)
-		d.wait(context.Background())
-		if got := time.Since(start); got > 5*time.Millisecond {
-			t.Fatalf("change %d after a quiet moment synced after %v, want at once", i, got)
-		}
-		d.synced()
 	}
 }
 
 // TestDebouncerStaleKick: a kick whose reason an earlier wait already took
 // must not end the loop (wait returns 0 only when ctx is done).
 func TestDebouncerStaleKick(t *testing.T) {
-	d := newDebouncer(DefaultMinSyncInterval, DefaultMaxSyncInterval)
+	fc := clocktesting.NewFakeClock(t0)
+	d := newDebouncerClock(DefaultMinSyncInterval, DefaultMaxSyncInterval, fc)
 	d.pending.Store(uint32(reasonChange))
 	d.kick <- struct{}{}
 	if r := d.wait(context.Background()); r != reasonChange {
@@ -180,8 +335,13 @@ func TestDebouncerStaleKick(t *testing.T) {
 	d.synced()
 	// The trigger's kick lands after its reason was taken.
 	d.kick <- struct{}{}
-	go func() { time.Sleep(50 * time.Millisecond); d.trigger(reasonDrift) }()
-	if r := d.wait(context.Background()); r != reasonDrift {
+	res := waitIn(context.Background(), d)
+	if r, returned := timerSet(t, fc, res); returned {
+		t.Fatalf("wait returned %b on a stale kick", r)
+	}
+	fc.Step(DefaultMaxSyncInterval)
+	d.trigger(reasonDrift)
+	if r := <-res; r != reasonDrift {
 		t.Fatalf("wait returned %b after a stale kick, want the next trigger's reason", r)
 	}
 }
@@ -190,7 +350,7 @@ func TestDebouncerStaleKick(t *testing.T) {
 // the next trigger, or at once when a sync is already asked for, and a
 // stop releases it.
 func TestDebouncerInterruptible(t *testing.T) {
-	d := newDebouncer(DefaultMinSyncInterval, DefaultMaxSyncInterval)
+	d := newDebouncerClock(DefaultMinSyncInterval, DefaultMaxSyncInterval, clocktesting.NewFakeClock(t0))
 	bg := context.Background()
 
 	ctx, stop := d.interruptible(bg)

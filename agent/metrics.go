@@ -25,7 +25,7 @@ const (
 // metrics lives in its own registry: the process has no global state, and a
 // test can run several agents side by side.
 type metrics struct {
-	reg *prometheus.Registry
+	reg registry
 
 	syncs            *prometheus.CounterVec
 	syncDuration     *prometheus.HistogramVec
@@ -49,9 +49,20 @@ type metrics struct {
 	events           *prometheus.CounterVec
 }
 
-func newMetrics() *metrics {
+// registry is where the agent and its subsystems register their
+// collectors and what /metrics serves.
+type registry interface {
+	prometheus.Registerer
+	prometheus.Gatherer
+}
+
+func newMetrics() *metrics { return newMetricsOn(prometheus.NewRegistry()) }
+
+// newMetricsOn registers the sync metrics on reg, which every other
+// collector of the agent is registered on too (a test records them).
+func newMetricsOn(reg registry) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		reg: reg,
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nftguard_syncs_total", Help: "Syncs of the table, by result (success, error).",
 		}, []string{"result"}),

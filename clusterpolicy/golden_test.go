@@ -28,7 +28,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 func goldenScenarios() map[string]Input {
 	z := []v1beta1.ClusterNetworkPolicyIngressPeer{fromNS(sel("ns", "z"))}
 	return map[string]Input{
-		// The README's example: an admin guardrail and baseline
+		// The example of examples/cluster: an admin guardrail and baseline
 		// isolation of every namespace.
 		"admin-deny-baseline-isolation": cluster(
 			protectY(),
@@ -101,7 +101,7 @@ func goldenScenarios() map[string]Input {
 	}
 }
 
-// protectY is the README's admin guardrail of namespace y: monitoring
+// protectY is the examples' admin guardrail of namespace y: monitoring
 // from z/a accepted, everyone else denied, the metadata address denied
 // for egress, then the extra egress rules.
 func protectY(extraEgress ...v1beta1.ClusterNetworkPolicyEgressRule) *v1beta1.ClusterNetworkPolicy {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -78,7 +79,29 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 	go func() {
 		done <- Run(ctx, l, lab.Nodes[0].Path, res, slog.New(slog.NewJSONHandler(&logs, nil)), dm, journal)
 	}()
-	time.Sleep(300 * time.Millisecond) // let it bind the group
+	// Run has bound the group once the kernel lists it in the node's
+	// namespace: netfilter/nfnetlink_log of the thread's /proc net has one
+	// line per bound group, its number first.
+	bound := func() bool {
+		var text []byte
+		if err := lab.Run(lab.Nodes[0].Name, func() (err error) {
+			text, err = os.ReadFile("/proc/thread-self/net/netfilter/nfnetlink_log")
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(text), "\n") {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == fmt.Sprint(l.Group) {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(time.Minute); !bound(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("group %d never bound", l.Group)
+		}
+	}
 	send := func(from string, to *netlab.Endpoint, n int) {
 		for i := 0; i < n; i++ {
 			if err := lab.Run(from, func() error {

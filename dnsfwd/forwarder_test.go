@@ -51,11 +51,7 @@ func TestForwardCommitsAndRelaysUnchanged(t *testing.T) {
 		t.Errorf("elements added %v", c)
 	}
 	// The latency is observed just after the reply is written.
-	for deadline := time.Now().Add(2 * time.Second); testutilCount(t, h) != 1; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("latency observations %d, want 1", testutilCount(t, h))
-		}
-	}
+	poll(t, "one latency observation", func() bool { return testutilCount(t, h) == 1 })
 }
 
 func testutilCount(t *testing.T, h *harness) uint64 {
@@ -507,7 +503,7 @@ func TestConcurrentQueriesOnePod(t *testing.T) {
 // after the reply is written.
 func waitIdle(t *testing.T, f *Forwarder) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		f.mu.Lock()
 		total, pods := f.total, len(f.inFlight)
 		f.mu.Unlock()
@@ -601,8 +597,9 @@ func TestUpstreamNeverAnswers(t *testing.T) {
 		if err != nil || r.Rcode != dns.RcodeServerFailure || len(r.Question) != 1 {
 			t.Fatalf("%s: %v, %v", network, r, err)
 		}
-		if took < 300*time.Millisecond || took > 2*time.Second {
-			t.Errorf("%s: SERVFAIL after %v, want the 300ms upstream timeout", network, took)
+		// Not before the timeout: the SERVFAIL is the timeout's.
+		if took < 300*time.Millisecond {
+			t.Errorf("%s: SERVFAIL after %v, before the 300ms upstream timeout", network, took)
 		}
 	}
 	// No server for any family: SERVFAIL at once.
@@ -632,16 +629,24 @@ func TestTCPConnectionLimits(t *testing.T) {
 		_, err := c.Read(make([]byte, 1))
 		return err == io.EOF
 	}
+	conns := func() int {
+		h.fwd.mu.Lock()
+		defer h.fwd.mu.Unlock()
+		return h.fwd.nconns
+	}
 	c1, c2 := dial(), dial()
-	time.Sleep(50 * time.Millisecond) // both accepted
-	if !closedWithin(dial(), 200*time.Millisecond) {
+	poll(t, "both connections accepted", func() bool { return conns() == 2 })
+	// The third is refused as it is accepted (counted), not closed later
+	// as idle: the count tells the two apart, the close follows.
+	third := dial()
+	poll(t, "the third connection refused", func() bool {
+		return counter(t, h.fwd.m.QueriesRefused.WithLabelValues(RefusedConnLimit)) == 1
+	})
+	if conns() != 2 || !closedWithin(third, time.Minute) {
 		t.Error("a third connection of the pod was not closed")
 	}
-	if c := counter(t, h.fwd.m.QueriesRefused.WithLabelValues(RefusedConnLimit)); c != 1 {
-		t.Errorf("conn_limit %v", c)
-	}
 	// Idle connections are closed after TCPIdleTimeout, which frees room.
-	if !closedWithin(c1, time.Second) || !closedWithin(c2, time.Second) {
+	if !closedWithin(c1, time.Minute) || !closedWithin(c2, time.Minute) {
 		t.Error("idle connections were not closed")
 	}
 	h.up.set("a.example", dns.TypeA, "a.example. 60 IN A 192.0.2.7")
@@ -653,7 +658,11 @@ func TestTCPConnectionLimits(t *testing.T) {
 func TestHeartbeatAndShutdown(t *testing.T) {
 	up := startUpstream(t, "127.0.0.1")
 	up.set("a.example", dns.TypeA, "a.example. 60 IN A 192.0.2.7")
-	up.delay.Store(int64(2 * time.Second)) // a query is in flight at the shutdown
+	// A query is in flight at the shutdown: the upstream holds its answer
+	// until the test has seen Run return.
+	hold := make(chan struct{})
+	up.hold.Store(&hold)
+	defer close(hold)
 	com := &committer{}
 	f, err := New(Config{Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")}, Committer: com})
 	if err != nil {
@@ -672,36 +681,27 @@ func TestHeartbeatAndShutdown(t *testing.T) {
 	}()
 	errc := make(chan error, 1)
 	go func() { errc <- f.Run(ctx) }()
-	time.Sleep(2500 * time.Millisecond)
-	beats := com.keys("dns_up")
-	if len(beats) < 4 || len(beats) > 8 || beats[0] != "tcp 3s" || beats[1] != "udp 3s" {
-		t.Errorf("heartbeats in 2.5s: %v, want 2 or 3 refreshes of tcp and udp with 3s", beats)
+	// Two refreshes: the first at once, the next a period later.
+	poll(t, "two heartbeat refreshes", func() bool { return len(com.keys("dns_up")) >= 4 })
+	for i, b := range com.keys("dns_up") {
+		if want := []string{"tcp 3s", "udp 3s"}[i%2]; b != want {
+			t.Errorf("heartbeat %d is %q, want %q", i, b, want)
+		}
 	}
 	go queryFrom(podA, f.Addrs()[0], "udp", "a.example.", dns.TypeA)
-	for up.inFlight.Load() == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll(t, "the query to reach the upstream", func() bool { return up.inFlight.Load() == 1 })
 	cancel()
-	begin := time.Now()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("Run did not return within 2s of the cancel")
+	if err := <-errc; err != nil {
+		t.Errorf("Run: %v", err)
 	}
-	t.Logf("Run returned %v after the cancel", time.Since(begin))
-	select {
-	case <-hbDone:
-	case <-time.After(2 * time.Second):
-		t.Fatal("Heartbeat did not stop when Run's context was done")
+	// Run did not wait for the exchange in flight: the upstream still
+	// holds its answer.
+	if up.inFlight.Load() != 1 {
+		t.Error("Run returned only after the upstream answered the query in flight")
 	}
-	n := len(com.keys("dns_up"))
-	time.Sleep(1500 * time.Millisecond)
-	if len(com.keys("dns_up")) != n {
-		t.Error("heartbeats after the shutdown")
-	}
+	// Heartbeat returns when Run's context is done, so nothing
+	// refreshes the redirect after the shutdown.
+	<-hbDone
 	if err := f.Run(context.Background()); err == nil {
 		t.Error("a second Run did not fail")
 	}
@@ -830,7 +830,14 @@ func TestHeartbeatFollowsRedirect(t *testing.T) {
 			done := make(chan struct{})
 			go func() { defer close(done); _ = f.Run(ctx) }()
 			go f.Heartbeat(ctx, "dns_up", []string{"tcp", "udp"})
-			time.Sleep(300 * time.Millisecond)
+			if tc.beats {
+				poll(t, "a heartbeat", func() bool { return len(com.keys("dns_up")) > 0 })
+			} else {
+				// Absence: the first refresh comes at once when
+				// there is one, so a fraction of the period shows
+				// there is none.
+				time.Sleep(300 * time.Millisecond)
+			}
 			cancel()
 			<-done
 			if got := len(com.keys("dns_up")) > 0; got != tc.beats {

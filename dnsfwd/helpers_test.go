@@ -38,7 +38,9 @@ type upstream struct {
 	// count the queries being answered.
 	delay                 atomic.Int64 // time.Duration
 	inFlight, maxInFlight atomic.Int64
-	queries               atomic.Int64
+	// hold, if set, holds each answer until the channel is closed.
+	hold    atomic.Pointer[chan struct{}]
+	queries atomic.Int64
 	// mangle, if set, changes each reply before it is sent.
 	mangle atomic.Pointer[func(*dns.Msg)]
 	// sent is the last reply, as the server packed it.
@@ -94,6 +96,9 @@ func (u *upstream) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 		}
 	}
 	time.Sleep(time.Duration(u.delay.Load()))
+	if h := u.hold.Load(); h != nil {
+		<-*h
+	}
 	resp := new(dns.Msg)
 	resp.SetReply(r)
 	q := r.Question[0]
@@ -261,4 +266,15 @@ func queryFrom(pod netip.Addr, server netip.AddrPort, network, name string, qtyp
 func counter(t testing.TB, c prometheus.Collector) float64 {
 	t.Helper()
 	return testutil.ToFloat64(c)
+}
+
+// poll waits until cond holds. The minute guards against a hang; it is
+// not a bound on how fast cond becomes true.
+func poll(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }

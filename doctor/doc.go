@@ -29,7 +29,6 @@
 //	doctor.go   Run, Options, Report: read, probe, check, in that order
 //	model.go    Ruleset, Table, Chain, Rule, Set: what was read
 //	read.go     Read: the namespace's whole ruleset through dump requests
-//	netlink.go  the dump-only netlink client Read uses
 //	legacy.go   the iptables-legacy tables, through the x_tables
 //	            getsockopt interface
 //	netns.go    the private network namespace the probe writes in

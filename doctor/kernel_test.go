@@ -48,7 +48,7 @@ func run(t *testing.T, o Options) *Report {
 		t.Fatal(err)
 	}
 	after := snapshot(t, ns)
-	if events := mon.stop(); events != "" {
+	if events := mon.stop(t, ns); events != "" {
 		t.Fatalf("nft monitor saw changes while doctor ran:\n%s", events)
 	}
 	if after != before {
@@ -103,12 +103,23 @@ func startMonitor(t *testing.T, ns *testns.NS) *monitor {
 	return m
 }
 
-// stop ends the monitor and returns what it printed after the check.
-func (m *monitor) stop() string {
-	time.Sleep(200 * time.Millisecond) // let late events arrive
+// stop ends the monitor and returns what it printed after the check and
+// before a last change of the test's own: the monitor prints events in
+// order, so once it printed that one it printed every earlier one.
+func (m *monitor) stop(t *testing.T, ns *testns.NS) string {
+	t.Helper()
+	ns.MustExec(t, "", "nft", "add table ip ngt_monitor_end; delete table ip ngt_monitor_end")
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(m.text()[m.start:], "delete table ip ngt_monitor_end") {
+		if time.Now().After(deadline) {
+			t.Fatalf("nft monitor did not report the closing change:\n%s", m.text())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	m.cmd.Process.Signal(os.Interrupt)
 	m.cmd.Wait()
-	return strings.TrimSpace(m.text()[m.start:])
+	out := m.text()[m.start:]
+	return strings.TrimSpace(out[:strings.Index(out, "add table ip ngt_monitor_end")])
 }
 
 // find returns the findings whose fields contain all the given strings.

@@ -491,7 +491,7 @@ func (e *egressAgentLab) podStarts(t *testing.T, n int, lb, prev string, sandbox
 		if sandboxDelay > 0 {
 			// The default guard is on from the sync that learns of the
 			// pod object, which races a pod that sends at once (the
-			// README says so; --egress-pod-start-guard always closes
+			// operations docs say so; --egress-pod-start-guard always closes
 			// it, TestAgentEgressGuardAlways): the network comes up
 			// once that sync is in force, or after sandboxDelay if the
 			// agent is quicker, as a sandbox takes its time. Under

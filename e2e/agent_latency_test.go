@@ -517,7 +517,7 @@ type burstBound struct {
 	limit  int
 }
 
-// syncBound applies the debounce rules (README, Converging; agent's
+// syncBound applies the debounce rules (docs/operations.md; agent's
 // debouncer) to arrivals ts, with the agent's --min-sync-interval min and
 // --max-sync-interval max:
 //

@@ -627,10 +627,28 @@ func (a *agentLab) checkEvents(ctx context.Context, t *testing.T, ns, name strin
 		time.Sleep(200 * time.Millisecond)
 	}
 	// Make every agent sync a few more times, then count again.
-	for i := 0; i < 3; i++ {
-		a.setPodLabel(ctx, "y/c", "round", strconv.Itoa(i))
-		time.Sleep(300 * time.Millisecond)
+	syncs := func() map[string]float64 {
+		out := map[string]float64{}
+		for node, ag := range a.agents {
+			out[node] = metricValue(ag.metrics(t), `nftguard_syncs_total{result="success"}`)
+		}
+		return out
 	}
+	for i := 0; i < 3; i++ {
+		before := syncs()
+		a.setPodLabel(ctx, "y/c", "round", strconv.Itoa(i))
+		deadline := time.Now().Add(time.Minute)
+		for node, n := range syncs() {
+			for ; n <= before[node]; n = metricValue(a.agents[node].metrics(t), `nftguard_syncs_total{result="success"}`) {
+				if time.Now().After(deadline) {
+					t.Fatalf("agent %s did not sync after a label change", node)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	// Events are written by a goroutine of their own after the sync
+	// that found the problem: absence takes a moment to show.
 	time.Sleep(time.Second)
 	evs := list()
 	if len(evs) != 1 || evs[0].Count != 1 {

@@ -50,7 +50,7 @@ func TestAgentLogDeniedClusterNetworkPolicy(t *testing.T) {
 	// Wait for n1's Admin chain of x/a to log, then for the records of
 	// the convergence probes.
 	a.waitTableHas(t, "n1", "goto np_denied_ingress comment \"cnp deny-y-to-x ingress[0] Deny no-y\"", "log the Deny rule")
-	time.Sleep(500 * time.Millisecond)
+	a.waitRecordsRead(t, "n1")
 
 	n1 := a.agents["n1"]
 	mark := n1.markDenied(t)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +40,7 @@ func TestAgentLogDenied(t *testing.T) {
 	// The table logs x's pods once the annotation is compiled too: wait
 	// for n1's shared chain before counting.
 	a.waitTableHas(t, "n1", "goto np_denied_ingress", "log x/a")
-	time.Sleep(500 * time.Millisecond) // records of the convergence probes arrive
+	a.waitRecordsRead(t, "n1") // the records of the convergence probes
 
 	n1 := a.agents["n1"]
 	mark := n1.markDenied(t)
@@ -124,6 +126,38 @@ func (a *agentLab) waitTableHas(t *testing.T, node, text, what string) {
 	for !strings.Contains(nftList(t, a.lab.Node(node).NetNS), text) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s's table does not %s:\n%s", node, what, nftList(t, a.lab.Node(node).NetNS))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// loggedRE finds the counter of the shared chains' log rules in nft's
+// listing: the packets the kernel logged.
+var loggedRE = regexp.MustCompile(`counter packets (\d+) bytes \d+ log prefix "nftguard denied`)
+
+// waitRecordsRead waits until node's agent has read every record its
+// kernel logged so far (nftguard_denied_log_records_total equals the log
+// rules' counters), so that a mark taken next counts only what follows.
+func (a *agentLab) waitRecordsRead(t *testing.T, node string) {
+	t.Helper()
+	logged := func() float64 {
+		sum := 0.0
+		for _, m := range loggedRE.FindAllStringSubmatch(nftList(t, a.lab.Node(node).NetNS), -1) {
+			n, err := strconv.ParseFloat(m[1], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum += n
+		}
+		return sum
+	}
+	read := func() float64 {
+		return metricValue(a.agents[node].metrics(t), "nftguard_denied_log_records_total")
+	}
+	deadline := time.Now().Add(time.Minute)
+	for l, r := logged(), read(); r < l; l, r = logged(), read() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's agent read %v of the %v records its kernel logged", node, r, l)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -365,7 +365,7 @@ func TestMonitorIgnoresTimed(t *testing.T) {
 	blind := newTestEngine(t, ns) // never synced: knows no timeout set
 	drift, seen := countDrift(t, ctx, e), countDrift(t, ctx, blind)
 	defer cancel()
-	time.Sleep(100 * time.Millisecond)
+	waitMonitors(t, ns, 2)
 	var els []TimedElement
 	for i := range 20 {
 		els = append(els, TimedElement{Set: "dns4", Key: fmt.Sprintf("10.0.0.%d . 192.0.2.1", i), Timeout: 200 * time.Millisecond})

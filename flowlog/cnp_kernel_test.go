@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,7 +112,7 @@ func TestClusterDenyRecordsAndCounters(t *testing.T) {
 		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() { r.Close() })
-	col := collect(t, r, NewObjects(c.pods, c.policies).WithCluster(cl))
+	col := collect(t, r, NewObjects(c.pods, c.policies).WithCluster(cl), c.node.Path)
 
 	// Packets denied per kind of chain: the tier chains' counted rules
 	// (by chain), the NetworkPolicy chains' final drops (by chain).
@@ -146,7 +145,7 @@ func TestClusterDenyRecordsAndCounters(t *testing.T) {
 		flows = append(flows, flow{labFlow: lf, rule: rule, pod: pod})
 	}
 	sendOnePacketEach(t, c.lab, sent)
-	recs := waitRecords(col, 700*time.Millisecond)
+	recs := waitRecords(t, col)
 	cnpAfter, npAfter := drops()
 
 	want := map[string]uint64{}

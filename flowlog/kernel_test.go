@@ -104,20 +104,35 @@ func (c *labCluster) program(t *testing.T, l *policy.LogDenied) {
 
 // collector runs a reader and keeps what it reads.
 type collector struct {
-	mu   sync.Mutex
-	recs []Record
-	done chan error
-	stop context.CancelFunc
+	mu    sync.Mutex
+	recs  []Record
+	total uint64 // records read, taken or not
+	done  chan error
+	stop  context.CancelFunc
+
+	// nsPath is the namespace of the table whose log is read ("": no
+	// log chains), base what its log rules had counted when reading
+	// began.
+	nsPath string
+	base   uint64
 }
 
-func collect(t *testing.T, r *Reader, res Resolver) *collector {
+// collect reads r's records; nsPath is the namespace of the table that
+// logs them ("" for a table without logging).
+func collect(t *testing.T, r *Reader, res Resolver, nsPath string) *collector {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &collector{done: make(chan error, 1), stop: cancel}
+	c := &collector{done: make(chan error, 1), stop: cancel, nsPath: nsPath}
+	if nsPath != "" {
+		// The group is bound (Open): every record logged from now on
+		// reaches the reader.
+		c.base = loggedIn(t, nsPath)
+	}
 	go func() {
 		c.done <- r.Run(ctx, func(rec Record) {
 			Resolve(&rec, res)
 			c.mu.Lock()
 			c.recs = append(c.recs, rec)
+			c.total++
 			c.mu.Unlock()
 		})
 	}()
@@ -215,9 +230,33 @@ func dialTCP(t *testing.T, lab *netlab.Lab, from string, to netip.AddrPort, time
 	return ok
 }
 
-func waitRecords(c *collector, settle time.Duration) []Record {
-	time.Sleep(settle)
+// waitRecords waits until the reader has read every record the kernel
+// logged since reading began (the shared chains' log counters), then
+// takes what it has.
+func waitRecords(t *testing.T, c *collector) []Record {
+	t.Helper()
+	read := func() uint64 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.total
+	}
+	deadline := time.Now().Add(time.Minute)
+	for logged := loggedIn(t, c.nsPath) - c.base; read() < logged; logged = loggedIn(t, c.nsPath) - c.base {
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d of the %d records the kernel logged", read(), logged)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	return c.take()
+}
+
+// loggedIn is what the shared chains' log rules in nsPath have counted:
+// the records the kernel logged.
+func loggedIn(t *testing.T, nsPath string) uint64 {
+	t.Helper()
+	in, _ := listCounters(t, nsPath, policy.ChainDeniedIngress)
+	eg, _ := listCounters(t, nsPath, policy.ChainDeniedEgress)
+	return in + eg
 }
 
 func recText(r Record) string {
@@ -241,7 +280,7 @@ func TestDeniedPacketsAreRecorded(t *testing.T) {
 	if _, err := Open(Config{Group: l.Group, NetNS: c.node.Path}); !errors.Is(err, ErrGroupBusy) {
 		t.Errorf("a second reader of the group: %v, want ErrGroupBusy", err)
 	}
-	col := collect(t, r, NewObjects(c.pods, c.policies))
+	col := collect(t, r, NewObjects(c.pods, c.policies), c.node.Path)
 
 	xa, xb, ya, za := c.lab.Endpoint("x/a"), c.lab.Endpoint("x/b"), c.lab.Endpoint("y/a"), c.lab.Endpoint("z/a")
 	type want struct {
@@ -278,7 +317,7 @@ func TestDeniedPacketsAreRecorded(t *testing.T) {
 	}
 	sendUDP(t, c.lab, "y/a", netip.AddrPortFrom(za.IPv4, 80), 1, time.Second)
 
-	recs := waitRecords(col, 700*time.Millisecond)
+	recs := waitRecords(t, col)
 	for _, rec := range recs {
 		t.Logf("record: %s", recText(rec))
 	}
@@ -356,7 +395,7 @@ func TestFloodIsRateLimited(t *testing.T) {
 		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() { r.Close() }) // after the collector's cleanup stops Run
-	col := collect(t, r, NewObjects(c.pods, c.policies))
+	col := collect(t, r, NewObjects(c.pods, c.policies), c.node.Path)
 	xb := c.lab.Endpoint("x/b")
 	logged0, denied0 := listCounters(t, c.node.Path, policy.ChainDeniedIngress)
 
@@ -376,7 +415,7 @@ func TestFloodIsRateLimited(t *testing.T) {
 	}
 	<-done
 	elapsed := time.Since(start)
-	recs := waitRecords(col, 500*time.Millisecond)
+	recs := waitRecords(t, col)
 	logged1, denied1 := listCounters(t, c.node.Path, policy.ChainDeniedIngress)
 
 	flood := 0

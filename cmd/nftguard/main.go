@@ -1,5 +1,5 @@
 // Command nftguard enforces Kubernetes network policy with nftables over
-// netlink, in one table it owns and nothing else. See README.md for the
+// netlink, in one table it owns and nothing else. See docs/cli.md for the
 // subcommands and docs/design.md for the principles behind them.
 package main
 

@@ -46,10 +46,11 @@ func TestKillAndPdeathsig(t *testing.T) {
 	if cmd.SysProcAttr.Pdeathsig != syscall.SIGKILL {
 		t.Errorf("Pdeathsig %v, want SIGKILL", cmd.SysProcAttr.Pdeathsig)
 	}
-	start := time.Now()
 	p.Kill()
-	if !p.Exited() || p.Err() == nil || !strings.Contains(p.Err().Error(), "killed") || time.Since(start) > 10*time.Second {
-		t.Errorf("after Kill: exited=%v err=%v after %v", p.Exited(), p.Err(), time.Since(start))
+	// "killed": the child ended by the signal, not by finishing its
+	// sleep.
+	if !p.Exited() || p.Err() == nil || !strings.Contains(p.Err().Error(), "killed") {
+		t.Errorf("after Kill: exited=%v err=%v", p.Exited(), p.Err())
 	}
 	p.Kill()
 }

@@ -48,17 +48,33 @@ func (l *Lab) build() error {
 }
 
 // Sysctls every namespace gets: no duplicate address detection, so IPv6
-// addresses work the moment they are added instead of after a second or two.
+// addresses work the moment they are added instead of after a second or two;
+// no reverse-path filter (a lab's routes are its own; hosts differ: systemd
+// sets 2), since a new namespace takes its IPv4 settings from the host's.
 var baseSysctls = [][2]string{
 	{"net/ipv6/conf/all/accept_dad", "0"},
 	{"net/ipv6/conf/default/accept_dad", "0"},
+	{"net/ipv4/conf/all/rp_filter", "0"},
+	{"net/ipv4/conf/default/rp_filter", "0"},
 }
 
-var nodeSysctls = [][2]string{
-	{"net/ipv4/ip_forward", "1"},
-	{"net/ipv6/conf/all/forwarding", "1"},
-	{"net/ipv6/conf/default/forwarding", "1"},
-}
+// Nodes route; pods, external hosts and the switch do not. Both are written,
+// never left to the kernel: a new namespace copies the IPv4 settings of the
+// host's namespace (net.core.devconf_inherit_init_net 0, the default; IPv6
+// starts from the kernel's defaults unless it is 1), so on a host that
+// forwards (Docker, podman, a kubelet) a pod would forward too.
+var (
+	nodeSysctls = [][2]string{
+		{"net/ipv4/ip_forward", "1"},
+		{"net/ipv6/conf/all/forwarding", "1"},
+		{"net/ipv6/conf/default/forwarding", "1"},
+	}
+	hostSysctls = [][2]string{
+		{"net/ipv4/ip_forward", "0"},
+		{"net/ipv6/conf/all/forwarding", "0"},
+		{"net/ipv6/conf/default/forwarding", "0"},
+	}
+)
 
 // prepare sets sysctls inside the namespace at path and brings lo up (a pod
 // reaching its own address goes through lo).
@@ -158,7 +174,7 @@ func (l *Lab) buildPod(nl *nsLink, node *Node, bridge netlink.Link, j int, name 
 	if err != nil {
 		return nil, err
 	}
-	if err := l.prepare(path, baseSysctls); err != nil {
+	if err := l.prepare(path, baseSysctls, hostSysctls); err != nil {
 		return nil, err
 	}
 	pod := &Endpoint{Name: name, Node: node, HostVeth: fmt.Sprintf("vp%d", j), NetNS: nsName, Path: path}
@@ -223,7 +239,7 @@ func (l *Lab) buildExternal(k int, name string) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := l.prepare(path, baseSysctls); err != nil {
+	if err := l.prepare(path, baseSysctls, hostSysctls); err != nil {
 		return nil, err
 	}
 	ext := &Endpoint{Name: name, External: true, Node: node, HostVeth: fmt.Sprintf("vx%d", k), NetNS: nsName, Path: path}
@@ -270,7 +286,7 @@ func (l *Lab) buildSwitch() error {
 		return err
 	}
 	l.Switch = name
-	if err := l.prepare(path, baseSysctls); err != nil {
+	if err := l.prepare(path, baseSysctls, hostSysctls); err != nil {
 		return err
 	}
 	sw, err := l.openLink(path)

@@ -231,7 +231,21 @@ func (l *Lab) newNamespace(suffix string) (name, path string, err error) {
 	}
 	l.names = append(l.names, name)
 	l.mu.Unlock()
-	return name, filepath.Join(NetNSDir, name), nil
+	path = filepath.Join(NetNSDir, name)
+	if len(l.spec.inherited) > 0 {
+		err := l.in(path, func() error {
+			for _, kv := range l.spec.inherited {
+				if err := writeSysctl(kv[0], kv[1]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return "", "", err
+		}
+	}
+	return name, path, nil
 }
 
 // in runs fn inside the lab namespace at path.

@@ -90,3 +90,62 @@ func TestRefuseOrigin(t *testing.T) {
 		t.Errorf("lab entered its origin namespace (called=%v, err=%v)", called, err)
 	}
 }
+
+// TestSysctlsOfAForwardingHost: on a host that forwards (Docker, podman,
+// a kubelet: net.ipv4.ip_forward=1), every new namespace starts with the
+// host's IPv4 settings, and the lab must still be what it says: nodes
+// forward, pods, external hosts and the switch do not. The host's own
+// sysctls are not touched: on this kernel a namespace copies init_net's
+// IPv4 settings whatever namespace creates it (devconf_inherit_init_net
+// exists only in init_net), so no parent namespace can stand in for such
+// a host. Instead each namespace is given, the moment it exists, what
+// such a host would have passed on (IPv6 too, as
+// devconf_inherit_init_net=1 does, and a strict reverse-path filter).
+func TestSysctlsOfAForwardingHost(t *testing.T) {
+	t.Parallel()
+	forwardingHost := [][2]string{
+		{"net/ipv4/ip_forward", "1"},
+		{"net/ipv6/conf/all/forwarding", "1"},
+		{"net/ipv6/conf/default/forwarding", "1"},
+		{"net/ipv4/conf/all/rp_filter", "1"},
+		{"net/ipv4/conf/default/rp_filter", "1"},
+	}
+	for _, bridged := range []bool{false, true} {
+		t.Run(topology(bridged), func(t *testing.T) {
+			t.Parallel()
+			l := newLab(t, Spec{Nodes: []NodeSpec{{Name: "n1", Pods: []string{"x/a", "x/b"}}, {Name: "n2", Pods: []string{"y/a"}}},
+				External: []string{"ext1"}, Bridged: bridged, inherited: forwardingHost})
+			read := func(name, key string) string {
+				t.Helper()
+				var v []byte
+				err := l.Run(name, func() (err error) {
+					v, err = os.ReadFile("/proc/sys/" + key)
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return strings.TrimSpace(string(v))
+			}
+			for _, ns := range []struct{ name, forwards string }{
+				{"n1", "1"}, {"n2", "1"}, {"x/a", "0"}, {"x/b", "0"}, {"y/a", "0"}, {"ext1", "0"}, {"switch", "0"},
+			} {
+				for _, k := range []string{"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding", "net/ipv6/conf/default/forwarding"} {
+					if got := read(ns.name, k); got != ns.forwards {
+						t.Errorf("%s: %s = %s, want %s", ns.name, k, got, ns.forwards)
+					}
+				}
+				for _, k := range []string{"net/ipv4/conf/all/rp_filter", "net/ipv4/conf/default/rp_filter"} {
+					if got := read(ns.name, k); got != "0" {
+						t.Errorf("%s: %s = %s, want 0", ns.name, k, got)
+					}
+				}
+			}
+			for _, f := range []Family{IPv4, IPv6} {
+				if diff := Compare(l.NewExpected(f, true), reach(t, l, f)); diff != "" {
+					t.Fatalf("%v: %s", f, diff)
+				}
+			}
+		})
+	}
+}

@@ -95,6 +95,10 @@ type Spec struct {
 	// list` shows whose lab it is (the demo's are "dmo"): lower-case
 	// letters and digits, at most 8.
 	Tag string
+
+	// inherited, for tests, is written into each namespace as soon as it
+	// exists: the settings a host's namespace would pass on to it.
+	inherited [][2]string
 }
 
 // NodeSpec describes one node and the pods it hosts.
