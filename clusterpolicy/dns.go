@@ -128,7 +128,8 @@ func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Pod
 		}
 		// Answers are keyed by the pod's first address of a family;
 		// queries from any of its addresses find it.
-		sub := &fqdn.Subject{Rules: pr}
+		ns, _, _ := strings.Cut(p.Key, "/")
+		sub := &fqdn.Subject{Namespace: ns, Rules: pr}
 		for i, a := range p.V4Text() {
 			ip := netip.MustParseAddr(a)
 			if i == 0 {

@@ -509,7 +509,7 @@ func waitIdle(t *testing.T, f *Forwarder) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		f.mu.Lock()
-		total, pods := f.total, len(f.inFlight)
+		total, pods := f.adm.total, len(f.adm.pods)+len(f.adm.queue)
 		f.mu.Unlock()
 		if total == 0 && pods == 0 {
 			return
@@ -520,27 +520,36 @@ func waitIdle(t *testing.T, f *Forwarder) {
 	}
 }
 
+// TestGlobalLimit: with all of Limits.InFlight taken, queries within their
+// share wait for a slot (at most twice InFlight of them) and are answered;
+// the ones beyond that are refused.
 func TestGlobalLimit(t *testing.T) {
 	h := start(t, Limits{InFlight: 2})
 	h.up.set("a.example", dns.TypeA, "a.example. 60 IN A 192.0.2.7")
 	h.up.delay.Store(int64(300 * time.Millisecond))
-	var refused atomic.Int64
+	var ok, refused atomic.Int64
 	var wg sync.WaitGroup
-	for _, pod := range []netip.Addr{podA, podA, podB, podB} {
+	for _, pod := range []netip.Addr{podA, podA, podA, podA, podB, podB, podB, podB} {
 		wg.Go(func() {
 			r, err := h.query(t, pod, "udp", "a.example.", dns.TypeA)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			if r.Rcode == dns.RcodeRefused {
+			switch r.Rcode {
+			case dns.RcodeRefused:
 				refused.Add(1)
+			case dns.RcodeSuccess:
+				ok.Add(1)
 			}
 		})
 	}
 	wg.Wait()
-	if refused.Load() != 2 || counter(t, h.fwd.m.QueriesRefused.WithLabelValues(RefusedGlobalLimit)) != 2 {
-		t.Errorf("refused %d, want 2", refused.Load())
+	if ok.Load() != 6 || refused.Load() != 2 || counter(t, h.fwd.m.QueriesRefused.WithLabelValues(RefusedGlobalLimit)) != 2 {
+		t.Errorf("answered %d, refused %d; want 6 and 2", ok.Load(), refused.Load())
+	}
+	if c := counter(t, h.fwd.m.QueriesQueued); c != 4 {
+		t.Errorf("queued %v, want 4", c)
 	}
 }
 

@@ -20,6 +20,9 @@ type Rule struct {
 
 // Subject is one local pod that some domain rule selects.
 type Subject struct {
+	// Namespace is the pod's: the forwarder shares its limits fairly
+	// between namespaces first, then between the pods of each.
+	Namespace string
 	// Addrs are the pod's IPv4 ([0]) and IPv6 ([1]) addresses; the zero
 	// Addr where it has none. A set's key pairs addresses of one family,
 	// so an A answer to a query the pod sent over IPv6 is keyed by its
