@@ -109,6 +109,24 @@ func TestForwardFamilies(t *testing.T) {
 	}
 }
 
+// TestEscapedDotIsNoLabelBoundary: "evil\.wild.example" is the label
+// "evil.wild" in the zone "example", not a name under *.wild.example: its
+// answer is relayed and adds nothing; "\\.wild.example" (a label that is
+// one backslash) is under it.
+func TestEscapedDotIsNoLabelBoundary(t *testing.T) {
+	h := start(t, Limits{})
+	h.up.set(`evil\.wild.example`, dns.TypeA, `evil\.wild.example. 60 IN A 198.51.100.66`)
+	h.up.set(`\\.wild.example`, dns.TypeA, `\\.wild.example. 60 IN A 198.51.100.67`)
+	for _, name := range []string{`evil\.wild.example.`, `\\.wild.example.`} {
+		if r, err := h.query(t, podA, "udp", name, dns.TypeA); err != nil || len(r.Answer) != 1 {
+			t.Fatalf("%s: %v, %v", name, r, err)
+		}
+	}
+	if got, want := h.com.keys("web4"), []string{"127.0.0.2 . 198.51.100.67 1m0s"}; !slices.Equal(got, want) {
+		t.Errorf("web4 %v, want %v", got, want)
+	}
+}
+
 func TestForwardCNAMEChainAndWildcard(t *testing.T) {
 	h := start(t, Limits{})
 	h.up.set("www.wild.example", dns.TypeA,
