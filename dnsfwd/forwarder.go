@@ -53,6 +53,8 @@ type Limits struct {
 	QueueWait time.Duration
 	// PodConns and Conns bound the open TCP connections of one pod and
 	// of all; a connection beyond them is closed. Defaults 8 and 256.
+	// One namespace holds at most a quarter of Conns, so the pods of
+	// one tenant cannot take every connection from the others.
 	PodConns, Conns int
 	// UpstreamTimeout bounds one exchange with the cluster DNS (dial,
 	// write, read); after it the pod gets SERVFAIL. Default 2 s.
@@ -146,7 +148,7 @@ type Forwarder struct {
 	mu       sync.Mutex
 	adm      *admission
 	conns    map[[2]netip.Addr]int
-	sconns   int // connections of starting pods
+	nsConns  map[string]int // per namespace (startingNS: the starting pods')
 	nconns   int
 	open     map[net.Conn]struct{} // pods' TCP connections, closed at shutdown
 	budget   *elementBudget
@@ -180,7 +182,7 @@ func New(cfg Config) (*Forwarder, error) {
 	}
 	f := &Forwarder{
 		cfg: cfg, lim: cfg.Limits.withDefaults(), log: cfg.Logger, m: cfg.Metrics,
-		conns: map[[2]netip.Addr]int{}, open: map[net.Conn]struct{}{},
+		conns: map[[2]netip.Addr]int{}, nsConns: map[string]int{}, open: map[net.Conn]struct{}{},
 		budget: newElementBudget(),
 		ready:  make(chan struct{}), stopping: make(chan struct{}), done: make(chan struct{}),
 		bigParses: make(chan struct{}, maxBigParses),
@@ -767,8 +769,9 @@ func (f *Forwarder) serveTCP(ctx context.Context, l *net.TCPListener, wg *sync.W
 
 // openConn admits a pod's TCP connection within the limits. A source that
 // is no subject is closed right away: only a subject's queries are
-// redirected here. Starting pods' connections share one small pool, as
-// their queries do.
+// redirected here. A namespace holds at most a quarter of Limits.Conns,
+// and starting pods' connections share one small pool, as their queries
+// do.
 func (f *Forwarder) openConn(c net.Conn, pod netip.Addr) (holder, bool) {
 	h, ok := f.holder(pod, 0)
 	if !ok {
@@ -777,16 +780,17 @@ func (f *Forwarder) openConn(c net.Conn, pod netip.Addr) (holder, bool) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	starting := h.ns == startingNS
-	if f.conns[h.pod] >= f.lim.PodConns || f.nconns >= f.lim.Conns || starting && f.sconns >= f.lim.StartingInFlight {
+	nsLimit := max(f.lim.PodConns, f.lim.Conns/4)
+	if h.ns == startingNS {
+		nsLimit = f.lim.StartingInFlight
+	}
+	if f.conns[h.pod] >= f.lim.PodConns || f.nconns >= f.lim.Conns || f.nsConns[h.ns] >= nsLimit {
 		f.m.QueriesRefused.WithLabelValues(RefusedConnLimit).Inc()
 		return holder{}, false
 	}
 	f.conns[h.pod]++
+	f.nsConns[h.ns]++
 	f.nconns++
-	if starting {
-		f.sconns++
-	}
 	f.open[c] = struct{}{}
 	return h, true
 }
@@ -798,8 +802,8 @@ func (f *Forwarder) closeConn(c net.Conn, h holder) {
 		delete(f.conns, h.pod)
 	}
 	f.nconns--
-	if h.ns == startingNS {
-		f.sconns--
+	if f.nsConns[h.ns]--; f.nsConns[h.ns] <= 0 {
+		delete(f.nsConns, h.ns)
 	}
 	delete(f.open, c)
 	f.mu.Unlock()

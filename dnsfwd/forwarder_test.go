@@ -866,3 +866,43 @@ func TestHeartbeatFollowsRedirect(t *testing.T) {
 		})
 	}
 }
+
+// TestTCPNamespaceConnLimit: one namespace's pods hold at most a quarter
+// of Limits.Conns; another namespace's pod still connects.
+func TestTCPNamespaceConnLimit(t *testing.T) {
+	h := start(t, Limits{PodConns: 2, Conns: 8, TCPIdleTimeout: 5 * time.Second})
+	sub := func(ns string, a netip.Addr) *fqdn.Subject {
+		return &fqdn.Subject{Namespace: ns, Addrs: [2]netip.Addr{a, {}}, Rules: []*fqdn.Rule{h.web}}
+	}
+	h.fwd.SetTable(&fqdn.Table{Pods: map[netip.Addr]*fqdn.Subject{
+		podA: sub("t1", podA), podB: sub("t1", podB), stranger: sub("t2", stranger),
+	}, Servers: []netip.AddrPort{h.up.addr}})
+	h.up.set("a.example", dns.TypeA, "a.example. 60 IN A 192.0.2.7")
+	// dial connects from pod and reports whether a query is answered on
+	// the connection (a refused connection is closed before it is).
+	dial := func(pod netip.Addr) bool {
+		c, err := net.DialTCP("tcp", net.TCPAddrFromAddrPort(netip.AddrPortFrom(pod, 0)), net.TCPAddrFromAddrPort(h.addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		dc := &dns.Conn{Conn: c}
+		m := new(dns.Msg)
+		m.SetQuestion("a.example.", dns.TypeA)
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if err := dc.WriteMsg(m); err != nil {
+			return false
+		}
+		r, err := dc.ReadMsg()
+		return err == nil && len(r.Answer) == 1
+	}
+	if !dial(podA) || !dial(podB) {
+		t.Fatal("the first two connections of namespace t1 were refused")
+	}
+	if dial(podB) {
+		t.Error("namespace t1 holds a third connection, over a quarter of 8")
+	}
+	if !dial(stranger) {
+		t.Error("namespace t2's pod cannot connect")
+	}
+}
