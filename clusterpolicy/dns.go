@@ -107,6 +107,9 @@ func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Pod
 	out.Sets = append(out.Sets, domainSets...)
 
 	t := &fqdn.Table{Pods: map[netip.Addr]*fqdn.Subject{}}
+	for _, s := range domainSets {
+		t.Sets = append(t.Sets, s.Name)
+	}
 	var subj4, subj6 []string
 	for _, p := range local {
 		var pr []*fqdn.Rule

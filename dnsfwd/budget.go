@@ -1,7 +1,9 @@
 package dnsfwd
 
 import (
+	"math"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/nftguard/nftguard/fqdn"
@@ -158,11 +160,14 @@ func (f *Forwarder) budgetFor(key [2]netip.Addr, elems []fqdn.Element, now time.
 	podLimit := podShare(int(f.subjects.Load()), f.lim.PodElements, f.lim.NodeElements)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.budget.admit(now, key, elems, podLimit, f.lim.NodeElements)
+	fit, overPod, overNode = f.budget.admit(now, key, elems, podLimit, f.lim.NodeElements)
+	f.m.ElementsCounted.Set(float64(f.budget.n))
+	return fit, overPod, overNode
 }
 
 // tableChanged counts t's subject pods for their shares, and forgets the
-// elements of sets t no longer has.
+// elements of sets t no longer has (Table.Sets: a set no local pod is a
+// subject of keeps its elements, and they keep counting).
 func (f *Forwarder) tableChanged(t *fqdn.Table) {
 	live := map[string]bool{}
 	subjects := map[*fqdn.Subject]bool{}
@@ -176,9 +181,47 @@ func (f *Forwarder) tableChanged(t *fqdn.Table) {
 				live[r.Set4], live[r.Set6] = true, true
 			}
 		}
+		for _, s := range t.Sets {
+			live[s] = true
+		}
 	}
 	f.subjects.Store(int64(len(subjects)))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.budget.forgetSets(live)
+	f.m.ElementsCounted.Set(float64(f.budget.n))
+}
+
+// Seed counts elements the domain sets already hold (Key "POD . ADDR",
+// TTL the time they have left) in the budget: the sets outlive an agent,
+// and a forwarder that started from zero would let the pods add a second
+// node's worth next to what an agent before it added. Seeded elements
+// count whatever the limits (they are in the kernel), so a pod or node
+// over its limit adds nothing new until they expire: it fails closed.
+// The agent seeds once, after its first sync, from the kernel.
+func (f *Forwarder) Seed(elems []fqdn.Element) {
+	t := f.table.Load()
+	byPod := map[[2]netip.Addr][]fqdn.Element{}
+	for _, e := range elems {
+		a, _, ok := strings.Cut(e.Key, " . ")
+		if !ok {
+			continue
+		}
+		addr, err := netip.ParseAddr(a)
+		if err != nil {
+			continue
+		}
+		key := [2]netip.Addr{addr.Unmap()}
+		if sub := t.Lookup(addr); sub != nil {
+			key = sub.Addrs
+		}
+		byPod[key] = append(byPod[key], e)
+	}
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for pod, es := range byPod {
+		f.budget.admit(now, pod, es, math.MaxInt, math.MaxInt)
+	}
+	f.m.ElementsCounted.Set(float64(f.budget.n))
 }

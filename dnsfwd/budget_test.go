@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nftguard/nftguard/fqdn"
 )
@@ -181,5 +182,52 @@ func TestNodeElementsLimit(t *testing.T) {
 	}
 	if c := counter(t, h.fwd.m.AddrsIgnored.WithLabelValues(addrsNodeLimit)); c != n-MinPodElements {
 		t.Errorf("node_limit addresses %v, want %d", c, n-MinPodElements)
+	}
+}
+
+// TestSeed: elements an earlier agent left in the kernel count: a pod
+// holding its share adds nothing new, another pod still has its own.
+func TestSeed(t *testing.T) {
+	h := start(t, Limits{PodElements: 3})
+	h.fwd.Seed([]fqdn.Element{
+		{Set: "web4", Key: "127.0.0.2 . 192.0.2.1", TTL: time.Hour},
+		{Set: "web6", Key: "::1 . 2001:db8::1", TTL: time.Hour}, // podA's other address
+		{Set: "web4", Key: "127.0.0.2 . 192.0.2.2", TTL: time.Hour},
+		{Set: "web4", Key: "garbage", TTL: time.Hour},
+	})
+	h.up.set("x.a.example", dns.TypeA, "x.a.example. 60 IN A 192.0.2.1", "x.a.example. 60 IN A 192.0.2.3", "x.a.example. 60 IN A 192.0.2.4")
+	if r, err := h.query(t, podA, "udp", "x.a.example.", dns.TypeA); err != nil || len(r.Answer) != 3 {
+		t.Fatalf("%v %v", r, err)
+	}
+	// podA holds its 3 (both addresses count): 192.0.2.1 is refreshed,
+	// the two new ones do not fit.
+	if got := h.com.keys("web4"); len(got) != 1 {
+		t.Errorf("podA added %v, want only the refresh", got)
+	}
+	if r, err := h.query(t, podB, "udp", "x.a.example.", dns.TypeA); err != nil || len(r.Answer) != 3 {
+		t.Fatalf("%v %v", r, err)
+	}
+	if got := h.com.keys("web4"); len(got) != 4 {
+		t.Errorf("after podB: %v, want podB's 3 too", got)
+	}
+}
+
+// TestBudgetFollowsTheTablesSets: elements of a set that no local pod is a
+// subject of any more still count (the set keeps them until they expire);
+// those of a set the table dropped do not.
+func TestBudgetFollowsTheTablesSets(t *testing.T) {
+	h := start(t, Limits{})
+	h.up.set("x.a.example", dns.TypeA, "x.a.example. 60 IN A 192.0.2.1")
+	if r, err := h.query(t, podA, "udp", "x.a.example.", dns.TypeA); err != nil || len(r.Answer) != 1 {
+		t.Fatalf("%v %v", r, err)
+	}
+	full := h.fwd.table.Load()
+	h.fwd.SetTable(&fqdn.Table{Pods: map[netip.Addr]*fqdn.Subject{}, Servers: full.Servers, Sets: []string{"web4", "web6"}})
+	if n := testutil.ToFloat64(h.fwd.m.ElementsCounted); n != 1 {
+		t.Errorf("no subject left, the set kept: %v counted, want 1", n)
+	}
+	h.fwd.SetTable(&fqdn.Table{Pods: map[netip.Addr]*fqdn.Subject{}, Servers: full.Servers})
+	if n := testutil.ToFloat64(h.fwd.m.ElementsCounted); n != 0 {
+		t.Errorf("the set dropped: %v counted, want 0", n)
 	}
 }

@@ -54,7 +54,21 @@
 // bridge, and telling them apart is the data path's check of source
 // addresses (no pod sends with an address that is not its own), which
 // drops forged queries before they reach the forwarder. TCP needs no such
-// check: a connection is set up only by the owner of its address.
+// check: a connection is set up only by the owner of its address. A pod
+// has at most Limits.PodConns TCP connections, a namespace a quarter of
+// Limits.Conns.
+//
+// # Elements in the kernel
+//
+// The forwarder counts the distinct elements its commits added that may
+// still be in the kernel (a refresh counts once), per pod and for the
+// node (budget.go). Each subject pod's first MinPodElements (256) are its
+// own; beyond them the pods share Limits.NodeElements (65,536), each up
+// to min(Limits.PodElements, 256 + NodeElements / subjects). An address
+// beyond a limit is not added (its connections fail closed), the answer
+// is relayed all the same, and the address is counted (node_limit or
+// pod_limit). The sets outlive an agent: the agent seeds the count from
+// the kernel at its first sync (Forwarder.Seed).
 //
 // # Where things are
 //
@@ -63,7 +77,7 @@
 //	              wait for a starting pod's table
 //	admission.go  the fair shares of the in-flight queries (pure)
 //	pktinfo.go    the interface a UDP query came in on
-//	budget.go     the elements one pod's answers may hold in the kernel
+//	budget.go     the elements the pods' answers may hold in the kernel
 //	heartbeat.go  Heartbeat: the element the redirect needs, refreshed
 //	metrics.go    Metrics: the nftguard_dns_* collectors and their reasons
 package dnsfwd

@@ -39,6 +39,7 @@ type Metrics struct {
 	AnswersCommitted prometheus.Counter
 	AnswersIgnored   *prometheus.CounterVec // reason
 	ElementsAdded    prometheus.Counter
+	ElementsCounted  prometheus.Gauge
 	AddrsIgnored     *prometheus.CounterVec // reason: over_limit, no_pod_address
 	QueriesRefused   *prometheus.CounterVec // reason
 	QueriesQueued    prometheus.Counter
@@ -61,6 +62,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		ElementsAdded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nftguard_dns_elements_added_total",
 			Help: "Elements (pod . address, with the answer's TTL) added or refreshed in the domain rules' sets.",
+		}),
+		ElementsCounted: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nftguard_dns_elements_counted",
+			Help: "Elements the forwarder counts against Limits.PodElements and Limits.NodeElements: distinct pod and address pairs per set that may still be in the kernel (an expired one until the next prune, at most a second after a commit that did not fit), including those an agent before it left.",
 		}),
 		AddrsIgnored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nftguard_dns_addresses_ignored_total",
@@ -101,7 +106,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.AnswersCommitted, m.AnswersIgnored, m.ElementsAdded, m.AddrsIgnored, m.QueriesRefused, m.QueriesQueued, m.Latency, m.HeartbeatErrors} {
+	for _, c := range []prometheus.Collector{m.AnswersCommitted, m.AnswersIgnored, m.ElementsAdded, m.ElementsCounted, m.AddrsIgnored, m.QueriesRefused, m.QueriesQueued, m.Latency, m.HeartbeatErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register DNS forwarder metrics: %w", err)
 		}

@@ -64,6 +64,10 @@ type Table struct {
 	// (subjects or not): an address of Ranges not in Known is a pod
 	// starting.
 	Known map[netip.Addr]bool
+	// Sets are every domain rule's timeout sets in the table, also those
+	// no local pod is a subject of now: their elements stay in the
+	// kernel until they expire.
+	Sets []string
 }
 
 // Redirects reports whether the table's redirect sends anyone's DNS to
