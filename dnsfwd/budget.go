@@ -21,7 +21,8 @@ const DefaultPodElements = 16384
 // most 65,536 + 110 × 256 = 93,696 elements: 12.2 MiB of kernel memory
 // at 136 bytes an element, charged to the agent's memory cgroup beside
 // the 200,000 elements of the policies' budget (package budget), and
-// about 9 MiB of the agent's own to count them.
+// 9.0 MiB of the agent's own to count them (TestElementBudgetMemory: 101
+// bytes an element, its key included).
 const DefaultNodeElements = 65536
 
 // MinPodElements are the elements each subject pod holds whatever the

@@ -3,6 +3,7 @@ package dnsfwd
 import (
 	"fmt"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -230,4 +231,34 @@ func TestBudgetFollowsTheTablesSets(t *testing.T) {
 	if n := testutil.ToFloat64(h.fwd.m.ElementsCounted); n != 0 {
 		t.Errorf("the set dropped: %v counted, want 0", n)
 	}
+}
+
+// TestElementBudgetMemory measures what the budget costs the agent at the
+// node's bound with the kubelet's default of 110 subject pods (each its
+// first MinPodElements and a share of DefaultNodeElements): its maps and
+// the element keys they keep.
+func TestElementBudgetMemory(t *testing.T) {
+	const pods = 110
+	share := podShare(pods, DefaultPodElements, DefaultNodeElements)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b := newElementBudget()
+	now := time.Unix(1000, 0)
+	for p := range pods {
+		elems := make([]fqdn.Element, 0, share)
+		for i := range share {
+			a := netip.AddrFrom4([4]byte{198, byte(18 + i>>16), byte(i >> 8), byte(i)})
+			elems = append(elems, fqdn.Element{Set: "cnp_dns_0123456789abcdef_4", Key: fmt.Sprintf("10.0.%d.%d . %s", p>>8, p&255, a), TTL: time.Hour})
+		}
+		b.admit(now, budgetPod(p), elems, share, DefaultNodeElements)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if b.n != pods*MinPodElements+DefaultNodeElements-DefaultNodeElements%pods {
+		t.Fatalf("%d elements counted", b.n)
+	}
+	bytes := after.HeapAlloc - before.HeapAlloc
+	t.Logf("%d elements of %d pods: the budget holds %.1f MiB (%d B an element)", b.n, pods, float64(bytes)/(1<<20), int(bytes)/b.n)
+	runtime.KeepAlive(b)
 }
