@@ -19,6 +19,12 @@ import (
 //	                 (the starting pool: at most StartingInFlight)
 //	pod share        min(PodInFlight, max(PodMin, namespace share / P))
 //
+// The last slots (reserve: four NamespaceMin, at most a quarter of
+// InFlight) are only for namespaces that hold fewer than NamespaceMin: a
+// namespace that asks little is answered at once, even while others keep
+// the rest taken (and refill it in bursts), unless several light
+// namespaces together hold the reserve. Starting pods never use it.
+//
 // A query within its pod's share takes a slot when one is free and its
 // namespace is within its share; else it waits (at most Limits.QueueWait;
 // at most a namespace's share of its queries, and twice InFlight in all),
@@ -46,6 +52,7 @@ type holder struct {
 
 type shareLimits struct {
 	total, podMax, podMin, nsMin, startingMax, maxWaiting int
+	reserve                                               int // the last slots, for namespaces under nsMin
 }
 
 type nsCount struct {
@@ -139,7 +146,8 @@ func (a *admission) fits(h holder) bool {
 	}
 	nsShare, podShare := a.shares(h)
 	ns, pod := a.counts(h)
-	return ns.n < nsShare && pod.n < podShare
+	light := ns.n < a.lim.nsMin && h.ns != startingNS
+	return ns.n < nsShare && pod.n < podShare && (light || a.total < a.lim.total-a.lim.reserve)
 }
 
 // admit takes a slot for a query of h (granted), or queues it (a waiter
@@ -191,6 +199,8 @@ func (a *admission) cancel(w *waiter) bool {
 
 func (a *admission) grant() {
 	for a.total < a.lim.total {
+		// fits is checked per waiter: a slot of the reserve goes only
+		// to a light namespace's.
 		best := -1
 		var bestNS, bestPod int
 		for i, w := range a.queue {

@@ -10,7 +10,7 @@ func pod(ns string, i int) holder {
 	return holder{ns: ns, pod: [2]netip.Addr{netip.AddrFrom4([4]byte{10, 0, byte(len(ns)), byte(i)})}, ifindex: 10 + i}
 }
 
-var defaultShares = shareLimits{total: 256, podMax: 32, podMin: 4, nsMin: 8, startingMax: 16, maxWaiting: 256}
+var defaultShares = shareLimits{total: 256, podMax: 32, podMin: 4, nsMin: 8, startingMax: 16, maxWaiting: 512, reserve: 32}
 
 // fill admits n queries of h and reports how many took a slot, waited,
 // and were refused, by reason.
@@ -38,6 +38,7 @@ func TestAdmissionShapes(t *testing.T) {
 		refused                map[string]int
 		release                int // then release this many of h's slots
 		releasedGrantsWaitFrom int // index of the step whose waiters must hold the released slots (-1: none)
+		stillWaiting           int // index of the step whose waiters must still wait after the release
 	}
 	victim := pod("x", 1)
 	forged := victim
@@ -51,25 +52,26 @@ func TestAdmissionShapes(t *testing.T) {
 			{h: pod("w", 1), n: 40, took: 32, refused: map[string]int{RefusedPodLimit: 8}},
 		},
 	}, {
-		name: "eight pods of a namespace fill the node; another namespace's pod waits, and gets the slots that free",
+		name: "eight pods of a namespace fill the node but its reserve; another namespace is answered at once, and gets what frees",
 		steps: func() []step {
 			var s []step
-			for i := range 8 {
+			for i := range 7 {
 				s = append(s, step{h: pod("w", i), n: 40, took: 32, refused: map[string]int{RefusedPodLimit: 8}})
 			}
-			// All 256 are taken: the victim is within its share and
-			// waits (it is never refused while under it).
-			s = append(s, step{h: victim, n: 3, waited: 3})
-			// w's pods now have a namespace share of 128 and hold 256:
-			// what they ask more is refused, what they release goes to
-			// the victim.
-			s = append(s, step{h: pod("w", 0), n: 1, refused: map[string]int{RefusedPodLimit: 1}, release: 3, releasedGrantsWaitFrom: 8})
+			// 224 taken: the last 32 are for light namespaces, w's
+			// eighth pod waits.
+			s = append(s, step{h: pod("w", 7), n: 4, waited: 4})
+			// The victim's namespace is light: answered at once.
+			s = append(s, step{h: victim, n: 3, took: 3})
+			s = append(s, step{h: pod("w", 0), n: 1, refused: map[string]int{RefusedPodLimit: 1}})
+			// w's pods release 10: w holds 214, over its share of 128
+			// now that x is busy, so its waiters keep waiting...
+			s = append(s, step{h: pod("w", 0), release: 10, stillWaiting: 8})
+			// ...and ask no more.
 			s = append(s, step{h: pod("w", 0), n: 1, refused: map[string]int{RefusedPodShare: 1}})
-			// A new pod of w is within its share and waits; the slot
-			// the victim frees is w's again only once w is within its
-			// namespace's share.
-			s = append(s, step{h: pod("w", 8), n: 1, waited: 1})
-			s = append(s, step{h: victim, release: 3})
+			// The victim takes up to its namespace minimum from the
+			// reserve, then what w freed (to 224), then waits.
+			s = append(s, step{h: victim, n: 10, took: 7, waited: 3})
 			return s
 		}(),
 	}, {
@@ -128,6 +130,13 @@ func TestAdmissionShapes(t *testing.T) {
 					for _, w := range waits[st.releasedGrantsWaitFrom] {
 						if !w.granted {
 							t.Errorf("step %d: a waiter of step %d has no slot after %d were released", i, st.releasedGrantsWaitFrom, st.release)
+						}
+					}
+				}
+				if st.stillWaiting > 0 {
+					for _, w := range waits[st.stillWaiting] {
+						if w.granted {
+							t.Errorf("step %d: a waiter of step %d got a slot", i, st.stillWaiting)
 						}
 					}
 				}

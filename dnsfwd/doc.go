@@ -38,7 +38,10 @@
 // namespace that filled the node while it was alone keeps what it holds
 // but takes back nothing while another waits. Every namespace keeps at
 // least Limits.NamespaceMin and every pod Limits.PodMin however many are
-// busy, and no pod holds more than Limits.PodInFlight.
+// busy, and no pod holds more than Limits.PodInFlight. The last 32 slots
+// are only for namespaces that hold fewer than NamespaceMin: a namespace
+// that asks little is answered at once even while others keep the rest
+// taken and refill it in bursts.
 //
 // Sources of the node's pod ranges that no pod has (pods starting, held
 // up to PendingWait for the table that names them) share one pool of

@@ -193,6 +193,7 @@ func New(cfg Config) (*Forwarder, error) {
 	f.adm = newAdmission(shareLimits{
 		total: f.lim.InFlight, podMax: f.lim.PodInFlight, podMin: f.lim.PodMin, nsMin: f.lim.NamespaceMin,
 		startingMax: f.lim.StartingInFlight, maxWaiting: 2 * f.lim.InFlight,
+		reserve: min(4*f.lim.NamespaceMin, f.lim.InFlight/4),
 	})
 	if f.log == nil {
 		f.log = slog.Default()
