@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -82,6 +83,7 @@ func testStarvation(t *testing.T, bridged bool) {
 			refusedBefore := l.refused()
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
+			var sent [2]atomic.Int64 // queries the attackers sent, IPv4 and IPv6
 			for i, a := range shape.attackers {
 				sources := a.sources
 				if sources == nil {
@@ -90,11 +92,18 @@ func testStarvation(t *testing.T, bridged bool) {
 				}
 				for j, src := range sources {
 					for f, addr := range src {
-						wg.Go(func() { l.flood(ctx, t, a.pod, addr, l.server(f == 1), fmt.Sprintf("%d-%d-%d", i, j, f)) })
+						wg.Go(func() { sent[f].Add(l.flood(ctx, t, a.pod, addr, l.server(f == 1), fmt.Sprintf("%d-%d-%d", i, j, f))) })
 					}
 				}
 			}
-			defer func() { cancel(); wg.Wait() }()
+			defer func() {
+				cancel()
+				wg.Wait()
+				// Both families' forged queries left the attacker.
+				if sent[0].Load() == 0 || sent[1].Load() == 0 {
+					t.Errorf("the attackers sent %d IPv4 and %d IPv6 queries", sent[0].Load(), sent[1].Load())
+				}
+			}()
 			// The attack is in force once the forwarder refuses some
 			// of it: its limits are full.
 			for deadline := time.Now().Add(20 * time.Second); limited(since(l.refused(), refusedBefore)) < 200; time.Sleep(20 * time.Millisecond) {
@@ -166,7 +175,7 @@ func pct(sorted []time.Duration, p int) time.Duration {
 // until ctx is done, and reads no answer. 50 queries a second from each
 // source is more than the forwarder finishes when each takes 2 s: the
 // limits stay full, and the node's CPU is not what is measured.
-func (l *dnsLab) flood(ctx context.Context, t *testing.T, pod string, src, server netip.Addr, tag string) {
+func (l *dnsLab) flood(ctx context.Context, t *testing.T, pod string, src, server netip.Addr, tag string) (sent int64) {
 	var c *net.UDPConn
 	err := l.lab.Run(pod, func() error {
 		lc := net.ListenConfig{Control: func(network, address string, rc syscall.RawConn) error {
@@ -194,7 +203,7 @@ func (l *dnsLab) flood(ctx context.Context, t *testing.T, pod string, src, serve
 	})
 	if err != nil {
 		t.Errorf("attacker %s from %v: %v", pod, src, err)
-		return
+		return 0
 	}
 	defer c.Close()
 	dst := netip.AddrPortFrom(server, 53)
@@ -208,10 +217,12 @@ func (l *dnsLab) flood(ctx context.Context, t *testing.T, pod string, src, serve
 		}
 		m.SetQuestion(fmt.Sprintf("q%d-%s.slow.example.", i, tag), qtype)
 		b, _ := m.Pack()
-		_, _ = c.WriteToUDPAddrPort(b, dst)
+		if _, err := c.WriteToUDPAddrPort(b, dst); err == nil {
+			sent++
+		}
 		select {
 		case <-ctx.Done():
-			return
+			return sent
 		case <-tick.C:
 		}
 	}
