@@ -10,10 +10,13 @@ import (
 
 // The interface a UDP query came in on is the kernel's IP_PKTINFO (IPv4)
 // or IPV6_PKTINFO (IPv6) control message: for a query the table
-// redirected (DNAT in prerouting) it is the device the packet entered the
-// node on. On a routed node that is the host side of the sending pod's
-// veth, on a bridged node the bridge. TCP has no such message, and needs
-// none: a connection's handshake completes only for the address's owner.
+// redirected (DNAT in prerouting) on a routed node it is the host side of
+// the sending pod's veth, in both families. On a bridged node (through
+// br_netfilter) it is the same for every pod: the bridge for IPv4, and for
+// IPv6 the device of the forwarder's address (seen in the lab: br0 and
+// the node's uplink), so there only the data path tells pods apart. TCP
+// has no such message, and needs none: a connection's handshake
+// completes only for the address's owner.
 
 // recvPktinfo asks the kernel for the input interface of each datagram.
 func recvPktinfo(u *net.UDPConn, v6 bool) error {
