@@ -29,18 +29,22 @@ import (
 // namespace is within its share; else it waits (at most Limits.QueueWait;
 // at most a namespace's share of its queries, and twice InFlight in all),
 // and a slot that frees goes to the waiting query whose namespace, then
-// pod, holds the fewest. A query over its pod's share is refused at once. So a namespace or a
-// pod that filled the node while it was alone keeps what it holds, but
-// cannot take back what frees while another waits: the other gets every
-// freed slot until both are within their shares. No clock is involved:
-// who gets a slot depends only on what is held and waiting.
+// pod, holds the fewest. A query over its pod's share is refused at once.
+// So a namespace or a pod that filled the node while it was alone keeps
+// what it holds, but cannot take back what frees while another waits:
+// the other gets every freed slot until both are within their shares. No
+// clock is involved: who gets a slot depends only on what is held and
+// waiting.
+//
+// A pod's UDP queries from each interface are a holder of their own, and
+// so are its TCP queries (ifindex 0; Limits.PodConns bounds them).
 
 // startingNS is the namespace of the starting pool. No namespace has this
 // name (a namespace name is a DNS label).
 const startingNS = "/starting"
 
 // holder is who a query is charged to: a pod of a namespace, as the
-// interface it came in on shows it (see Forwarder.key).
+// interface it came in on shows it (see Forwarder.holder).
 type holder struct {
 	ns  string
 	pod [2]netip.Addr // Subject.Addrs, or a starting pod's one address
