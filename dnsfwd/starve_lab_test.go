@@ -33,7 +33,7 @@ import (
 // (IP_TRANSPARENT: any source, no address on the interface, so the node's
 // neighbour entries for x/a stay x/a's). While the attack runs, x/a
 // resolves fresh names one after the other, alternating the families,
-// and the test counts its answers.
+// and the test counts its answers: 112 over UDP, then 28 over TCP.
 
 // victimQueries is how many names the victim resolves per shape.
 const victimQueries = 112
@@ -112,38 +112,44 @@ func testStarvation(t *testing.T, bridged bool) {
 				}
 			}
 			dial := l.dialer("x/a")
-			var lat []time.Duration
-			answered := 0
-			rcodes := map[string]int{}
-			for i := range victimQueries {
-				v6 := i%2 == 1
-				qtype := dns.TypeA
-				if v6 {
-					qtype = dns.TypeAAAA
+			for _, run := range []struct {
+				transport string
+				n         int
+			}{{"udp", victimQueries}, {"tcp", victimQueries / 4}} {
+				var lat []time.Duration
+				answered := 0
+				rcodes := map[string]int{}
+				for i := range run.n {
+					v6 := i%2 == 1
+					qtype := dns.TypeA
+					if v6 {
+						qtype = dns.TypeAAAA
+					}
+					start := time.Now()
+					addrs, r, err := dnslab.Resolve(dial, run.transport, l.server(v6), fmt.Sprintf("t%d.fc.example", next), qtype, time.Second)
+					next++
+					switch {
+					case err == nil && len(addrs) == 1:
+						answered++
+						lat = append(lat, time.Since(start))
+					case r != nil:
+						rcodes[dns.RcodeToString[r.Rcode]]++
+					default:
+						rcodes["timeout"]++
+					}
 				}
-				start := time.Now()
-				addrs, r, err := dnslab.Resolve(dial, "udp", l.server(v6), fmt.Sprintf("t%d.fc.example", next), qtype, time.Second)
-				next++
+				slices.Sort(lat)
+				t.Logf("%s (bridged %v), the victim over %s: %d of %d answers (failures %v), latency p50 %v p99 %v; forwarder refusals during the attack %v",
+					shape.name, bridged, run.transport, answered, run.n, rcodes, pct(lat, 50), pct(lat, 99), since(l.refused(), refusedBefore))
 				switch {
-				case err == nil && len(addrs) == 1:
-					answered++
-					lat = append(lat, time.Since(start))
-				case r != nil:
-					rcodes[dns.RcodeToString[r.Rcode]]++
+				case answered*100 >= run.n*90:
+				case bridged && shape.dataPath && run.transport == "udp":
+					// Over TCP the victim's own connection is a holder of
+					// its own, on a bridge too.
+					t.Logf("on a bridge the forwarder cannot tell forged UDP queries from the victim's: this shape needs the data path to drop forged sources")
 				default:
-					rcodes["timeout"]++
+					t.Errorf("the victim got %d of %d answers over %s, want at least 90%%", answered, run.n, run.transport)
 				}
-			}
-			slices.Sort(lat)
-			p50, p99 := pct(lat, 50), pct(lat, 99)
-			t.Logf("%s (bridged %v): the victim got %d of %d answers (failures %v), latency p50 %v p99 %v; forwarder refusals during the attack %v",
-				shape.name, bridged, answered, victimQueries, rcodes, p50, p99, since(l.refused(), refusedBefore))
-			switch {
-			case answered*100 >= victimQueries*90:
-			case bridged && shape.dataPath:
-				t.Logf("on a bridge the forwarder cannot tell forged queries from the victim's: this shape needs the data path to drop forged sources")
-			default:
-				t.Errorf("the victim got %d of %d answers, want at least 90%%", answered, victimQueries)
 			}
 		})
 	}
