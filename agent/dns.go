@@ -53,6 +53,8 @@ type dnsState struct {
 	table            atomic.Pointer[fqdn.Table]
 	log              *slog.Logger
 	noServers        atomic.Bool // logged once while no cluster DNS is known
+	eng              engine.Timed
+	seeded           bool // the forwarder's budget counts what the sets held at start
 }
 
 // startDNS starts the forwarder and its heartbeat (on wg) for the node's
@@ -62,7 +64,7 @@ func startDNS(ctx context.Context, wg *sync.WaitGroup, cfg *Config, eng *engine.
 	if cfg.DNS.Off {
 		return nil, nil
 	}
-	d := &dnsState{cfg: cfg.DNS, log: log}
+	d := &dnsState{cfg: cfg.DNS, log: log, eng: eng}
 	port := cfg.DNS.Port
 	if port == 0 {
 		port = DefaultDNSForwarderPort
@@ -182,6 +184,34 @@ func (d *dnsState) synced(res compose.Result) {
 	}
 	d.table.Store(res.DNS)
 	d.fwd.SetTable(res.DNS)
+	if !d.seeded {
+		// The first sync kept the domain sets of an agent before this
+		// one with their elements: the forwarder's element budget must
+		// count them, or the node could hold its limit twice.
+		d.seeded = true
+		held := heldElements(d.eng, res.DNS, d.log)
+		d.fwd.Seed(held)
+		d.log.Info("DNS forwarder: the domain sets' elements count against its limits", "elements", len(held))
+	}
+}
+
+// heldElements are the elements the domain sets of t hold in the kernel,
+// with the time they have left.
+func heldElements(eng engine.Timed, t *fqdn.Table, log *slog.Logger) []fqdn.Element {
+	var out []fqdn.Element
+	for _, set := range domainSets(t) {
+		states, err := eng.ReadTimed(context.Background(), set)
+		if err != nil {
+			if !engine.IsNotFound(err) {
+				log.Warn("reading a domainNames set failed", "set", set, "err", err)
+			}
+			continue
+		}
+		for _, st := range states {
+			out = append(out, fqdn.Element{Set: set, Key: st.Key, TTL: st.Expires})
+		}
+	}
+	return out
 }
 
 // kubeDNS are the ClusterIPs of kube-system/kube-dns, the cluster DNS
@@ -266,6 +296,14 @@ func domainSets(t *fqdn.Table) []string {
 	}
 	seen := map[string]bool{}
 	var out []string
+	// Every domain rule's sets, also those no local pod is a subject of
+	// now: they hold elements until those expire.
+	for _, set := range t.Sets {
+		if !seen[set] {
+			seen[set] = true
+			out = append(out, set)
+		}
+	}
 	for _, s := range t.Pods {
 		for _, r := range s.Rules {
 			for _, set := range []string{r.Set4, r.Set6} {

@@ -107,6 +107,9 @@ func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Pod
 	out.Sets = append(out.Sets, domainSets...)
 
 	t := &fqdn.Table{Pods: map[netip.Addr]*fqdn.Subject{}}
+	for _, s := range domainSets {
+		t.Sets = append(t.Sets, s.Name)
+	}
 	var subj4, subj6 []string
 	for _, p := range local {
 		var pr []*fqdn.Rule
@@ -128,7 +131,8 @@ func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Pod
 		}
 		// Answers are keyed by the pod's first address of a family;
 		// queries from any of its addresses find it.
-		sub := &fqdn.Subject{Rules: pr}
+		ns, _, _ := strings.Cut(p.Key, "/")
+		sub := &fqdn.Subject{Namespace: ns, Rules: pr}
 		for i, a := range p.V4Text() {
 			ip := netip.MustParseAddr(a)
 			if i == 0 {

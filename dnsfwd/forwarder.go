@@ -30,14 +30,31 @@ type Committer interface {
 // default.
 type Limits struct {
 	// PodInFlight is how many queries one pod (both of its addresses)
-	// can have in flight; more are REFUSED. Default 32.
+	// can have in flight at most; more are REFUSED. Default 32.
 	PodInFlight int
-	// InFlight is how many queries all pods can have in flight; more
-	// are REFUSED. Each holds at most one reply buffer (at most 64 KiB),
-	// so this bounds the forwarder's memory. Default 256.
+	// InFlight is how many queries all pods can have in flight. Each
+	// holds at most one reply buffer (at most 64 KiB), so this bounds
+	// the forwarder's memory. It is shared fairly between namespaces,
+	// then pods (see admission.go): a query over its share is REFUSED,
+	// one within it waits for a slot while all are taken. Default 256.
 	InFlight int
+	// NamespaceMin and PodMin are the shares a namespace and a pod keep
+	// however many others have queries in flight: a query within them
+	// is never refused as over its share (it may wait). Defaults 8, 4.
+	NamespaceMin, PodMin int
+	// StartingInFlight is how many queries the sources of the node's
+	// pod ranges that no pod has (pods starting, see PendingWait) have
+	// in flight together, and how many TCP connections they have open
+	// together. Default 16.
+	StartingInFlight int
+	// QueueWait bounds how long a query within its share waits for a
+	// slot while all are taken; then it is REFUSED. Default 2 s, the
+	// longest a slot is normally held (UpstreamTimeout).
+	QueueWait time.Duration
 	// PodConns and Conns bound the open TCP connections of one pod and
 	// of all; a connection beyond them is closed. Defaults 8 and 256.
+	// One namespace holds at most a quarter of Conns, so the pods of
+	// one tenant cannot take every connection from the others.
 	PodConns, Conns int
 	// UpstreamTimeout bounds one exchange with the cluster DNS (dial,
 	// write, read); after it the pod gets SERVFAIL. Default 2 s.
@@ -48,6 +65,12 @@ type Limits struct {
 	// kernel at a time; the addresses of answers beyond it are not added
 	// (their connections fail closed). Default DefaultPodElements.
 	PodElements int
+	// NodeElements bounds the elements all pods' answers hold in the
+	// kernel at a time, failing closed as PodElements does. Each subject
+	// pod may hold an equal share of it (at least MinPodElements, at most
+	// PodElements), so pods at their limit cannot lock another out.
+	// Default DefaultNodeElements.
+	NodeElements int
 	// TCPIdleTimeout closes a pod's TCP connection that sends no query
 	// for that long; TCPReadTimeout bounds reading one query once its
 	// first byte came, and writing one reply. Defaults 10 s and 2 s.
@@ -67,9 +90,14 @@ func (l Limits) withDefaults() Limits {
 	}
 	def(&l.PodInFlight, 32)
 	def(&l.InFlight, 256)
+	def(&l.NamespaceMin, 8)
+	def(&l.PodMin, 4)
+	def(&l.StartingInFlight, 16)
+	defD(&l.QueueWait, 2*time.Second)
 	def(&l.PodConns, 8)
 	def(&l.Conns, 256)
 	def(&l.PodElements, DefaultPodElements)
+	def(&l.NodeElements, DefaultNodeElements)
 	defD(&l.UpstreamTimeout, 2*time.Second)
 	defD(&l.CommitTimeout, 2*time.Second)
 	defD(&l.TCPIdleTimeout, 10*time.Second)
@@ -118,12 +146,13 @@ type Forwarder struct {
 	table atomic.Pointer[fqdn.Table]
 
 	mu       sync.Mutex
-	inFlight map[[2]netip.Addr]int // per pod (Subject.Addrs), zero entries deleted
-	total    int
+	adm      *admission
 	conns    map[[2]netip.Addr]int
+	nsConns  map[string]int // per namespace (startingNS: the starting pods')
 	nconns   int
 	open     map[net.Conn]struct{} // pods' TCP connections, closed at shutdown
-	budgets  map[[2]netip.Addr]*podBudget
+	budget   *elementBudget
+	subjects atomic.Int64 // subject pods of the table, for their element shares
 
 	started  atomic.Bool
 	ready    chan struct{} // closed once every listener is bound
@@ -153,14 +182,19 @@ func New(cfg Config) (*Forwarder, error) {
 	}
 	f := &Forwarder{
 		cfg: cfg, lim: cfg.Limits.withDefaults(), log: cfg.Logger, m: cfg.Metrics,
-		inFlight: map[[2]netip.Addr]int{}, conns: map[[2]netip.Addr]int{}, open: map[net.Conn]struct{}{},
-		budgets: map[[2]netip.Addr]*podBudget{},
-		ready:   make(chan struct{}), stopping: make(chan struct{}), done: make(chan struct{}),
+		conns: map[[2]netip.Addr]int{}, nsConns: map[string]int{}, open: map[net.Conn]struct{}{},
+		budget: newElementBudget(),
+		ready:  make(chan struct{}), stopping: make(chan struct{}), done: make(chan struct{}),
 		bigParses: make(chan struct{}, maxBigParses),
 		kick:      make(chan struct{}, 1),
 	}
 	ch := make(chan struct{})
 	f.changed.Store(&ch)
+	f.adm = newAdmission(shareLimits{
+		total: f.lim.InFlight, podMax: f.lim.PodInFlight, podMin: f.lim.PodMin, nsMin: f.lim.NamespaceMin,
+		startingMax: f.lim.StartingInFlight, maxWaiting: 2 * f.lim.InFlight,
+		reserve: min(4*f.lim.NamespaceMin, f.lim.InFlight/4),
+	})
 	if f.log == nil {
 		f.log = slog.Default()
 	}
@@ -183,7 +217,7 @@ func New(cfg Config) (*Forwarder, error) {
 // the redirect must not wait for the next period.
 func (f *Forwarder) SetTable(t *fqdn.Table) {
 	f.table.Store(t)
-	f.forgetBudgets(t)
+	f.tableChanged(t)
 	ch := make(chan struct{})
 	close(*f.changed.Swap(&ch)) // wakes the queries of pending pods
 	if t.Redirects() {
@@ -292,6 +326,11 @@ func listen(a netip.AddrPort) (*net.UDPConn, *net.TCPListener, error) {
 			// kernel caps it at net.core.rmem_max): a query dropped here
 			// costs the pod a resolver timeout of seconds.
 			_ = u.SetReadBuffer(udpReadBuffer)
+			if err := recvPktinfo(u, a.Addr().Unmap().Is6()); err != nil {
+				u.Close()
+				l.Close()
+				return nil, nil, err
+			}
 			return u, l, nil
 		}
 		u.Close()
@@ -308,8 +347,9 @@ func listen(a netip.AddrPort) (*net.UDPConn, *net.TCPListener, error) {
 // it holds an in-flight slot, so goroutines are bounded by Limits.InFlight.
 func (f *Forwarder) serveUDP(ctx context.Context, u *net.UDPConn, wg *sync.WaitGroup) error {
 	buf := make([]byte, dns.MaxMsgSize)
+	oob := make([]byte, 128)
 	for {
-		n, src, err := u.ReadFromUDPAddrPort(buf)
+		n, oobn, _, src, err := u.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -326,13 +366,21 @@ func (f *Forwarder) serveUDP(ctx context.Context, u *net.UDPConn, wg *sync.WaitG
 				f.warn("dns forwarder: write reply", "pod", pod, "error", err)
 			}
 		}
-		key, ok := f.admit(buf[:n], pod, write)
+		if n > maxQuery {
+			// No query is this large; not worth holding while it waits.
+			f.m.QueriesRefused.WithLabelValues(RefusedMalformed).Inc()
+			continue
+		}
+		h, w, ok := f.admit(buf[:n], pod, inputIfindex(oob[:oobn]), write)
 		if !ok {
 			continue
 		}
 		q := append([]byte(nil), buf[:n]...)
 		wg.Go(func() {
-			defer f.release(key)
+			if w != nil && !f.await(ctx, q, w, write) {
+				return
+			}
+			defer f.release(h)
 			if reply := f.handle(ctx, "udp", pod, q); reply != nil {
 				write(reply)
 			}
@@ -341,45 +389,67 @@ func (f *Forwarder) serveUDP(ctx context.Context, u *net.UDPConn, wg *sync.WaitG
 	}
 }
 
-// admit takes an in-flight slot for a query from pod, or refuses it
-// (writing the refusal, if any, with write).
-func (f *Forwarder) admit(q []byte, pod netip.Addr, write func([]byte)) ([2]netip.Addr, bool) {
-	key, ok := f.source(pod)
+// admit takes an in-flight slot for a query from pod that arrived on
+// interface ifindex (0: not known), or returns a waiter to wait for one
+// on (see await), or refuses it (writing the refusal, if any, with write).
+func (f *Forwarder) admit(q []byte, pod netip.Addr, ifindex int, write func([]byte)) (holder, *waiter, bool) {
+	h, ok := f.holder(pod, ifindex)
 	if !ok {
 		f.refuse(q, RefusedNotSubject, dns.RcodeRefused, write)
-		return [2]netip.Addr{}, false
+		return holder{}, nil, false
 	}
 	f.mu.Lock()
-	reason := ""
-	switch {
-	case f.inFlight[key] >= f.lim.PodInFlight:
-		reason = RefusedPodLimit
-	case f.total >= f.lim.InFlight:
-		reason = RefusedGlobalLimit
-	default:
-		f.inFlight[key]++
-		f.total++
-	}
+	granted, w, reason := f.adm.admit(h)
 	f.mu.Unlock()
 	if reason != "" {
 		f.refuse(q, reason, dns.RcodeRefused, write)
-		return [2]netip.Addr{}, false
+		return holder{}, nil, false
 	}
-	return key, true
+	if !granted {
+		f.m.QueriesQueued.Inc()
+	}
+	return h, w, true
 }
 
-// source is the key the limits count a query's source under: a subject's
-// addresses, or a starting pod's one address (Table.Pending); ok is false
-// for anything else, which is refused.
-func (f *Forwarder) source(pod netip.Addr) (key [2]netip.Addr, ok bool) {
+// await waits for the slot of a queued query, at most Limits.QueueWait,
+// and refuses the query if none came.
+func (f *Forwarder) await(ctx context.Context, q []byte, w *waiter, write func([]byte)) bool {
+	timer := time.NewTimer(f.lim.QueueWait)
+	defer timer.Stop()
+	select {
+	case <-w.ready:
+		return true
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	f.mu.Lock()
+	ok := f.adm.cancel(w)
+	f.mu.Unlock()
+	if !ok {
+		f.refuse(q, RefusedQueueTimeout, dns.RcodeRefused, write)
+	}
+	return ok
+}
+
+// holder is who a query from pod on interface ifindex is charged to: a
+// subject pod of its namespace, or a starting pod of the shared pool
+// (Table.Pending); ok is false for anything else, which is refused.
+//
+// The pod is named by the Table from the source address. The interface
+// tells a query that another pod sent with the pod's address (on a
+// routed node, where each pod has an interface of its own) from the
+// pod's own: it is charged to a holder of its own, and never takes the
+// pod's share. On a bridge every pod's queries arrive on the bridge, and
+// only the data path's check of source addresses tells them apart.
+func (f *Forwarder) holder(pod netip.Addr, ifindex int) (holder, bool) {
 	t := f.table.Load()
 	if sub := t.Lookup(pod); sub != nil {
-		return sub.Addrs, true
+		return holder{ns: sub.Namespace, pod: sub.Addrs, ifindex: ifindex}, true
 	}
 	if t.Pending(pod) {
-		return [2]netip.Addr{pod.Unmap()}, true
+		return holder{ns: startingNS, pod: [2]netip.Addr{pod.Unmap()}, ifindex: ifindex}, true
 	}
-	return key, false
+	return holder{}, false
 }
 
 // PendingWait bounds how long a query from an address of the node's pod
@@ -412,12 +482,9 @@ func (f *Forwarder) awaitSubject(ctx context.Context, pod netip.Addr) {
 	}
 }
 
-func (f *Forwarder) release(key [2]netip.Addr) {
+func (f *Forwarder) release(h holder) {
 	f.mu.Lock()
-	if f.inFlight[key]--; f.inFlight[key] <= 0 {
-		delete(f.inFlight, key)
-	}
-	f.total--
+	f.adm.release(h)
 	f.mu.Unlock()
 }
 
@@ -544,13 +611,23 @@ func (f *Forwarder) commit(ctx context.Context, pod netip.Addr, resp *dns.Msg) {
 	}
 	elems := res.Elements()
 	if sub := f.table.Load().Lookup(pod); sub != nil {
-		fit := f.budgetFor(sub.Addrs, elems, time.Now())
-		if over := len(elems) - len(fit); over > 0 {
-			f.m.AddrsIgnored.WithLabelValues(addrsPodLimit).Add(float64(over))
-			f.warn("dns forwarder: the pod holds its limit of elements; the answer's other addresses are not added", "pod", pod, "name", res.Question, "limit", f.lim.PodElements, "ignored", over)
+		fit, overPod, overNode := f.budgetFor(sub.Addrs, elems, time.Now())
+		if overPod > 0 {
+			f.m.AddrsIgnored.WithLabelValues(addrsPodLimit).Add(float64(overPod))
+			f.warn("dns forwarder: the pod holds its share of elements; the answer's other addresses are not added", "pod", pod, "name", res.Question,
+				"limit", podShare(int(f.subjects.Load()), f.lim.PodElements, f.lim.NodeElements), "ignored", overPod)
+		}
+		if overNode > 0 {
+			f.m.AddrsIgnored.WithLabelValues(addrsNodeLimit).Add(float64(overNode))
+			f.warn("dns forwarder: the node holds its limit of elements; the answer's other addresses are not added", "pod", pod, "name", res.Question,
+				"limit", f.lim.NodeElements, "ignored", overNode)
 		}
 		if elems = fit; len(elems) == 0 {
-			f.m.AnswersIgnored.WithLabelValues(IgnoredPodLimit).Inc()
+			reason := IgnoredPodLimit
+			if overNode > 0 {
+				reason = IgnoredNodeLimit
+			}
+			f.m.AnswersIgnored.WithLabelValues(reason).Inc()
 			return
 		}
 	}
@@ -679,13 +756,13 @@ func (f *Forwarder) serveTCP(ctx context.Context, l *net.TCPListener, wg *sync.W
 			continue
 		}
 		pod := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
-		key, ok := f.openConn(c, pod)
+		h, ok := f.openConn(c, pod)
 		if !ok {
 			c.Close()
 			continue
 		}
 		wg.Go(func() {
-			defer f.closeConn(c, key)
+			defer f.closeConn(c, h)
 			f.serveConn(ctx, c, pod)
 		})
 	}
@@ -693,32 +770,42 @@ func (f *Forwarder) serveTCP(ctx context.Context, l *net.TCPListener, wg *sync.W
 
 // openConn admits a pod's TCP connection within the limits. A source that
 // is no subject is closed right away: only a subject's queries are
-// redirected here.
-func (f *Forwarder) openConn(c net.Conn, pod netip.Addr) ([2]netip.Addr, bool) {
-	key, ok := f.source(pod)
+// redirected here. A namespace holds at most a quarter of Limits.Conns,
+// and starting pods' connections share one small pool, as their queries
+// do.
+func (f *Forwarder) openConn(c net.Conn, pod netip.Addr) (holder, bool) {
+	h, ok := f.holder(pod, 0)
 	if !ok {
 		f.m.QueriesRefused.WithLabelValues(RefusedNotSubject).Inc()
-		return [2]netip.Addr{}, false
+		return holder{}, false
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.conns[key] >= f.lim.PodConns || f.nconns >= f.lim.Conns {
-		f.m.QueriesRefused.WithLabelValues(RefusedConnLimit).Inc()
-		return [2]netip.Addr{}, false
+	nsLimit := max(f.lim.PodConns, f.lim.Conns/4)
+	if h.ns == startingNS {
+		nsLimit = f.lim.StartingInFlight
 	}
-	f.conns[key]++
+	if f.conns[h.pod] >= f.lim.PodConns || f.nconns >= f.lim.Conns || f.nsConns[h.ns] >= nsLimit {
+		f.m.QueriesRefused.WithLabelValues(RefusedConnLimit).Inc()
+		return holder{}, false
+	}
+	f.conns[h.pod]++
+	f.nsConns[h.ns]++
 	f.nconns++
 	f.open[c] = struct{}{}
-	return key, true
+	return h, true
 }
 
-func (f *Forwarder) closeConn(c net.Conn, key [2]netip.Addr) {
+func (f *Forwarder) closeConn(c net.Conn, h holder) {
 	c.Close()
 	f.mu.Lock()
-	if f.conns[key]--; f.conns[key] <= 0 {
-		delete(f.conns, key)
+	if f.conns[h.pod]--; f.conns[h.pod] <= 0 {
+		delete(f.conns, h.pod)
 	}
 	f.nconns--
+	if f.nsConns[h.ns]--; f.nsConns[h.ns] <= 0 {
+		delete(f.nsConns, h.ns)
+	}
 	delete(f.open, c)
 	f.mu.Unlock()
 }
@@ -751,10 +838,15 @@ func (f *Forwarder) serveConn(ctx context.Context, c net.Conn, pod netip.Addr) {
 		}
 		var reply []byte
 		write := func(b []byte) { reply = b }
-		key, ok := f.admit(q, pod, write)
+		// A TCP connection is the pod's own: its handshake needed the
+		// replies that go to the pod's address.
+		h, w, ok := f.admit(q, pod, 0, write)
+		if ok && w != nil {
+			ok = f.await(ctx, q, w, write)
+		}
 		if ok {
 			reply = f.handle(ctx, "tcp", pod, q)
-			f.release(key)
+			f.release(h)
 		}
 		if reply == nil {
 			return

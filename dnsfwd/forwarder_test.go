@@ -105,6 +105,24 @@ func TestForwardFamilies(t *testing.T) {
 	}
 }
 
+// TestEscapedDotIsNoLabelBoundary: "evil\.wild.example" is the label
+// "evil.wild" in the zone "example", not a name under *.wild.example: its
+// answer is relayed and adds nothing; "\\.wild.example" (a label that is
+// one backslash) is under it.
+func TestEscapedDotIsNoLabelBoundary(t *testing.T) {
+	h := start(t, Limits{})
+	h.up.set(`evil\.wild.example`, dns.TypeA, `evil\.wild.example. 60 IN A 198.51.100.66`)
+	h.up.set(`\\.wild.example`, dns.TypeA, `\\.wild.example. 60 IN A 198.51.100.67`)
+	for _, name := range []string{`evil\.wild.example.`, `\\.wild.example.`} {
+		if r, err := h.query(t, podA, "udp", name, dns.TypeA); err != nil || len(r.Answer) != 1 {
+			t.Fatalf("%s: %v, %v", name, r, err)
+		}
+	}
+	if got, want := h.com.keys("web4"), []string{"127.0.0.2 . 198.51.100.67 1m0s"}; !slices.Equal(got, want) {
+		t.Errorf("web4 %v, want %v", got, want)
+	}
+}
+
 func TestForwardCNAMEChainAndWildcard(t *testing.T) {
 	h := start(t, Limits{})
 	h.up.set("www.wild.example", dns.TypeA,
@@ -505,7 +523,7 @@ func waitIdle(t *testing.T, f *Forwarder) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		f.mu.Lock()
-		total, pods := f.total, len(f.inFlight)
+		total, pods := f.adm.total, len(f.adm.pods)+len(f.adm.queue)
 		f.mu.Unlock()
 		if total == 0 && pods == 0 {
 			return
@@ -516,27 +534,36 @@ func waitIdle(t *testing.T, f *Forwarder) {
 	}
 }
 
+// TestGlobalLimit: with all of Limits.InFlight taken, queries within their
+// share wait for a slot (at most twice InFlight of them) and are answered;
+// the ones beyond that are refused.
 func TestGlobalLimit(t *testing.T) {
 	h := start(t, Limits{InFlight: 2})
 	h.up.set("a.example", dns.TypeA, "a.example. 60 IN A 192.0.2.7")
 	h.up.delay.Store(int64(300 * time.Millisecond))
-	var refused atomic.Int64
+	var ok, refused atomic.Int64
 	var wg sync.WaitGroup
-	for _, pod := range []netip.Addr{podA, podA, podB, podB} {
+	for _, pod := range []netip.Addr{podA, podA, podA, podA, podB, podB, podB, podB} {
 		wg.Go(func() {
 			r, err := h.query(t, pod, "udp", "a.example.", dns.TypeA)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			if r.Rcode == dns.RcodeRefused {
+			switch r.Rcode {
+			case dns.RcodeRefused:
 				refused.Add(1)
+			case dns.RcodeSuccess:
+				ok.Add(1)
 			}
 		})
 	}
 	wg.Wait()
-	if refused.Load() != 2 || counter(t, h.fwd.m.QueriesRefused.WithLabelValues(RefusedGlobalLimit)) != 2 {
-		t.Errorf("refused %d, want 2", refused.Load())
+	if ok.Load() != 6 || refused.Load() != 2 || counter(t, h.fwd.m.QueriesRefused.WithLabelValues(RefusedGlobalLimit)) != 2 {
+		t.Errorf("answered %d, refused %d; want 6 and 2", ok.Load(), refused.Load())
+	}
+	if c := counter(t, h.fwd.m.QueriesQueued); c != 4 {
+		t.Errorf("queued %v, want 4", c)
 	}
 }
 
@@ -844,5 +871,45 @@ func TestHeartbeatFollowsRedirect(t *testing.T) {
 				t.Errorf("heartbeat refreshed %v, want %v", com.keys("dns_up"), tc.beats)
 			}
 		})
+	}
+}
+
+// TestTCPNamespaceConnLimit: one namespace's pods hold at most a quarter
+// of Limits.Conns; another namespace's pod still connects.
+func TestTCPNamespaceConnLimit(t *testing.T) {
+	h := start(t, Limits{PodConns: 2, Conns: 8, TCPIdleTimeout: 5 * time.Second})
+	sub := func(ns string, a netip.Addr) *fqdn.Subject {
+		return &fqdn.Subject{Namespace: ns, Addrs: [2]netip.Addr{a, {}}, Rules: []*fqdn.Rule{h.web}}
+	}
+	h.fwd.SetTable(&fqdn.Table{Pods: map[netip.Addr]*fqdn.Subject{
+		podA: sub("t1", podA), podB: sub("t1", podB), stranger: sub("t2", stranger),
+	}, Servers: []netip.AddrPort{h.up.addr}})
+	h.up.set("a.example", dns.TypeA, "a.example. 60 IN A 192.0.2.7")
+	// dial connects from pod and reports whether a query is answered on
+	// the connection (a refused connection is closed before it is).
+	dial := func(pod netip.Addr) bool {
+		c, err := net.DialTCP("tcp", net.TCPAddrFromAddrPort(netip.AddrPortFrom(pod, 0)), net.TCPAddrFromAddrPort(h.addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		dc := &dns.Conn{Conn: c}
+		m := new(dns.Msg)
+		m.SetQuestion("a.example.", dns.TypeA)
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if err := dc.WriteMsg(m); err != nil {
+			return false
+		}
+		r, err := dc.ReadMsg()
+		return err == nil && len(r.Answer) == 1
+	}
+	if !dial(podA) || !dial(podB) {
+		t.Fatal("the first two connections of namespace t1 were refused")
+	}
+	if dial(podB) {
+		t.Error("namespace t1 holds a third connection, over a quarter of 8")
+	}
+	if !dial(stranger) {
+		t.Error("namespace t2's pod cannot connect")
 	}
 }

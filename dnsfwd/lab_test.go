@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/network-policy-api/apis/v1beta1"
@@ -65,16 +66,29 @@ type dnsLab struct {
 	// unknown pods are left out of the input: pods starting, whose
 	// addresses the agent has not learnt yet.
 	unknown map[string]bool
+	// subjectNS are the namespaces the policy selects (x, and more).
+	subjectNS map[string]bool
+	// reg holds the forwarder's metrics, read by the starvation tests.
+	reg *prometheus.Registry
 }
 
 func newDNSLab(t *testing.T, bridged bool) *dnsLab {
+	return newDNSLabPods(t, bridged, []string{"x/a", "x/b", "y/a"}, nil)
+}
+
+// newDNSLabPods is newDNSLab with other pods, and namespaces besides x
+// whose pods the policy makes subjects too.
+func newDNSLabPods(t *testing.T, bridged bool, pods, subjectNS []string) *dnsLab {
 	lab := netlab.New(t, netlab.Spec{
-		Nodes:    []netlab.NodeSpec{{Name: "n1", Pods: []string{"x/a", "x/b", "y/a"}}},
+		Nodes:    []netlab.NodeSpec{{Name: "n1", Pods: pods}},
 		External: []string{"dns", "ext", "rogue"},
 		Bridged:  bridged,
 		Ports:    []netlab.Port{{Proto: netlab.TCP, Num: 80}},
 	})
-	l := &dnsLab{t: t, lab: lab, node: lab.Node("n1"), unknown: map[string]bool{}}
+	l := &dnsLab{t: t, lab: lab, node: lab.Node("n1"), unknown: map[string]bool{}, subjectNS: map[string]bool{"x": true}}
+	for _, ns := range subjectNS {
+		l.subjectNS[ns] = true
+	}
 	dnsEP, ext, rogue := lab.Endpoint("dns"), lab.Endpoint("ext"), lab.Endpoint("rogue")
 	l.dnsIP = [2]netip.Addr{dnsEP.IPv4, dnsEP.IPv6}
 	l.rogue = [2]netip.Addr{rogue.IPv4, rogue.IPv6}
@@ -130,8 +144,17 @@ func (l *dnsLab) forwardAddrs() (netip.AddrPort, netip.AddrPort) {
 
 func (l *dnsLab) input() compose.Input {
 	in := compose.Input{NodeName: "n1"}
-	for _, ns := range []string{"x", "y"} {
-		in.Namespaces = append(in.Namespaces, apitest.Namespace(ns, "ns", ns))
+	seen := map[string]bool{}
+	for _, ep := range l.node.Pods {
+		ns, _, _ := strings.Cut(ep.Name, "/")
+		if !seen[ns] {
+			seen[ns] = true
+			subject := "no"
+			if l.subjectNS[ns] {
+				subject = "yes"
+			}
+			in.Namespaces = append(in.Namespaces, apitest.Namespace(ns, "ns", ns, "subject", subject))
+		}
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
 	node.Spec.PodCIDRs = []string{l.node.PodCIDRv4.String(), l.node.PodCIDRv6.String()}
@@ -152,7 +175,7 @@ func (l *dnsLab) input() compose.Input {
 		ObjectMeta: metav1.ObjectMeta{Name: "egress-names"},
 		Spec: v1beta1.ClusterNetworkPolicySpec{
 			Tier: v1beta1.AdminTier, Priority: 10,
-			Subject: v1beta1.ClusterNetworkPolicySubject{Namespaces: apitest.Selector("ns", "x")},
+			Subject: v1beta1.ClusterNetworkPolicySubject{Namespaces: apitest.Selector("subject", "yes")},
 			Egress: []v1beta1.ClusterNetworkPolicyEgressRule{
 				{Name: "names", Action: v1beta1.ClusterNetworkPolicyRuleActionAccept, To: []v1beta1.ClusterNetworkPolicyEgressPeer{{DomainNames: names}}},
 				{Name: "rest", Action: v1beta1.ClusterNetworkPolicyRuleActionDeny, To: []v1beta1.ClusterNetworkPolicyEgressPeer{{Networks: []v1beta1.CIDR{"198.18.0.0/16", "2001:db8:18::/48"}}}},
@@ -193,7 +216,12 @@ func (c committer) AddTimed(ctx context.Context, elems []fqdn.Element) error {
 func (l *dnsLab) startForwarder() {
 	l.t.Helper()
 	f4, f6 := l.forwardAddrs()
-	fwd, err := dnsfwd.New(dnsfwd.Config{Listen: []netip.AddrPort{f4, f6}, Committer: committer{l.eng}, NetNS: l.nodeNS})
+	l.reg = prometheus.NewRegistry()
+	m, err := dnsfwd.NewMetrics(l.reg)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	fwd, err := dnsfwd.New(dnsfwd.Config{Listen: []netip.AddrPort{f4, f6}, Committer: committer{l.eng}, NetNS: l.nodeNS, Metrics: m})
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -253,6 +281,11 @@ func answer(name string, qtype uint16) ([]dns.RR, int) {
 			b = 20 + (i-5000)/250
 		}
 		return addr(fmt.Sprintf("198.18.%d.%d", b, i%250+1), fmt.Sprintf("2001:db8:18::%x", i+1), 30), dns.RcodeSuccess
+	case strings.HasSuffix(n, ".slow.example"):
+		// A name whose servers do not answer in time: the forwarder
+		// gives up after its UpstreamTimeout (2 s).
+		time.Sleep(3 * time.Second)
+		return addr("198.18.4.9", "2001:db8:18::409", 30), dns.RcodeSuccess
 	case n == "a.example":
 		return addr("198.18.4.1", "2001:db8:18::401", 30), dns.RcodeSuccess
 	case n == "w.example":

@@ -229,6 +229,13 @@ func TestAgentDomainNames(t *testing.T) {
 
 	t.Run("agent killed and restarted", func(t *testing.T) {
 		ag := a.agents["n2"]
+		// Answers x/b holds when its agent dies (30 s TTL): the sets
+		// keep them, and the next agent must count them.
+		for range 20 {
+			if _, ok, err := resolveConnect(t, "x/b", "udp", false, time.Second); err != nil || !ok {
+				t.Fatalf("x/b before the kill: %v %v", ok, err)
+			}
+		}
 		ag.signal(t, syscall.SIGKILL)
 		<-ag.proc.Done()
 		killed := time.Now()
@@ -268,6 +275,15 @@ func TestAgentDomainNames(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		t.Logf("restarted agent ready in %v; a resolved name reachable %v after the start", ready.Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
+		// The sets kept the killed agent's elements: the new forwarder
+		// counts them against its limits (it read them at its first
+		// sync), so a restart cannot double what the node holds.
+		m := ag.metrics(t)
+		if counted, held := metricValue(m, "nftguard_dns_elements_counted"), metricValue(m, "nftguard_dns_addresses_held"); counted < held || held < 20 {
+			t.Errorf("the restarted agent counts %v elements, the sets hold %v", counted, held)
+		} else {
+			t.Logf("the restarted agent counts %v elements, the sets hold %v", counted, held)
+		}
 	})
 }
 

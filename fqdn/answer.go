@@ -2,7 +2,6 @@ package fqdn
 
 import (
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -249,10 +248,19 @@ func followChain(answer []dns.RR, name string) (string, time.Duration, bool) {
 	return name, ttl, false
 }
 
-// sameName compares an owner name as it is on the wire with a normalized
-// name, without allocating.
+// sameName compares an owner name as a record presents it with a
+// normalized name, label by label (see Normalize; no allocation for the
+// common lower-case name).
 func sameName(owner, normalized string) bool {
-	return strings.EqualFold(strings.TrimSuffix(owner, "."), normalized)
+	if len(owner) > 0 && owner[len(owner)-1] == '.' {
+		owner = owner[:len(owner)-1]
+	}
+	// The same text as a canonical form is the same name; else compare
+	// the canonical forms.
+	if owner == normalized {
+		return normalized != invalidName
+	}
+	return Normalize(owner) == normalized
 }
 
 func ttlOf(rr dns.RR) time.Duration {

@@ -232,6 +232,27 @@ func TestElements(t *testing.T) {
 		},
 		ignored: IgnoredNoMatch,
 	}, {
+		name: "an escaped dot is inside a label: evil\\.w.example is no name under w.example",
+		pod:  only6,
+		msg: func(t *testing.T) *dns.Msg {
+			return answer(t, `evil\.w.example.`, dns.TypeAAAA, `evil\.w.example. 60 IN AAAA 2001:db8::7`)
+		},
+		ignored: IgnoredNoMatch,
+	}, {
+		name: "an escaped backslash is a label of its own: \\\\.w.example is under w.example",
+		pod:  only6,
+		msg: func(t *testing.T) *dns.Msg {
+			return answer(t, `\\.w.example.`, dns.TypeAAAA, `\\.W.example. 60 IN AAAA 2001:db8::7`)
+		},
+		want: []elem{{"wild/1", "wild6", "fd00::3 . 2001:db8::7", 60 * time.Second, `\092.w.example`}},
+	}, {
+		name: "a CNAME to a name with an escaped dot is followed label by label",
+		pod:  only6,
+		msg: func(t *testing.T) *dns.Msg {
+			return answer(t, "x.w.example.", dns.TypeAAAA, `x.w.example. 60 IN CNAME a\.b.example.`, `a.b.example. 60 IN AAAA 2001:db8::8`, `A\.B.example. 60 IN AAAA 2001:db8::9`)
+		},
+		want: []elem{{"wild/1", "wild6", "fd00::3 . 2001:db8::9", 60 * time.Second, `a\046b.example`}},
+	}, {
 		name: "a wildcard alone does not match its own domain",
 		pod:  only6,
 		msg: func(t *testing.T) *dns.Msg {

@@ -5,6 +5,9 @@
 // an answer adds. It does no I/O: package dnsfwd relays the queries and
 // commits the elements, package clusterpolicy builds the Table.
 //
+// Names are compared as their wire labels, without case (name.go): a
+// pattern matches whole labels, however the name's text escapes them.
+//
 // An address matches a rule for a pod while an answer that pod received
 // for a name matching one of the rule's patterns is within its TTL. The
 // kernel enforces the TTL: the rule's sets (one per family, keyed by the
@@ -23,7 +26,10 @@
 //
 // # Where things are
 //
-//	pattern.go  Pattern, ParsePattern, Normalize: the API's names
+//	pattern.go  Pattern, ParsePattern, Matches: the API's names
+//	name.go     Normalize: a name's wire labels in one canonical text, so
+//	            that "evil\.example.test" (a '.' inside a label) is never
+//	            under "*.example.test"
 //	table.go    Rule, Subject, Table: what the compiler hands the forwarder
 //	answer.go   Table.Elements: the elements one answer adds, and why
 package fqdn

@@ -24,13 +24,6 @@ func (p Pattern) String() string {
 	return p.Domain
 }
 
-// Normalize is a name as patterns are compared with it: lower case
-// (DNS names compare case-insensitively, RFC 4343) and without the
-// trailing dot of a fully qualified name.
-func Normalize(name string) string {
-	return strings.ToLower(strings.TrimSuffix(name, "."))
-}
-
 // ParsePattern parses a domainNames entry as the API's schema admits it:
 // an optional "*." and at least two labels of letters, digits, '-' and
 // '_' that neither begin nor end with '-' or '_', and an optional trailing
@@ -75,12 +68,16 @@ func checkLabel(l string) error {
 	return nil
 }
 
-// Matches reports whether a normalized name (see Normalize) matches: the
-// domain itself for a plain pattern; for a wildcard, one or more whole
-// labels before the domain, never the domain itself.
+// Matches reports whether a normalized name (see Normalize: every '.' in
+// it is a label boundary) matches: the domain itself for a plain pattern;
+// for a wildcard, one or more whole labels before the domain, never the
+// domain itself.
 func (p Pattern) Matches(name string) bool {
 	if !p.Wildcard {
 		return name == p.Domain
 	}
-	return len(name) > len(p.Domain)+1 && strings.HasSuffix(name, p.Domain) && name[len(name)-len(p.Domain)-1] == '.'
+	rest, ok := strings.CutSuffix(name, "."+p.Domain)
+	// An empty label is no label: ".a.example" and "x..a.example" are
+	// not names.
+	return ok && rest != "" && rest[0] != '.' && !strings.Contains(rest, "..") && !strings.HasSuffix(rest, ".")
 }

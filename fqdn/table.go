@@ -20,6 +20,9 @@ type Rule struct {
 
 // Subject is one local pod that some domain rule selects.
 type Subject struct {
+	// Namespace is the pod's: the forwarder shares its limits fairly
+	// between namespaces first, then between the pods of each.
+	Namespace string
 	// Addrs are the pod's IPv4 ([0]) and IPv6 ([1]) addresses; the zero
 	// Addr where it has none. A set's key pairs addresses of one family,
 	// so an A answer to a query the pod sent over IPv6 is keyed by its
@@ -61,6 +64,10 @@ type Table struct {
 	// (subjects or not): an address of Ranges not in Known is a pod
 	// starting.
 	Known map[netip.Addr]bool
+	// Sets are every domain rule's timeout sets in the table, also those
+	// no local pod is a subject of now: their elements stay in the
+	// kernel until they expire.
+	Sets []string
 }
 
 // Redirects reports whether the table's redirect sends anyone's DNS to
