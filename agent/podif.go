@@ -47,6 +47,7 @@ type podIfState struct {
 	logged map[string]bool
 
 	interfaces   prometheus.Gauge
+	guarded      prometheus.Gauge
 	unattributed prometheus.Gauge
 	readErrors   prometheus.Counter
 	watchErrors  prometheus.Counter
@@ -59,6 +60,10 @@ func newPodIfState(reg prometheus.Registerer, nsPath string, log *slog.Logger) *
 		interfaces: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nftguard_pod_interfaces",
 			Help: "Pod-facing interfaces of the node (veths whose peer is in another network namespace), as last read over rtnetlink.",
+		}),
+		guarded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nftguard_pods_guarded",
+			Help: "Local pods bound to an interface of their own after the last successful sync: only their own addresses leave it.",
 		}),
 		unattributed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nftguard_pods_unattributed",
@@ -78,7 +83,7 @@ func newPodIfState(reg prometheus.Registerer, nsPath string, log *slog.Logger) *
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12), // 0.5 ms to 1 s
 		}),
 	}
-	reg.MustRegister(p.interfaces, p.unattributed, p.readErrors, p.watchErrors, p.readSeconds)
+	reg.MustRegister(p.interfaces, p.guarded, p.unattributed, p.readErrors, p.watchErrors, p.readSeconds)
 	return p
 }
 
@@ -122,6 +127,7 @@ func (p *podIfState) observe(res compose.Result) {
 	if p == nil {
 		return
 	}
+	p.guarded.Set(float64(len(res.Guarded)))
 	p.unattributed.Set(float64(len(res.Unattributed)))
 	now := make(map[string]bool, len(res.Unattributed))
 	for _, pod := range res.Unattributed {

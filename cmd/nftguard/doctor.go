@@ -35,7 +35,9 @@ func runDoctor(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	var desired *engine.Desired
 	if len(in.files) > 0 {
-		d, _, err := load(stdin, in, c, stderr)
+		// The table apply would program there, guard chains included:
+		// reading the interfaces is read-only.
+		d, _, err := load(stdin, in, c, kernelInterfaces(c), stderr)
 		if err != nil {
 			return err
 		}
