@@ -84,7 +84,10 @@ func TestApplyLearnsPodInterfaces(t *testing.T) {
 // table), none is unattributed. Then the node n3 loses its pods' veths (a
 // network plugin nftguard cannot follow, as far as the agent can tell):
 // the watch notices without any API change, both pods become
-// unattributed, and one Warning Event on the Node says so.
+// unattributed, and one Warning Event on the Node says so. Last, one pod
+// gets a new veth and then its address inside its own namespace: the
+// agent hears of it only through the pod's namespace, and guards the pod
+// on its new veth.
 func TestAgentLearnsPodInterfaces(t *testing.T) {
 	for _, bridged := range []bool{false, true} {
 		name := "routed"
@@ -93,10 +96,14 @@ func TestAgentLearnsPodInterfaces(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			a := newAgentLabWith(t, agentLabOptions{bridged: bridged})
+			// Each lab node's uplink is a veth to the switch's
+			// namespace too: an interface with a peer elsewhere, that
+			// holds no pod's address and is nobody's.
+			const uplink = 1
 			for _, n := range a.lab.Nodes {
 				ag := a.agents[n.Name]
 				waitMetrics(t, ag, map[string]float64{
-					"nftguard_pod_interfaces":    float64(len(n.Pods)),
+					"nftguard_pod_interfaces":    float64(len(n.Pods) + uplink),
 					"nftguard_pods_guarded":      float64(len(n.Pods)),
 					"nftguard_pods_unattributed": 0,
 				})
@@ -114,7 +121,7 @@ func TestAgentLearnsPodInterfaces(t *testing.T) {
 			}
 			ag := a.agents["n3"]
 			waitMetrics(t, ag, map[string]float64{
-				"nftguard_pod_interfaces":    0,
+				"nftguard_pod_interfaces":    uplink,
 				"nftguard_pods_guarded":      0,
 				"nftguard_pods_unattributed": float64(len(n3.Pods)),
 			})
@@ -142,6 +149,33 @@ func TestAgentLearnsPodInterfaces(t *testing.T) {
 					t.Errorf("agent n3 did not log pod %s as unattributed:\n%s", ep.Name, ag.logTail())
 				}
 			}
+
+			// A new veth for the first pod, its side left down (no
+			// carrier change, no link-local address): the agent sees
+			// the veth, which holds no address yet, so the pod stays
+			// unattributed. Then the pod's address is added inside the
+			// pod's namespace, of which the node's namespace has no
+			// event of its own: the watch hears it from the pod's
+			// namespace, and the pod is guarded on its new veth
+			// without any change in the API.
+			ep := n3.Pods[0]
+			if out, err := exec.Command("ip", "-n", n3.NetNS, "link", "add", ep.HostVeth, "type", "veth", "peer", "name", "eth0", "netns", ep.NetNS).CombinedOutput(); err != nil {
+				t.Fatalf("recreate %s: %v: %s", ep.HostVeth, err, out)
+			}
+			waitMetrics(t, ag, map[string]float64{
+				"nftguard_pod_interfaces":    uplink + 1,
+				"nftguard_pods_guarded":      0,
+				"nftguard_pods_unattributed": float64(len(n3.Pods)),
+			})
+			if out, err := exec.Command("ip", "-n", ep.NetNS, "addr", "add", ep.IPv4.String()+"/32", "dev", "eth0").CombinedOutput(); err != nil {
+				t.Fatalf("address %s: %v: %s", ep.Name, err, out)
+			}
+			waitMetrics(t, ag, map[string]float64{
+				"nftguard_pod_interfaces":    uplink + 1,
+				"nftguard_pods_guarded":      1,
+				"nftguard_pods_unattributed": float64(len(n3.Pods) - 1),
+			})
+			checkGuards(t, nftList(t, n3.NetNS), n3.Pods[:1])
 		})
 	}
 }

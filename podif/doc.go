@@ -40,17 +40,21 @@
 //
 // # Following changes
 //
-// Watch subscribes before it returns from its first read, so no change
-// between the read and the subscription is lost, to the link group (a veth
-// created, removed or renamed; a port joining or leaving a bridge) and to
-// the address groups of the node's namespace and, with
+// Watch subscribes before its first read, so no change between the read
+// and the subscription is lost, to the link group (a veth created,
+// removed or renamed; a port joining or leaving a bridge) and to the
+// address groups of the node's namespace and, with
 // NETLINK_LISTEN_ALL_NSID, of every namespace the node's namespace has an
 // id for: the pods' namespaces, which get one as soon as their veth is
 // listed or announced. So a pod's link-local address appearing when its
-// interface comes up is a notification too. Callers re-read all the same
-// at every sync (package agent), as a safety net that costs one link dump
-// and one address dump per pod. ENOBUFS (notifications lost to a full
-// socket buffer) is answered like a notification: re-read.
+// interface comes up is a notification too. After each burst Watch reads
+// again and calls its callback only when the answer changed (and once
+// after subscribing, for what changed since the caller's own read): a
+// link flap elsewhere on the node costs a read, not a sync. ENOBUFS
+// (notifications lost to a full socket buffer) is answered like a
+// notification: read again. Callers read all the same at every sync
+// (package agent), as a safety net that costs one link dump and one
+// address dump per pod namespace.
 //
 // Everything runs in the network namespace it is given
 // (internal/nfnl.InNetNS), like the rest of nftguard's netlink.

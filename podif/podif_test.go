@@ -306,7 +306,11 @@ func TestWatch(t *testing.T) {
 	}
 	next("start", func([]podguard.Interface) bool { return true })
 
-	p := pod(t, node, "vw", "eth0")
+	// The pod's side stays down: no carrier change, no link-local
+	// address, so the address added next is the only notification, and
+	// it comes from the pod's namespace.
+	p := testns.New(t, "pif")
+	node.MustExec(t, "", "ip", "link", "add", "vw", "type", "veth", "peer", "name", "eth0", "netns", p.Name)
 	next("veth created", func(ifs []podguard.Interface) bool { _, ok := find(ifs, "vw"); return ok })
 
 	p.MustExec(t, "", "ip", "addr", "add", "10.1.0.7/32", "dev", "eth0")
