@@ -10,6 +10,7 @@ import (
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/doctor"
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/podguard"
 )
 
 // runDoctor is the read-only host check. Exit codes: 0 nothing above a
@@ -37,7 +38,15 @@ func runDoctor(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if len(in.files) > 0 {
 		// The table apply would program there, guard chains included:
 		// reading the interfaces is read-only.
-		d, _, err := load(stdin, in, c, kernelInterfaces(c), stderr)
+		read := kernelInterfaces(c)
+		ifs := func() ([]podguard.Interface, error) {
+			ifs, err := read()
+			if err != nil {
+				return nil, usageError{fmt.Errorf("could not inspect: %w", err)}
+			}
+			return ifs, nil
+		}
+		d, _, err := load(stdin, in, c, ifs, stderr)
 		if err != nil {
 			return err
 		}
