@@ -158,9 +158,12 @@ func layoutProblem(node string, res compose.Result) []problem.Problem {
 // watch if it fails; changed is the sync loop's trigger.
 func (p *podIfState) watch(ctx context.Context, log *slog.Logger, changed func()) {
 	for ctx.Err() == nil {
-		// The watch calls only when a read differs; the sync reads
-		// again.
-		err := podif.Watch(ctx, p.nsPath, changed)
+		// The watch calls only when a read differs from the last;
+		// the sync reads again.
+		p.mu.Lock()
+		last := p.ifs
+		p.mu.Unlock()
+		err := podif.Watch(ctx, p.nsPath, last, changed)
 		if ctx.Err() != nil {
 			return
 		}

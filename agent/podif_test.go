@@ -112,3 +112,14 @@ func TestLayoutProblem(t *testing.T) {
 		}
 	}
 }
+
+// attachPod gives a node namespace a pod's interface: a veth whose other
+// end, in a namespace of its own, holds addr. Agent tests whose nodes run
+// pods give them one, or every pod is unattributed (and the Node gets a
+// Warning Event of its own).
+func attachPod(t *testing.T, node *testns.NS, host, addr string) {
+	t.Helper()
+	p := testns.New(t, "pif")
+	node.MustExec(t, "", "ip", "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", p.Name)
+	p.MustExec(t, "", "ip", "addr", "add", addr+"/32", "dev", "eth0")
+}

@@ -9,15 +9,17 @@
 // # What is read
 //
 // One link dump of the node's namespace (RTM_GETLINK). A link is a
-// candidate when it is a veth or a netkit device (the kinds whose IFLA_LINK
-// is the peer's interface index) and the kernel reports its peer's
-// namespace (IFLA_LINK_NETNSID), which it does only when that namespace is
-// not the node's. A veth both ends of which are in the node's namespace is
-// the node's own plumbing, not a pod's, and is left out; so is every other
-// kind of link (a macvlan or ipvlan pod has no interface of its own in the
-// node's namespace, and its pod stays unattributed, see package podguard).
-// When the link is a port of a Linux bridge (IFLA_MASTER names a link of
-// kind "bridge"), the bridge's name is kept too.
+// candidate when it is a veth (whose IFLA_LINK is the peer's interface
+// index) and the kernel reports its peer's namespace (IFLA_LINK_NETNSID),
+// which it does only when that namespace is not the node's; listing it
+// gives the peer's namespace an id in the node's, as `ip link` does. A
+// veth both ends of which are in the node's namespace is the node's own
+// plumbing, not a pod's, and is left out; so is every other kind of link:
+// a macvlan or ipvlan pod has no interface of its own in the node's
+// namespace, and its pod stays unattributed (see package podguard);
+// netkit devices (Cilium) are not read yet, for want of a test. When the
+// link is a port of a Linux bridge (IFLA_MASTER names a link of kind
+// "bridge"), the bridge's name is kept too.
 //
 // Then one address dump per peer namespace (RTM_GETADDR with
 // IFA_TARGET_NETNSID, both families), not one per interface: the addresses
@@ -48,9 +50,9 @@
 // id for: the pods' namespaces, which get one as soon as their veth is
 // listed or announced. So a pod's link-local address appearing when its
 // interface comes up is a notification too. After each burst Watch reads
-// again and calls its callback only when the answer changed (and once
-// after subscribing, for what changed since the caller's own read): a
-// link flap elsewhere on the node costs a read, not a sync. ENOBUFS
+// again and calls its callback only when the answer changed (its first
+// read, once subscribed, is compared with the caller's own): a link flap
+// elsewhere on the node costs a read, not a sync. ENOBUFS
 // (notifications lost to a full socket buffer) is answered like a
 // notification: read again. Callers read all the same at every sync
 // (package agent), as a safety net that costs one link dump and one

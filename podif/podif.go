@@ -29,7 +29,7 @@ const attempts = 4
 var errChanged = errors.New("changed while read")
 
 // Read returns the pod-facing interfaces of the network namespace at
-// nsPath ("" for the current one): its veth and netkit links whose peer is
+// nsPath ("" for the current one): its veths whose peer is
 // in another namespace, each with the addresses the peer holds there,
 // sorted by name (see the package documentation).
 func Read(nsPath string) ([]podguard.Interface, error) {
@@ -41,13 +41,15 @@ func Read(nsPath string) ([]podguard.Interface, error) {
 	return read(c)
 }
 
-// Watch calls onChange once after it has subscribed (what the caller read
-// before may be stale by then) and again after each burst of link or
-// address notifications that changed what Read returns, until ctx is done
-// (then it returns nil) or the netlink socket or a read fails (an error:
-// the caller restarts it). onChange is told that something changed, not
-// what: the caller reads again.
-func Watch(ctx context.Context, nsPath string, onChange func()) error {
+// Watch calls onChange after each burst of link or address notifications
+// that changed what Read returns, until ctx is done (then it returns nil)
+// or the netlink socket or a read fails (an error: the caller restarts
+// it). last is what the caller read before: the first read, made once
+// Watch has subscribed, is compared with it, so a change between the
+// caller's read and the subscription is reported, and no change is not.
+// onChange is told that something changed, not what: the caller reads
+// again.
+func Watch(ctx context.Context, nsPath string, last []podguard.Interface, onChange func()) error {
 	groups := uint32(unix.RTMGRP_LINK | unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV6_IFADDR)
 	sub, err := dial(nsPath, groups)
 	if err != nil {
@@ -75,7 +77,9 @@ func Watch(ctx context.Context, nsPath string, onChange func()) error {
 	if err != nil {
 		return err
 	}
-	onChange()
+	if !Equal(cur, last) {
+		onChange()
+	}
 	for {
 		_, err := sub.Receive()
 		switch {
@@ -205,7 +209,7 @@ func readOnce(c *netlink.Conn) ([]podguard.Interface, error) {
 	byNS := map[int32]map[int32]int{} // nsid → peer index → position in out
 	var out []podguard.Interface
 	for _, l := range links {
-		if !l.hasNSID || (l.kind != "veth" && l.kind != "netkit") || l.peer <= 0 {
+		if !l.hasNSID || l.kind != "veth" || l.peer <= 0 {
 			continue
 		}
 		ifc := podguard.Interface{Name: l.name}
