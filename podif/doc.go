@@ -52,7 +52,9 @@
 // interface comes up is a notification too. After each burst Watch reads
 // again and calls its callback only when the answer changed (its first
 // read, once subscribed, is compared with the caller's own): a link flap
-// elsewhere on the node costs a read, not a sync. ENOBUFS
+// elsewhere on the node costs a read, not a sync; and Watch reads at most
+// once every 50 ms, so a pod that churns its addresses (or a flood of
+// router advertisements) costs at most 20 reads a second. ENOBUFS
 // (notifications lost to a full socket buffer) is answered like a
 // notification: read again. Callers read all the same at every sync
 // (package agent), as a safety net that costs one link dump and one

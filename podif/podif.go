@@ -24,6 +24,13 @@ import (
 // whose links churn that fast is still read, or the caller is told.
 const attempts = 4
 
+// readGap is the least time between two of Watch's reads: notifications
+// that arrive sooner wait and are answered by one read. A pod that churns
+// addresses in its namespace (or receives a flood of router
+// advertisements) then costs the node at most one read per gap, not one
+// per notification.
+const readGap = 50 * time.Millisecond
+
 // errChanged marks a read that saw the kernel's state change under it and
 // is worth doing again.
 var errChanged = errors.New("changed while read")
@@ -77,6 +84,7 @@ func Watch(ctx context.Context, nsPath string, last []podguard.Interface, onChan
 	if err != nil {
 		return err
 	}
+	lastRead := time.Now()
 	if !Equal(cur, last) {
 		onChange()
 	}
@@ -91,6 +99,13 @@ func Watch(ctx context.Context, nsPath string, last []podguard.Interface, onChan
 		case err != nil:
 			return fmt.Errorf("pod interfaces: receive notifications: %w", err)
 		}
+		if wait := readGap - time.Since(lastRead); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+		}
 		// A pod's start is several notifications (the veth, its peer
 		// moved, addresses): take what is queued before reading once.
 		if err := drain(sub); err != nil && !errors.Is(err, unix.ENOBUFS) {
@@ -103,6 +118,7 @@ func Watch(ctx context.Context, nsPath string, last []podguard.Interface, onChan
 		if err != nil {
 			return err
 		}
+		lastRead = time.Now()
 		if !Equal(next, cur) {
 			cur = next
 			onChange()
