@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -58,6 +59,7 @@ func TestOverBudgetOneEvent(t *testing.T) {
 	agents := map[string]agent{}
 	for _, n := range nodes {
 		a := agent{ns: testns.New(t, "bg"+n), addr: freeAddr(t)}
+		attachPod(t, a.ns, "vp0", fmt.Sprintf("10.77.%d.2", slices.Index(nodes, n)))
 		agents[n] = a
 		wg.Go(func() {
 			err := Run(ctx, Config{REST: srv.Config(kubetest.Admin), NodeName: n, NetNS: a.ns.Path, MetricsAddr: a.addr, Budget: limits,

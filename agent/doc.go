@@ -28,6 +28,17 @@
 // over rtnetlink (egress.go), so kube-vip moving an address is synced like
 // any change, in the same one-transaction sync.
 //
+// Each local pod's packets are bound to it by the interface they enter
+// the node by (package podguard): Run reads the node's pod-facing
+// interfaces (package podif) before the first sync, reads them again at
+// every sync (a pod's addresses change in its own namespace, which the
+// node's does not always hear of) and follows them over rtnetlink
+// (podif.go), so a pod's new veth is synced like an object change. A read
+// that fails keeps the interfaces last read. The local pods without an
+// interface of their own are logged once each and counted
+// (nftguard_pods_unattributed); a node none of whose pods has one (a
+// network plugin nftguard cannot learn) gets one Warning Event.
+//
 // With --log-denied, Run also starts package deniedflow (the denied-packet
 // log, its attribution to pods and policies, and the drop counters as
 // metrics) and hands it the input of every successful sync; it reads the
@@ -66,6 +77,9 @@
 //	                cluster DNS (kube-system/kube-dns or --cluster-dns) given
 //	                to every compile, the table of each sync handed to it;
 //	                the addresses and names held, read from the kernel
+//	podif.go        podIfState: the pod-facing interfaces (package podif)
+//	                read for every compile and watched, the pods left
+//	                unattributed (log, metrics, the Node's Event)
 //	egresscount.go  egressCounters: each egress Service's translated packets
 //	                and bytes from the kernel's counters, read at scrape
 //	testhook.go     test builds only (-tags nftguard_testhooks): a label

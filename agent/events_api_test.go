@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,10 @@ func TestEventsOncePerProblem(t *testing.T) {
 	defer cancel()
 	for _, n := range nodes {
 		ns := testns.New(t, "ev"+n)
+		attachPod(t, ns, "vp0", fmt.Sprintf("10.77.%d.2", slices.Index(nodes, n)))
+		if n == "n1" {
+			attachPod(t, ns, "vp1", "10.77.0.3")
+		}
 		cfg := srv.Config(kubetest.Admin)
 		creates[n] = &atomic.Int64{}
 		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, creates[n]} }

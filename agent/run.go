@@ -169,13 +169,22 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	wg.Go(func() { eg.watch(ctx, cfg.NetNS, log, func() { onChange(localAddrKind, false) }) })
 
+	// Each local pod's interface binds its packets to it (package
+	// podguard); read before the first sync, again at every sync, and
+	// watched so that a new pod's veth is synced like an object change.
+	pif := newPodIfState(m.reg, cfg.NetNS, log)
+	if err := pif.start(); err != nil {
+		return err
+	}
+	wg.Go(func() { pif.watch(ctx, log, func() { onChange(podIfKind, false) }) })
+
 	// The forwarder of domainNames rules listens before the first sync
 	// programs the redirect to it (which its heartbeat enables).
 	dns, err := startDNS(ctx, &wg, &cfg, eng, src.nodes, m, log)
 	if err != nil {
 		return err
 	}
-	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, health: h, inject: testInjector(), q: quarantine.New(sameContent), egress: eg, dns: dns,
+	s := &syncer{cfg: &cfg, src: src, eng: eng, m: m, events: events, log: log, health: h, inject: testInjector(), q: quarantine.New(sameContent), egress: eg, dns: dns, podIf: pif,
 		interruptible: deb.interruptible}
 	if res != nil {
 		s.synced = res.Synced
@@ -279,6 +288,10 @@ func (s *sources) uidOf(ref problem.Object) types.UID {
 	case "Pod":
 		if p := s.pod(ref.Namespace, ref.Name); p != nil {
 			return p.UID
+		}
+	case "Node":
+		if o, err := s.nodes.Get(ref.Name); err == nil {
+			return o.UID
 		}
 	case cnpKind:
 		if s.cnp != nil {

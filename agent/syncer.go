@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/nftguard/nftguard/budget"
@@ -56,6 +57,10 @@ type syncer struct {
 	// dns gives the compile the DNS forwarder's addresses and takes the
 	// table of each successful sync; nil without a forwarder.
 	dns *dnsState
+	// podIf gives the compile the node's pod-facing interfaces, read
+	// again at each sync, and reports the pods it could not bind; nil in
+	// tests that run without it.
+	podIf *podIfState
 }
 
 // compile builds the desired table with b.
@@ -81,6 +86,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 		s.egress.input(&raw)
 	}
 	s.dns.input(&raw)
+	s.podIf.input(&raw)
 	in := s.q.Apply(raw)
 	res := s.compile(&s.build, in)
 	compiled := time.Now()
@@ -121,6 +127,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	if s.egress != nil {
 		s.egress.observe(res)
 	}
+	s.podIf.observe(res)
 	if why.has(reasonDrift) {
 		s.m.driftRepairs.Inc()
 	}
@@ -161,7 +168,11 @@ func (s *syncer) report(in compose.Input, res compose.Result) {
 		s.m.budgetEstimate.WithLabelValues("rules").Set(float64(t.Rules))
 		s.m.budgetEstimate.WithLabelValues("elements").Set(float64(t.Elements))
 	}
-	s.events.report(res.Problems, res.Warnings, held, over, cluster{pods: in.Pods, nodes: in.Nodes})
+	warnings := res.Warnings
+	if s.podIf != nil {
+		warnings = append(slices.Clip(warnings), layoutProblem(s.cfg.NodeName, res)...)
+	}
+	s.events.report(res.Problems, warnings, held, over, cluster{pods: in.Pods, nodes: in.Nodes})
 	s.m.quarantined.Reset()
 	for _, k := range s.q.Held() {
 		s.m.quarantined.WithLabelValues(k.Kind, k.Namespace, k.Name).Set(1)

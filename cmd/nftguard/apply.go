@@ -15,6 +15,8 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/manifest"
 	"github.com/nftguard/nftguard/npset"
+	"github.com/nftguard/nftguard/podguard"
+	"github.com/nftguard/nftguard/podif"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/problem"
 )
@@ -28,8 +30,8 @@ type input struct {
 
 // load reads the manifests and compiles the desired table, printing every
 // problem to stderr. It returns the number of skipped objects.
-func load(stdin io.Reader, in input, c common, stderr io.Writer) (*engine.Desired, int, error) {
-	res, skipped, err := build(stdin, in, c, stderr, nil)
+func load(stdin io.Reader, in input, c common, ifs podInterfaces, stderr io.Writer) (*engine.Desired, int, error) {
+	res, skipped, err := build(stdin, in, c, ifs, stderr, nil)
 	return res.Desired, skipped, err
 }
 
@@ -38,6 +40,18 @@ func load(stdin io.Reader, in input, c common, stderr io.Writer) (*engine.Desire
 type phases struct {
 	objects     int
 	read, build time.Duration
+}
+
+// podInterfaces reads the pod-facing interfaces of the namespace the
+// table is for (package podif), which bind each local pod to its guard
+// chain; nil for a command that touches no kernel (render), whose table
+// then has no guard chains.
+type podInterfaces func() ([]podguard.Interface, error)
+
+// kernelInterfaces reads the interfaces of --netns, or of the current
+// namespace.
+func kernelInterfaces(c common) podInterfaces {
+	return func() ([]podguard.Interface, error) { return podif.Read(c.netns) }
 }
 
 // build is load with the whole compose result, for apply, which also needs
@@ -51,7 +65,7 @@ type phases struct {
 // rest is built.
 //
 // When t is not nil, it receives the time spent reading and building.
-func build(stdin io.Reader, in input, c common, stderr io.Writer, t *phases) (compose.Result, int, error) {
+func build(stdin io.Reader, in input, c common, ifs podInterfaces, stderr io.Writer, t *phases) (compose.Result, int, error) {
 	if len(in.files) == 0 {
 		return compose.Result{}, 0, usagef("-f PATH is required (a manifest file, a directory, or - for stdin)")
 	}
@@ -76,13 +90,24 @@ func build(stdin io.Reader, in input, c common, stderr io.Writer, t *phases) (co
 	} else if err := checkNode(c, objs); err != nil {
 		return compose.Result{}, 0, err
 	}
+	var pifs []podguard.Interface
+	if ifs != nil {
+		// After the input is known to be usable, before anything is
+		// built: a node whose interfaces cannot be read is not
+		// programmed at all (exit 1, the table as it was).
+		if pifs, err = ifs(); err != nil {
+			return compose.Result{}, 0, err
+		}
+	}
 	res := compose.Build(compose.Input{
-		LogDenied:       logDenied,
-		NodeName:        c.nodeName,
-		Namespaces:      objs.Namespaces,
-		Nodes:           objs.Nodes,
-		Pods:            podset.NewSet(podset.FromAPIList(objs.Pods)),
-		NetworkPolicies: npset.New(objs.NetworkPolicies),
+		PodInterfaces:      pifs,
+		PodInterfacesKnown: ifs != nil,
+		LogDenied:          logDenied,
+		NodeName:           c.nodeName,
+		Namespaces:         objs.Namespaces,
+		Nodes:              objs.Nodes,
+		Pods:               podset.NewSet(podset.FromAPIList(objs.Pods)),
+		NetworkPolicies:    npset.New(objs.NetworkPolicies),
 		// Both served versions, already converted to v1beta1.
 		ClusterNetworkPolicies: objs.ClusterNetworkPolicies,
 		Services:               objs.Services,
@@ -202,7 +227,7 @@ func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	var t phases
-	res, skipped, err := build(stdin, in, c, stderr, &t)
+	res, skipped, err := build(stdin, in, c, kernelInterfaces(c), stderr, &t)
 	if err != nil {
 		return err
 	}
@@ -223,6 +248,12 @@ func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fmt.Fprintf(stdout, "table %s synced in %v: %d operations in %d messages (%d bytes, %s)\n",
 		compose.Table(), time.Since(start).Round(time.Microsecond), stats.Operations, stats.Messages, stats.Bytes, mode)
 	fmt.Fprintf(stdout, "%d objects read in %v, table built in %v\n", t.objects, t.read.Round(time.Microsecond), t.build.Round(time.Microsecond))
+	// Which local pods the guard chains bind by their interface, and
+	// which are attributed by address only (package podguard).
+	fmt.Fprintf(stdout, "pods: %d guarded on their interface, %d unattributed\n", len(res.Guarded), len(res.Unattributed))
+	for _, p := range res.Unattributed {
+		fmt.Fprintf(stderr, "warning: pod %s has no interface of its own in the node's network namespace: its packets are attributed by address only\n", p)
+	}
 	// The kernel keeps a connection's NAT binding for its lifetime, so the
 	// new table only reaches established flows once their stale entries go.
 	cleared, err := conntrack.ClearStale(ctx, c.netns, res.EgressBindings, conntrack.WithCIDRs(c.clusterCIDRs, c.serviceCIDRs))
@@ -243,7 +274,8 @@ func runRender(_ context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return err
 	}
-	desired, skipped, err := load(stdin, in, c, stderr)
+	// render touches no kernel: no interfaces, no guard chains.
+	desired, skipped, err := load(stdin, in, c, nil, stderr)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/doctor"
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/podguard"
 )
 
 // runDoctor is the read-only host check. Exit codes: 0 nothing above a
@@ -35,7 +36,17 @@ func runDoctor(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	var desired *engine.Desired
 	if len(in.files) > 0 {
-		d, _, err := load(stdin, in, c, stderr)
+		// The table apply would program there, guard chains included:
+		// reading the interfaces is read-only.
+		read := kernelInterfaces(c)
+		ifs := func() ([]podguard.Interface, error) {
+			ifs, err := read()
+			if err != nil {
+				return nil, usageError{fmt.Errorf("could not inspect: %w", err)}
+			}
+			return ifs, nil
+		}
+		d, _, err := load(stdin, in, c, ifs, stderr)
 		if err != nil {
 			return err
 		}

@@ -54,7 +54,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"apply", "make the table match Kubernetes manifests (-f PATH), then exit", runApply},
-		{"render", "print the table that apply would program, touching nothing", runRender},
+		{"render", "print the table that apply would program, touching nothing: it reads no interfaces, so the pods' guard chains are left out", runRender},
 		{"cleanup", "remove nftguard's table in one transaction", runCleanup},
 		{"run", "the node agent: keep the table equal to the cluster's policies", runRun},
 		{"explain", "say whether NetworkPolicy allows one flow, and which rule decided", runExplain},
