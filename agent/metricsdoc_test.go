@@ -66,6 +66,7 @@ func agentMetrics(t *testing.T) *recorder {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	newCNPSource(nil, nil, DefaultCNPCheckInterval, m, log, func(string, bool) {})
 	newEgressState(m.reg)
+	newPodIfState(m.reg, "", log)
 	m.reg.MustRegister(newEgressCounters(noCounters{}, func(error) {}))
 	m.reg.MustRegister(&dnsHeld{eng: noDomainSets{}, table: &atomic.Pointer[fqdn.Table]{}, log: log})
 	if _, err := dnsfwd.NewMetrics(m.reg); err != nil {
