@@ -28,6 +28,7 @@ import (
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/nfnl"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/podif"
 )
 
 // The domainNames lab: one node (routed or bridged pods) with subject
@@ -52,17 +53,20 @@ const (
 var domainNames = []string{"*.fc.example", "a.example", "*.w.example", "cname.example", "many.example", "short.example"}
 
 type dnsLab struct {
-	t      *testing.T
-	lab    *netlab.Lab
-	node   *netlab.Node
-	eng    *engine.Engine
-	res    compose.Result
-	dnsIP  [2]netip.Addr // the cluster DNS, v4 and v6
-	rogue  [2]netip.Addr
-	fwd    *dnsfwd.Forwarder
-	stop   context.CancelFunc
-	done   chan struct{}
-	nodeNS *nfnl.NetNS
+	t *testing.T
+	// guarded compiles the pod guards the agent installs, from the
+	// interfaces read in the node (package podif).
+	guarded bool
+	lab     *netlab.Lab
+	node    *netlab.Node
+	eng     *engine.Engine
+	res     compose.Result
+	dnsIP   [2]netip.Addr // the cluster DNS, v4 and v6
+	rogue   [2]netip.Addr
+	fwd     *dnsfwd.Forwarder
+	stop    context.CancelFunc
+	done    chan struct{}
+	nodeNS  *nfnl.NetNS
 	// unknown pods are left out of the input: pods starting, whose
 	// addresses the agent has not learnt yet.
 	unknown map[string]bool
@@ -184,6 +188,13 @@ func (l *dnsLab) input() compose.Input {
 	}}
 	f4, f6 := l.forwardAddrs()
 	in.DNS = &clusterpolicy.DNS{Servers: l.dnsIP[:], Forward4: f4, Forward6: f6}
+	if l.guarded {
+		ifs, err := podif.Read(l.node.Path)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		in.PodInterfaces, in.PodInterfacesKnown = ifs, true
+	}
 	return in
 }
 
@@ -198,6 +209,9 @@ func (l *dnsLab) sync() {
 	}
 	if l.fwd != nil {
 		l.fwd.SetTable(l.res.DNS) // after the sync, as the agent does
+	}
+	if l.guarded && len(l.res.Unattributed) > 0 {
+		l.t.Fatalf("pods without a guard: %v", l.res.Unattributed)
 	}
 }
 

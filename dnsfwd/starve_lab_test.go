@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -38,15 +39,25 @@ import (
 // victimQueries is how many names the victim resolves per shape.
 const victimQueries = 112
 
-func TestStarvationRouted(t *testing.T)  { testStarvation(t, false) }
-func TestStarvationBridged(t *testing.T) { testStarvation(t, true) }
+func TestStarvationRouted(t *testing.T)  { testStarvation(t, false, false) }
+func TestStarvationBridged(t *testing.T) { testStarvation(t, true, false) }
 
-func testStarvation(t *testing.T, bridged bool) {
+// TestStarvationBridgedGuarded is the bridged node with the pod guards
+// the agent installs (package podguard): forged sources never leave the
+// attacker's bridge port, so every shape leaves the victim its answers,
+// forged victim sources over UDP included.
+func TestStarvationBridgedGuarded(t *testing.T) { testStarvation(t, true, true) }
+
+func testStarvation(t *testing.T, bridged, guarded bool) {
 	pods := []string{"x/a", "y/a"}
 	for _, p := range "abcdefgh" {
 		pods = append(pods, "w/"+string(p))
 	}
 	l := newDNSLabPods(t, bridged, pods, []string{"w"})
+	if guarded {
+		l.guarded = true
+		l.sync()
+	}
 	victim := l.lab.Endpoint("x/a")
 	next := 10000 // the victim's names: fresh, so every answer adds elements
 
@@ -105,10 +116,21 @@ func testStarvation(t *testing.T, bridged bool) {
 				}
 			}()
 			// The attack is in force once the forwarder refuses some
-			// of it: its limits are full.
-			for deadline := time.Now().Add(20 * time.Second); limited(since(l.refused(), refusedBefore)) < 200; time.Sleep(20 * time.Millisecond) {
+			// of it (its limits are full), or, on a guarded node, once
+			// the attacker's guard drops its forged queries: they never
+			// reach the forwarder.
+			forged := guarded && shape.attackers[0].sources != nil
+			droppedBefore := l.guardDrops(t, shape.attackers[0].pod)
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if forged && l.guardDrops(t, shape.attackers[0].pod)-droppedBefore >= 200 {
+					break
+				}
+				if !forged && limited(since(l.refused(), refusedBefore)) >= 200 {
+					break
+				}
 				if time.Now().After(deadline) {
-					t.Fatalf("the attack never filled the forwarder's limits (%v refusals)", limited(since(l.refused(), refusedBefore)))
+					t.Fatalf("the attack never filled the forwarder's limits (%v refusals) nor met the guard (%d drops)",
+						limited(since(l.refused(), refusedBefore)), l.guardDrops(t, shape.attackers[0].pod)-droppedBefore)
 				}
 			}
 			dial := l.dialer("x/a")
@@ -143,7 +165,7 @@ func testStarvation(t *testing.T, bridged bool) {
 					shape.name, bridged, run.transport, answered, run.n, rcodes, pct(lat, 50), pct(lat, 99), since(l.refused(), refusedBefore))
 				switch {
 				case answered*100 >= run.n*90:
-				case bridged && shape.dataPath && run.transport == "udp":
+				case bridged && !guarded && shape.dataPath && run.transport == "udp":
 					// Over TCP the victim's own connection is a holder of
 					// its own, on a bridge too.
 					t.Logf("on a bridge the forwarder cannot tell forged UDP queries from the victim's: this shape needs the data path to drop forged sources")
@@ -276,6 +298,28 @@ func limited(m map[string]float64) (n float64) {
 		case dnsfwd.RefusedUpstream, dnsfwd.RefusedNotSubject, dnsfwd.RefusedMalformed, dnsfwd.RefusedOpcode:
 		default:
 			n += v
+		}
+	}
+	return n
+}
+
+// guardDrops is how many packets the guard of pod's interface dropped
+// (the counter of its last rule; 0 without guards).
+func (l *dnsLab) guardDrops(t *testing.T, pod string) uint64 {
+	t.Helper()
+	if !l.guarded {
+		return 0
+	}
+	ns, name, _ := strings.Cut(pod, "/")
+	chain := "pg_" + ns + "_" + name
+	cs, err := l.eng.Counters(context.Background(), func(c string) bool { return c == chain })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range cs {
+		for _, v := range c.Counters {
+			n += v.Packets
 		}
 	}
 	return n
