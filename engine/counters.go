@@ -111,11 +111,15 @@ func (e *Engine) readCounters(ctx context.Context, match func(string) bool) ([]R
 }
 
 // parseRuleCounter reads the counters of one rule message; ok is false for
-// a rule of another table or chain, or one without a counter.
+// a rule of another table or chain (any chain when chain is ""), or one
+// without a counter.
 func parseRuleCounter(b []byte, table, chain string) (rc RuleCounter, ok bool, err error) {
 	a, err := nfnl.Attrs(b)
 	if err != nil {
 		return rc, false, err
+	}
+	if chain == "" {
+		chain = nfnl.CStr(a[unix.NFTA_RULE_CHAIN])
 	}
 	if nfnl.CStr(a[unix.NFTA_RULE_TABLE]) != table || nfnl.CStr(a[unix.NFTA_RULE_CHAIN]) != chain {
 		return rc, false, nil
@@ -159,6 +163,29 @@ func parseRuleCounter(b []byte, table, chain string) (rc RuleCounter, ok bool, e
 		}
 	}
 	return rc, true, nil
+}
+
+// WithDeletedCounters has every Sync report the counters of the rules it
+// deletes, as they were when the transaction committed: fn is called once
+// per committed batch that deleted counting rules, with the engine's lock
+// held (fn must not call the engine), before the Sync returns. err, when
+// not nil, says some deleted rules' echoes could not be read (their counts
+// are not in rcs); the batch is in force all the same.
+//
+// The kernel echoes a deleted rule (NLM_F_ECHO on NFT_MSG_DELRULE) after
+// it has switched to the new generation of the table, reading the rule's
+// per-CPU counters then: a packet that entered the old generation on
+// another CPU and reaches the counter after that read is the only one not
+// reported, at most one per other CPU at the instant of the commit. A
+// reader that adds these final values to what it read from Counters
+// before therefore loses no count to a rule's deletion (package
+// rulecounter does).
+//
+// The first Sync of an Engine that replaces a table left by an earlier
+// run as a whole deletes that table without echoes: its counts are the
+// earlier run's.
+func WithDeletedCounters(fn func(rcs []RuleCounter, err error)) Option {
+	return func(e *Engine) { e.onDeleted = fn }
 }
 
 // RuleID names one kernel rule for as long as it lives: a rule replaced
