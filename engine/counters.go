@@ -19,7 +19,8 @@ import (
 // rewritten because it counted. They start at zero when the rule is
 // created, and a rule that is replaced (its text changed, or drift was
 // repaired) starts again from zero under a new handle; a reader that turns
-// them into monotonic totals therefore keys them by chain and handle.
+// them into monotonic totals therefore keys them by chain and handle
+// (package rulecounter).
 type RuleCounter struct {
 	Chain   string
 	Handle  uint64
@@ -197,41 +198,3 @@ type RuleID struct {
 
 // ID is the rule's RuleID.
 func (rc *RuleCounter) ID() RuleID { return RuleID{rc.Chain, rc.Handle} }
-
-// Growth turns successive reads of kernel counters, which start at zero
-// with each rule, into what each rule counted since the previous read, as
-// monotonic totals (Prometheus counters) need. The zero value is ready to
-// use; a Growth is not safe for concurrent use.
-type Growth struct {
-	last map[RuleID]Count
-}
-
-// Read calls add for every rule of rcs that has counters, with what its
-// counters (summed) grew by since the previous Read: all of it for a rule
-// not seen before, never less than zero. Rules not in rcs are forgotten.
-func (g *Growth) Read(rcs []RuleCounter, add func(rc *RuleCounter, grown Count)) {
-	next := make(map[RuleID]Count, len(rcs))
-	for i := range rcs {
-		rc := &rcs[i]
-		if len(rc.Counters) == 0 {
-			continue // a return rule, or a jump
-		}
-		var now Count
-		for _, v := range rc.Counters {
-			now.Packets += v.Packets
-			now.Bytes += v.Bytes
-		}
-		id := rc.ID()
-		prev := g.last[id]
-		next[id] = now
-		add(rc, Count{Packets: grown(now.Packets, prev.Packets), Bytes: grown(now.Bytes, prev.Bytes)})
-	}
-	g.last = next
-}
-
-func grown(now, prev uint64) uint64 {
-	if now < prev {
-		return 0 // cannot happen to one handle; never subtract
-	}
-	return now - prev
-}
