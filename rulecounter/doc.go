@@ -30,6 +30,9 @@
 // to the new generation of the table; only a packet that entered the old
 // generation on another CPU and reaches the counter after that read is
 // not counted: at most one per other CPU, at the instant of the commit.
+// Measured (engine's TestDeletedCountersUnderLoad: two senders flooding a
+// rule that 21 syncs delete and re-create, on 2 CPUs): 0 packets of
+// 37,633–62,477 per run uncounted, in 13 runs.
 // Rules deleted by someone else (drift) are not echoed to the agent: what
 // they counted since the last scrape is lost, as it was before. The first
 // sync of an agent that replaces a table of an earlier run as a whole
