@@ -66,8 +66,10 @@
 //	                cluster DNS (kube-system/kube-dns or --cluster-dns) given
 //	                to every compile, the table of each sync handed to it;
 //	                the addresses and names held, read from the kernel
-//	egresscount.go  egressCounters: each egress Service's translated packets
-//	                and bytes from the kernel's counters, read at scrape
+//	egresscount.go  egressCounters: the rulecounter.View of each egress
+//	                Service's translated packets and bytes and of eg_hold's
+//	                drops (package rulecounter reads the kernel's counters
+//	                at scrape and folds in deleted rules' final counts)
 //	testhook.go     test builds only (-tags nftguard_testhooks): a label
 //	                that makes the kernel refuse an object, for the e2e tests
 //	testhook_off.go the same hook, absent from every other build
