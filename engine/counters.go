@@ -184,7 +184,11 @@ func parseRuleCounter(b []byte, table, chain string) (rc RuleCounter, ok bool, e
 //
 // The first Sync of an Engine that replaces a table left by an earlier
 // run as a whole deletes that table without echoes: its counts are the
-// earlier run's.
+// earlier run's. A batch whose answer cannot be read to its end (the
+// receive buffer overrun, which the engine sizes for the echoes it asks
+// for) is retried from a fresh read, and the echoes it lost are lost.
+// Only rules that may count are echoed (with a counter statement, or not
+// decodable); a chain flushed for one of them echoes all its rules.
 func WithDeletedCounters(fn func(rcs []RuleCounter, err error)) Option {
 	return func(e *Engine) { e.onDeleted = fn }
 }
