@@ -11,8 +11,7 @@ import (
 // Denied packets and bytes from the kernel's counters. With
 // --log-denied every isolated pod chain's final drop counts (see
 // policy/logdenied.go), and the two shared np_denied_* chains count what
-// they logged and what they dropped. The agent reads those counters when
-// it is scraped, with engine.Counters, and turns them into
+// they logged and what they dropped. The agent turns those counters into
 //
 //	nftguard_denied_packets_total{namespace, direction, kind}
 //	nftguard_denied_bytes_total{namespace, direction, kind}
