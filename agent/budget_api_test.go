@@ -46,7 +46,7 @@ func TestOverBudgetOneEvent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Small limits: 200 ports are estimated as 200 port-set elements,
+	// Small limits: 200 ports are estimated as 401 port-set elements,
 	// over 100.
 	limits := budget.Limits{Object: budget.Cost{Rules: 100, Elements: 100}, Node: budget.Cost{Rules: 1000, Elements: 10000}}
 	var wg sync.WaitGroup

@@ -80,8 +80,10 @@
 //	podif.go        podIfState: the pod-facing interfaces (package podif)
 //	                read for every compile and watched, the pods left
 //	                unattributed (log, metrics, the Node's Event)
-//	egresscount.go  egressCounters: each egress Service's translated packets
-//	                and bytes from the kernel's counters, read at scrape
+//	egresscount.go  egressCounters: the rulecounter.View of each egress
+//	                Service's translated packets and bytes and of eg_hold's
+//	                drops (package rulecounter reads the kernel's counters
+//	                at scrape and folds in deleted rules' final counts)
 //	testhook.go     test builds only (-tags nftguard_testhooks): a label
 //	                that makes the kernel refuse an object, for the e2e tests
 //	testhook_off.go the same hook, absent from every other build

@@ -1,10 +1,7 @@
 package agent
 
 import (
-	"context"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -12,34 +9,22 @@ import (
 	"github.com/nftguard/nftguard/engine"
 )
 
-// counterReader is what the egress counters need of the engine.
-type counterReader interface {
-	Counters(ctx context.Context, match func(chain string) bool) ([]engine.RuleCounter, error)
-}
-
 // egressCounters exports each egress Service's translated traffic from the
-// kernel's counters in its counting chain (egress.CountChainPrefix), read
-// at each scrape: exact when scraped, free when not.
-//
-// Kernel counters restart at zero when a rule is created (a Service's
-// first translated pod, a changed restriction, a repaired drift), while
-// Prometheus counters only grow: engine.Growth adds only what each rule
-// counted since the last scrape. What a rule counted between the last
-// scrape and its deletion is not seen.
+// kernel's counters in its counting chain (egress.CountChainPrefix) and
+// eg_hold's drops: the rulecounter.View of these metrics. Package
+// rulecounter reads them at each scrape (exact when scraped, free when
+// not) and adds each deleted rule's final count at the sync that deletes
+// it (a Service's last translated pod gone, a changed restriction, a hold
+// or a pod-start guard lifted), so none is lost.
 type egressCounters struct {
-	src     counterReader
-	onError func(error)
-
-	mu      sync.Mutex
-	growth  engine.Growth
 	packets *prometheus.CounterVec
 	bytes   *prometheus.CounterVec
 	dropped *prometheus.CounterVec
 }
 
-func newEgressCounters(src counterReader, onError func(error)) *egressCounters {
+func newEgressCounters() *egressCounters {
 	labels := []string{"namespace", "service"}
-	c := &egressCounters{src: src, onError: onError,
+	c := &egressCounters{
 		packets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nftguard_egress_translated_packets_total",
 			Help: "Packets this node translated to an egress Service's load-balancer address (counted before translation, every packet of a flow), by Service.",
@@ -70,40 +55,32 @@ func (c *egressCounters) Describe(ch chan<- *prometheus.Desc) {
 	c.dropped.Describe(ch)
 }
 
-// Collect implements prometheus.Collector: it reads the kernel, then
-// exports; a failed read keeps the last values (the next read adds what
-// was counted meanwhile).
+// Collect implements prometheus.Collector: rulecounter calls it after
+// reading the kernel.
 func (c *egressCounters) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	rcs, err := c.src.Counters(ctx, func(chain string) bool {
-		return chain == egress.ChainHold || strings.HasPrefix(chain, egress.CountChainPrefix)
-	})
-	if err != nil {
-		if c.onError != nil {
-			c.onError(err)
-		}
-	} else {
-		c.update(rcs)
-	}
 	c.packets.Collect(ch)
 	c.bytes.Collect(ch)
 	c.dropped.Collect(ch)
 }
 
-func (c *egressCounters) update(rcs []engine.RuleCounter) {
-	c.growth.Read(rcs, func(rc *engine.RuleCounter, grown engine.Count) {
-		if rc.Chain == egress.ChainHold {
-			if reason, ok := dropReasons[rc.Comment]; ok {
-				c.dropped.WithLabelValues(reason).Add(float64(grown.Packets))
-			}
-			return
-		}
-		if ns, name, ok := strings.Cut(rc.Comment, "/"); ok {
-			c.packets.WithLabelValues(ns, name).Add(float64(grown.Packets))
-			c.bytes.WithLabelValues(ns, name).Add(float64(grown.Bytes))
-		}
-	})
+// Chain implements rulecounter.View.
+func (c *egressCounters) Chain(name string) bool {
+	return name == egress.ChainHold || strings.HasPrefix(name, egress.CountChainPrefix)
 }
+
+// Count implements rulecounter.View.
+func (c *egressCounters) Count(rc *engine.RuleCounter, grown engine.Count, _ bool) {
+	if rc.Chain == egress.ChainHold {
+		if reason, ok := dropReasons[rc.Comment]; ok {
+			c.dropped.WithLabelValues(reason).Add(float64(grown.Packets))
+		}
+		return
+	}
+	if ns, name, ok := strings.Cut(rc.Comment, "/"); ok {
+		c.packets.WithLabelValues(ns, name).Add(float64(grown.Packets))
+		c.bytes.WithLabelValues(ns, name).Add(float64(grown.Bytes))
+	}
+}
+
+// End implements rulecounter.View: the Service series stay (as before).
+func (c *egressCounters) End(bool) {}

@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/rulecounter"
 )
 
 type fakeCounters struct{ rcs []engine.RuleCounter }
@@ -27,7 +29,10 @@ func (f *fakeCounters) Counters(_ context.Context, match func(string) bool) ([]e
 // and rules without a Service comment are not read.
 func TestEgressCountersOnlyGrow(t *testing.T) {
 	f := &fakeCounters{}
-	c := newEgressCounters(f, nil)
+	c := newEgressCounters()
+	counts := rulecounter.New()
+	counts.Watch(c)
+	col := counts.Collector(f, time.Second, nil)
 	rc := func(chain string, handle, pk, by uint64, comment string) engine.RuleCounter {
 		return engine.RuleCounter{Chain: chain, Handle: handle, Comment: comment, Counters: []engine.Count{{Packets: pk, Bytes: by}}}
 	}
@@ -44,7 +49,7 @@ func TestEgressCountersOnlyGrow(t *testing.T) {
 	for i, s := range steps {
 		f.rcs = s.rcs
 		ch := make(chan prometheus.Metric, 100)
-		c.Collect(ch)
+		col.Collect(ch)
 		if got := testutil.ToFloat64(c.packets.WithLabelValues("x", "web")); got != s.pk {
 			t.Errorf("step %d: packets %v, want %v", i, got, s.pk)
 		}
@@ -54,5 +59,15 @@ func TestEgressCountersOnlyGrow(t *testing.T) {
 	}
 	if h, g := testutil.ToFloat64(c.dropped.WithLabelValues("held")), testutil.ToFloat64(c.dropped.WithLabelValues("pod_start_guard")); h != 7 || g != 4 {
 		t.Errorf("dropped held %v, guard %v; want 7 and 4", h, g)
+	}
+	// The hold is lifted: its rule's last count (10, 3 since the read)
+	// is added by the sync that deletes it, and the Service's rule goes
+	// with its last 4 packets.
+	counts.Deleted([]engine.RuleCounter{rc("eg_hold", 2, 10, 1000, "Service address not usable here"), rc("eg_cnt_x_web", 9, 7, 700, "x/web")}, nil)
+	if h := testutil.ToFloat64(c.dropped.WithLabelValues("held")); h != 10 {
+		t.Errorf("dropped held after the hold was lifted: %v, want 10", h)
+	}
+	if got := testutil.ToFloat64(c.packets.WithLabelValues("x", "web")); got != 19 {
+		t.Errorf("packets after the Service's rule went: %v, want 19", got)
 	}
 }

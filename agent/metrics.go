@@ -20,6 +20,7 @@ const (
 	errorKindDeniedLog     = "denied_log"     // the denied-packet log could not be read (the table is unaffected)
 	errorKindServiceCIDR   = "service_cidr"   // ServiceCIDR objects could not be watched (--service-cidr alone is used)
 	errorKindDNS           = "dns_forwarder"  // the DNS forwarder of domainNames rules could not start or stopped (DNS goes to the cluster DNS directly)
+	errorKindCounters      = "rule_counters"  // the kernel's rule counters could not be read at a scrape, or a deleted rule's final count not decoded (the metrics keep their values)
 )
 
 // metrics lives in its own registry: the process has no global state, and a
@@ -142,7 +143,7 @@ func newMetricsOn(reg registry) *metrics {
 		m.invalidObjects, m.driftDetected, m.driftRepairs, m.errors, m.lastSuccess, m.informerEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Export every error kind from the start, so alerts on rate() see zeros.
-	for _, k := range []string{errorKindSync, errorKindMonitor, errorKindEvent, errorKindInvalidObject, errorKindConntrack, errorKindQuarantined, errorKindDeniedLog, errorKindServiceCIDR, errorKindOverBudget, errorKindDNS} {
+	for _, k := range []string{errorKindSync, errorKindMonitor, errorKindEvent, errorKindInvalidObject, errorKindConntrack, errorKindQuarantined, errorKindDeniedLog, errorKindServiceCIDR, errorKindOverBudget, errorKindDNS, errorKindCounters} {
 		m.errors.WithLabelValues(k)
 	}
 	for _, r := range []string{"success", "error"} {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -22,6 +23,7 @@ import (
 	"github.com/nftguard/nftguard/dnsfwd"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/fqdn"
+	"github.com/nftguard/nftguard/rulecounter"
 )
 
 // recorder is the agent's registry, recording each collector registered.
@@ -67,14 +69,16 @@ func agentMetrics(t *testing.T) *recorder {
 	newCNPSource(nil, nil, DefaultCNPCheckInterval, m, log, func(string, bool) {})
 	newEgressState(m.reg)
 	newPodIfState(m.reg, "", log)
-	m.reg.MustRegister(newEgressCounters(noCounters{}, func(error) {}))
+	counts := rulecounter.New()
 	m.reg.MustRegister(&dnsHeld{eng: noDomainSets{}, table: &atomic.Pointer[fqdn.Table]{}, log: log})
 	if _, err := dnsfwd.NewMetrics(m.reg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := deniedflow.NewMetrics(m.reg, noCounters{}, func(error) {}); err != nil {
+	if _, err := deniedflow.NewMetrics(m.reg, counts); err != nil {
 		t.Fatal(err)
 	}
+	counts.Watch(newEgressCounters())
+	m.reg.MustRegister(counts.Collector(noCounters{}, time.Second, func(error) {}))
 	return rec
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/problem"
 	"github.com/nftguard/nftguard/quarantine"
+	"github.com/nftguard/nftguard/rulecounter"
 )
 
 // Retry back-off after a failed sync: quick at first (a race), capped so a
@@ -36,7 +37,10 @@ func Run(ctx context.Context, cfg Config) error {
 
 	// Open netlink first: a missing capability or namespace fails start-up
 	// before anything else happens.
-	var opts []engine.Option
+	// Every kernel-counter metric is read through counts, which also
+	// receives the final counts of the rules each sync deletes.
+	counts := rulecounter.New()
+	opts := []engine.Option{engine.WithDeletedCounters(counts.Deleted)}
 	if cfg.NetNS != "" {
 		opts = append(opts, engine.WithNetNS(cfg.NetNS))
 	}
@@ -132,10 +136,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var res *deniedflow.Resolver // names the pods and policies of records
 	if cfg.LogDenied != nil {
 		res = deniedflow.NewResolver(src.factory.Core().V1().Pods().Informer().GetIndexer(), src.policies)
-		dm, err := deniedflow.NewMetrics(m.reg, eng, func(err error) {
-			m.errors.WithLabelValues(errorKindDeniedLog).Inc()
-			log.Warn("reading the denied-packet counters failed", "err", err)
-		})
+		dm, err := deniedflow.NewMetrics(m.reg, counts)
 		if err != nil {
 			return err
 		}
@@ -161,8 +162,11 @@ func Run(ctx context.Context, cfg Config) error {
 	// (kube-vip moving an address) is synced like an object change.
 	eg := newEgressState(m.reg)
 	eg.guardAlways = cfg.EgressGuardAlways
-	m.reg.MustRegister(newEgressCounters(eng, func(err error) {
-		log.Warn("reading the egress counters failed", "err", err)
+	counts.Watch(newEgressCounters())
+	// Registered once every view is watched: it describes them all.
+	m.reg.MustRegister(counts.Collector(eng, 5*time.Second, func(err error) {
+		m.errors.WithLabelValues(errorKindCounters).Inc()
+		log.Warn("reading the kernel's rule counters failed", "err", err)
 	}))
 	if err := eg.start(cfg.NetNS); err != nil {
 		return err

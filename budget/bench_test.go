@@ -57,7 +57,7 @@ func BenchmarkCostFactors(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			base := input(nss, pods, nil, nil)
-			empty := cost(compose.Build(base).Desired)
+			empty := cost(b, compose.Build(base).Desired)
 			var live uint64
 			var c budget.Cost
 			var res compose.Result
@@ -79,7 +79,7 @@ func BenchmarkCostFactors(b *testing.B) {
 				runtime.GC()
 				runtime.ReadMemStats(&m1)
 				live = m1.HeapAlloc - m0.HeapAlloc
-				c = cost(res.Desired).Sub(empty)
+				c = cost(b, res.Desired).Sub(empty)
 				runtime.KeepAlive(in)
 			}
 			runtime.KeepAlive(f)

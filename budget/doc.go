@@ -58,14 +58,27 @@
 // name there). Each selected pod's chain jumps to it; the rest of the pod
 // chain (state, the pod to itself, the final drop) and its dispatch
 // element are charged to every policy that selects the pod, which keeps
-// the bound. Elements: one per port entry, two per ipBlock and except,
-// the addresses a rule's selector peers select (once per distinct peer
-// list: the compiler shares that set between rules and policies), and
-// egress named ports as addresses × names. A policy that selects no local
+// the bound. Elements are counted as the kernel stores them: the port
+// sets (one per protocol) and ipBlock sets (one per family) are interval
+// sets, where an interval is two elements (its start and an end element
+// after it; adjacent ports are not merged) and each set holds one more,
+// the end sentinel at zero. So two per port entry and one per port set,
+// two per ipBlock and except and two for the ipBlock sets, the addresses
+// a rule's selector peers select (once per distinct peer list: the
+// compiler shares that set between rules and policies), and egress named
+// ports as addresses × names. TestFourPoliciesOfOddPortsInTheKernel reads
+// the kernel's sets back: a policy of 45,000 lone ports (15,000 per
+// protocol) adds 90,003–90,004 elements, estimated 90,005; four of them
+// hold 360,013, so under the default limits two fail closed and the
+// kernel holds 180,007 (when a port counted one element, the four were
+// estimated at 180,008 and all passed). A policy that selects no local
 // pod costs nothing: no chain holds its rules and no set is declared for
 // it. TestEstimateBoundsTheCompile checks the bound against the compiler
-// on random clusters (worst case ≈ 19× the actual cost: the pod chain
-// charged to each policy, and port entries that merge into one range).
+// on random clusters, with the compiled interval sets counted in the
+// kernel form the engine sends, which is what the kernel holds (worst
+// case ≈ 8× the actual cost, 19× before the random policies had many
+// lone ports: the pod chain charged to each policy, and port entries that
+// merge into one range).
 // When the layout changes, Estimate and its table test change with it.
 //
 // ClusterNetworkPolicies are written by cluster administrators and are

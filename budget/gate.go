@@ -604,21 +604,11 @@ func (g *Gate) failClosed(np *networkingv1.NetworkPolicy) *networkingv1.NetworkP
 	return c
 }
 
-// FailClosed is what an over-budget NetworkPolicy is enforced as: the same
-// subject and the same effective policyTypes, without rules. The pods it
-// selects stay isolated in the directions it isolates them, and nothing it
-// allows is installed.
+// FailClosed is what an over-budget NetworkPolicy is enforced as:
+// policy.FailClosed, the same subject and the same effective policyTypes,
+// without rules.
 func FailClosed(np *networkingv1.NetworkPolicy) *networkingv1.NetworkPolicy {
-	ing, egr := policy.PolicyTypes(np)
-	out := &networkingv1.NetworkPolicy{TypeMeta: np.TypeMeta, ObjectMeta: np.ObjectMeta,
-		Spec: networkingv1.NetworkPolicySpec{PodSelector: np.Spec.PodSelector}}
-	if ing {
-		out.Spec.PolicyTypes = append(out.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
-	}
-	if egr {
-		out.Spec.PolicyTypes = append(out.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
-	}
-	return out
+	return policy.FailClosed(np)
 }
 
 // Estimate is np's estimate from the last Apply (zero for a policy it did

@@ -14,21 +14,48 @@ import (
 	"github.com/nftguard/nftguard/budget"
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/engine/nftsyntax"
 	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 )
 
-// cost counts a table's rules and set elements.
-func cost(d *engine.Desired) budget.Cost {
+// cost counts a table's rules and set elements, the elements as the
+// kernel stores them: an interval set's elements in the kernel form the
+// engine sends (nftsyntax.EncodeElements: a start and an end element per
+// interval, and the zero sentinel), which is what the kernel holds (the
+// kernel test TestFourPoliciesOfOddPortsInTheKernel compares them).
+func cost(t testing.TB, d *engine.Desired) budget.Cost {
+	t.Helper()
 	var c budget.Cost
 	for _, ch := range d.Chains {
 		c.Rules += len(ch.Rules)
 	}
 	for _, s := range d.Sets {
-		c.Elements += len(s.Elements)
+		c.Elements += kernelElements(t, s)
 	}
 	return c
+}
+
+// kernelElements is how many elements set s is in the kernel.
+func kernelElements(t testing.TB, s engine.Set) int {
+	t.Helper()
+	if !s.Interval {
+		return len(s.Elements)
+	}
+	decl, err := nftsyntax.ParseSetDecl(s.Name, s.Type, s.Map, true)
+	if err != nil {
+		t.Fatalf("set %s: %v", s.Name, err)
+	}
+	texts := make([]nftsyntax.ElementText, len(s.Elements))
+	for i, e := range s.Elements {
+		texts[i] = nftsyntax.ElementText{Key: e.Key, Value: e.Value}
+	}
+	elems, err := nftsyntax.EncodeElements(decl, texts)
+	if err != nil {
+		t.Fatalf("set %s: %v", s.Name, err)
+	}
+	return len(elems)
 }
 
 // cluster is namespaces a, b, c with pods labelled app=x|y|z, some on n1,
@@ -75,6 +102,16 @@ func randomPolicy(r *rand.Rand, ns, name string) *networkingv1.NetworkPolicy {
 	}
 	ports := func() []networkingv1.NetworkPolicyPort {
 		var out []networkingv1.NetworkPolicyPort
+		if r.Intn(4) == 0 {
+			// Many lone ports (no two adjacent), where the kernel
+			// holds two elements per port.
+			protos := []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP}
+			for i := range 100 + r.Intn(200) {
+				proto := protos[r.Intn(3)]
+				p := intstr.FromInt32(int32(2001 + 2*i))
+				out = append(out, networkingv1.NetworkPolicyPort{Protocol: &proto, Port: &p})
+			}
+		}
 		for i := range r.Intn(5) {
 			tcp := corev1.ProtocolTCP
 			p := intstr.FromInt32(int32(100 + i))
@@ -119,8 +156,8 @@ func TestEstimateBoundsTheCompile(t *testing.T) {
 			others = append(others, randomPolicy(r, nss[r.Intn(3)].Name, fmt.Sprintf("o%d", j)))
 		}
 		np := randomPolicy(r, nss[r.Intn(3)].Name, "p")
-		without := cost(compose.Build(input(nss, pods, others, nil)).Desired)
-		with := cost(compose.Build(input(nss, pods, append(others, np), nil)).Desired)
+		without := cost(t, compose.Build(input(nss, pods, others, nil)).Desired)
+		with := cost(t, compose.Build(input(nss, pods, append(others, np), nil)).Desired)
 		delta := with.Sub(without)
 		var g budget.Gate
 		huge := budget.Limits{Object: budget.Cost{Rules: 1 << 40, Elements: 1 << 40}, Node: budget.Cost{Rules: 1 << 40, Elements: 1 << 40}}

@@ -108,11 +108,23 @@ func Estimate(s Shape) Cost {
 				c.Rules += s.LocalPods * kinds * r.NamedPorts
 			}
 		}
-		// Sets: the port sets (at most one element per entry), each
-		// ipBlock cut by its excepts into at most 1+excepts intervals
-		// of two elements, and the selected addresses, shared by the
-		// rules of one Selection.
-		c.Elements += r.Ports + r.NamedPorts + 2*(r.IPBlocks+r.Excepts)
+		// Sets, as the kernel stores them: the port sets and the
+		// ipBlock sets are interval sets, where an interval is two
+		// elements (its start, and an end element after it) and each
+		// set has one more (the end sentinel at zero that nft writes
+		// when no interval starts there). So a port entry is at most
+		// one interval of two elements (a lone port too: adjacent
+		// ports are not merged), each ipBlock cut by its excepts at
+		// most 1+excepts intervals; a port set per protocol and an
+		// ipBlock set per family. The selected addresses are a plain
+		// set, shared by the rules of one Selection.
+		c.Elements += 2*r.Ports + r.NamedPorts + 2*(r.IPBlocks+r.Excepts)
+		if r.Ports > 0 {
+			c.Elements += protos
+		}
+		if r.IPBlocks > 0 {
+			c.Elements += 2
+		}
 		if r.Selection == "" || !counted[r.Selection] {
 			counted[r.Selection] = true
 			c.Elements += r.SelectedAddrs

@@ -1,10 +1,6 @@
 package deniedflow
 
 import (
-	"context"
-	"sync"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nftguard/nftguard/clusterpolicy"
@@ -15,8 +11,7 @@ import (
 // Denied packets and bytes from the kernel's counters. With
 // --log-denied every isolated pod chain's final drop counts (see
 // policy/logdenied.go), and the two shared np_denied_* chains count what
-// they logged and what they dropped. The agent reads those counters when
-// it is scraped, with engine.Counters, and turns them into
+// they logged and what they dropped. The agent turns those counters into
 //
 //	nftguard_denied_packets_total{namespace, direction, kind}
 //	nftguard_denied_bytes_total{namespace, direction, kind}
@@ -32,15 +27,13 @@ import (
 // (clusterpolicy/layout.go). A packet is dropped by one rule only, so the
 // two kinds never count one packet twice.
 //
-// Why reading at scrape time: the values are exact when scraped (no poll
-// interval behind), and a node that is not scraped pays nothing.
-//
-// Kernel counters restart at zero whenever a rule is created (a new pod,
-// a policy change that rebuilds the chain's end, a repaired drift), while
-// Prometheus counters must only grow. So each rule's last value is kept
-// by chain and handle (a replaced rule has a new handle) and only what it
-// counted since is added. What a rule counted between the last scrape and
-// its deletion is not seen: the price of not reading on every change.
+// The counts are read and kept by package rulecounter, the one collector
+// of every kernel-counter metric: live rules at each scrape, and each
+// deleted rule's final count at the sync that deletes it, so no count is
+// lost to a rule's deletion (a new pod, a policy change that rebuilds the
+// chain's end, a pod gone). deniedCounters is its View for these metrics.
+// A namespace's series goes when the namespace has no counting rule any
+// more, but not before it was exported once with its last count.
 
 // The kind label: of the counters of NetworkPolicy pod chains, and of the
 // ClusterNetworkPolicy tier chains.
@@ -53,34 +46,25 @@ const (
 // kept from being logged.
 const suppressedRateLimit = "rate_limit"
 
-// CounterReader is what the collector needs of the engine.
-type CounterReader interface {
-	Counters(ctx context.Context, match func(chain string) bool) ([]engine.RuleCounter, error)
-}
-
 type seriesKey struct{ namespace, direction, kind string }
 
-// deniedCounters is a prometheus.Collector that reads the kernel's drop
-// counters on every collect.
+// deniedCounters is the rulecounter.View of the denied-packet metrics.
 type deniedCounters struct {
-	src     CounterReader
-	timeout time.Duration
-	onError func(error)
-
-	mu         sync.Mutex
-	growth     engine.Growth
 	lastShared map[[2]engine.RuleID]uint64 // rate-limited packets exported, per shared chain's pair of rules
 	series     map[seriesKey]bool          // the label sets exported so far
+	live       map[seriesKey]bool          // the series with a live rule in this read
+	final      map[seriesKey]bool          // the series a deletion added to since the last read
+	shared     map[string]*sharedRead      // this round's shared chains' counters
 	packets    *prometheus.CounterVec
 	bytes      *prometheus.CounterVec
 	suppressed *prometheus.CounterVec // shared with the log reader (reason label)
 }
 
-func newDeniedCounters(src CounterReader, suppressed *prometheus.CounterVec, onError func(error)) *deniedCounters {
+func newDeniedCounters(suppressed *prometheus.CounterVec) *deniedCounters {
 	labels := []string{"namespace", "direction", "kind"}
 	return &deniedCounters{
-		src: src, timeout: 5 * time.Second, onError: onError,
 		lastShared: map[[2]engine.RuleID]uint64{}, series: map[seriesKey]bool{}, suppressed: suppressed,
+		live: map[seriesKey]bool{}, final: map[seriesKey]bool{}, shared: map[string]*sharedRead{},
 		packets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nftguard_denied_packets_total",
 			Help: "Packets dropped by policy, from the kernel's counters on each isolated pod chain's final drop (kind NetworkPolicy) and on each ClusterNetworkPolicy Deny rule (kind ClusterNetworkPolicy), by the pod's namespace, direction and policy kind (with --log-denied).",
@@ -99,26 +83,16 @@ func (d *deniedCounters) Describe(ch chan<- *prometheus.Desc) {
 	d.suppressed.Describe(ch)
 }
 
-// Collect implements prometheus.Collector: it reads the kernel, then
-// exports.
+// Collect implements prometheus.Collector: rulecounter calls it after
+// reading the kernel.
 func (d *deniedCounters) Collect(ch chan<- prometheus.Metric) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
-	defer cancel()
-	if rcs, err := d.src.Counters(ctx, countedChain); err != nil {
-		// The last values stay exported: a failed read loses nothing,
-		// the next one adds what was counted meanwhile.
-		if d.onError != nil {
-			d.onError(err)
-		}
-	} else {
-		d.update(rcs)
-	}
 	d.packets.Collect(ch)
 	d.bytes.Collect(ch)
 	d.suppressed.Collect(ch)
 }
+
+// Chain implements rulecounter.View.
+func (d *deniedCounters) Chain(c string) bool { return countedChain(c) }
 
 // countedChain selects the chains whose counters the collector reads.
 func countedChain(c string) bool {
@@ -153,57 +127,78 @@ func deniedSeries(rc *engine.RuleCounter) (seriesKey, bool) {
 	return k, true
 }
 
-// update adds what each rule counted since the last read. d.mu is held.
-func (d *deniedCounters) update(rcs []engine.RuleCounter) {
-	live := map[seriesKey]bool{}
-	shared := map[string]*sharedRead{}
-	d.growth.Read(rcs, func(rc *engine.RuleCounter, grown engine.Count) {
+// Count implements rulecounter.View.
+func (d *deniedCounters) Count(rc *engine.RuleCounter, grown engine.Count, deleted bool) {
+	if rc.Chain == policy.ChainDeniedIngress || rc.Chain == policy.ChainDeniedEgress {
+		sr := d.shared[rc.Chain]
+		if sr == nil {
+			sr = &sharedRead{}
+			d.shared[rc.Chain] = sr
+		}
 		id, now := rc.ID(), rc.Counters[0]
-		if rc.Chain == policy.ChainDeniedIngress || rc.Chain == policy.ChainDeniedEgress {
-			sr := shared[rc.Chain]
-			if sr == nil {
-				sr = &sharedRead{}
-				shared[rc.Chain] = sr
-			}
-			switch rc.Comment {
-			case policy.CommentDeniedLogged:
-				sr.logged, sr.loggedID = now.Packets, id
-			case policy.CommentDeniedDropped:
-				sr.dropped, sr.droppedID = now.Packets, id
-			}
-			return
+		switch rc.Comment {
+		case policy.CommentDeniedLogged:
+			sr.logged, sr.loggedID = now.Packets, id
+		case policy.CommentDeniedDropped:
+			sr.dropped, sr.droppedID = now.Packets, id
 		}
-		k, ok := deniedSeries(rc)
-		if !ok {
-			return
-		}
-		live[k] = true
-		d.series[k] = true
-		d.packets.WithLabelValues(k.namespace, k.direction, k.kind).Add(float64(grown.Packets))
-		d.bytes.WithLabelValues(k.namespace, k.direction, k.kind).Add(float64(grown.Bytes))
-	})
+		return
+	}
+	k, ok := deniedSeries(rc)
+	if !ok {
+		return
+	}
+	if deleted {
+		d.final[k] = true
+	} else {
+		d.live[k] = true
+	}
+	d.series[k] = true
+	d.packets.WithLabelValues(k.namespace, k.direction, k.kind).Add(float64(grown.Packets))
+	d.bytes.WithLabelValues(k.namespace, k.direction, k.kind).Add(float64(grown.Bytes))
+}
+
+// End implements rulecounter.View.
+func (d *deniedCounters) End(read bool) {
 	// Every packet a shared chain dropped and did not log was over the
 	// limit. The two rules are read one after the other while packets
 	// flow, so one read may see a packet in the drop count that the log
 	// count missed; exporting only the growth of the largest difference
-	// seen (per pair of rules) never counts a packet twice.
+	// seen (per pair of rules) never counts a packet twice. A pair of
+	// which one rule is missing (skipped, or deleted alone) is not
+	// counted this round.
 	nextShared := map[[2]engine.RuleID]uint64{}
-	for _, sr := range shared {
+	for _, sr := range d.shared {
+		if sr.loggedID.Handle == 0 || sr.droppedID.Handle == 0 {
+			continue
+		}
 		pair := [2]engine.RuleID{sr.loggedID, sr.droppedID}
 		over := max(sub(sr.dropped, sr.logged), d.lastShared[pair])
-		nextShared[pair] = over
 		d.suppressed.WithLabelValues(suppressedRateLimit).Add(float64(over - d.lastShared[pair]))
+		if read {
+			nextShared[pair] = over
+		} else {
+			delete(d.lastShared, pair) // deleted: its rules are gone
+		}
 	}
+	clear(d.shared)
+	if !read {
+		return
+	}
+	d.lastShared = nextShared
 	// A namespace without isolated pods on the node any more keeps no
-	// series: the label sets stay bounded by the namespaces present.
+	// series: the label sets stay bounded by the namespaces present. A
+	// series that a deletion added to stays for this export, so its last
+	// count is seen.
 	for k := range d.series {
-		if !live[k] {
+		if !d.live[k] && !d.final[k] {
 			d.packets.DeleteLabelValues(k.namespace, k.direction, k.kind)
 			d.bytes.DeleteLabelValues(k.namespace, k.direction, k.kind)
 			delete(d.series, k)
 		}
 	}
-	d.lastShared = nextShared
+	clear(d.live)
+	clear(d.final)
 }
 
 // sharedRead is one read of a shared denied chain's two counters.

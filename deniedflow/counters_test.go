@@ -5,12 +5,14 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/rulecounter"
 )
 
 // fakeCounters answers Counters with the next of its reads.
@@ -75,10 +77,12 @@ func TestDeniedCountersTotals(t *testing.T) {
 			sharedCounters(policy.ChainDeniedIngress, 20, 3, 9)...),
 	}}
 	var errs []error
-	d := newDeniedCounters(f, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "s"}, []string{"reason"}), func(err error) { errs = append(errs, err) })
+	d := newDeniedCounters(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "s"}, []string{"reason"}))
 	d.suppressed.WithLabelValues(suppressedRateLimit)
+	counts := rulecounter.New()
+	counts.Watch(d)
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(d)
+	reg.MustRegister(counts.Collector(f, time.Second, func(err error) { errs = append(errs, err) }))
 	expect := func(step string, want string) {
 		t.Helper()
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nftguard_denied_packets_total", "s"); err != nil {
@@ -123,3 +127,49 @@ s{reason="rate_limit"} 6
 }
 
 const deniedHelp = "# HELP nftguard_denied_packets_total Packets dropped by policy, from the kernel's counters on each isolated pod chain's final drop (kind NetworkPolicy) and on each ClusterNetworkPolicy Deny rule (kind ClusterNetworkPolicy), by the pod's namespace, direction and policy kind (with --log-denied).\n"
+
+// A rule deleted by a sync adds its last count, also when it was its
+// namespace's last isolated pod: the series is exported once more with
+// that count, and goes at the scrape after. A shared chain rebuilt adds
+// its last rate-limited packets.
+func TestDeniedCountersDeleted(t *testing.T) {
+	f := &fakeCounters{reads: [][]engine.RuleCounter{
+		append([]engine.RuleCounter{drop("np_ing_x_a", 5, 3), drop("np_egr_y_a", 9, 1)}, sharedCounters(policy.ChainDeniedIngress, 20, 2, 7)...),
+		{drop("np_ing_x_a", 5, 4)},
+		{drop("np_ing_x_a", 5, 4)},
+	}}
+	d := newDeniedCounters(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "s"}, []string{"reason"}))
+	counts := rulecounter.New()
+	counts.Watch(d)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(counts.Collector(f, time.Second, func(err error) { t.Error(err) }))
+	expect := func(step string, want string) {
+		t.Helper()
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nftguard_denied_packets_total", "s"); err != nil {
+			t.Errorf("%s: %v", step, err)
+		}
+	}
+	expect("first read", deniedHelp+`# TYPE nftguard_denied_packets_total counter
+nftguard_denied_packets_total{direction="egress",kind="NetworkPolicy",namespace="y"} 1
+nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="x"} 3
+# HELP s 
+# TYPE s counter
+s{reason="rate_limit"} 5
+`)
+	// y/a goes with 6 more drops; the shared chain is rebuilt after 3
+	// more packets over the limit.
+	counts.Deleted(append([]engine.RuleCounter{drop("np_egr_y_a", 9, 7)}, sharedCounters(policy.ChainDeniedIngress, 20, 4, 12)...), nil)
+	expect("after the deletion", deniedHelp+`# TYPE nftguard_denied_packets_total counter
+nftguard_denied_packets_total{direction="egress",kind="NetworkPolicy",namespace="y"} 7
+nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="x"} 4
+# HELP s 
+# TYPE s counter
+s{reason="rate_limit"} 8
+`)
+	expect("a scrape later", deniedHelp+`# TYPE nftguard_denied_packets_total counter
+nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="x"} 4
+# HELP s 
+# TYPE s counter
+s{reason="rate_limit"} 8
+`)
+}

@@ -25,9 +25,10 @@
 //	resolver.go   Resolver (a flowlog.Resolver and ClusterDenier over the
 //	              informer caches) and the per-sync explain.Cluster
 //	podindex.go   IndexPodAddrs: the address -> pod index on the pod informer
-//	counters.go   the collector that reads the kernel's drop counters at each
-//	              scrape: nftguard_denied_{packets,bytes}_total by namespace,
-//	              direction and kind, and the rate-limited count
+//	counters.go   the rulecounter.View of the kernel's drop counters (read at
+//	              each scrape, and each deleted rule's final count at the
+//	              sync that deletes it): nftguard_denied_{packets,bytes}_total
+//	              by namespace, direction and kind, and the rate-limited count
 //
 // Tests: in a lab node (internal/netlab), real denied datagrams become one
 // JSON record each with pods and policy, and the metrics match the

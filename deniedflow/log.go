@@ -11,6 +11,7 @@ import (
 
 	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/rulecounter"
 )
 
 // JournalSize is how many recent denied-packet records the agent keeps in
@@ -31,9 +32,9 @@ const (
 )
 
 // NewMetrics registers the metrics on reg. The kernel's drop counters are
-// read from src at each scrape (nil: not exported); errors reading them go
-// to onError.
-func NewMetrics(reg prometheus.Registerer, src CounterReader, onError func(error)) (*Metrics, error) {
+// exported through counts (nil: not exported), which the caller registers
+// as a collector after this.
+func NewMetrics(reg prometheus.Registerer, counts *rulecounter.Totals) (*Metrics, error) {
 	m := &Metrics{
 		records: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nftguard_denied_log_records_total",
@@ -45,10 +46,12 @@ func NewMetrics(reg prometheus.Registerer, src CounterReader, onError func(error
 		}, []string{"reason"}),
 	}
 	cs := []prometheus.Collector{m.records, m.suppressed}
-	if src != nil {
-		// The collector exports the suppressed counters itself, after
-		// reading the kernel, so a scrape sees rate_limit up to date.
-		cs = []prometheus.Collector{m.records, newDeniedCounters(src, m.suppressed, onError)}
+	if counts != nil {
+		// The kernel counters' view exports the suppressed counters
+		// itself, after reading the kernel, so a scrape sees rate_limit
+		// up to date.
+		cs = []prometheus.Collector{m.records}
+		counts.Watch(newDeniedCounters(m.suppressed))
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

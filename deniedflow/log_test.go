@@ -26,6 +26,7 @@ import (
 	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/rulecounter"
 )
 
 // Run in a lab node: each denied datagram becomes one JSON slog
@@ -48,7 +49,8 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 	nss := []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{policy.AnnotationLogDenied: "true"}}}}
 	l := policy.LogDenied{Group: 1604, Rate: 100, Burst: 100}
 	out := policy.Compile(policy.Input{NodeName: "n1", Namespaces: nss, Pods: podset.NewSet(podset.FromAPIList(pods)), Policies: npset.New(nps), LogDenied: &l})
-	eng, err := engine.New(engine.Table{Family: "inet", Name: "nftguard"}, engine.WithNetNS(lab.Nodes[0].Path))
+	counts := rulecounter.New()
+	eng, err := engine.New(engine.Table{Family: "inet", Name: "nftguard"}, engine.WithNetNS(lab.Nodes[0].Path), engine.WithDeletedCounters(counts.Deleted))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,10 +71,11 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 
 	var logs syncbuf.Buffer
 	reg := prometheus.NewRegistry()
-	dm, err := NewMetrics(reg, eng, func(err error) { t.Errorf("reading counters: %v", err) })
+	dm, err := NewMetrics(reg, counts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	reg.MustRegister(counts.Collector(eng, 5*time.Second, func(err error) { t.Errorf("reading counters: %v", err) }))
 	journal := flowlog.NewJournal(2)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -25,7 +25,8 @@ import (
 // exactly once as a `"msg":"denied"` JSON record in the output of the
 // agent of the destination's node, naming pods, port, direction and
 // policy, and the agent's metrics count them: records, and packets and
-// bytes denied in namespace x, read from the kernel's counters.
+// bytes denied in namespace x, read from the kernel's counters, also the
+// packets a rule counted between the last scrape and its deletion.
 func TestAgentLogDenied(t *testing.T) {
 	a := newAgentLabWith(t, agentLabOptions{args: []string{"--min-sync-interval", "50ms", "--max-sync-interval", "500ms",
 		"--log-denied", "--log-group", "1610", "--log-rate", "1000", "--log-burst", "1000"}})
@@ -91,6 +92,28 @@ func TestAgentLogDenied(t *testing.T) {
 	// none of them, although its x/b is isolated too.
 	if d := metricValue(a.agents["n2"].metrics(t), "nftguard_denied_packets_total"+series) - n2Before; d != 0 {
 		t.Errorf("n2's denied packets of x grew by %v, want 0", d)
+	}
+
+	// More SYNs denied, no scrape of n1, then the policy goes and with it
+	// x/a's chain and the final drop that counted them: the sync that
+	// deletes the rule reports its final count, and the next scrape has
+	// them (it had not before: the count went with the rule, and the
+	// series with it).
+	more := sendSYNs(t, a.lab, "x/a", []synSend{{"y/a", 80, 5, false}})
+	a.deletePolicy(ctx, "x", "deny-ingress")
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Contains(nftList(t, a.lab.Node("n1").NetNS), "np_ing_x_a") {
+		if time.Now().After(deadline) {
+			t.Fatalf("n1's table still isolates x/a 10 s after the policy was deleted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	gone := n1.metrics(t)
+	if d := metricValue(gone, "nftguard_denied_packets_total"+series) - metricValue(after, "nftguard_denied_packets_total"+series); d != float64(more) {
+		t.Errorf("denied packets of x grew by %v across the deletion of x/a's chain, want %d", d, more)
+	}
+	if d := metricValue(gone, "nftguard_denied_bytes_total"+series) - metricValue(after, "nftguard_denied_bytes_total"+series); d != float64(60*more) {
+		t.Errorf("denied bytes of x grew by %v across the deletion of x/a's chain, want %d", d, 60*more)
 	}
 }
 

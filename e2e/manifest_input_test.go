@@ -203,14 +203,15 @@ func TestApplyUnreadableInputChangesNothing(t *testing.T) {
 
 // TestApplyReadableRestIsEnforced, with a hostile name: a policy given
 // twice is the later version only (not a merge of both), a policy whose name the API server would refuse is
-// skipped by name, and the rest is programmed, equal to render of the same
+// skipped by name (kept fail-closed: it selects no pod here, and its name
+// reaches no rule), and the rest is programmed, equal to render of the same
 // input and enforced with real packets.
 func TestApplyReadableRestIsEnforced(t *testing.T) {
 	l := newInputLab(t)
 	node := l.lab.Node("w1").Path
 	hostile := "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n" +
 		"  name: 'q\"; }; }; flush ruleset; table inet nftguard { chain zz { #'\n  namespace: shop\n" +
-		"spec: {podSelector: {}, policyTypes: [Ingress]}\n"
+		"spec: {podSelector: {matchLabels: {app: nobody}}, policyTypes: [Ingress]}\n"
 	docs := append(l.objects(), ledgerPolicy("{matchLabels: {team: shop}}", 80), hostile, ledgerPolicy("{}", 81))
 	path := l.write("cluster.yaml", strings.Join(docs, "---\n"))
 	first, hostileDoc, second := len(docs)-2, len(docs)-1, len(docs)

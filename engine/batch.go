@@ -55,11 +55,17 @@ type batch struct {
 	ops   []opDesc // ops[seq-seq0-1] describes message seq
 	// echo[i] is, for an echoed NEWRULE message ops[i], the rule whose
 	// kernel handle the echo reports (nil for other messages).
-	echo    []*kernelRule
-	doEcho  bool
-	lastOff int
-	setID   uint32
-	opCount int // objects acted on (elements count one each)
+	echo   []*kernelRule
+	doEcho bool
+	// delEcho has the kernel echo every deleted rule that may count
+	// (with its counters' last values: see counters.go's DeletedCounters);
+	// delEchoBytes bounds the size of those echoes, for the socket's
+	// receive buffer.
+	delEcho      bool
+	delEchoBytes int
+	lastOff      int
+	setID        uint32
+	opCount      int // objects acted on (elements count one each)
 	// checkOnly leaves out BATCH_END: the kernel validates every message,
 	// then aborts the transaction (see Engine.Check).
 	checkOnly bool
@@ -148,19 +154,65 @@ func (b *batch) delChain(name string) {
 }
 
 // flushChain deletes every rule of a chain with one message.
-func (b *batch) flushChain(name string) {
-	off := b.begin(unix.NFT_MSG_DELRULE, 0, opDesc{verb: "flush chain", name: name})
+func (b *batch) flushChain(c *kernelChain) {
+	name := c.name
+	off := b.begin(unix.NFT_MSG_DELRULE, b.echoDeleted(c.rules...), opDesc{verb: "flush chain", name: name})
 	b.m.Str(unix.NFTA_RULE_TABLE, b.table)
 	b.m.Str(unix.NFTA_RULE_CHAIN, name)
 	b.m.EndMsg(off)
 }
 
-func (b *batch) delRule(chain string, handle uint64) {
-	off := b.begin(unix.NFT_MSG_DELRULE, 0, opDesc{verb: "delete rule from chain", name: chain})
+func (b *batch) delRule(chain string, r *kernelRule) {
+	off := b.begin(unix.NFT_MSG_DELRULE, b.echoDeleted(r), opDesc{verb: "delete rule from chain", name: chain})
 	b.m.Str(unix.NFTA_RULE_TABLE, b.table)
 	b.m.Str(unix.NFTA_RULE_CHAIN, chain)
-	b.m.U64(unix.NFTA_RULE_HANDLE, handle)
+	b.m.U64(unix.NFTA_RULE_HANDLE, r.handle)
 	b.m.EndMsg(off)
+}
+
+// echoDeleted is the flags of a message deleting rules: NLM_F_ECHO when
+// the batch reports deleted counters and one of the rules may count. The
+// kernel then sends, once the transaction has committed, each deleted
+// rule as it was at that moment, its counters' final values included.
+func (b *batch) echoDeleted(rules ...*kernelRule) uint16 {
+	if !b.delEcho {
+		return 0
+	}
+	n := 0
+	for _, r := range rules {
+		if mayCount(r) {
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	// A rule's echo is its expressions (key holds them encoded, or
+	// close to it) plus the table, chain, handle, comment and headers.
+	for _, r := range rules {
+		b.delEchoBytes += len(r.key) + len(r.userdata) + 256
+	}
+	return unix.NLM_F_ECHO
+}
+
+// mayCount says whether a rule has a counter statement, or might have one
+// (a rule the engine could not decode).
+func mayCount(r *kernelRule) bool {
+	if r.key == "" {
+		return true
+	}
+	if r.exprs == nil {
+		// Read back from the kernel: the key holds the expressions
+		// as the kernel sent them, each named by a NUL-terminated
+		// attribute. A false match costs one echo, no more.
+		return strings.Contains(r.key, "counter\x00")
+	}
+	for _, x := range r.exprs {
+		if _, ok := x.(*nftwire.Counter); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // addRule inserts r before the rule with handle before, or appends it to

@@ -19,7 +19,8 @@ import (
 // rewritten because it counted. They start at zero when the rule is
 // created, and a rule that is replaced (its text changed, or drift was
 // repaired) starts again from zero under a new handle; a reader that turns
-// them into monotonic totals therefore keys them by chain and handle.
+// them into monotonic totals therefore keys them by chain and handle
+// (package rulecounter).
 type RuleCounter struct {
 	Chain   string
 	Handle  uint64
@@ -111,11 +112,15 @@ func (e *Engine) readCounters(ctx context.Context, match func(string) bool) ([]R
 }
 
 // parseRuleCounter reads the counters of one rule message; ok is false for
-// a rule of another table or chain, or one without a counter.
+// a rule of another table or chain (any chain when chain is ""), or one
+// without a counter.
 func parseRuleCounter(b []byte, table, chain string) (rc RuleCounter, ok bool, err error) {
 	a, err := nfnl.Attrs(b)
 	if err != nil {
 		return rc, false, err
+	}
+	if chain == "" {
+		chain = nfnl.CStr(a[unix.NFTA_RULE_CHAIN])
 	}
 	if nfnl.CStr(a[unix.NFTA_RULE_TABLE]) != table || nfnl.CStr(a[unix.NFTA_RULE_CHAIN]) != chain {
 		return rc, false, nil
@@ -161,6 +166,33 @@ func parseRuleCounter(b []byte, table, chain string) (rc RuleCounter, ok bool, e
 	return rc, true, nil
 }
 
+// WithDeletedCounters has every Sync report the counters of the rules it
+// deletes, as they were when the transaction committed: fn is called once
+// per committed batch that deleted counting rules, with the engine's lock
+// held (fn must not call the engine), before the Sync returns. err, when
+// not nil, says some deleted rules' echoes could not be read (their counts
+// are not in rcs); the batch is in force all the same.
+//
+// The kernel echoes a deleted rule (NLM_F_ECHO on NFT_MSG_DELRULE) after
+// it has switched to the new generation of the table, reading the rule's
+// per-CPU counters then: a packet that entered the old generation on
+// another CPU and reaches the counter after that read is the only one not
+// reported, at most one per other CPU at the instant of the commit. A
+// reader that adds these final values to what it read from Counters
+// before therefore loses no count to a rule's deletion (package
+// rulecounter does).
+//
+// The first Sync of an Engine that replaces a table left by an earlier
+// run as a whole deletes that table without echoes: its counts are the
+// earlier run's. A batch whose answer cannot be read to its end (the
+// receive buffer overrun, which the engine sizes for the echoes it asks
+// for) is retried from a fresh read, and the echoes it lost are lost.
+// Only rules that may count are echoed (with a counter statement, or not
+// decodable); a chain flushed for one of them echoes all its rules.
+func WithDeletedCounters(fn func(rcs []RuleCounter, err error)) Option {
+	return func(e *Engine) { e.onDeleted = fn }
+}
+
 // RuleID names one kernel rule for as long as it lives: a rule replaced
 // is a new rule under a new handle.
 type RuleID struct {
@@ -170,41 +202,3 @@ type RuleID struct {
 
 // ID is the rule's RuleID.
 func (rc *RuleCounter) ID() RuleID { return RuleID{rc.Chain, rc.Handle} }
-
-// Growth turns successive reads of kernel counters, which start at zero
-// with each rule, into what each rule counted since the previous read, as
-// monotonic totals (Prometheus counters) need. The zero value is ready to
-// use; a Growth is not safe for concurrent use.
-type Growth struct {
-	last map[RuleID]Count
-}
-
-// Read calls add for every rule of rcs that has counters, with what its
-// counters (summed) grew by since the previous Read: all of it for a rule
-// not seen before, never less than zero. Rules not in rcs are forgotten.
-func (g *Growth) Read(rcs []RuleCounter, add func(rc *RuleCounter, grown Count)) {
-	next := make(map[RuleID]Count, len(rcs))
-	for i := range rcs {
-		rc := &rcs[i]
-		if len(rc.Counters) == 0 {
-			continue // a return rule, or a jump
-		}
-		var now Count
-		for _, v := range rc.Counters {
-			now.Packets += v.Packets
-			now.Bytes += v.Bytes
-		}
-		id := rc.ID()
-		prev := g.last[id]
-		next[id] = now
-		add(rc, Count{Packets: grown(now.Packets, prev.Packets), Bytes: grown(now.Bytes, prev.Bytes)})
-	}
-	g.last = next
-}
-
-func grown(now, prev uint64) uint64 {
-	if now < prev {
-		return 0 // cannot happen to one handle; never subtract
-	}
-	return now - prev
-}

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"maps"
 	"net"
 	"testing"
 
@@ -108,35 +107,5 @@ func TestCounters(t *testing.T) {
 	}
 	if none, err := e.Counters(ctx, nil); err != nil || none != nil {
 		t.Fatalf("no table: want nil, nil; got %+v, %v", none, err)
-	}
-}
-
-// TestGrowth: what a rule counted since the previous read; a rule not
-// seen before counts from zero, a rule gone is forgotten, a rule without
-// counters is skipped, and a total never shrinks.
-func TestGrowth(t *testing.T) {
-	rc := func(chain string, handle uint64, counts ...Count) RuleCounter {
-		return RuleCounter{Chain: chain, Handle: handle, Counters: counts}
-	}
-	var g Growth
-	reads := []struct {
-		rcs  []RuleCounter
-		want map[RuleID]Count
-	}{
-		{[]RuleCounter{rc("a", 1, Count{3, 300}), rc("a", 2)}, map[RuleID]Count{{"a", 1}: {3, 300}}},
-		{[]RuleCounter{rc("a", 1, Count{5, 500}), rc("b", 1, Count{1, 10}, Count{2, 20})}, map[RuleID]Count{{"a", 1}: {2, 200}, {"b", 1}: {3, 30}}},
-		// a/1 replaced by a/3: the new rule counts from zero.
-		{[]RuleCounter{rc("a", 3, Count{1, 100}), rc("b", 1, Count{1, 10}, Count{2, 20})}, map[RuleID]Count{{"a", 3}: {1, 100}, {"b", 1}: {0, 0}}},
-		// a/1 again after it was gone: from zero.
-		{[]RuleCounter{rc("a", 1, Count{6, 600})}, map[RuleID]Count{{"a", 1}: {6, 600}}},
-		// A value lower than before never subtracts.
-		{[]RuleCounter{rc("a", 1, Count{2, 200})}, map[RuleID]Count{{"a", 1}: {0, 0}}},
-	}
-	for i, r := range reads {
-		got := map[RuleID]Count{}
-		g.Read(r.rcs, func(rc *RuleCounter, c Count) { got[rc.ID()] = c })
-		if !maps.Equal(got, r.want) {
-			t.Errorf("read %d: %v, want %v", i, got, r.want)
-		}
 	}
 }

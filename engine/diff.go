@@ -196,16 +196,16 @@ func diffNames(b *batch, cur, want *kernelTable, ns names) (next *kernelTable, o
 		}
 		if !ok || recreateChain[name] {
 			if len(c.rules) > 0 {
-				b.flushChain(name)
+				b.flushChain(c)
 			}
 			continue
 		}
 		match, del := matchRules(c.rules, w.rules, forced)
 		if len(del) == len(c.rules) && len(del) > 1 {
-			b.flushChain(name)
+			b.flushChain(c)
 		} else {
 			for _, i := range del {
-				b.delRule(name, c.rules[i].handle)
+				b.delRule(name, c.rules[i])
 			}
 		}
 		plans[name] = match

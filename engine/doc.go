@@ -21,7 +21,8 @@
 //	errors.go      Error: a refusal as the message and object it names; IsNotFound, IsAlreadyExists
 //	check.go       Check: the same batch without its end, so the kernel validates and changes nothing
 //	monitor.go     nftables events -> drift (a resync)
-//	counters.go    Counters: the rules' counter values, read on demand, never diffed
+//	counters.go    Counters: the rules' counter values, read on demand, never diffed;
+//	               WithDeletedCounters: the final values of the rules a Sync deletes
 //	timed.go       AddTimed, ReadTimed: timeout sets' dynamic elements, outside Sync, on a socket of their own
 //	nlmsg.go       nf_tables constants; the codec, socket and requests are internal/nfnl
 //	render.go      Desired as an nft script; fake.go, the in-memory Interface

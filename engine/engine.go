@@ -35,6 +35,9 @@ type Engine struct {
 	sendHook  func([]byte)
 	echoLimit int
 	comp      *compiler
+	// onDeleted receives the final counters of the rules a commit
+	// deleted (WithDeletedCounters); nil: deletions are not echoed.
+	onDeleted func([]RuleCounter, error)
 
 	// stale is set by the monitor: someone else changed our table, so the
 	// cache must not be trusted.
@@ -214,6 +217,7 @@ func (e *Engine) syncOnce(want *kernelTable, st *Stats) (fresh bool, err error) 
 	var next *kernelTable
 	for {
 		b = newBatch(e.fam, e.table.Name, e.nextSeq(), echo, batchSizeHint(cur, want))
+		b.delEcho = e.onDeleted != nil
 		if full {
 			b.delTable()
 			st.Full = true

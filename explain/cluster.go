@@ -145,11 +145,12 @@ func New(in Input) (*Cluster, []problem.Problem) {
 	}
 	for _, np := range in.NetworkPolicies {
 		key := np.Namespace + "/" + np.Name
-		// A policy the API server would refuse enforces nothing; the
-		// validation is the compiler's, so both skip the same policies.
+		// A policy the API server would refuse is enforced in its
+		// fail-closed form; the validation and the form are the
+		// compiler's, so both read it the same way.
 		if probs := nppolicy.Validate(np); len(probs) > 0 {
 			problems = append(problems, probs...)
-			continue
+			np = nppolicy.FailClosedInvalid(np, probs)
 		}
 		sel, _ := selection.AsSelector(&np.Spec.PodSelector)
 		p := &policy{np: np, key: key, selector: sel}

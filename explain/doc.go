@@ -11,7 +11,8 @@
 // policyTypes (which it writes again), not the matching of peers and ports.
 // It does share one thing on purpose: which objects count. For
 // NetworkPolicy that is policy.Validate, the API server's rules for which
-// objects exist at all. For ClusterNetworkPolicy it is the compiler's
+// objects exist at all, and policy.FailClosedInvalid, the form an invalid
+// one is enforced in (its pods isolated, no rules). For ClusterNetworkPolicy it is the compiler's
 // classification, clusterpolicy.CheckAll: a policy whose placement (name,
 // tier, priority, subject, number of rules) is invalid, or whose name an
 // earlier policy has, is left out; an invalid rule fails closed where it

@@ -239,10 +239,10 @@ func TestExplain(t *testing.T) {
 			policies: []*networkingv1.NetworkPolicy{denyEgressX, pol("y", "all", networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{}}})},
 			flow:     Flow{From: "x/a", To: "y/a", Protocol: tcp, Port: 80},
 			egress:   "isolated by x/deny-out", ingress: "allowed by y/all ingress[0] (peer any peer, port any port)"},
-		{name: "an invalid policy enforces nothing",
+		{name: "an invalid policy isolates its pods and allows nothing",
 			policies: []*networkingv1.NetworkPolicy{pol("x", "bad", networkingv1.NetworkPolicySpec{Ingress: in([]networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "nope"}}})})},
 			flow:     Flow{From: "x/b", To: "x/a", Protocol: tcp, Port: 80},
-			ingress:  "not isolated", allowed: true},
+			ingress:  "isolated by x/bad, no rule allowed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

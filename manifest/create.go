@@ -4,15 +4,44 @@ import (
 	"fmt"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	netutils "k8s.io/utils/net"
 
+	nppolicy "github.com/nftguard/nftguard/policy"
 	"github.com/nftguard/nftguard/problem"
 	"github.com/nftguard/nftguard/selection"
 )
+
+// failClosed is what a left-out object is enforced as: a NetworkPolicy
+// in its fail-closed form (policy.FailClosedInvalid: its pods stay
+// isolated, nothing it allows is installed), so that a mistake in a
+// policy never opens the pods it was written to isolate; nil for any
+// other kind, and for a policy whose namespace is not a valid name (no
+// pod can be in it: the API server refuses such pods too).
+func failClosed(obj any, problems []problem.Problem) any {
+	np, ok := obj.(*networkingv1.NetworkPolicy)
+	if !ok {
+		return nil
+	}
+	for _, p := range problems {
+		if p.Field == "metadata.namespace" {
+			return nil
+		}
+	}
+	return nppolicy.FailClosedInvalid(np, problems)
+}
+
+// StaysIsolated says whether the object a Problem names is enforced in
+// its fail-closed form rather than left out: a NetworkPolicy, unless its
+// namespace is not a valid name (see failClosed; such a namespace is
+// shown quoted).
+func StaysIsolated(p problem.Problem) bool {
+	return p.Object.Kind == "NetworkPolicy" && len(apivalidation.ValidateNamespaceName(p.Object.Namespace, false)) == 0
+}
 
 // validateCreate checks what the API server refuses when an object is
 // created but still serves when an older version stored it: a NetworkPolicy
@@ -24,8 +53,8 @@ import (
 // as Kubernetes components do, so that a stored policy keeps its meaning
 // (policy.ParseIPBlockCIDR, selection.AsSelector); a manifest is
 // what someone is about to create, so it is refused here as the API server
-// would refuse it, and the object is skipped like one with invalid
-// metadata. A value that cannot be read at all is the compiler's to
+// would refuse it, and the object is reported like one with invalid
+// metadata (and, as it, kept in its fail-closed form: failClosed). A value that cannot be read at all is the compiler's to
 // report, as before.
 func validateCreate(src string, id problem.Object, obj any, meta *metav1.ObjectMeta) []problem.Problem {
 	np, ok := obj.(*networkingv1.NetworkPolicy)

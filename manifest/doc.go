@@ -18,7 +18,10 @@
 // prefix length), or with a label selector value no label can have (in
 // matchExpressions, accepted before Kubernetes 1.27): the compiler reads
 // those leniently, as Kubernetes components read a stored object, and a
-// manifest is refused them here (create.go). A ClusterNetworkPolicy's
+// manifest is refused them here (create.go). A NetworkPolicy left out is
+// still returned, in its fail-closed form (policy.FailClosedInvalid: its
+// pods stay isolated, none of its rules), unless its namespace is not a
+// valid name: a mistake in a policy must not open the pods it isolates. A ClusterNetworkPolicy's
 // schema never checks selector values, so it is read like a stored
 // NetworkPolicy.
 //

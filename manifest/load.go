@@ -131,7 +131,7 @@ func (r *reader) add(src, kind string, obj any, meta *metav1.ObjectMeta, problem
 	e := entry{kind: kind, source: src, obj: obj}
 	if len(problems) > 0 {
 		r.skipped = append(r.skipped, problems...)
-		e.obj = nil
+		e.obj = failClosed(obj, problems)
 	}
 	key := sourceKey(kind, meta.Namespace, meta.Name)
 	if i, ok := r.index[key]; ok {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnpv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
@@ -115,27 +116,28 @@ func TestLoad(t *testing.T) {
 			want: "C", skipped: []string{`ClusterNetworkPolicy "Deny": metadata.name: a lowercase RFC 1123 subdomain`, "must be no more than 253 characters"}},
 
 		// ipBlocks the API server refuses on create since Kubernetes 1.36
-		// (and served from before): skipped, each value named; what cannot
-		// be read at all is the compiler's to report.
+		// (and served from before): reported, each value named, and the
+		// policy kept in its fail-closed form (no rules); what cannot be
+		// read at all is the compiler's to report.
 		{name: "NetworkPolicy ipBlocks the API server refuses on create", files: map[string]string{"a.yaml": ns + "---\n" +
 			strings.Replace(policy, "  podSelector: {}\n", "  podSelector: {}\n  ingress:\n  - from:\n    - ipBlock: {cidr: \"::ffff:10.77.1.0/120\"}\n"+
 				"  egress:\n  - to:\n    - ipBlock: {cidr: 10.77.1.10/16, except: [010.77.1.0/24, 10.77.2.0/24, nope]}\n", 1) + "---\n" +
 			strings.Replace(policy, "name: deny", "name: fine", 1) + "---\n" +
 			strings.Replace(strings.Replace(policy, "name: deny", "name: unreadable", 1), "  podSelector: {}\n", "  podSelector: {}\n  egress:\n  - to:\n    - ipBlock: {cidr: nope}\n", 1)},
-			want: "NXX", skipped: []string{
+			want: "NXXX", skipped: []string{
 				`a.yaml:2: NetworkPolicy shop/deny: spec.ingress[0].from[0].ipBlock.cidr="::ffff:10.77.1.0/120": must not have an IPv4-mapped IPv6 address (the API server refuses it when a policy is created)`,
 				`a.yaml:2: NetworkPolicy shop/deny: spec.egress[0].to[0].ipBlock.cidr="10.77.1.10/16": must not have bits set beyond the prefix length`,
 				`a.yaml:2: NetworkPolicy shop/deny: spec.egress[0].to[0].ipBlock.except[0]="010.77.1.0/24": must not have leading 0s`}},
 
 		// Label selectors with values the API server refuses on create
 		// since Kubernetes 1.27 (and serves from before): a NetworkPolicy
-		// is skipped, each value named; a ClusterNetworkPolicy, whose schema
+		// is reported, each value named, and kept fail-closed; a ClusterNetworkPolicy, whose schema
 		// never checks them, is read (the value selects no pod).
 		{name: "NetworkPolicy selector values the API server refuses on create", files: map[string]string{"a.yaml": ns + "---\n" +
 			strings.Replace(policy, "  podSelector: {}\n", "  podSelector: {matchExpressions: [{key: app, operator: In, values: [web, \"no value!\"]}]}\n  ingress:\n  - from:\n"+
 				"    - namespaceSelector: {matchExpressions: [{key: team, operator: NotIn, values: [\"a b\"]}]}\n", 1) + "---\n" +
 			strings.Replace(cnp, "    namespaces: {}\n", "    namespaces: {matchExpressions: [{key: team, operator: In, values: [ops, \"no value!\"]}]}\n", 1)},
-			want: "NC", skipped: []string{
+			want: "NXC", skipped: []string{
 				`a.yaml:2: NetworkPolicy shop/deny: spec.podSelector.matchExpressions[0].values[1]="no value!": a valid label must be`,
 				`a.yaml:2: NetworkPolicy shop/deny: spec.ingress[0].from[0].namespaceSelector.matchExpressions[0].values[0]="a b": a valid label must be`}},
 
@@ -170,7 +172,7 @@ func TestLoad(t *testing.T) {
 		// Metadata the API server refuses: the object is skipped, the rest is read.
 		{name: "hostile policy name", files: map[string]string{"a.yaml": ns + "---\n" +
 			strings.Replace(policy, "name: deny", `name: 'q"; }; }; flush ruleset; table inet nftguard { chain zz { #'`, 1)},
-			want: "N", skipped: []string{`a.yaml:2: NetworkPolicy shop/"q\"; }; }; flush ruleset; table inet nftguard { chain zz { #": metadata.name: a lowercase RFC 1123 subdomain`}},
+			want: "NX", skipped: []string{`a.yaml:2: NetworkPolicy shop/"q\"; }; }; flush ruleset; table inet nftguard { chain zz { #": metadata.name: a lowercase RFC 1123 subdomain`}},
 		{name: "name with a newline cannot forge a line", files: map[string]string{"a.yaml": "apiVersion: v1\nkind: Node\nmetadata: {name: \"a\\nskipped: b\"}\n"},
 			want: "-", skipped: []string{`Node "a\nskipped: b": metadata.name`}},
 		{name: "Namespace names are DNS labels", files: map[string]string{"a.yaml": strings.Replace(ns, "shop", "a.b", 1)},
@@ -181,7 +183,7 @@ func TestLoad(t *testing.T) {
 			"apiVersion: v1\nkind: Service\nmetadata: {name: 1cart, namespace: shop}\n"},
 			want: "P", skipped: []string{"Service shop/1cart: metadata.name: a DNS-1035 label"}},
 		{name: "name too long", files: map[string]string{"a.yaml": strings.Replace(policy, "deny", strings.Repeat("a", 254), 1)},
-			want: "-", skipped: []string{"metadata.name: must be no more than 253 characters"}},
+			want: "X", skipped: []string{"metadata.name: must be no more than 253 characters"}},
 		{name: "bad label key and value", files: map[string]string{"a.yaml": strings.Replace(pod, "  namespace: shop\n", "  namespace: shop\n  labels: {\"a b\": x, c: \"d e\"}\n", 1)},
 			want: "-", skipped: []string{`metadata.labels="a b": name part must consist of`, `metadata.labels="d e": a valid label must be`}},
 		{name: "bad annotation key", files: map[string]string{"a.yaml": strings.Replace(pod, "  namespace: shop\n", "  namespace: shop\n  annotations: {\"-x\": v}\n", 1)},
@@ -393,4 +395,40 @@ func jsonShape(t reflect.Type, seen map[reflect.Type]bool) string {
 		return b.String()
 	}
 	return t.Kind().String()
+}
+
+// A NetworkPolicy left out for what the API server refuses is kept in its
+// fail-closed form: the same name and directions, no rules; a podSelector
+// the API server refuses selects the whole namespace; a policy whose
+// namespace is not a valid name is left out (no pod can be in it).
+func TestLoadKeepsRefusedPoliciesFailClosed(t *testing.T) {
+	const np = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: %s, namespace: %s}\nspec:\n  podSelector: %s\n  policyTypes: [Egress]\n" +
+		"  egress:\n  - to:\n    - ipBlock: {cidr: %s}\n"
+	in := fmt.Sprintf(np, "mapped", "shop", "{matchLabels: {app: web}}", "\"::ffff:10.77.1.0/120\"") + "---\n" +
+		fmt.Sprintf(np, "badsel", "shop", "{matchExpressions: [{key: app, operator: In, values: [\"no value!\"]}]}", "10.0.0.0/8") + "---\n" +
+		fmt.Sprintf(np, "badns", "a.b", "{}", "010.0.0.0/8") + "---\n" +
+		fmt.Sprintf(np, "Bad_Name", "shop", "{matchLabels: {app: db}}", "10.0.0.0/8")
+	objs, skipped, err := Load(strings.NewReader(in), "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(skipped) != 4 {
+		t.Errorf("skipped %v, want 4 problems", skipped)
+	}
+	got := map[string]string{}
+	for _, p := range objs.NetworkPolicies {
+		if len(p.Spec.Ingress)+len(p.Spec.Egress) != 0 || len(p.Spec.PolicyTypes) != 1 || p.Spec.PolicyTypes[0] != "Egress" {
+			t.Errorf("%s/%s kept as %+v, want its fail-closed form", p.Namespace, p.Name, p.Spec)
+		}
+		got[p.Namespace+"/"+p.Name] = metav1.FormatLabelSelector(&p.Spec.PodSelector)
+	}
+	want := map[string]string{"shop/mapped": "app=web", "shop/badsel": "<none>", "shop/Bad_Name": "app=db"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("kept %v, want %v", got, want)
+	}
+	for _, p := range skipped {
+		if StaysIsolated(p) != (p.Object.Name != "badns") {
+			t.Errorf("StaysIsolated(%v) = %v", p, StaysIsolated(p))
+		}
+	}
 }

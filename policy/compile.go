@@ -246,11 +246,9 @@ func (c *compiler) readGroup(g *npset.Group, old *nsPolicies) *nsPolicies {
 			vp = c.validate(np)
 		}
 		r.vps[i] = vp
-		if vp.cp == nil {
-			r.problems = append(r.problems, vp.problems...)
-		} else {
-			r.valid = append(r.valid, vp.cp)
-		}
+		// An invalid policy is reported, and enforced fail-closed.
+		r.problems = append(r.problems, vp.problems...)
+		r.valid = append(r.valid, vp.cp)
 	}
 	slices.SortStableFunc(r.valid, func(a, b *compiledPolicy) int { return strings.Compare(a.key, b.key) })
 	return r

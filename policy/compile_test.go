@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -436,7 +437,7 @@ func TestPodsThatAreNotEnforced(t *testing.T) {
 	eq(t, "peers", keys(lookedUp(t, out, "np_ing_x_live", "ip saddr @")), []string{"10.0.0.5"})
 }
 
-func TestInvalidObjectsAreReportedAndSkipped(t *testing.T) {
+func TestInvalidObjectsAreReportedAndFailClosed(t *testing.T) {
 	badCIDR := netpol("x", "bad-cidr", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 		s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/33"}}}}}
 	})
@@ -474,11 +475,66 @@ func TestInvalidObjectsAreReportedAndSkipped(t *testing.T) {
 			t.Errorf("missing problem %q in:\n%s", w, strings.Join(got, "\n"))
 		}
 	}
-	if hasChain(out, "np_ing_x_a") {
-		t.Error("x/a is isolated by invalid policies")
+	if !hasChain(out, "np_ing_x_a") {
+		t.Error("x/a lost its isolation to invalid policies")
 	}
 	if !hasChain(out, "np_ing_y_a") {
 		t.Error("the valid policy in y was not compiled")
+	}
+	// Each invalid policy compiles exactly as its fail-closed form: its
+	// pods isolated, nothing it allows installed.
+	pods := podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1", apitest.WithLabels("pod", "a")), apitest.Pod("x", "b", "10.0.0.2", apitest.WithLabels("pod", "b"))})
+	for _, np := range []*networkingv1.NetworkPolicy{badCIDR, badExcept, badPort, badSel} {
+		got := Compile(Input{NodeName: "n1", Pods: pods, Policies: npset.New([]*networkingv1.NetworkPolicy{np})})
+		want := compileChecked(t, Input{NodeName: "n1", Pods: pods, Policies: npset.New([]*networkingv1.NetworkPolicy{FailClosedInvalid(np, Validate(np))})})
+		if !reflect.DeepEqual(got.Chains, want.Chains) || !reflect.DeepEqual(got.Sets, want.Sets) {
+			t.Errorf("%s: compiled as\n%v\nnot as its fail-closed form\n%v", np.Name, got.Chains, want.Chains)
+		}
+	}
+}
+
+// An invalid policy is enforced as its fail-closed form: its subject and
+// directions when they can be read; every pod of its namespace when its
+// podSelector cannot be trusted; both directions when its policyTypes
+// names one that cannot be read.
+func TestFailClosedInvalid(t *testing.T) {
+	sel := metav1.LabelSelector{MatchLabels: map[string]string{"pod": "a"}}
+	withRules := func(s *networkingv1.NetworkPolicySpec) {
+		s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/33"}}}}}
+		s.Egress = []networkingv1.NetworkPolicyEgressRule{{}}
+	}
+	for _, tc := range []struct {
+		name  string
+		np    *networkingv1.NetworkPolicy
+		sel   metav1.LabelSelector
+		types []networkingv1.PolicyType
+	}{
+		{"bad peer: same subject, defaulted types", netpol("x", "p", sel, withRules), sel,
+			[]networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}},
+		{"bad peer, egress only", netpol("x", "p", sel, func(s *networkingv1.NetworkPolicySpec) {
+			withRules(s)
+			s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+		}), sel, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}},
+		{"bad podSelector: the whole namespace", netpol("x", "p",
+			metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "pod", Operator: "Maybe"}}}, func(s *networkingv1.NetworkPolicySpec) {
+				s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
+			}), metav1.LabelSelector{}, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
+		{"unknown policy type: both directions", netpol("x", "p", sel, func(s *networkingv1.NetworkPolicySpec) {
+			s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, "Sideways"}
+		}), sel, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}},
+		{"duplicate policy type: as named", netpol("x", "p", sel, func(s *networkingv1.NetworkPolicySpec) {
+			s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress, networkingv1.PolicyTypeEgress}
+		}), sel, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}},
+	} {
+		probs := Validate(tc.np)
+		if len(probs) == 0 {
+			t.Fatalf("%s: the policy is valid", tc.name)
+		}
+		got := FailClosedInvalid(tc.np, probs)
+		if !reflect.DeepEqual(got.Spec.PodSelector, tc.sel) || !reflect.DeepEqual(got.Spec.PolicyTypes, tc.types) ||
+			len(got.Spec.Ingress)+len(got.Spec.Egress) != 0 || got.Name != tc.np.Name || got.Namespace != tc.np.Namespace {
+			t.Errorf("%s: %+v", tc.name, got.Spec)
+		}
 	}
 }
 

@@ -87,8 +87,13 @@
 // enforces, and with it its pods' isolation; reading a mapped network as
 // IPv6 would make an except that excepts nothing. Manifests are refused
 // such values as the API server refuses them on create, by the manifest
-// reader, before they reach the compiler. A policy that no API server
-// would accept (Validate) is left out and reported.
+// reader, before they reach the compiler (the reader keeps them in their
+// fail-closed form). A policy that no API server would accept (Validate)
+// is reported and enforced in its fail-closed form (FailClosedInvalid):
+// its pods stay isolated and none of its rules is installed, every pod of
+// its namespace when its podSelector cannot be trusted, both directions
+// when its policyTypes names one that cannot be read. A mistake in a
+// policy must not open the pods it was written to isolate.
 //
 // # Where things are
 //
@@ -111,6 +116,8 @@
 //	                drop counters of every isolated pod while the node
 //	                logs, and DeniedChain (chain name -> namespace)
 //	validate.go     Validate: the API server's rules for a NetworkPolicy
+//	failclosed.go   FailClosed (over budget) and FailClosedInvalid (invalid):
+//	                a policy enforced without its rules
 //	ranges.go       ipBlock reading (ParseIPBlockCIDR) and arithmetic
 //
 // Which pods and namespaces a selector selects, named ports, and the

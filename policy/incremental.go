@@ -47,21 +47,25 @@ type memo struct {
 	chains *podchain.Memo
 }
 
-// validPolicy is a policy object validated: cp is nil for an invalid one.
+// validPolicy is a policy object validated: cp is its compiled form, the
+// fail-closed one when problems are not empty.
 type validPolicy struct {
 	cp       *compiledPolicy
 	problems []problem.Problem
 }
 
-// validate reads a policy object: its problems, or its compiled form.
+// validate reads a policy object: its problems, and its compiled form. An
+// invalid policy is compiled as FailClosedInvalid: its pods stay isolated
+// and nothing it allows is installed.
 func (c *compiler) validate(np *networkingv1.NetworkPolicy) *validPolicy {
 	vp := &validPolicy{}
+	src := np
 	if probs := validate(np, &c.val); len(probs) > 0 {
 		vp.problems = probs
-	} else {
-		sel := c.sel.Selectors().Parse(&np.Spec.PodSelector).Selector
-		vp.cp = &compiledPolicy{np: np, key: np.Namespace + "/" + np.Name, selector: sel}
-		vp.cp.ingress, vp.cp.egress = policyTypes(np)
+		np = FailClosedInvalid(np, probs)
 	}
+	sel := c.sel.Selectors().Parse(&np.Spec.PodSelector).Selector
+	vp.cp = &compiledPolicy{np: np, key: src.Namespace + "/" + src.Name, selector: sel}
+	vp.cp.ingress, vp.cp.egress = policyTypes(np)
 	return vp
 }

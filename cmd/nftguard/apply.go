@@ -122,7 +122,7 @@ func build(stdin io.Reader, in input, c common, ifs podInterfaces, stderr io.Wri
 		if res.Problems[i].Source == "" {
 			res.Problems[i].Source = objs.Source(res.Problems[i].Object)
 		}
-		fmt.Fprintf(stderr, "skipped: %v\n", res.Problems[i])
+		fmt.Fprintln(stderr, skippedLine(res.Problems[i]))
 	}
 	for i := range res.Warnings {
 		if res.Warnings[i].Source == "" {
@@ -133,6 +133,17 @@ func build(stdin io.Reader, in input, c common, ifs podInterfaces, stderr io.Wri
 	// Count objects, not problems: one policy may have several bad fields.
 	all := append(append([]problem.Problem{}, problems...), res.Problems...)
 	return res, len(problem.Objects(all)), nil
+}
+
+// skippedLine reports an object that is not enforced as written. A
+// NetworkPolicy is enforced in its fail-closed form (its pods stay
+// isolated, none of its rules is installed), and the line says so: the
+// object is skipped, its pods are not opened.
+func skippedLine(p problem.Problem) string {
+	if manifest.StaysIsolated(p) {
+		return fmt.Sprintf("skipped: %v (the pods it selects stay isolated: enforced with no rules)", p)
+	}
+	return fmt.Sprintf("skipped: %v", p)
 }
 
 // readManifests loads the manifests and prints what went wrong: every
@@ -151,7 +162,7 @@ func readManifests(stdin io.Reader, files []string, stderr io.Writer) (*manifest
 		return nil, nil, usageError{err}
 	}
 	for _, p := range problems {
-		fmt.Fprintf(stderr, "skipped: %v\n", p)
+		fmt.Fprintln(stderr, skippedLine(p))
 	}
 	for _, w := range objs.Warnings {
 		fmt.Fprintf(stderr, "warning: %v\n", w)

@@ -89,7 +89,7 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	})
 	for _, p := range probs {
 		p.Source = objs.Source(p.Object)
-		fmt.Fprintf(stderr, "skipped: %v\n", p)
+		fmt.Fprintln(stderr, skippedLine(p))
 	}
 	for _, w := range cl.Warnings() {
 		w.Source = objs.Source(w.Object)

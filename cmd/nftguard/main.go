@@ -132,8 +132,8 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'nftguard help COMMAND' (or 'nftguard COMMAND -h') for the flags of a command.")
-	fmt.Fprintln(w, "Exit codes: 0 success; 1 runtime failure, or invalid objects skipped (the rest applied);")
-	fmt.Fprintln(w, "2 bad usage or unreadable input (nothing changed).")
+	fmt.Fprintln(w, "Exit codes: 0 success; 1 runtime failure, or invalid objects skipped (the rest applied;")
+	fmt.Fprintln(w, "an invalid NetworkPolicy's pods stay isolated); 2 bad usage or unreadable input (nothing changed).")
 }
 
 // stringList is a repeatable string flag.
