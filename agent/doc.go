@@ -84,6 +84,8 @@
 //	                Service's translated packets and bytes and of eg_hold's
 //	                drops (package rulecounter reads the kernel's counters
 //	                at scrape and folds in deleted rules' final counts)
+//	guardcount.go   guardCounters: the packets the pod guards dropped, by
+//	                namespace (a rulecounter.View of their drop rules)
 //	testhook.go     test builds only (-tags nftguard_testhooks): a label
 //	                that makes the kernel refuse an object, for the e2e tests
 //	testhook_off.go the same hook, absent from every other build

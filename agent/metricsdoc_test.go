@@ -78,6 +78,7 @@ func agentMetrics(t *testing.T) *recorder {
 		t.Fatal(err)
 	}
 	counts.Watch(newEgressCounters())
+	counts.Watch(newGuardCounters())
 	m.reg.MustRegister(counts.Collector(noCounters{}, time.Second, func(error) {}))
 	return rec
 }

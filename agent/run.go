@@ -163,6 +163,7 @@ func Run(ctx context.Context, cfg Config) error {
 	eg := newEgressState(m.reg)
 	eg.guardAlways = cfg.EgressGuardAlways
 	counts.Watch(newEgressCounters())
+	counts.Watch(newGuardCounters())
 	// Registered once every view is watched: it describes them all.
 	m.reg.MustRegister(counts.Collector(eng, 5*time.Second, func(err error) {
 		m.errors.WithLabelValues(errorKindCounters).Inc()

@@ -410,3 +410,116 @@ func cnpAllProtocols(port int32) []v1beta1.ClusterNetworkPolicyProtocol {
 		{SCTP: &v1beta1.ClusterNetworkPolicyProtocolSCTP{DestinationPort: pt}},
 	}
 }
+
+// TestAgentPodGuard is the same attack through `nftguard run` against the
+// real API server, routed and bridged (three nodes; x/a and y/a on n1):
+// with x/a isolated for egress by a NetworkPolicy created through the
+// API, x/a's raw UDP datagrams with y/a's address (IPv4 and IPv6) never
+// reach x/b on n2 while y/a's own do, and the agent counts them in
+// nftguard_forged_packets_total{namespace="x"}; x/a's TCP to its node's
+// link-local address is refused while y/a's is answered, and, bridged,
+// x/a cannot reach y/a's link-local address either.
+func TestAgentPodGuard(t *testing.T) {
+	for _, bridged := range []bool{false, true} {
+		name := "routed"
+		if bridged {
+			name = "bridged"
+		}
+		t.Run(name, func(t *testing.T) { testAgentPodGuard(t, bridged) })
+	}
+}
+
+func testAgentPodGuard(t *testing.T, bridged bool) {
+	a := newAgentLabWith(t, agentLabOptions{bridged: bridged})
+	ctx := context.Background()
+	n1 := a.lab.Node("n1")
+	ag := a.agents["n1"]
+	waitMetrics(t, ag, map[string]float64{"nftguard_pods_guarded": float64(len(n1.Pods))})
+	rt, err := netlab.NewRuntime(a.lab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := rt.ServeNode("n1", agentPorts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.StopNode(host) })
+
+	a.createPolicy(ctx, np("x", "deny-egress-a", spec{PodSelector: *match("pod", "a"), PolicyTypes: egressOnly}))
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(nftList(t, n1.NetNS), "chain np_egr_x_a"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the policy never reached n1:\n%s", nftList(t, n1.NetNS))
+		}
+	}
+	xa, ya, xb := a.lab.Endpoint("x/a"), a.lab.Endpoint("y/a"), a.lab.Endpoint("x/b")
+
+	// Forged: x/a with y/a's address, against y/a's own as the control.
+	before := metricValue(ag.metrics(t), `nftguard_forged_packets_total{namespace="x"}`)
+	const rounds = 10
+	forged := 0
+	for _, f := range []netlab.Family{netlab.IPv4, netlab.IPv6} {
+		cat, err := a.lab.CatchAt(xb, f, netlab.ProtoUDP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cat.Close()
+		bad, good := nonce(t), nonce(t)
+		for r := 0; r < rounds; r++ {
+			if err := a.lab.SendForged(xa, netlab.Forged{Src: ya.Addr(f), Dst: xb.Addr(f), Proto: netlab.ProtoUDP, DstPort: 80, Nonce: bad}); err != nil {
+				t.Fatal(err)
+			}
+			forged++
+		}
+		if err := a.lab.SendForged(ya, netlab.Forged{Src: ya.Addr(f), Dst: xb.Addr(f), Proto: netlab.ProtoUDP, DstPort: 80, Nonce: good}); err != nil {
+			t.Fatal(err)
+		}
+		wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if !cat.Wait(wait, good) {
+			t.Errorf("%v: y/a's own datagram did not reach x/b", f)
+		}
+		cancel()
+		if n := cat.Count(bad); n > 0 {
+			t.Errorf("%v: %d of %d datagrams x/a sent with y/a's address reached x/b", f, n, rounds)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got := metricValue(ag.metrics(t), `nftguard_forged_packets_total{namespace="x"}`) - before
+		if got >= float64(forged) {
+			t.Logf("nftguard_forged_packets_total{namespace=\"x\"} grew by %v for %d forged datagrams", got, forged)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nftguard_forged_packets_total{namespace=\"x\"} grew by %v, want %d", got, forged)
+		}
+	}
+
+	// Link-local: the node's, and bridged, y/a's.
+	type target struct {
+		name string
+		ep   *netlab.Endpoint
+		addr netip.Addr
+	}
+	node := netip.MustParseAddr("fe80::1")
+	if bridged {
+		node = linkLocalOf(t, n1.Path, n1.Bridge)
+	}
+	tgts := []target{{"n1 link-local", host, node}}
+	if bridged {
+		tgts = append(tgts, target{"y/a link-local", ya, linkLocalOf(t, ya.Path, "eth0")})
+	}
+	for _, tgt := range tgts {
+		for _, src := range []*netlab.Endpoint{xa, ya} {
+			if src == tgt.ep {
+				continue
+			}
+			addr := tgt.addr.WithZone(strconv.Itoa(ifindexOf(t, src.Path, "eth0")))
+			res, err := rt.Connect(ctx, src, tgt.ep, netlab.TCP, netip.AddrPortFrom(addr, 80), time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := src != xa; res.OK() != want {
+				t.Errorf("%s -> %s [%s] tcp/80: got %s, want %s", src.Name, tgt.name, tgt.addr, verdictWord(res.OK()), verdictWord(want))
+			}
+		}
+	}
+}

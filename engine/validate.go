@@ -40,17 +40,17 @@ func checkChainHead(c *Chain) error {
 	case c.Hook != "ingress" && c.Device != "":
 		return fmt.Errorf("chain %q: a device is only for an ingress hook", c.Name)
 	case c.Device != "":
-		if err := checkDevice(c.Device); err != nil {
+		if err := CheckDevice(c.Device); err != nil {
 			return fmt.Errorf("chain %q: %w", c.Name, err)
 		}
 	}
 	return nil
 }
 
-// checkDevice refuses a device name the kernel would refuse (more than 15
+// CheckDevice refuses a device name the kernel would refuse (more than 15
 // bytes, empty, "." or "..", a slash, a colon or white space: see
 // dev_valid_name) and one nft could not read back in quotes.
-func checkDevice(name string) error {
+func CheckDevice(name string) error {
 	if name == "" || len(name) > 15 || name == "." || name == ".." {
 		return fmt.Errorf("device name %q: not a valid interface name", name)
 	}

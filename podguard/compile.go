@@ -124,6 +124,16 @@ func (c *Compiler) Compile(in Input) Output {
 	byPod := map[string][]int{}
 	for i := range in.Interfaces {
 		ifc := &in.Interfaces[i]
+		if err := engine.CheckDevice(ifc.Name); err != nil {
+			// No chain can name it (nft could not read it back): its
+			// pod, if any, stays unattributed rather than fail the
+			// whole sync.
+			out.Problems = append(out.Problems, problem.Problem{
+				Object: nodeObject(in.NodeName), Local: true,
+				Reason: fmt.Sprintf("interface %q cannot be guarded: %v", ifc.Name, err),
+			})
+			continue
+		}
 		var claims []string
 		for _, a := range ifc.Peer {
 			if o, ok := owner[a.Unmap()]; ok && !shared[a.Unmap()] && !slices.Contains(claims, o) {
@@ -198,7 +208,7 @@ func (c *Compiler) Compile(in Input) Output {
 			out.LinkLocal[lp.key] = txt
 		}
 		chains = append(chains, guardChain(chainName(lp.p.Namespace, lp.p.Name), ifc.Name,
-			"pod "+lp.key, slices.Concat(lp.addrs, own), in.Log != nil))
+			"pod "+lp.key, ForgedCommentPrefix+lp.key, slices.Concat(lp.addrs, own), in.Log != nil))
 	}
 	// An interface that holds a pod's address but is not that pod's
 	// (another interface holds it too) is nobody's: it drops everything,
@@ -240,8 +250,8 @@ func (c *Compiler) Compile(in Input) Output {
 			}
 			own = append(own, a)
 		}
-		chains = append(chains, guardChain(nftsafe.Name("pg_if_"+ifc.Name), ifc.Name,
-			"interface "+ifc.Name+" (a pod not known yet)", own, in.Log != nil))
+		chains = append(chains, guardChain(ifChainName(ifc.Name), ifc.Name,
+			"interface "+ifc.Name+" (a pod not known yet)", "forged source: not an address of interface "+ifc.Name, own, in.Log != nil))
 	}
 	// Pods without an interface of their own are keyed by address only:
 	// no packet entering the node may then carry an address of the node's
@@ -336,14 +346,26 @@ func inRanges(addrs []netip.Addr, ranges []netip.Prefix) bool {
 }
 
 // chainName is a pod's guard chain: pg_NS_POD ("_" never occurs in
-// Kubernetes names, so the parts split back one way only), cut to the
-// kernel's limit by nftsafe.Name.
-func chainName(ns, name string) string { return nftsafe.Name("pg_" + ns + "_" + name) }
+// Kubernetes names, so the parts split back one way only; a name no API
+// server would accept becomes a hash, nftsafe.NamePart), cut to the
+// kernel's limit by nftsafe.Name. It has two "_" at least, the fixed
+// chains (ForgedChain, FallbackChain) one, and an interface's chain
+// starts with "pgif_": no two meet.
+func chainName(ns, name string) string {
+	return nftsafe.Name("pg_" + nftsafe.NamePart(ns) + "_" + nftsafe.NamePart(name))
+}
+
+// ifChainName is the guard chain of an interface that is no one pod's.
+func ifChainName(dev string) string { return nftsafe.Name("pgif_" + nftsafe.NamePart(dev)) }
+
+// ForgedCommentPrefix starts the comment of a pod's guard's drop rule,
+// followed by "NAMESPACE/NAME": the metrics read the namespace from it.
+const ForgedCommentPrefix = "forged source: not an address of pod "
 
 // guardChain lets own leave the interface, and the unspecified source
 // where the link needs it before the pod has an address, and drops
 // (and counts) everything else.
-func guardChain(name, dev, whose string, own []netip.Addr, logged bool) engine.Chain {
+func guardChain(name, dev, whose, dropComment string, own []netip.Addr, logged bool) engine.Chain {
 	var v4, v6 []string
 	for _, a := range own {
 		if a.Is4() {
@@ -373,7 +395,7 @@ func guardChain(name, dev, whose string, own []netip.Addr, logged bool) engine.C
 	if logged {
 		drop = "counter goto " + ForgedChain
 	}
-	rules = append(rules, engine.Rule{Rule: drop, Comment: nftsafe.Comment("forged source: not an address of " + whose)})
+	rules = append(rules, engine.Rule{Rule: drop, Comment: nftsafe.Comment(dropComment)})
 	return engine.Chain{
 		Name: name, Type: "filter", Hook: "ingress", Device: dev, Priority: Priority,
 		Comment: nftsafe.Comment("guard of " + whose + ": only its own addresses leave it"),
@@ -386,7 +408,7 @@ func guardChain(name, dev, whose string, own []netip.Addr, logged bool) engine.C
 // interface holds too.
 func conflictChain(ifc *Interface, claims []string) engine.Chain {
 	return engine.Chain{
-		Name: nftsafe.Name("pg_if_" + ifc.Name), Type: "filter", Hook: "ingress", Device: ifc.Name, Priority: Priority,
+		Name: ifChainName(ifc.Name), Type: "filter", Hook: "ingress", Device: ifc.Name, Priority: Priority,
 		Comment: nftsafe.Comment("guard of interface " + ifc.Name + ": it is no pod's alone"),
 		Rules: []engine.Rule{{Rule: "counter drop",
 			Comment: nftsafe.Comment("holds addresses of " + strings.Join(claims, ", "))}},

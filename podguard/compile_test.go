@@ -11,6 +11,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/podtest"
+	"github.com/nftguard/nftguard/problem"
 )
 
 func addrs(s ...string) []netip.Addr {
@@ -250,5 +251,44 @@ func TestFallback(t *testing.T) {
 	in.Interfaces = append(in.Interfaces, Interface{Name: "vb", Peer: addrs("10.0.0.3")})
 	if out := Compile(in); len(out.Sets) != 0 || slices.ContainsFunc(out.Chains, func(c engine.Chain) bool { return c.Name == FallbackChain }) {
 		t.Errorf("fallback with every pod attributed: %+v", out)
+	}
+}
+
+// Names that could collide or that nft could not read back: a pod of a
+// namespace "if" whose name is an interface's, and an interface whose
+// name holds a quote (the kernel allows it), which is reported and left
+// unguarded rather than failing the sync.
+func TestNames(t *testing.T) {
+	out := Compile(Input{NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{
+		apitest.Pod("if", "va", "10.0.0.2"),
+		apitest.Pod("x", "b", "10.0.0.3"),
+		apitest.Pod("x", "c", "10.0.0.4"),
+	}), Interfaces: []Interface{
+		{Name: "va", Peer: addrs("10.0.0.2")},
+		{Name: `v"b`, Peer: addrs("10.0.0.3")},
+		{Name: "vc", Peer: addrs("10.0.0.4", "10.0.0.2")},
+	}})
+	names := map[string]bool{}
+	for _, c := range out.Chains {
+		if names[c.Name] {
+			t.Errorf("two chains named %s", c.Name)
+		}
+		names[c.Name] = true
+	}
+	if !names["pg_if_va"] || !names["pgif_vc"] {
+		t.Errorf("chains %v", names)
+	}
+	if !slices.Equal(out.Unattributed, []string{"x/b", "x/c"}) {
+		t.Errorf("Unattributed %v", out.Unattributed)
+	}
+	if !slices.ContainsFunc(out.Problems, func(p problem.Problem) bool { return strings.Contains(p.Reason, `interface "v\"b" cannot be guarded`) }) {
+		t.Errorf("problems %v", out.Problems)
+	}
+	f, err := engine.NewFake(engine.Table{Name: "nftguard"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Sync(t.Context(), &engine.Desired{Chains: out.Chains, Sets: out.Sets}); err != nil {
+		t.Fatal(err)
 	}
 }
