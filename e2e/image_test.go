@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,6 +39,7 @@ import (
 	"github.com/nftguard/nftguard/internal/kerneltest"
 	"github.com/nftguard/nftguard/internal/kubetest"
 	"github.com/nftguard/nftguard/internal/netlab"
+	"github.com/nftguard/nftguard/internal/testns"
 )
 
 // The service account deploy/rbac.yaml creates, as the API server names
@@ -854,29 +856,62 @@ type podman struct {
 	base []string
 }
 
-func newPodman(t *testing.T) *podman {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "img-podman-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pm := &podman{dir: dir, base: []string{
+// podmanPrefix starts the name of each test's podman directory, followed by
+// its owner tag (testns.Owner): a run that died before its cleanup leaves
+// containers behind, which the next run removes.
+const podmanPrefix = "img-podman-"
+
+func podmanAt(dir string) *podman {
+	return &podman{dir: dir, base: []string{
 		"--root", filepath.Join(dir, "root"), "--runroot", filepath.Join(dir, "run"), "--tmpdir", filepath.Join(dir, "tmp"),
 		"--storage-driver", "vfs", "--events-backend", "file",
 		// crun refuses this machine's hybrid cgroup layout; podman's
 		// systemd cgroup manager needs systemd.
 		"--runtime", "runc", "--cgroup-manager", "cgroupfs",
 	}}
+}
+
+// remove removes every container and image of the directory, then the
+// directory.
+func (pm *podman) remove() error {
+	var errs []error
+	if out, err := pm.run("rm", "--all", "--force", "--time", "0"); err != nil {
+		errs = append(errs, fmt.Errorf("podman rm: %w: %s", err, out))
+	}
+	if out, err := pm.run("rmi", "--all", "--force"); err != nil {
+		errs = append(errs, fmt.Errorf("podman rmi: %w: %s", err, out))
+	}
+	if err := unmountUnder(pm.dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(pm.dir); err != nil {
+		errs = append(errs, fmt.Errorf("remove podman's directory: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func newPodman(t *testing.T) *podman {
+	t.Helper()
+	stale, _ := filepath.Glob(filepath.Join(os.TempDir(), podmanPrefix+"*"))
+	for _, dir := range stale {
+		if !testns.Alive(strings.TrimPrefix(filepath.Base(dir), podmanPrefix)) {
+			if err := podmanAt(dir).remove(); err != nil {
+				t.Logf("stale %s: %v", dir, err)
+			}
+		}
+	}
+	owner, err := testns.Owner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", podmanPrefix+owner+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm := podmanAt(dir)
 	t.Cleanup(func() {
-		if out, err := pm.run("rm", "--all", "--force", "--time", "0"); err != nil {
-			t.Errorf("podman rm: %v: %s", err, out)
-		}
-		if out, err := pm.run("rmi", "--all", "--force"); err != nil {
-			t.Errorf("podman rmi: %v: %s", err, out)
-		}
-		unmountUnder(t, dir)
-		if err := os.RemoveAll(dir); err != nil {
-			t.Errorf("remove podman's directory: %v", err)
+		if err := pm.remove(); err != nil {
+			t.Error(err)
 		}
 	})
 	// A runtime that cannot run at all fails here, saying why.
@@ -934,11 +969,10 @@ func (pm *podman) logs(name string) string {
 
 // unmountUnder unmounts what podman may have left mounted below dir
 // (deepest first), so that removing dir removes only files.
-func unmountUnder(t *testing.T, dir string) {
+func unmountUnder(dir string) error {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		t.Errorf("mountinfo: %v", err)
-		return
+		return fmt.Errorf("mountinfo: %w", err)
 	}
 	var points []string
 	for _, line := range strings.Split(string(data), "\n") {
@@ -948,11 +982,13 @@ func unmountUnder(t *testing.T, dir string) {
 		}
 	}
 	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+	var errs []error
 	for _, p := range points {
 		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", p, err)
+			errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // podmanNprocCeiling is the highest RLIMIT_NPROC runc could set for a
