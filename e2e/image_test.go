@@ -219,7 +219,7 @@ func TestImage(t *testing.T) {
 		}
 	})
 
-	t.Run("security context", func(t *testing.T) { checkContainerSecurity(t, pm, name) })
+	t.Run("security context and limits", func(t *testing.T) { checkContainerSecurity(t, pm, name, ds) })
 
 	want := a.expect(ctx)
 	t.Run("baseline", func(t *testing.T) {
@@ -358,7 +358,9 @@ func TestImage(t *testing.T) {
 		if len(unused) > 0 {
 			t.Errorf("deploy/rbac.yaml grants, the agent never used (group/resource verb):\n  %s", strings.Join(unused, "\n  "))
 		}
-		t.Logf("the agent used %d (group, resource, verb) triples, all granted, none granted beyond them", len(used))
+		if len(missing)+len(unused) == 0 {
+			t.Logf("the agent used %d (group, resource, verb) triples, all granted, none granted beyond them", len(used))
+		}
 	})
 }
 
@@ -638,8 +640,9 @@ func daemonSetRunArgs(ds *appsv1.DaemonSet, nodeName string) (containerRun, http
 
 // checkContainerSecurity reads the agent's process from the host's /proc:
 // only NET_ADMIN effective and permitted (and nothing to inherit), no new
-// privileges, a seccomp filter (podman's default profile).
-func checkContainerSecurity(t *testing.T, pm *podman, name string) {
+// privileges, a seccomp filter (podman's default profile), a read-only
+// root, the DaemonSet's memory limit and environment.
+func checkContainerSecurity(t *testing.T, pm *podman, name string, ds *appsv1.DaemonSet) {
 	pid := strings.TrimSpace(pm.mustRun(t, "inspect", "--format", "{{.State.Pid}}", name))
 	status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
 	if err != nil {
@@ -659,6 +662,72 @@ func checkContainerSecurity(t *testing.T, pm *podman, name string) {
 	if len(want) > 0 {
 		t.Errorf("no %v in /proc/%s/status", want, pid)
 	}
+	// The root file system is mounted read-only, the token's directory too.
+	mounts, err := os.ReadFile(filepath.Join("/proc", pid, "mountinfo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := map[string]bool{}
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(line); len(f) > 5 {
+			ro[f[4]] = slices.Contains(strings.Split(f[5], ","), "ro")
+		}
+	}
+	for _, mp := range []string{"/", saMountPath} {
+		if !ro[mp] {
+			t.Errorf("%s is not mounted read-only in the container:\n%s", mp, mounts)
+		}
+	}
+	// The memory limit, in the agent's memory cgroup (v1 or v2), and
+	// the Go heap's soft limit beside it.
+	limit := ds.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]
+	if got := cgroupMemoryLimit(t, pid); got != limit.Value() {
+		t.Errorf("the agent's memory cgroup allows %d bytes, the DaemonSet %d", got, limit.Value())
+	}
+	environ, err := os.ReadFile(filepath.Join("/proc", pid, "environ"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ds.Spec.Template.Spec.Containers[0].Env {
+		if e.ValueFrom == nil && !slices.Contains(strings.Split(string(environ), "\x00"), e.Name+"="+e.Value) {
+			t.Errorf("the agent's environment has no %s=%s", e.Name, e.Value)
+		}
+	}
+}
+
+// cgroupMemoryLimit reads the memory limit of a process's cgroup.
+func cgroupMemoryLimit(t *testing.T, pid string) int64 {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("/proc", pid, "cgroup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if slices.Contains(strings.Split(f[1], ","), "memory") {
+			file = filepath.Join("/sys/fs/cgroup/memory", f[2], "memory.limit_in_bytes")
+			break
+		}
+		if f[0] == "0" && f[1] == "" && file == "" {
+			file = filepath.Join("/sys/fs/cgroup", f[2], "memory.max") // v2
+		}
+	}
+	if file == "" {
+		t.Fatalf("no memory cgroup in /proc/%s/cgroup:\n%s", pid, data)
+	}
+	v, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return n
 }
 
 // serviceAccount is the directory mounted where client-go looks.
