@@ -1060,10 +1060,11 @@ func unmountUnder(dir string) error {
 	return errors.Join(errs...)
 }
 
-// podmanNprocCeiling is the highest RLIMIT_NPROC runc could set for a
-// container on a machine whose own limit was higher (96,367): podman 4.3
-// starts conmon, whose limits runc's container inherits and cannot raise,
-// with RLIMIT_NPROC 32,768 (read from /proc/PID/limits of conmon).
+// podmanNprocCeiling caps the container's RLIMIT_NPROC. Measured on the
+// development machine (podman 4.3.1, runc 1.1.5): the test's own limit was
+// 96,367, yet runc refused anything above 32,768 with EPERM ("error setting
+// rlimit type 6"); conmon, which podman starts and whose child the
+// container's process is, ran with RLIMIT_NPROC 32,768 (/proc/PID/limits).
 const podmanNprocCeiling = 32768
 
 // currentUlimits are podman's --ulimit flags at or below the test
