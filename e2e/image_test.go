@@ -192,6 +192,9 @@ func TestImage(t *testing.T) {
 	// Cold start to ready, the same binary on the host against the image
 	// in a container: the same node, token and API server, each from an
 	// empty table (the container started last is removed with its table).
+	if *imageColdStarts < 1 {
+		t.Fatalf("-image.coldstarts %d: at least one", *imageColdStarts)
+	}
 	var onHost, inContainer []time.Duration
 	for i := range *imageColdStarts {
 		onHost = append(onHost, coldStartOnHost(t, a, sa))
