@@ -28,6 +28,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -104,7 +105,9 @@ func TestDeployManifests(t *testing.T) {
 // must become ready, enforce a NetworkPolicy on real packets, follow a
 // change, keep its table while stopped and pick up after a restart, get no
 // Forbidden, and ask the API server for exactly what its ClusterRole
-// grants. The host's ruleset and forwarding sysctls must be as before.
+// grants. Last, deploy/cleanup/job.yaml's container removes the table and
+// leaves another tool's. The host's ruleset and forwarding sysctls must be
+// as before.
 func TestImage(t *testing.T) {
 	kerneltest.Require(t)
 	for _, tool := range []string{"podman", "runc"} {
@@ -365,6 +368,38 @@ func TestImage(t *testing.T) {
 			t.Logf("the agent used %d (group, resource, verb) triples, all granted, none granted beyond them", len(used))
 		}
 	})
+
+	// Removal as documented: the DaemonSet's agent is gone (stopped above)
+	// and its table still enforces; deploy/cleanup/job.yaml's container,
+	// run as the Job says, removes the table and nothing else.
+	t.Run("cleanup Job removes the table", func(t *testing.T) {
+		job := readCleanupJob(t)
+		run, probes, err := podRunArgs(job.Spec.Template.Spec, "n1")
+		if err != nil || probes != (httpProbes{}) {
+			t.Fatalf("deploy/cleanup/job.yaml: %v (probes %+v)", err, probes)
+		}
+		if job.Spec.Template.Spec.Containers[0].Image != img.ref {
+			t.Fatalf("the cleanup Job runs %s, the image is %s", job.Spec.Template.Spec.Containers[0].Image, img.ref)
+		}
+		a.checkMatrix(t, "agent removed, table in force", want)
+		// Another tool's table in the same namespace, which must stay.
+		nftNode := func(args ...string) (string, error) {
+			out, err := exec.Command("ip", append([]string{"netns", "exec", node.NetNS, "nft"}, args...)...).CombinedOutput()
+			return string(out), err
+		}
+		if out, err := nftNode("add", "table", "ip", "imgforeign"); err != nil {
+			t.Fatalf("add a foreign table: %v: %s", err, out)
+		}
+		args := append(append(append([]string{"run", "--rm", "--name", name + "-cleanup", "--network", "ns:" + node.Path}, ulimits...), run.flags...), img.ref)
+		pm.mustRun(t, append(args, run.args...)...)
+		if out, err := nftNode("list", "table", "inet", "nftguard"); err == nil {
+			t.Fatalf("the table is still there after the cleanup Job's container ran:\n%s", out)
+		}
+		if out, err := nftNode("list", "table", "ip", "imgforeign"); err != nil {
+			t.Errorf("the cleanup removed another tool's table: %v: %s", err, out)
+		}
+		a.checkMatrix(t, "after cleanup", func(from, to string, p netlab.Port) bool { return true })
+	})
 }
 
 // builtImage is what buildImage made and read back from the layout.
@@ -571,14 +606,23 @@ func probeURL(p *corev1.Probe) (string, error) {
 // flags, and refuses what it does not know: a new setting in
 // deploy/daemonset.yaml must be run here too before the test passes.
 func daemonSetRunArgs(ds *appsv1.DaemonSet, nodeName string) (containerRun, httpProbes, error) {
+	run, probes, err := podRunArgs(ds.Spec.Template.Spec, nodeName)
+	if err == nil && (probes.readiness == "" || probes.liveness == "") {
+		err = fmt.Errorf("want a readinessProbe and a livenessProbe")
+	}
+	return run, probes, err
+}
+
+// podRunArgs translates a pod's one container into podman run flags, and
+// refuses what it does not know (see daemonSetRunArgs).
+func podRunArgs(spec corev1.PodSpec, nodeName string) (containerRun, httpProbes, error) {
 	var run containerRun
 	var probe httpProbes
-	spec := ds.Spec.Template.Spec
 	if len(spec.Containers) != 1 || len(spec.InitContainers) != 0 || len(spec.Volumes) != 0 {
 		return run, probe, fmt.Errorf("want one container, no init containers, no volumes (the test runs exactly that)")
 	}
-	if !spec.HostNetwork {
-		return run, probe, fmt.Errorf("not hostNetwork: the test runs the container in a lab node's network namespace")
+	if !spec.HostNetwork || spec.HostPID || spec.HostIPC || spec.SecurityContext != nil {
+		return run, probe, fmt.Errorf("want hostNetwork (the test runs the container in a lab node's network namespace), no hostPID, hostIPC or pod securityContext")
 	}
 	c := spec.Containers[0]
 	if len(c.Command) != 0 || len(c.VolumeMounts) != 0 || len(c.EnvFrom) != 0 || len(c.Ports) != 0 {
@@ -629,11 +673,15 @@ func daemonSetRunArgs(ds *appsv1.DaemonSet, nodeName string) (containerRun, http
 		run.flags = append(run.flags, "--memory", strconv.FormatInt(mem.Value(), 10))
 	}
 	var err error
-	if probe.readiness, err = probeURL(c.ReadinessProbe); err != nil {
-		return run, probe, fmt.Errorf("readinessProbe: %w", err)
+	if c.ReadinessProbe != nil {
+		if probe.readiness, err = probeURL(c.ReadinessProbe); err != nil {
+			return run, probe, fmt.Errorf("readinessProbe: %w", err)
+		}
 	}
-	if probe.liveness, err = probeURL(c.LivenessProbe); err != nil {
-		return run, probe, fmt.Errorf("livenessProbe: %w", err)
+	if c.LivenessProbe != nil {
+		if probe.liveness, err = probeURL(c.LivenessProbe); err != nil {
+			return run, probe, fmt.Errorf("livenessProbe: %w", err)
+		}
 	}
 	if c.StartupProbe != nil {
 		return run, probe, fmt.Errorf("startupProbe: not run by the test")
@@ -1198,6 +1246,19 @@ func readDaemonSet(t *testing.T) *appsv1.DaemonSet {
 		t.Fatal("deploy/daemonset.yaml has no container")
 	}
 	return &ds
+}
+
+func readCleanupJob(t *testing.T) *batchv1.Job {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "deploy", "cleanup", "job.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job batchv1.Job
+	if err := yaml.UnmarshalStrict(data, &job); err != nil {
+		t.Fatalf("deploy/cleanup/job.yaml: %v", err)
+	}
+	return &job
 }
 
 func readVersion(t *testing.T) string {
