@@ -3,9 +3,11 @@
 # work on a fresh Debian machine as root.
 
 GO      ?= go
-DEB_PKGS = nftables iptables iproute2 conntrack util-linux ipset
+# podman and runc run the image in e2e TestImage (crun, podman's other
+# runtime, refuses a hybrid cgroup v1 layout).
+DEB_PKGS = nftables iptables iproute2 conntrack util-linux ipset podman runc
 
-.PHONY: all build deps demo demo-apply test unit verify vet staticcheck bench-engine clean
+.PHONY: all build deps demo demo-apply test unit verify vet staticcheck bench-engine clean image
 
 all: build
 
@@ -21,6 +23,18 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 	$(GO) mod download
+	cd hack/image && $(GO) mod download
+
+# image builds the container image offline (hack/image, its own Go module so
+# that go-containerregistry stays out of nftguard's go.mod): the static binary
+# for each of IMAGE_ARCH in an empty image, reproducible (the same commit gives
+# the same digest; SOURCE_DATE_EPOCH overrides the commit's time), written to
+# bin/image/oci (an OCI layout) and bin/image/nftguard-$(VERSION).oci.tar
+# (podman load -i, ctr -n k8s.io images import). The tag is the VERSION file.
+IMAGE_ARCH ?= amd64,arm64
+image:
+	rm -rf bin/image
+	cd hack/image && $(GO) run . -src ../.. -out ../../bin/image -arch $(IMAGE_ARCH)
 
 # demo runs the agent (nftguard run on two lab nodes) against a real
 # kube-apiserver and etcd: the first run builds them (make k8sbins, about
@@ -49,6 +63,7 @@ verify: vet staticcheck
 
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
+	cd hack/image && $(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags nftguard_testhooks ./agent
 
 # The e2e tests build the agent with its test hooks: vet that build too.
@@ -58,6 +73,8 @@ vet:
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not what go mod tidy writes: run go mod tidy"; exit 1; }
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	cd hack/image && $(GO) vet ./...
+	@cd hack/image && $(GO) mod tidy -diff || { echo "hack/image/go.mod is not what go mod tidy writes"; exit 1; }
 
 # test runs the static checks (verify), then every test against the real
 # kernel in throw-away network namespaces; hack/gotest sets the kernel-test switch (NFTGUARD_KERNEL_TESTS=1,
@@ -67,6 +84,7 @@ vet:
 FUZZTIME ?= 30s
 test: deps verify k8sbins
 	hack/gotest ./...
+	cd hack/image && $(GO) test -count=1 ./...
 	$(GO) test ./engine/nftsyntax/ -run '^$$' -fuzz '^FuzzCompileRule$$' -fuzztime $(FUZZTIME)
 	$(MAKE) bench-smoke
 

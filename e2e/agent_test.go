@@ -59,6 +59,8 @@ type agentLab struct {
 	// lab's own (kubeconfig, node, netns, metrics, log format).
 	bin  string
 	args []string
+	// extraLogs, when set, adds the logs of agents this lab did not start.
+	extraLogs func() string
 }
 
 // agentLabOptions change what newAgentLabWith starts.
@@ -78,6 +80,10 @@ type agentLabOptions struct {
 	// bridged joins the pods to their nodes through a Linux bridge with
 	// br_netfilter (netlab.Spec.Bridged) instead of routed veths.
 	bridged bool
+	// noAgents starts no `nftguard run` (the test runs the agent its own
+	// way, e.g. in a container); audit turns on the API server's audit
+	// log (kubetest.Options.Audit).
+	noAgents, audit bool
 }
 
 var agentTopology = []netlab.NodeSpec{
@@ -310,7 +316,7 @@ func newAgentLabWith(t *testing.T, opts agentLabOptions) *agentLab {
 		users = append(users, agentUser(n.Name))
 	}
 	start := time.Now()
-	srv := kubetest.Start(t, kubetest.Options{Users: append(append([]string{}, users...), opts.users...), DualStack: opts.dualStack})
+	srv := kubetest.Start(t, kubetest.Options{Users: append(append([]string{}, users...), opts.users...), DualStack: opts.dualStack, Audit: opts.audit})
 	t.Logf("API server ready in %v", time.Since(start).Round(time.Millisecond))
 	a := &agentLab{t: t, srv: srv, admin: kubernetes.NewForConfigOrDie(srv.Config(kubetest.Admin)),
 		dir: t.TempDir(), agents: map[string]*agentProc{}, podLabels: map[string]map[string]string{},
@@ -330,6 +336,9 @@ func newAgentLabWith(t *testing.T, opts agentLabOptions) *agentLab {
 	ctx := context.Background()
 	a.deploy(ctx, users)
 	a.createCluster(ctx)
+	if opts.noAgents {
+		return a
+	}
 	for _, n := range topology {
 		a.startAgent(t, n.Name)
 	}
@@ -664,6 +673,9 @@ func (a *agentLab) logs() string {
 		if ag := a.agents[n.Name]; ag != nil {
 			fmt.Fprintf(&b, "--- agent %s log (tail) ---\n%s\n", n.Name, ag.logTail())
 		}
+	}
+	if a.extraLogs != nil {
+		b.WriteString(a.extraLogs())
 	}
 	return b.String()
 }

@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	nftguardBin = filepath.Join(dir, "nftguard")
-	build := exec.Command("go", "build", "-o", nftguardBin, "github.com/nftguard/nftguard/cmd/nftguard")
+	// -trimpath as make image (hack/image) builds it: TestImage's build
+	// of the image then finds every package compiled and only links.
+	build := exec.Command("go", "build", "-trimpath", "-o", nftguardBin, "github.com/nftguard/nftguard/cmd/nftguard")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build nftguard: %v\n%s", err, out)

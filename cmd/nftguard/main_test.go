@@ -198,17 +198,28 @@ func TestCLI(t *testing.T) {
 func TestVersionText(t *testing.T) {
 	for _, tc := range []struct {
 		bi   *debug.BuildInfo
+		st   stamp
 		want string
 	}{
-		{nil, "nftguard (unknown version: no build information in the binary)"},
-		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, "nftguard (devel) go1.26.8"},
+		{nil, stamp{}, "nftguard (unknown version: no build information in the binary)"},
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, stamp{}, "nftguard (devel) go1.26.8"},
 		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{
-			{Key: "vcs.revision", Value: "0123abc"}, {Key: "vcs.time", Value: "2026-12-01T10:00:00Z"}, {Key: "vcs.modified", Value: "true"}}},
+			{Key: "vcs.revision", Value: "0123abc"}, {Key: "vcs.time", Value: "2026-12-01T10:00:00Z"}, {Key: "vcs.modified", Value: "true"}}}, stamp{},
 			"nftguard v1.2.3 revision 0123abc 2026-12-01T10:00:00Z (modified) go1.26.8"},
-		{&debug.BuildInfo{Main: debug.Module{}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123abc"}, {Key: "vcs.modified", Value: "false"}}},
+		{&debug.BuildInfo{Main: debug.Module{}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123abc"}, {Key: "vcs.modified", Value: "false"}}}, stamp{},
 			"nftguard (devel) revision 0123abc"},
+		// The image build's stamp (-buildvcs=false: no VCS settings).
+		{bi: &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, st: stamp{version: "v0.1.0", revision: "fedcba9"},
+			want: "nftguard v0.1.0 revision fedcba9 go1.26.8"},
+		{bi: &debug.BuildInfo{GoVersion: "go1.26.8"}, st: stamp{version: "v0.1.0", revision: "fedcba9", modified: "true"},
+			want: "nftguard v0.1.0 revision fedcba9 (modified) go1.26.8"},
+		// The stamp wins over what the toolchain recorded.
+		{bi: &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v9.9.9"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "0123abc"}, {Key: "vcs.time", Value: "2026-12-01T10:00:00Z"}}}, st: stamp{version: "v0.1.0", revision: "fedcba9"},
+			want: "nftguard v0.1.0 revision fedcba9 go1.26.8"},
+		{st: stamp{version: "v0.1.0"}, want: "nftguard v0.1.0"},
 	} {
-		if got := versionText(tc.bi); got != tc.want {
+		if got := versionText(tc.bi, tc.st); got != tc.want {
 			t.Errorf("versionText = %q, want %q", got, tc.want)
 		}
 	}

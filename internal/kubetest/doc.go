@@ -16,6 +16,7 @@
 //	crd.go      the ClusterNetworkPolicy CRD from the module cache, installed
 //	objects.go  namespaces and running pods, as a kubelet would report them
 //	apply.go    Apply: server-side apply of manifests
+//	audit.go    AuditEvents: the API server's audit log (Options.Audit)
 //	etcd.go     PutStored: an object written straight into etcd, as an
 //	            older API server stored it
 package kubetest

@@ -45,6 +45,10 @@ type Options struct {
 	// a single-stack server; off by default so that every other test's
 	// API server stays exactly as it was.
 	DualStack bool
+	// Audit writes the API server's audit log (every request at the
+	// Metadata level: who, verb, resource, response code), read with
+	// Server.AuditEvents: what a client really asked for.
+	Audit bool
 }
 
 // The API server's Service ranges: IPv4 always, IPv6 with DualStack.
@@ -68,6 +72,7 @@ type Server struct {
 	etcd, api *proc
 	// serviceRanges is --service-cluster-ip-range.
 	serviceRanges string
+	audit         bool
 }
 
 // Start runs etcd and kube-apiserver on free loopback ports and returns once
@@ -98,7 +103,7 @@ func Launch(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	s := &Server{dir: dir, apiBin: apiBin, tokens: map[string]string{}, serviceRanges: ServiceRangeV4}
+	s := &Server{dir: dir, apiBin: apiBin, tokens: map[string]string{}, serviceRanges: ServiceRangeV4, audit: opts.Audit}
 	if opts.DualStack {
 		s.serviceRanges += "," + ServiceRangeV6
 	}
@@ -252,6 +257,14 @@ func (s *Server) startAPIServer(ctx context.Context) error {
 		"--disable-admission-plugins=ServiceAccount",
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true")
+	if s.audit {
+		policy := filepath.Join(s.dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+			return fmt.Errorf("write audit policy: %w", err)
+		}
+		cmd.Args = append(cmd.Args, "--audit-policy-file", policy, "--audit-log-path", s.auditPath(),
+			"--audit-log-mode=blocking", "--audit-log-format=json")
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if s.api, err = startProc("kube-apiserver", cmd); err != nil {
 		return err

@@ -12,9 +12,10 @@ import (
 )
 
 // TestServer starts the real API server, checks that the admin token works
-// and a plain user is refused by RBAC, and survives an API server restart.
+// and a plain user is refused by RBAC, that the audit log records the
+// refusal, and survives an API server restart.
 func TestServer(t *testing.T) {
-	s := Start(t, Options{Users: []string{"someone"}})
+	s := Start(t, Options{Users: []string{"someone"}, Audit: true})
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(s.Config(Admin))
 	if _, err := admin.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err != nil {
@@ -24,6 +25,20 @@ func TestServer(t *testing.T) {
 	_, err := user.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("unbound user list pods: err = %v, want forbidden", err)
+	}
+	events, err := s.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, ev := range events {
+		if ev.User.Username == "someone" && ev.Verb == "list" && ev.ObjectRef != nil && ev.ObjectRef.Resource == "pods" &&
+			ev.ResponseStatus != nil && ev.ResponseStatus.Code == 403 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the audit log (%d events) has no refused list of pods by someone", len(events))
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubetest-restart"}}
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {

@@ -48,6 +48,11 @@ func procStartTime(pid int) (string, error) {
 	return f[19], nil
 }
 
+// Alive reports whether the owner of a name made as PREFIX OWNER "-" REST
+// still runs, given the name without its prefix: for test leftovers other
+// than namespaces (a container runtime's directory) swept the same way.
+func Alive(rest string) bool { return ownerAlive(rest) }
+
 // ownerAlive reports whether the process named by the owner tag at the
 // start of rest (up to the first "-") still runs. A name without a tag
 // has no live owner.
