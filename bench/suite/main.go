@@ -47,7 +47,7 @@ func main() {
 	name := flag.String("profile", def, "full, quick, smoke or envelope (default from $BENCH_PROFILE, else full)")
 	out := flag.String("out", "../results", "directory for REPORT.md and the plots")
 	root := flag.String("root", "../..", "repository root")
-	only := flag.String("only", "", "run one scenario only: scale (full program: apply vs nft -f), denied (the denied-traffic log), cnp (ClusterNetworkPolicies), egress (egress SNAT through nftguard run) or domains (domainNames: data path against networks, memory of the answers, the DNS forwarder's latency and rate); default all")
+	only := flag.String("only", "", "run one scenario only: scale (full program: apply vs nft -f), denied (the denied-traffic log), cnp (ClusterNetworkPolicies), egress (egress SNAT through nftguard run), domains (domainNames: data path against networks, memory of the answers, the DNS forwarder's latency and rate) or datapath (scenario 3: pod-to-pod rates against policies, with and without the pod guards); default all")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -62,8 +62,8 @@ func run(ctx context.Context, name, out, root, only string) error {
 	if err != nil {
 		return err
 	}
-	if only != "" && only != "scale" && only != "denied" && only != "cnp" && only != "egress" && only != "domains" {
-		return fmt.Errorf("-only: unknown scenario %q (scale, denied, cnp, egress or domains)", only)
+	if only != "" && only != "scale" && only != "denied" && only != "cnp" && only != "egress" && only != "domains" && only != "datapath" {
+		return fmt.Errorf("-only: unknown scenario %q (scale, denied, cnp, egress, domains or datapath)", only)
 	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (network namespaces, nftables)")
@@ -109,6 +109,14 @@ func run(ctx context.Context, name, out, root, only string) error {
 	case "domains":
 		res.Memory.Pending = "not part of this run (-only domains)"
 		r.measureDomains(res, out)
+	case "datapath":
+		res.Memory.Pending = "not part of this run (-only datapath)"
+		var err error
+		if res.DataPath, err = r.runDataPath(); err != nil {
+			res.Failures = append(res.Failures, fmt.Sprintf("data path: %v", err))
+		} else if res.Plots["datapath"], err = plotDataPath(out, res.DataPath); err != nil {
+			res.Failures = append(res.Failures, fmt.Sprintf("data path plot: %v", err))
+		}
 	default:
 		r.measure(res, out)
 	}
