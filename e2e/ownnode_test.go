@@ -41,6 +41,11 @@ type ownNodeLab struct {
 	policies  []*networkingv1.NetworkPolicy
 	cnps      []*v1beta1.ClusterNetworkPolicy
 	logDenied bool
+	// family, when set, makes the Pod objects single-stack: their
+	// status.podIPs list only that family's address (the pods' namespaces
+	// still hold both, as a node's pods in a single-stack cluster hold a
+	// link-local IPv6 address).
+	family netlab.Family
 }
 
 // ownNodeTarget is one destination of the probes.
@@ -137,6 +142,9 @@ func (o *ownNodeLab) objects() []any {
 		p.Spec.Containers = []corev1.Container{{Name: "c", Image: "agnhost"}}
 		p.Status.Phase = corev1.PodRunning
 		p.Status.PodIPs = []corev1.PodIP{{IP: ep.IPv4.String()}, {IP: ep.IPv6.String()}}
+		if o.family != 0 {
+			p.Status.PodIPs = []corev1.PodIP{{IP: ep.Addr(o.family).String()}}
+		}
 		p.Status.PodIP = p.Status.PodIPs[0].IP
 		objs = append(objs, p)
 	}

@@ -523,3 +523,62 @@ func testAgentPodGuard(t *testing.T, bridged bool) {
 		}
 	}
 }
+
+// TestPodGuardSingleStack: pods whose Pod objects are IPv4-only or
+// IPv6-only (through `nftguard apply`, routed and bridged). A pod's only
+// own addresses are the family its Pod lists and its link-local ones: a
+// datagram from its address of the other family leaves it no more than a
+// forged one, while one from its listed address does; and its link-local
+// traffic is judged by its policy in every cluster, IPv4-only ones
+// included (every pod has an fe80:: address).
+func TestPodGuardSingleStack(t *testing.T) {
+	for _, bridged := range []bool{false, true} {
+		for _, fam := range []netlab.Family{netlab.IPv4, netlab.IPv6} {
+			name := fmt.Sprintf("routed/%v-only", fam)
+			if bridged {
+				name = fmt.Sprintf("bridged/%v-only", fam)
+			}
+			t.Run(name, func(t *testing.T) {
+				o := newOwnNodeLab(t, bridged)
+				o.family = fam
+				o.policies = []*networkingv1.NetworkPolicy{np("x", "deny-all-a", spec{PodSelector: *match("pod", "a"),
+					PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}})}
+				o.apply()
+				xb, n1 := o.lab.Endpoint("x/b"), o.hosts["n1"]
+				other := netlab.IPv6
+				if fam == netlab.IPv6 {
+					other = netlab.IPv4
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				for _, c := range []struct {
+					f    netlab.Family
+					want bool
+				}{{other, false}, {fam, true}} {
+					cat, err := o.lab.CatchAt(n1, c.f, netlab.ProtoUDP)
+					if err != nil {
+						t.Fatal(err)
+					}
+					n := nonce(t)
+					for r := 0; r < 5; r++ {
+						if err := o.lab.SendForged(xb, netlab.Forged{Src: xb.Addr(c.f), Dst: n1.Addr(c.f), Proto: netlab.ProtoUDP, DstPort: 80, Nonce: n}); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if c.want {
+						if !cat.Wait(ctx, n) {
+							t.Errorf("x/b's datagram from its listed %v address did not reach n1", c.f)
+						}
+					} else if got := cat.Count(n); got > 0 {
+						t.Errorf("%d of 5 datagrams from x/b's unlisted %v address reached n1", got, c.f)
+					}
+					cat.Close()
+				}
+				isolatedA := func(src string, tgt llTarget, _ netlab.Port) bool {
+					return src != "x/a" && !strings.HasPrefix(tgt.name, "x/a")
+				}
+				o.llProbe(t, fmt.Sprintf("%v-only pods, x/a isolated both ways", fam), []string{"x/a", "x/b"}, isolatedA)
+			})
+		}
+	}
+}
