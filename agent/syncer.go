@@ -50,7 +50,7 @@ type syncer struct {
 	interruptible func(context.Context) (context.Context, func())
 	// synced, when set, is given the input of every successful sync
 	// (the denied-packet log judges records by it: deniedflow.Resolver).
-	synced func(compose.Input)
+	synced func(compose.Input, compose.Result)
 	// egress gives the compile the node's addresses and takes the
 	// metrics of what was held; nil in tests that run without it.
 	egress *egressState
@@ -113,7 +113,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	s.q.Accepted(in)
 	s.dns.synced(res)
 	if s.synced != nil {
-		s.synced(in)
+		s.synced(in, res)
 	}
 	mode := "incremental"
 	if st.Full {

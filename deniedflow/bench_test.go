@@ -92,7 +92,7 @@ func BenchmarkDeniedRecord(b *testing.B) {
 						Protocols: []cnp.ClusterNetworkPolicyProtocol{{TCP: &cnp.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnp.Port{Number: int32(70 + i)}}}}}}}})
 		}
 		res := NewResolver(podIdx, netlisters.NewNetworkPolicyLister(npIdx))
-		res.Synced(in)
+		res.Synced(in, compose.Result{})
 		start := time.Now()
 		if res.cluster.get() == nil {
 			b.Fatal("no cluster")

@@ -3,6 +3,7 @@ package deniedflow
 import (
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/labels"
 	netlisters "k8s.io/client-go/listers/networking/v1"
@@ -24,6 +25,9 @@ type Resolver struct {
 	pods     cache.Indexer // the pod informer's store of *podset.Pod, with the address index
 	policies netlisters.NetworkPolicyLister
 	cluster  clusterDecider
+	// byIfindex maps the interface index of each guarded pod's interface
+	// to the pod (namespace/name), as of the last sync.
+	byIfindex atomic.Pointer[map[uint32]string]
 }
 
 // NewResolver resolves from pods, the pod informer's store (records made
@@ -33,10 +37,34 @@ func NewResolver(pods cache.Indexer, policies netlisters.NetworkPolicyLister) *R
 	return &Resolver{pods: pods, policies: policies}
 }
 
-// Synced records the input of a sync that succeeded: records are judged
-// by the ClusterNetworkPolicies of the table in force. The sync loop calls
-// it; it costs a pointer store.
-func (r *Resolver) Synced(in compose.Input) { r.cluster.synced(in) }
+// Synced records the input and result of a sync that succeeded: records
+// are judged by the ClusterNetworkPolicies of the table in force, and a
+// forged-source record is named by the pod whose interface it came by.
+// The sync loop calls it; it costs a map of the node's guarded pods.
+func (r *Resolver) Synced(in compose.Input, res compose.Result) {
+	r.cluster.synced(in)
+	byName := make(map[string]uint32, len(in.PodInterfaces))
+	for _, ifc := range in.PodInterfaces {
+		if ifc.Index > 0 {
+			byName[ifc.Name] = uint32(ifc.Index)
+		}
+	}
+	m := make(map[uint32]string, len(res.Guarded))
+	for pod, name := range res.Guarded {
+		if i, ok := byName[name]; ok {
+			m[i] = pod
+		}
+	}
+	r.byIfindex.Store(&m)
+}
+
+// PodByIfindex implements flowlog.InterfaceResolver.
+func (r *Resolver) PodByIfindex(i uint32) string {
+	if m := r.byIfindex.Load(); m != nil {
+		return (*m)[i]
+	}
+	return ""
+}
 
 // ClusterDeny implements flowlog.ClusterDenier.
 func (r *Resolver) ClusterDeny(rec *flowlog.Record) *flowlog.ClusterRule {

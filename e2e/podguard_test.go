@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -416,7 +417,8 @@ func cnpAllProtocols(port int32) []v1beta1.ClusterNetworkPolicyProtocol {
 // with x/a isolated for egress by a NetworkPolicy created through the
 // API, x/a's raw UDP datagrams with y/a's address (IPv4 and IPv6) never
 // reach x/b on n2 while y/a's own do, and the agent counts them in
-// nftguard_forged_packets_total{namespace="x"}; x/a's TCP to its node's
+// nftguard_forged_packets_total{namespace="x"} and logs them (with
+// --log-denied) as records naming x/a; x/a's TCP to its node's
 // link-local address is refused while y/a's is answered, and, bridged,
 // x/a cannot reach y/a's link-local address either.
 func TestAgentPodGuard(t *testing.T) {
@@ -430,7 +432,8 @@ func TestAgentPodGuard(t *testing.T) {
 }
 
 func testAgentPodGuard(t *testing.T, bridged bool) {
-	a := newAgentLabWith(t, agentLabOptions{bridged: bridged})
+	a := newAgentLabWith(t, agentLabOptions{bridged: bridged, args: []string{"--min-sync-interval", "50ms", "--max-sync-interval", "500ms",
+		"--log-denied", "--log-group", "1612", "--log-rate", "1000", "--log-burst", "1000"}})
 	ctx := context.Background()
 	n1 := a.lab.Node("n1")
 	ag := a.agents["n1"]
@@ -490,6 +493,23 @@ func testAgentPodGuard(t *testing.T, bridged bool) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("nftguard_forged_packets_total{namespace=\"x\"} grew by %v, want %d", got, forged)
+		}
+	}
+
+	// The agent logs them, named by the pod whose interface they came by
+	// (their source names y/a).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		b, err := os.ReadFile(ag.logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := string(b)
+		if strings.Contains(log, `"direction":"forged"`) && strings.Contains(log, `"srcPod":"x/a"`) &&
+			strings.Contains(log, `"src":"`+ya.IPv4.String()+`"`) && !strings.Contains(log, `"srcPod":"y/a"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no forged-source record naming x/a in agent n1's log:\n%s", ag.logTail())
 		}
 	}
 

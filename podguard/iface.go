@@ -11,6 +11,9 @@ type Interface struct {
 	// Name is the host side's interface name, as the kernel's ingress
 	// hook and iifname know it.
 	Name string
+	// Index is its interface index in the node's network namespace (what
+	// a denied-packet record names), 0 when not known.
+	Index int
 	// Bridge is the bridge the interface is a port of, "" when it is not
 	// enslaved to one (routed).
 	Bridge string

@@ -228,7 +228,7 @@ func readOnce(c *netlink.Conn) ([]podguard.Interface, error) {
 		if !l.hasNSID || l.kind != "veth" || l.peer <= 0 {
 			continue
 		}
-		ifc := podguard.Interface{Name: l.name}
+		ifc := podguard.Interface{Name: l.name, Index: int(l.index)}
 		if m, ok := links[l.master]; ok && l.master != 0 && m.kind == "bridge" {
 			ifc.Bridge = m.name
 		}
