@@ -343,7 +343,9 @@ func TestAgentEgress(t *testing.T) {
 	})
 
 	t.Run("pod recreated with a new address", func(t *testing.T) {
-		// x/a's pod object goes; a new pod object gets x/s's address.
+		// x/a's pod object goes; a new pod object gets x/s's addresses
+		// (both: a family the Pod does not list is not the pod's own,
+		// and never leaves its interface).
 		if err := e.admin.CoreV1().Pods("x").Delete(e.ctx, "s", now); err != nil {
 			t.Fatal(err)
 		}
@@ -353,7 +355,7 @@ func TestAgentEgress(t *testing.T) {
 		e.expect(t, "old address no longer translated", "x/a", v4, e.masq[v4])
 		s := e.lab.Endpoint("x/s")
 		p := latPod("x", "a-2", "n1", "", map[string]string{"app": "web"})
-		if err := createPodWithIP(e.ctx, e.admin, p, s.IPv4.String()); err != nil {
+		if err := createPodWithIP(e.ctx, e.admin, p, s.IPv4.String(), s.IPv6.String()); err != nil {
 			t.Fatal(err)
 		}
 		e.expect(t, "new pod, new address", "x/s", v4, lb4)

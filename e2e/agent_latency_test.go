@@ -187,16 +187,20 @@ func latPod(ns, name, node, ip string, labels map[string]string) *corev1.Pod {
 }
 
 // createPodWithIP writes a pod and then its status, as a kubelet would.
-func createPodWithIP(ctx context.Context, c kubernetes.Interface, p *corev1.Pod, ip string) error {
+func createPodWithIP(ctx context.Context, c kubernetes.Interface, p *corev1.Pod, ip string, more ...string) error {
 	created, err := c.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
-	return setPodIP(ctx, c, created, ip)
+	return setPodIP(ctx, c, created, ip, more...)
 }
 
-func setPodIP(ctx context.Context, c kubernetes.Interface, p *corev1.Pod, ip string) error {
+// setPodIP sets the pod's status.podIPs: ip, then more (the other family).
+func setPodIP(ctx context.Context, c kubernetes.Interface, p *corev1.Pod, ip string, more ...string) error {
 	p.Status.Phase, p.Status.PodIP, p.Status.PodIPs = corev1.PodRunning, ip, []corev1.PodIP{{IP: ip}}
+	for _, m := range more {
+		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: m})
+	}
 	_, err := c.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 	return err
 }
