@@ -193,16 +193,20 @@ type rawCase struct {
 // forward hook). Forged ones with a lower hop limit, and router
 // advertisements and redirects from a non-link-local source (RFC 4861
 // sections 6.1.2 and 8.1 require a link-local one), get no special
-// treatment. Link-scoped signalling from link-local addresses (multicast
-// listener reports, router solicitations, DHCPv6) is never matched by the
-// policy, whose keys are pod addresses.
+// treatment. Link-scoped signalling from the pod's own link-local address
+// (multicast listener reports, router solicitations, DHCPv6) passes before
+// the policy, whose keys include that address; from a link-local address
+// that is not the pod's, the guard on its interface drops it.
 func TestBridgedSpecialIPv6Packets(t *testing.T) {
 	c := newCluster(t, true)
 	c.addPolicy(np("x", "deny-all", spec{PodSelector: allPodsSel, PolicyTypes: both}))
 	c.apply()
 
 	a, b := c.lab.Endpoint("x/a").IPv6, c.lab.Endpoint("x/b").IPv6
-	llB := netip.MustParseAddr("fe80::bb")
+	// x/b's own link-local address: a made-up one is not x/b's, and its
+	// guard drops it (the last cases).
+	llB := linkLocalOf(t, c.lab.Endpoint("x/b").Path, "eth0")
+	forgedLL := netip.MustParseAddr("fe80::bb")
 	solicited := solicitedNode(a)
 	icmp := func(typ uint8, hop uint8, src, dst netip.Addr, nonce []byte) netlab.RawIPv6 {
 		// Type, code 0, checksum, 4 reserved/flag bytes, then the nonce
@@ -251,6 +255,11 @@ func TestBridgedSpecialIPv6Packets(t *testing.T) {
 		rawCase{"MLDv1 report from a link-local source", icmp(131, 1, llB, mldGroup, nil), []netip.Addr{mldGroup}, true},
 		rawCase{"router solicitation from a link-local source", icmp(133, 255, llB, allRouters, nil), []netip.Addr{allRouters}, true},
 		rawCase{"DHCPv6 solicit from a link-local source", udp(546, 547, 1, llB, dhcpServers, nil), []netip.Addr{dhcpServers}, true},
+		// The same from a link-local address that is not x/b's: its
+		// interface's guard drops them (package podguard).
+		rawCase{"MLDv2 report from a forged link-local source", icmp(143, 1, forgedLL, mldRouters, nil), []netip.Addr{mldRouters}, false},
+		rawCase{"router solicitation from a forged link-local source", icmp(133, 255, forgedLL, allRouters, nil), []netip.Addr{allRouters}, false},
+		rawCase{"DHCPv6 solicit from a forged link-local source", udp(546, 547, 1, forgedLL, dhcpServers, nil), []netip.Addr{dhcpServers}, false},
 	)
 
 	for _, rc := range cases {
