@@ -25,6 +25,11 @@ const Priority = -500
 // the pod's (they are dropped as forged) and are reported.
 const MaxLinkLocal = 8
 
+// MaxStartingAddrs bounds the addresses of the pod ranges honoured on the
+// interface of a pod not known yet: a network plugin gives a pod one or
+// two; a pod with NET_ADMIN could add any number.
+const MaxStartingAddrs = 4
+
 // ForgedChain is the shared chain a guard chain sends forged packets to
 // when the node logs denied packets: one rate limit for the node, then
 // the log, then the drop.
@@ -245,7 +250,7 @@ func (c *Compiler) Compile(in Input) Output {
 					continue
 				}
 				nll++
-			} else if !inRanges([]netip.Addr{a}, in.PodCIDRs) {
+			} else if !inRanges([]netip.Addr{a}, in.PodCIDRs) || len(own)-nll == MaxStartingAddrs {
 				continue
 			}
 			own = append(own, a)
