@@ -16,15 +16,9 @@ import (
 // commands otherwise read from manifests. An empty kubeconfig means the
 // in-cluster service account.
 func liveObjects(ctx context.Context, kubeconfig string) (*manifest.Objects, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig == "" {
-		cfg, err = rest.InClusterConfig()
-	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
+	cfg, err := liveRESTConfig(kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, err
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -68,4 +62,24 @@ func liveObjects(ctx context.Context, kubeconfig string) (*manifest.Objects, err
 		objs.NetworkPolicies = append(objs.NetworkPolicies, &nps.Items[i])
 	}
 	return objs, nil
+}
+
+// liveRESTConfig is the client configuration of the one-shot commands that
+// read a live cluster.
+func liveRESTConfig(kubeconfig string) (*rest.Config, error) {
+	cfg, err := loadRESTConfig(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// loadRESTConfig is the one place the commands turn --kubeconfig into a
+// client configuration: the file, or the in-cluster service account when it
+// is empty. Each caller wraps the error in the words its command uses.
+func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return rest.InClusterConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
 }
