@@ -69,9 +69,6 @@ func New(t Table, opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.Family == "" {
-		t.Family = "inet"
-	}
 	e := &Engine{table: t, fam: fam, rbuf: make([]byte, 1<<20), echoLimit: echoMaxRules, comp: newCompiler(fam)}
 	for _, o := range opts {
 		o(e)
