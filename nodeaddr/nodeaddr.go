@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -68,7 +67,7 @@ func Watch(ctx context.Context, nsPath string, onChange func([]netip.Prefix)) er
 		}
 		// One change (an address moved) comes as several messages:
 		// take what is queued before listing once.
-		more, err := drain(sub)
+		more, err := nfnl.Drain(sub)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil
@@ -90,29 +89,6 @@ func Watch(ctx context.Context, nsPath string, onChange func([]netip.Prefix)) er
 			cur = next
 			onChange(cur)
 		}
-	}
-}
-
-// drain reads the notifications already queued, without waiting.
-func drain(c *netlink.Conn) ([]netlink.Message, error) {
-	var out []netlink.Message
-	for {
-		if err := c.SetReadDeadline(time.Now()); err != nil {
-			return nil, err
-		}
-		msgs, err := c.Receive()
-		if err != nil {
-			// The next Receive waits again, whatever this one said.
-			if derr := c.SetReadDeadline(time.Time{}); derr != nil {
-				return nil, derr
-			}
-			var ne interface{ Timeout() bool }
-			if errors.As(err, &ne) && ne.Timeout() {
-				return out, nil
-			}
-			return out, err
-		}
-		out = append(out, msgs...)
 	}
 }
 

@@ -108,7 +108,7 @@ func Watch(ctx context.Context, nsPath string, last []podguard.Interface, onChan
 		}
 		// A pod's start is several notifications (the veth, its peer
 		// moved, addresses): take what is queued before reading once.
-		if err := drain(sub); err != nil && !errors.Is(err, unix.ENOBUFS) {
+		if _, err := nfnl.Drain(sub); err != nil && !errors.Is(err, unix.ENOBUFS) {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -131,27 +131,6 @@ func Equal(a, b []podguard.Interface) bool {
 	return slices.EqualFunc(a, b, func(x, y podguard.Interface) bool {
 		return x.Name == y.Name && x.Bridge == y.Bridge && slices.Equal(x.Peer, y.Peer)
 	})
-}
-
-// drain reads the notifications already queued, without waiting.
-func drain(c *netlink.Conn) error {
-	for {
-		if err := c.SetReadDeadline(time.Now()); err != nil {
-			return err
-		}
-		_, err := c.Receive()
-		if err != nil {
-			// The next Receive waits again, whatever this one said.
-			if derr := c.SetReadDeadline(time.Time{}); derr != nil {
-				return derr
-			}
-			var ne interface{ Timeout() bool }
-			if errors.As(err, &ne) && ne.Timeout() {
-				return nil
-			}
-			return err
-		}
-	}
 }
 
 func dial(nsPath string, groups uint32) (*netlink.Conn, error) {
