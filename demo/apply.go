@@ -112,7 +112,7 @@ func runApply(ctx context.Context, out io.Writer, bin, examples string) error {
 // NetworkPolicies alone.
 func clusterPolicies(ctx context.Context, out io.Writer, bin string, lab *netlab.Lab, dir, examples string, before *netlab.Matrix) error {
 	src := filepath.Join(examples, "cluster")
-	if err := copyYAML(src, filepath.Join(dir, "cluster")); err != nil {
+	if err := copyYAML(src, filepath.Join(dir, "cluster"), "ClusterNetworkPolicy examples"); err != nil {
 		return err
 	}
 	node := lab.Node("node1").Path
@@ -151,11 +151,12 @@ func expectedCluster(lab *netlab.Lab) *netlab.Matrix {
 	return m
 }
 
-// copyYAML copies the *.yaml files of a folder into another.
-func copyYAML(from, to string) error {
+// copyYAML copies the *.yaml files of a folder into another; what names
+// the files in the error when there are none.
+func copyYAML(from, to, what string) error {
 	files, err := filepath.Glob(filepath.Join(from, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no ClusterNetworkPolicy examples in %s", from)
+		return fmt.Errorf("no %s in %s", what, from)
 	}
 	if err := os.MkdirAll(to, 0o755); err != nil {
 		return err
@@ -215,20 +216,7 @@ func writeManifests(dir string, lab *netlab.Lab, examples string) error {
 	if err := os.WriteFile(filepath.Join(dir, "pods.json"), data, 0o644); err != nil {
 		return err
 	}
-	files, err := filepath.Glob(filepath.Join(examples, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no example policies in %s", examples)
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return copyYAML(examples, dir, "example policies")
 }
 
 func nftguard(ctx context.Context, bin string, args ...string) (string, error) {
