@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/internal/nfnl"
+	"github.com/nftguard/nftguard/internal/rtnl"
 )
 
 // List returns the local routes of the local routing table of the network
@@ -67,7 +68,7 @@ func Watch(ctx context.Context, nsPath string, onChange func([]netip.Prefix)) er
 		}
 		// One change (an address moved) comes as several messages:
 		// take what is queued before listing once.
-		more, err := nfnl.Drain(sub)
+		more, err := rtnl.Drain(sub)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil

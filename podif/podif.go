@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftguard/nftguard/internal/nfnl"
+	"github.com/nftguard/nftguard/internal/rtnl"
 	"github.com/nftguard/nftguard/podguard"
 )
 
@@ -108,7 +109,7 @@ func Watch(ctx context.Context, nsPath string, last []podguard.Interface, onChan
 		}
 		// A pod's start is several notifications (the veth, its peer
 		// moved, addresses): take what is queued before reading once.
-		if _, err := nfnl.Drain(sub); err != nil && !errors.Is(err, unix.ENOBUFS) {
+		if _, err := rtnl.Drain(sub); err != nil && !errors.Is(err, unix.ENOBUFS) {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -348,26 +349,9 @@ func decodeAddr(b []byte) (int32, netip.Addr, error) {
 		return 0, netip.Addr{}, fmt.Errorf("decode address: message of %d bytes", len(b))
 	}
 	index := int32(binary.NativeEndian.Uint32(b[4:8]))
-	ad, err := netlink.NewAttributeDecoder(b[unix.SizeofIfAddrmsg:])
+	a, err := rtnl.OwnAddr(b[unix.SizeofIfAddrmsg:])
 	if err != nil {
 		return 0, netip.Addr{}, fmt.Errorf("decode address of interface %d: %w", index, err)
 	}
-	var local, address netip.Addr
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.IFA_LOCAL:
-			local, _ = netip.AddrFromSlice(ad.Bytes())
-		case unix.IFA_ADDRESS:
-			address, _ = netip.AddrFromSlice(ad.Bytes())
-		}
-	}
-	if err := ad.Err(); err != nil {
-		return 0, netip.Addr{}, fmt.Errorf("decode address of interface %d: %w", index, err)
-	}
-	// On a point-to-point IPv4 link IFA_ADDRESS is the far end's; the
-	// interface's own is IFA_LOCAL, when there is one.
-	if local.IsValid() {
-		return index, local.Unmap(), nil
-	}
-	return index, address.Unmap(), nil
+	return index, a, nil
 }

@@ -1,9 +1,7 @@
 package nfnl
 
 import (
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -29,32 +27,6 @@ func Dial(path string) (*netlink.Conn, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-// Drain returns the messages already queued on a subscribed socket, without
-// waiting: a watcher takes all of one change's notifications before it
-// reads the state once. The socket waits again afterwards, whatever the
-// outcome; an error (ENOBUFS: notifications were lost) comes with the
-// messages read before it.
-func Drain(c *netlink.Conn) ([]netlink.Message, error) {
-	var out []netlink.Message
-	for {
-		if err := c.SetReadDeadline(time.Now()); err != nil {
-			return nil, err
-		}
-		msgs, err := c.Receive()
-		if err != nil {
-			if derr := c.SetReadDeadline(time.Time{}); derr != nil {
-				return nil, derr
-			}
-			var ne interface{ Timeout() bool }
-			if errors.As(err, &ne) && ne.Timeout() {
-				return out, nil
-			}
-			return out, err
-		}
-		out = append(out, msgs...)
-	}
 }
 
 // ForceBuffers raises the socket buffers beyond rmem_max/wmem_max (0 leaves

@@ -4,9 +4,7 @@
 // nfnetlink message codec (Encoder, ParseMsgs, WalkAttrs and the attribute
 // readers), requests and dumps that report NLM_F_DUMP_INTR and restart
 // (Request, Restart), and the framing of batches (BeginBatch, EndBatch,
-// AckAt, BatchIndex). The rtnetlink watchers (nodeaddr, podif) use two of
-// its socket helpers too: InNetNS, and Drain for the notifications queued
-// behind the first of a change.
+// AckAt, BatchIndex).
 //
 // Namespaces are entered in one way, InNetNS, with one argument for its
 // safety (below). Two places create a namespace instead, and so cannot use
