@@ -11,7 +11,6 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/internal/nfnl"
 	"github.com/nftguard/nftguard/internal/rtnl"
 )
 
@@ -110,21 +109,13 @@ func relevant(msgs []netlink.Message) bool {
 }
 
 func dial(nsPath string, groups uint32) (*netlink.Conn, error) {
-	var c *netlink.Conn
-	err := nfnl.InNetNS(nsPath, func() error {
-		var err error
-		c, err = netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{Groups: groups})
-		if err != nil {
-			return err
-		}
-		// With strict checking (Linux 4.20+) the kernel dumps only
-		// the local table; without it, list filters alone.
-		_ = c.SetOption(netlink.GetStrictCheck, true)
-		return nil
-	})
+	c, err := rtnl.Dial(nsPath, groups)
 	if err != nil {
 		return nil, fmt.Errorf("local addresses: open route netlink socket: %w", err)
 	}
+	// With strict checking (Linux 4.20+) the kernel dumps only the local
+	// table; without it, list filters alone.
+	_ = c.SetOption(netlink.GetStrictCheck, true)
 	return c, nil
 }
 

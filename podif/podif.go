@@ -15,7 +15,6 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/internal/nfnl"
 	"github.com/nftguard/nftguard/internal/rtnl"
 	"github.com/nftguard/nftguard/podguard"
 )
@@ -135,12 +134,7 @@ func Equal(a, b []podguard.Interface) bool {
 }
 
 func dial(nsPath string, groups uint32) (*netlink.Conn, error) {
-	var c *netlink.Conn
-	err := nfnl.InNetNS(nsPath, func() error {
-		var err error
-		c, err = netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{Groups: groups})
-		return err
-	})
+	c, err := rtnl.Dial(nsPath, groups)
 	if err != nil {
 		return nil, fmt.Errorf("pod interfaces: open route netlink socket: %w", err)
 	}

@@ -1,6 +1,7 @@
 // Package rtnl holds what the readers of route netlink (nodeaddr, podif,
-// conntrack) would otherwise each write again: draining a watch socket's
-// queued notifications, and an address message's own address.
+// conntrack) would otherwise each write again: opening a socket in a
+// namespace, draining a watch socket's queued notifications, and an address
+// message's own address.
 package rtnl
 
 import (
@@ -10,7 +11,24 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftguard/nftguard/internal/nfnl"
 )
+
+// Dial opens a route netlink socket inside the network namespace at nsPath
+// (the caller's own when it is ""), subscribed to the multicast groups.
+func Dial(nsPath string, groups uint32) (*netlink.Conn, error) {
+	var c *netlink.Conn
+	err := nfnl.InNetNS(nsPath, func() error {
+		var err error
+		c, err = netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{Groups: groups})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
 
 // Drain returns the messages already queued on a subscribed socket, without
 // waiting: a watcher takes all of one change's notifications before it
