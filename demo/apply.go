@@ -71,13 +71,7 @@ func runApply(ctx context.Context, out io.Writer, bin, examples string) error {
 	}
 	node := lab.Node("node1").Path
 	fmt.Fprintf(out, "== nftguard apply -f %s (pods) -f %s --netns %s --node-name node1\n", filepath.Join(dir, "pods.json"), examples, node)
-	stdout, err := nftguard(ctx, bin, "apply", "-f", dir, "--netns", node, "--node-name", "node1")
-	fmt.Fprint(out, indent(stdout))
-	if err != nil {
-		return err
-	}
-
-	got, err := lab.Reachability(ctx, netlab.IPv4)
+	got, err := applyAndProbe(ctx, out, bin, lab, dir, node)
 	if err != nil {
 		return err
 	}
@@ -97,13 +91,24 @@ func runApply(ctx context.Context, out io.Writer, bin, examples string) error {
 		return err
 	}
 
-	stdout, err = nftguard(ctx, bin, "cleanup", "--netns", node)
+	stdout, err := nftguard(ctx, bin, "cleanup", "--netns", node)
 	fmt.Fprintf(out, "== nftguard cleanup --netns %s\n%s", node, indent(stdout))
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "== removing the lab")
 	return nil
+}
+
+// applyAndProbe runs nftguard apply of the manifests in dir on node1 (its
+// output indented in out) and probes the lab's IPv4 matrix after it.
+func applyAndProbe(ctx context.Context, out io.Writer, bin string, lab *netlab.Lab, dir, node string) (*netlab.Matrix, error) {
+	stdout, err := nftguard(ctx, bin, "apply", "-f", dir, "--netns", node, "--node-name", "node1")
+	fmt.Fprint(out, indent(stdout))
+	if err != nil {
+		return nil, err
+	}
+	return lab.Reachability(ctx, netlab.IPv4)
 }
 
 // clusterPolicies is the demo's second act: the administrator's
@@ -117,12 +122,7 @@ func clusterPolicies(ctx context.Context, out io.Writer, bin string, lab *netlab
 	}
 	node := lab.Node("node1").Path
 	fmt.Fprintf(out, "== nftguard apply -f %s (the same, plus %s: Admin Deny web -> backend, Baseline isolation) --netns %s --node-name node1\n", dir, src, node)
-	stdout, err := nftguard(ctx, bin, "apply", "-f", dir, "--netns", node, "--node-name", "node1")
-	fmt.Fprint(out, indent(stdout))
-	if err != nil {
-		return err
-	}
-	got, err := lab.Reachability(ctx, netlab.IPv4)
+	got, err := applyAndProbe(ctx, out, bin, lab, dir, node)
 	if err != nil {
 		return err
 	}
