@@ -88,7 +88,7 @@ func (e *egressState) observe(res compose.Result) {
 	e.held.Reset()
 	for _, h := range res.EgressHeld {
 		ns, name, _ := strings.Cut(h.Service, "/")
-		e.held.WithLabelValues(ns, name, h.Reason).Inc()
+		e.held.WithLabelValues(ns, name, string(h.Reason)).Inc()
 	}
 	e.pending.Set(float64(len(res.EgressPending)))
 }

@@ -49,8 +49,8 @@ func TestNoPoliciesLeavesTheTableAlone(t *testing.T) {
 		t.Fatalf("no policies, output %+v", out)
 	}
 	plain := policy.Compile(policy.Input{NodeName: "n1", Namespaces: in.Namespaces, Pods: in.Pods})
-	a, _ := engine.Render(engine.Table{Family: "inet", Name: "nftguard"}, &engine.Desired{Chains: plain.Chains, Sets: plain.Sets})
-	b, _ := engine.Render(engine.Table{Family: "inet", Name: "nftguard"}, table(in, out))
+	a, _ := engine.Render(engine.Table{Name: "nftguard"}, &engine.Desired{Chains: plain.Chains, Sets: plain.Sets})
+	b, _ := engine.Render(engine.Table{Name: "nftguard"}, table(in, out))
 	if a != b {
 		t.Errorf("table without ClusterNetworkPolicies differs from the NetworkPolicy table:\n%s\n---\n%s", a, b)
 	}
@@ -252,8 +252,8 @@ func TestEvaluationOrder(t *testing.T) {
 	for i := len(in.Policies) - 1; i >= 0; i-- {
 		rev.Policies = append(rev.Policies, in.Policies[i])
 	}
-	a, _ := engine.Render(engine.Table{Family: "inet", Name: "nftguard"}, table(in, out))
-	b, _ := engine.Render(engine.Table{Family: "inet", Name: "nftguard"}, table(rev, Compile(rev)))
+	a, _ := engine.Render(engine.Table{Name: "nftguard"}, table(in, out))
+	b, _ := engine.Render(engine.Table{Name: "nftguard"}, table(rev, Compile(rev)))
 	if a != b {
 		t.Error("the table depends on the input order of the policies")
 	}

@@ -178,7 +178,7 @@ func renderGolden(t *testing.T, in Input, out Output) string {
 	for _, p := range out.Warnings {
 		fmt.Fprintf(&b, "# warning %s\n", p.Error())
 	}
-	text, err := engine.Render(engine.Table{Family: "inet", Name: "nftguard"}, table(in, out))
+	text, err := engine.Render(engine.Table{Name: "nftguard"}, table(in, out))
 	if err != nil {
 		t.Fatal(err)
 	}

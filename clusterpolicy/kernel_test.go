@@ -22,7 +22,7 @@ import (
 // engine's own table finds nothing either.
 func TestTablesRoundTripThroughNft(t *testing.T) {
 	ctx := context.Background()
-	tbl := engine.Table{Family: "inet", Name: "nftguard"}
+	tbl := engine.Table{Name: "nftguard"}
 	ns := testns.New(t, "cnprt")
 	ns2 := testns.New(t, "cnprt2")
 	eng, err := engine.New(tbl, engine.WithNetNS(ns.Path))

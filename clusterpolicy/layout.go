@@ -34,7 +34,7 @@ func newSlot(admin, egress bool) slot {
 	}
 	if egress {
 		s.field, s.setTag, s.local4, s.local6, dirTag = "egress", "eg", "ip saddr", "ip6 saddr", "e"
-		s.Peer4, s.Peer6, s.Accept, s.Denied = "ip daddr", "ip6 daddr", "goto "+policy.ChainIngress, policy.ChainDeniedEgress
+		s.Peer4, s.Peer6, s.Accept, s.Denied = "ip daddr", "ip6 daddr", podchain.GotoChain(policy.ChainIngress), policy.ChainDeniedEgress
 	}
 	s.ChainPrefix = "cnp_" + tierTag + dirTag
 	s.Field = s.tier + " tier " + s.field

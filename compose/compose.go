@@ -23,7 +23,7 @@ import (
 )
 
 // Table is the one table nftguard owns.
-func Table() engine.Table { return engine.Table{Family: "inet", Name: "nftguard"} }
+func Table() engine.Table { return engine.Table{Name: "nftguard"} }
 
 // Input is the cluster state the table is compiled from.
 type Input struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nftguard/nftguard/egress"
 	"github.com/nftguard/nftguard/internal/nfnl"
+	"github.com/nftguard/nftguard/internal/rtnl"
 )
 
 // Stats counts what ClearStale did.
@@ -181,28 +182,12 @@ func localAddrs(c *netlink.Conn) (map[netip.Addr]bool, error) {
 		if m.Header.Type != unix.RTM_NEWADDR || len(m.Data) < unix.SizeofIfAddrmsg {
 			continue
 		}
-		ad, err := netlink.NewAttributeDecoder(m.Data[unix.SizeofIfAddrmsg:])
+		a, err := rtnl.OwnAddr(m.Data[unix.SizeofIfAddrmsg:])
 		if err != nil {
 			return nil, fmt.Errorf("decode address: %w", err)
 		}
-		var local, addr netip.Addr
-		for ad.Next() {
-			switch ad.Type() {
-			case unix.IFA_LOCAL:
-				local, _ = netip.AddrFromSlice(ad.Bytes())
-			case unix.IFA_ADDRESS:
-				addr, _ = netip.AddrFromSlice(ad.Bytes())
-			}
-		}
-		if err := ad.Err(); err != nil {
-			return nil, fmt.Errorf("decode address: %w", err)
-		}
-		// On point-to-point links IFA_ADDRESS is the peer and IFA_LOCAL
-		// ours; otherwise IFA_LOCAL is absent (IPv6) or equal.
-		if local.IsValid() {
-			out[local.Unmap()] = true
-		} else if addr.IsValid() {
-			out[addr.Unmap()] = true
+		if a.IsValid() {
+			out[a] = true
 		}
 	}
 	return out, nil

@@ -71,13 +71,7 @@ func runApply(ctx context.Context, out io.Writer, bin, examples string) error {
 	}
 	node := lab.Node("node1").Path
 	fmt.Fprintf(out, "== nftguard apply -f %s (pods) -f %s --netns %s --node-name node1\n", filepath.Join(dir, "pods.json"), examples, node)
-	stdout, err := nftguard(ctx, bin, "apply", "-f", dir, "--netns", node, "--node-name", "node1")
-	fmt.Fprint(out, indent(stdout))
-	if err != nil {
-		return err
-	}
-
-	got, err := lab.Reachability(ctx, netlab.IPv4)
+	got, err := applyAndProbe(ctx, out, bin, lab, dir, node)
 	if err != nil {
 		return err
 	}
@@ -97,7 +91,7 @@ func runApply(ctx context.Context, out io.Writer, bin, examples string) error {
 		return err
 	}
 
-	stdout, err = nftguard(ctx, bin, "cleanup", "--netns", node)
+	stdout, err := nftguard(ctx, bin, "cleanup", "--netns", node)
 	fmt.Fprintf(out, "== nftguard cleanup --netns %s\n%s", node, indent(stdout))
 	if err != nil {
 		return err
@@ -106,23 +100,29 @@ func runApply(ctx context.Context, out io.Writer, bin, examples string) error {
 	return nil
 }
 
+// applyAndProbe runs nftguard apply of the manifests in dir on node1 (its
+// output indented in out) and probes the lab's IPv4 matrix after it.
+func applyAndProbe(ctx context.Context, out io.Writer, bin string, lab *netlab.Lab, dir, node string) (*netlab.Matrix, error) {
+	stdout, err := nftguard(ctx, bin, "apply", "-f", dir, "--netns", node, "--node-name", "node1")
+	fmt.Fprint(out, indent(stdout))
+	if err != nil {
+		return nil, err
+	}
+	return lab.Reachability(ctx, netlab.IPv4)
+}
+
 // clusterPolicies is the demo's second act: the administrator's
 // ClusterNetworkPolicies of examples/cluster/ are added to the same input
 // and applied (one incremental transaction). before is the matrix with the
 // NetworkPolicies alone.
 func clusterPolicies(ctx context.Context, out io.Writer, bin string, lab *netlab.Lab, dir, examples string, before *netlab.Matrix) error {
 	src := filepath.Join(examples, "cluster")
-	if err := copyYAML(src, filepath.Join(dir, "cluster")); err != nil {
+	if err := copyYAML(src, filepath.Join(dir, "cluster"), "ClusterNetworkPolicy examples"); err != nil {
 		return err
 	}
 	node := lab.Node("node1").Path
 	fmt.Fprintf(out, "== nftguard apply -f %s (the same, plus %s: Admin Deny web -> backend, Baseline isolation) --netns %s --node-name node1\n", dir, src, node)
-	stdout, err := nftguard(ctx, bin, "apply", "-f", dir, "--netns", node, "--node-name", "node1")
-	fmt.Fprint(out, indent(stdout))
-	if err != nil {
-		return err
-	}
-	got, err := lab.Reachability(ctx, netlab.IPv4)
+	got, err := applyAndProbe(ctx, out, bin, lab, dir, node)
 	if err != nil {
 		return err
 	}
@@ -151,11 +151,12 @@ func expectedCluster(lab *netlab.Lab) *netlab.Matrix {
 	return m
 }
 
-// copyYAML copies the *.yaml files of a folder into another.
-func copyYAML(from, to string) error {
+// copyYAML copies the *.yaml files of a folder into another; what names
+// the files in the error when there are none.
+func copyYAML(from, to, what string) error {
 	files, err := filepath.Glob(filepath.Join(from, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no ClusterNetworkPolicy examples in %s", from)
+		return fmt.Errorf("no %s in %s", what, from)
 	}
 	if err := os.MkdirAll(to, 0o755); err != nil {
 		return err
@@ -215,20 +216,7 @@ func writeManifests(dir string, lab *netlab.Lab, examples string) error {
 	if err := os.WriteFile(filepath.Join(dir, "pods.json"), data, 0o644); err != nil {
 		return err
 	}
-	files, err := filepath.Glob(filepath.Join(examples, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no example policies in %s", examples)
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return copyYAML(examples, dir, "example policies")
 }
 
 func nftguard(ctx context.Context, bin string, args ...string) (string, error) {

@@ -44,7 +44,7 @@ func TestDeniedCountOfADeletedChain(t *testing.T) {
 		return &engine.Desired{Chains: out.Chains, Sets: out.Sets}
 	}
 	counts := rulecounter.New()
-	eng, err := engine.New(engine.Table{Family: "inet", Name: "nftguard"}, engine.WithNetNS(lab.Nodes[0].Path), engine.WithDeletedCounters(counts.Deleted))
+	eng, err := engine.New(engine.Table{Name: "nftguard"}, engine.WithNetNS(lab.Nodes[0].Path), engine.WithDeletedCounters(counts.Deleted))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 	l := policy.LogDenied{Group: 1604, Rate: 100, Burst: 100}
 	out := policy.Compile(policy.Input{NodeName: "n1", Namespaces: nss, Pods: podset.NewSet(podset.FromAPIList(pods)), Policies: npset.New(nps), LogDenied: &l})
 	counts := rulecounter.New()
-	eng, err := engine.New(engine.Table{Family: "inet", Name: "nftguard"}, engine.WithNetNS(lab.Nodes[0].Path), engine.WithDeletedCounters(counts.Deleted))
+	eng, err := engine.New(engine.Table{Name: "nftguard"}, engine.WithNetNS(lab.Nodes[0].Path), engine.WithDeletedCounters(counts.Deleted))
 	if err != nil {
 		t.Fatal(err)
 	}

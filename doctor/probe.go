@@ -10,7 +10,7 @@ import (
 
 // probeTable is the scratch table of the feature probe; it only ever exists
 // inside the probe's private namespace.
-var probeTable = engine.Table{Family: "inet", Name: "nftguard_probe"}
+var probeTable = engine.Table{Name: "nftguard_probe"}
 
 // feature is one kernel capability nftguard needs, and the smallest table
 // that uses it the way nftguard does (same engine, same bytecode).

@@ -65,11 +65,15 @@ const (
 	HoldPriority = 80
 )
 
-// Reasons a pod address is held (Held.Reason), as metrics label them.
+// HoldReason is why a pod address is held (Held.Reason); its value is the
+// reason label of the agent's held-address metric.
+type HoldReason string
+
+// Reasons a pod address is held.
 const (
-	HoldInvalid   = "invalid"    // the Service's annotations or address are invalid
-	HoldNoAddress = "no_address" // the Service has no load-balancer address of the family yet
-	HoldNotLocal  = "not_local"  // the address is not on this node
+	HoldInvalid   HoldReason = "invalid"    // the Service's annotations or address are invalid
+	HoldNoAddress HoldReason = "no_address" // the Service has no load-balancer address of the family yet
+	HoldNotLocal  HoldReason = "not_local"  // the address is not on this node
 )
 
 // LocalAddrs are the addresses this node holds (its local routing table:
@@ -159,7 +163,7 @@ type Output struct {
 type Held struct {
 	Addr    netip.Addr
 	Service string // namespace/name
-	Reason  string // HoldInvalid, HoldNoAddress or HoldNotLocal
+	Reason  HoldReason
 }
 
 // portMatch is one protocol with a port or a port range.
@@ -188,7 +192,7 @@ type egressService struct {
 }
 
 // holdReason says why s cannot translate a family (is4) here.
-func (s *egressService) holdReason(is4 bool) string {
+func (s *egressService) holdReason(is4 bool) HoldReason {
 	switch {
 	case s.invalid:
 		return HoldInvalid

@@ -167,7 +167,7 @@ func renderGolden(t *testing.T, in Input, out Output) string {
 		b.WriteString("# no table\n")
 		return b.String()
 	}
-	text, err := engine.Render(engine.Table{Family: "inet", Name: "nftguard"}, &engine.Desired{Chains: out.Chains, Sets: out.Sets})
+	text, err := engine.Render(engine.Table{Name: "nftguard"}, &engine.Desired{Chains: out.Chains, Sets: out.Sets})
 	if err != nil {
 		t.Fatal(err)
 	}

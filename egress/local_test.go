@@ -56,7 +56,7 @@ func TestOnlyWhereTheAddressLives(t *testing.T) {
 			}
 			var held []string
 			for _, h := range out.Held {
-				held = append(held, h.Addr.String()+" "+h.Reason)
+				held = append(held, h.Addr.String()+" "+string(h.Reason))
 			}
 			if got := strings.Join(held, ", "); got != tc.wantHeld {
 				t.Errorf("held %q, want %q", got, tc.wantHeld)

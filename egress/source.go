@@ -9,19 +9,23 @@ import (
 	"github.com/nftguard/nftguard/podset"
 )
 
-// What becomes of a pod's packet towards a destination (Source.Verdict).
+// SourceVerdict is what becomes of a pod's packet towards a destination
+// (Source.Verdict); explain-egress prints its value.
+type SourceVerdict string
+
+// What becomes of a pod's packet towards a destination.
 const (
-	SourceTranslated = "translated" // leaves with the Service's address
-	SourceHeld       = "held"       // dropped: the Service's address cannot be used here
-	SourcePending    = "pending"    // the pod has no address yet: held while the guard is on
-	SourceInternal   = "internal"   // the destination is inside the cluster: never translated
-	SourceUntouched  = "untouched"  // not translated by nftguard: the pod's own address, or the node's masquerade
+	SourceTranslated SourceVerdict = "translated" // leaves with the Service's address
+	SourceHeld       SourceVerdict = "held"       // dropped: the Service's address cannot be used here
+	SourcePending    SourceVerdict = "pending"    // the pod has no address yet: held while the guard is on
+	SourceInternal   SourceVerdict = "internal"   // the destination is inside the cluster: never translated
+	SourceUntouched  SourceVerdict = "untouched"  // not translated by nftguard: the pod's own address, or the node's masquerade
 )
 
 // Source says what source address a pod's traffic towards one destination
 // leaves with, and why.
 type Source struct {
-	Verdict string
+	Verdict SourceVerdict
 	// From is the pod's address of the destination's family (invalid
 	// when it has none).
 	From netip.Addr
@@ -111,7 +115,7 @@ func SourceOf(in Input, pod string, dst netip.Addr, proto string, dport, sport u
 	return src, nil
 }
 
-func heldWhy(reason string) string {
+func heldWhy(reason HoldReason) string {
 	switch reason {
 	case HoldNotLocal:
 		return "its load-balancer address is not on this node"

@@ -26,8 +26,8 @@ func TestSourceOf(t *testing.T) {
 	for _, tc := range []struct {
 		pod, dst, proto string
 		port            uint16
-		verdict, to     string
-		why             string
+		verdict         SourceVerdict
+		to, why         string
 	}{
 		{"x/w", "198.51.100.1", "tcp", 80, SourceTranslated, "203.0.113.7", "Service x/web translates"},
 		{"x/w", "10.244.2.9", "tcp", 80, SourceInternal, "", "inside the cluster"},

@@ -69,9 +69,6 @@ func New(t Table, opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.Family == "" {
-		t.Family = "inet"
-	}
 	e := &Engine{table: t, fam: fam, rbuf: make([]byte, 1<<20), echoLimit: echoMaxRules, comp: newCompiler(fam)}
 	for _, o := range opts {
 		o(e)
@@ -139,7 +136,9 @@ type Stats struct {
 	Duration   time.Duration // wall time of the whole Sync
 }
 
-// retriable errors come from races with other writers, not from our objects.
+// retriable errors come from races with other writers or a lost answer,
+// not from our objects: Sync and AddTimed send the batch again. (The dump
+// and cache errors can only come from Sync, which reads.)
 func retriable(err error) bool {
 	return errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EAGAIN) ||
 		errors.Is(err, unix.EINTR) || errors.Is(err, unix.ERESTART) ||

@@ -132,25 +132,3 @@ func TestErrorNamesTheKernelsMessage(t *testing.T) {
 	}
 
 }
-
-// TestOnlyInetTables: a table of another family is refused when the engine
-// is made, not by every rule of its first Sync.
-func TestOnlyInetTables(t *testing.T) {
-	for _, fam := range []string{"ip", "ip6", "bridge", "arp", "netdev", "inet6"} {
-		tbl := Table{Family: fam, Name: "nftguard"}
-		if _, err := New(tbl); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("family %q", fam)) {
-			t.Errorf("New(%s): %v, want the family refused", tbl, err)
-		}
-		if _, err := NewFake(tbl); err == nil {
-			t.Errorf("NewFake(%s) accepted", tbl)
-		}
-		if _, err := Render(tbl, &Desired{}); err == nil {
-			t.Errorf("Render(%s) accepted", tbl)
-		}
-	}
-	for _, fam := range []string{"", "inet"} {
-		if _, err := NewFake(Table{Family: fam, Name: "nftguard"}); err != nil {
-			t.Errorf("NewFake(family %q): %v", fam, err)
-		}
-	}
-}

@@ -45,9 +45,6 @@ func NewFake(t Table) (*Fake, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.Family == "" {
-		t.Family = "inet"
-	}
 	return &Fake{table: t, fam: fam}, nil
 }
 

@@ -7,20 +7,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Table names the one table an Engine owns.
+// Table names the one table an Engine owns. Its family is inet: the rule
+// compiler (engine/nftsyntax) speaks inet only, so a table of another
+// family could be created but never hold a rule.
 type Table struct {
-	Family string // "inet", the default and the only family supported
-	Name   string
+	Name string
 }
 
-func (t Table) String() string {
-	f := t.Family
-	if f == "" {
-		f = "inet"
-	}
-	return f + " " + t.Name
-}
+func (t Table) String() string { return "inet " + t.Name }
 
+// family checks the table's name and returns its netlink family number.
 func (t Table) family() (byte, error) {
 	if t.Name == "" {
 		return 0, fmt.Errorf("table has no name")
@@ -28,15 +24,7 @@ func (t Table) family() (byte, error) {
 	if err := checkTableName(t); err != nil {
 		return 0, err
 	}
-	switch t.Family {
-	case "", "inet":
-		return unix.NFPROTO_INET, nil
-	case "ip", "ip6", "arp", "bridge", "netdev":
-		// The rule compiler (engine/nftsyntax) speaks inet only: a table
-		// of another family could be created, but never hold a rule.
-		return 0, fmt.Errorf("table %s: family %q not supported (only inet)", t.Name, t.Family)
-	}
-	return 0, fmt.Errorf("table %s: unknown family %q", t.Name, t.Family)
+	return unix.NFPROTO_INET, nil
 }
 
 // Desired is the whole content of the table. Chains, rules, sets and

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -196,14 +197,16 @@ func (e *Engine) AddTimed(ctx context.Context, elems []TimedElement) error {
 		if s.keys, err = nftsyntax.AppendElementKey(s.keys, d, el.Key); err != nil {
 			return fmt.Errorf("add timed elements: %w", err)
 		}
-		if !containsStr(s.sets, el.Set) {
+		if !slices.Contains(s.sets, el.Set) {
 			s.sets = append(s.sets, el.Set)
 		}
 	}
 	s.koff = append(s.koff, len(s.keys))
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		if err := e.sendTimed(ctx, s, elems); err == nil || !retriableTimed(err) {
+		// Adding elements without NLM_F_EXCL is idempotent, so a batch
+		// whose answer was lost or that met a busy kernel is sent again.
+		if err := e.sendTimed(ctx, s, elems); err == nil || !retriable(err) {
 			if err != nil {
 				return fmt.Errorf("add timed elements to table %s: %w", e.table, err)
 			}
@@ -227,22 +230,6 @@ func elemComment(c string) string {
 		c = c[:len(c)-1]
 	}
 	return c
-}
-
-// retriableTimed: adding elements without NLM_F_EXCL is idempotent, so a
-// batch whose answer was lost or that met a busy kernel is sent again.
-func retriableTimed(err error) bool {
-	return errors.Is(err, errUnknownOutcome) || errors.Is(err, unix.EBUSY) ||
-		errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR)
-}
-
-func containsStr(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // sendTimed builds the batch of s's encoded keys (one or more NEWSETELEM

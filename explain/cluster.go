@@ -154,7 +154,7 @@ func New(in Input) (*Cluster, []problem.Problem) {
 		}
 		sel, _ := selection.AsSelector(&np.Spec.PodSelector)
 		p := &policy{np: np, key: key, selector: sel}
-		p.ingress, p.egress = policyTypes(np)
+		p.ingress, p.egress = nppolicy.PolicyTypes(np)
 		c.policies = append(c.policies, p)
 	}
 	// Sorted, so the rule named as the decider does not depend on file order.
@@ -172,24 +172,6 @@ func New(in Input) (*Cluster, []problem.Problem) {
 // prescribes. They are the compiler's warnings, word for word.
 func (c *Cluster) Warnings() []problem.Problem {
 	return append([]problem.Problem(nil), c.warnings...)
-}
-
-// policyTypes applies the API server's defaulting of spec.policyTypes. The
-// compiler has its own: written twice on purpose, as the package
-// documentation says.
-func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
-	if len(np.Spec.PolicyTypes) == 0 {
-		return true, len(np.Spec.Egress) > 0
-	}
-	for _, t := range np.Spec.PolicyTypes {
-		switch t {
-		case networkingv1.PolicyTypeIngress:
-			ingress = true
-		case networkingv1.PolicyTypeEgress:
-			egress = true
-		}
-	}
-	return ingress, egress
 }
 
 // namespaceLabels returns the labels of a namespace; one without a

@@ -7,12 +7,13 @@
 // cross-check the policy compilers and the nftables rules they produce (the
 // e2e tests compare its answers with real probes through the kernel), so it
 // deliberately shares none of the compilers' semantics: not the selection
-// of pods and namespaces (package selection), not the defaulting of
-// policyTypes (which it writes again), not the matching of peers and ports.
-// It does share one thing on purpose: which objects count. For
-// NetworkPolicy that is policy.Validate, the API server's rules for which
-// objects exist at all, and policy.FailClosedInvalid, the form an invalid
-// one is enforced in (its pods isolated, no rules). For ClusterNetworkPolicy it is the compiler's
+// of pods and namespaces (package selection), not the matching of peers
+// and ports. It does share one thing on purpose: which objects count, in
+// the form the API server stores them. For NetworkPolicy that is
+// policy.Validate, the API server's rules for which objects exist at all,
+// policy.FailClosedInvalid, the form an invalid one is enforced in (its
+// pods isolated, no rules), and policy.PolicyTypes, the API server's
+// defaulting of spec.policyTypes. For ClusterNetworkPolicy it is the compiler's
 // classification, clusterpolicy.CheckAll: a policy whose placement (name,
 // tier, priority, subject, number of rules) is invalid, or whose name an
 // earlier policy has, is left out; an invalid rule fails closed where it

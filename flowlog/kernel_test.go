@@ -92,7 +92,7 @@ func (c *labCluster) program(t *testing.T, l *policy.LogDenied) {
 	if len(out.Problems) > 0 {
 		t.Fatalf("problems: %v", out.Problems)
 	}
-	eng, err := engine.New(engine.Table{Family: "inet", Name: "nftguard"}, engine.WithNetNS(c.node.Path))
+	eng, err := engine.New(engine.Table{Name: "nftguard"}, engine.WithNetNS(c.node.Path))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,7 @@ func TestMatrixEveryDeniedPacketOneRecord(t *testing.T) {
 	// netlab's probes retry; their records are not counted here.
 	waitRecords(t, col)
 
-	eng, err := engine.New(engine.Table{Family: "inet", Name: "nftguard"}, engine.WithNetNS(c.node.Path))
+	eng, err := engine.New(engine.Table{Name: "nftguard"}, engine.WithNetNS(c.node.Path))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,12 +7,11 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/internal/nfnl"
+	"github.com/nftguard/nftguard/internal/rtnl"
 )
 
 // List returns the local routes of the local routing table of the network
@@ -68,7 +67,7 @@ func Watch(ctx context.Context, nsPath string, onChange func([]netip.Prefix)) er
 		}
 		// One change (an address moved) comes as several messages:
 		// take what is queued before listing once.
-		more, err := drain(sub)
+		more, err := rtnl.Drain(sub)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil
@@ -93,29 +92,6 @@ func Watch(ctx context.Context, nsPath string, onChange func([]netip.Prefix)) er
 	}
 }
 
-// drain reads the notifications already queued, without waiting.
-func drain(c *netlink.Conn) ([]netlink.Message, error) {
-	var out []netlink.Message
-	for {
-		if err := c.SetReadDeadline(time.Now()); err != nil {
-			return nil, err
-		}
-		msgs, err := c.Receive()
-		if err != nil {
-			// The next Receive waits again, whatever this one said.
-			if derr := c.SetReadDeadline(time.Time{}); derr != nil {
-				return nil, derr
-			}
-			var ne interface{ Timeout() bool }
-			if errors.As(err, &ne) && ne.Timeout() {
-				return out, nil
-			}
-			return out, err
-		}
-		out = append(out, msgs...)
-	}
-}
-
 // relevant says whether notifications may change the local prefixes: an
 // address added or removed, or a route of the local table.
 func relevant(msgs []netlink.Message) bool {
@@ -133,21 +109,13 @@ func relevant(msgs []netlink.Message) bool {
 }
 
 func dial(nsPath string, groups uint32) (*netlink.Conn, error) {
-	var c *netlink.Conn
-	err := nfnl.InNetNS(nsPath, func() error {
-		var err error
-		c, err = netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{Groups: groups})
-		if err != nil {
-			return err
-		}
-		// With strict checking (Linux 4.20+) the kernel dumps only
-		// the local table; without it, list filters alone.
-		_ = c.SetOption(netlink.GetStrictCheck, true)
-		return nil
-	})
+	c, err := rtnl.Dial(nsPath, groups)
 	if err != nil {
 		return nil, fmt.Errorf("local addresses: open route netlink socket: %w", err)
 	}
+	// With strict checking (Linux 4.20+) the kernel dumps only the local
+	// table; without it, list filters alone.
+	_ = c.SetOption(netlink.GetStrictCheck, true)
 	return c, nil
 }
 

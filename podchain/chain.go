@@ -116,7 +116,7 @@ func buildChain(p *selection.Pod, d *Dir, rules []*Rule, end End) engine.Chain {
 // on dst), then its named-port matches.
 func appendRule(out []engine.Rule, d *Dir, r *Rule, dst *podset.Pod, end End) []engine.Rule {
 	if r.Action == Jump {
-		return append(out, engine.Rule{Rule: "jump " + r.Target, Comment: r.Comment})
+		return append(out, engine.Rule{Rule: JumpTo(r.Target), Comment: r.Comment})
 	}
 	if r.Fail {
 		if r.Action != Accept {

@@ -59,7 +59,7 @@ func (d *Dispatch) WithLinkLocal(ll map[string][]string) *Dispatch {
 
 // Add makes p's addresses jump to chain in the maps of kind.
 func (d *Dispatch) Add(kind int, p *selection.Pod, chain string) {
-	v := "jump " + chain
+	v := JumpTo(chain)
 	v4, v6 := p.V4Text(), p.V6Text()
 	if ll := d.linkLocal[p.Key]; len(ll) > 0 {
 		v4, v6 = slices.Clip(v4), slices.Clip(v6)

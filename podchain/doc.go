@@ -43,7 +43,8 @@
 //
 //	chain.go     Dir (a kind of pod chain) and the one chain builder, with
 //	             the chain memo
-//	rule.go      Rule (a compiled policy rule), Action, Join
+//	rule.go      Rule (a compiled policy rule), Action, Join, the jump and
+//	             goto verdicts
 //	end.go       End: how drops are written when the node logs
 //	dispatch.go  Dispatch (the verdict maps, first pod keeps an address)
 //	             and DropSharedLocal

@@ -32,7 +32,7 @@ func (d *Dir) drop(end End) string {
 	case EndCounted:
 		return "counter drop"
 	case EndLogged:
-		return "counter goto " + d.Denied
+		return "counter " + GotoChain(d.Denied)
 	}
 	return "drop"
 }

@@ -65,6 +65,14 @@ func same(a, b *Rule) bool {
 		slices.Equal(a.PortMatches, b.PortMatches)
 }
 
+// JumpTo is the verdict that continues in chain and comes back to the rule
+// after it when chain returns.
+func JumpTo(chain string) string { return "jump " + chain }
+
+// GotoChain is the verdict that continues in chain and does not come back:
+// what chain decides is final for the chain that went to it.
+func GotoChain(chain string) string { return "goto " + chain }
+
 // Join joins the non-empty matches and the verdict with spaces.
 func Join(peer, port, verdict string) string {
 	switch {

@@ -33,7 +33,7 @@ func TestRoundTripsThroughNft(t *testing.T) {
 		t.Fatalf("want x/c unattributed (the fallback): %v", out.Unattributed)
 	}
 	d := &engine.Desired{Chains: out.Chains, Sets: out.Sets}
-	table := engine.Table{Family: "inet", Name: "nftguard"}
+	table := engine.Table{Name: "nftguard"}
 	ns := testns.New(t, "pgrt")
 	eng, err := engine.New(table, engine.WithNetNS(ns.Path))
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/internal/nfnl"
+	"github.com/nftguard/nftguard/internal/rtnl"
 	"github.com/nftguard/nftguard/podguard"
 )
 
@@ -108,7 +108,7 @@ func Watch(ctx context.Context, nsPath string, last []podguard.Interface, onChan
 		}
 		// A pod's start is several notifications (the veth, its peer
 		// moved, addresses): take what is queued before reading once.
-		if err := drain(sub); err != nil && !errors.Is(err, unix.ENOBUFS) {
+		if _, err := rtnl.Drain(sub); err != nil && !errors.Is(err, unix.ENOBUFS) {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -133,34 +133,8 @@ func Equal(a, b []podguard.Interface) bool {
 	})
 }
 
-// drain reads the notifications already queued, without waiting.
-func drain(c *netlink.Conn) error {
-	for {
-		if err := c.SetReadDeadline(time.Now()); err != nil {
-			return err
-		}
-		_, err := c.Receive()
-		if err != nil {
-			// The next Receive waits again, whatever this one said.
-			if derr := c.SetReadDeadline(time.Time{}); derr != nil {
-				return derr
-			}
-			var ne interface{ Timeout() bool }
-			if errors.As(err, &ne) && ne.Timeout() {
-				return nil
-			}
-			return err
-		}
-	}
-}
-
 func dial(nsPath string, groups uint32) (*netlink.Conn, error) {
-	var c *netlink.Conn
-	err := nfnl.InNetNS(nsPath, func() error {
-		var err error
-		c, err = netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{Groups: groups})
-		return err
-	})
+	c, err := rtnl.Dial(nsPath, groups)
 	if err != nil {
 		return nil, fmt.Errorf("pod interfaces: open route netlink socket: %w", err)
 	}
@@ -369,26 +343,9 @@ func decodeAddr(b []byte) (int32, netip.Addr, error) {
 		return 0, netip.Addr{}, fmt.Errorf("decode address: message of %d bytes", len(b))
 	}
 	index := int32(binary.NativeEndian.Uint32(b[4:8]))
-	ad, err := netlink.NewAttributeDecoder(b[unix.SizeofIfAddrmsg:])
+	a, err := rtnl.OwnAddr(b[unix.SizeofIfAddrmsg:])
 	if err != nil {
 		return 0, netip.Addr{}, fmt.Errorf("decode address of interface %d: %w", index, err)
 	}
-	var local, address netip.Addr
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.IFA_LOCAL:
-			local, _ = netip.AddrFromSlice(ad.Bytes())
-		case unix.IFA_ADDRESS:
-			address, _ = netip.AddrFromSlice(ad.Bytes())
-		}
-	}
-	if err := ad.Err(); err != nil {
-		return 0, netip.Addr{}, fmt.Errorf("decode address of interface %d: %w", index, err)
-	}
-	// On a point-to-point IPv4 link IFA_ADDRESS is the far end's; the
-	// interface's own is IFA_LOCAL, when there is one.
-	if local.IsValid() {
-		return index, local.Unmap(), nil
-	}
-	return index, address.Unmap(), nil
+	return index, a, nil
 }

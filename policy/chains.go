@@ -23,7 +23,7 @@ var (
 		InvalidDrop: true, Isolated: CommentIsolatedIngress}}
 	// A packet egress allows still needs the destination's ingress.
 	dirEgress = direction{setTag: "eg", policyPrefix: "np_pe", Dir: podchain.Dir{Slot: 1, Egress: true, ChainPrefix: "np_egr", Field: "egress",
-		Peer4: "ip daddr", Peer6: "ip6 daddr", Accept: "goto " + ChainIngress, Denied: ChainDeniedEgress,
+		Peer4: "ip daddr", Peer6: "ip6 daddr", Accept: podchain.GotoChain(ChainIngress), Denied: ChainDeniedEgress,
 		InvalidDrop: true, Isolated: CommentIsolatedEgress}}
 )
 

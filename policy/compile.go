@@ -283,7 +283,8 @@ func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 // PolicyTypes tells whether np isolates the pods it selects for ingress
 // and for egress, with the API's defaulting (Ingress always, Egress when
 // the policy has egress rules, unless policyTypes says otherwise): what
-// readers of denied-packet logs name the deciding policies by.
+// readers of denied-packet logs name the deciding policies by, and what
+// explain reads isolation from.
 func PolicyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 	return policyTypes(np)
 }

@@ -52,7 +52,7 @@ func TestManyPortsInTheKernel(t *testing.T) {
 	ctx := context.Background()
 	out := Compile(manyPorts())
 	d := &engine.Desired{Chains: out.Chains, Sets: out.Sets}
-	table := engine.Table{Family: "inet", Name: "nftguard"}
+	table := engine.Table{Name: "nftguard"}
 	ns := testns.New(t, "ports")
 	eng, err := engine.New(table, engine.WithNetNS(ns.Path))
 	if err != nil {

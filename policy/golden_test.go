@@ -67,7 +67,7 @@ func renderGolden(t *testing.T, in Input, out Output) string {
 	for _, p := range out.Problems {
 		fmt.Fprintf(&b, "# problem (%s) %s\n", p.APIVersion, p.Error())
 	}
-	text, err := engine.Render(engine.Table{Family: "inet", Name: "nftguard"}, &engine.Desired{Chains: out.Chains, Sets: out.Sets})
+	text, err := engine.Render(engine.Table{Name: "nftguard"}, &engine.Desired{Chains: out.Chains, Sets: out.Sets})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/podchain"
 )
 
 // Names of the fixed chains and maps of the policy layout (see the package
@@ -54,7 +55,7 @@ func fixedChains(t *Tiers) []engine.Chain {
 		{
 			Name: ChainForward, Type: "filter", Hook: "forward", Priority: 0, Policy: "accept",
 			Comment: "NetworkPolicy: pod traffic routed or bridged through this node",
-			Rules:   append(egressRules(t), engine.Rule{Rule: "goto " + ChainIngress}),
+			Rules:   append(egressRules(t), engine.Rule{Rule: podchain.GotoChain(ChainIngress)}),
 		},
 		{
 			Name: ChainInput, Type: "filter", Hook: "input", Priority: 0, Policy: "accept",

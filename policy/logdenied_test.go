@@ -266,7 +266,7 @@ func TestLogDeniedRoundTripsThroughNft(t *testing.T) {
 			l := LogDenied{Group: 1600, Rate: 20, Burst: burst}
 			out := Compile(logInput(&l))
 			d := &engine.Desired{Chains: out.Chains, Sets: out.Sets}
-			table := engine.Table{Family: "inet", Name: "nftguard"}
+			table := engine.Table{Name: "nftguard"}
 			rendered, err := engine.Render(table, d)
 			if err != nil {
 				t.Fatal(err)

@@ -106,7 +106,7 @@ func TestNeighbourDiscoveryRulesAreIPv6Only(t *testing.T) {
 // with the same rules (docs/design.md, principle 3: nft reads what we write).
 func TestNeighbourDiscoveryLoadsInKernel(t *testing.T) {
 	ns := testns.New(t, "nd")
-	eng, err := engine.New(engine.Table{Family: "inet", Name: "nftguard"}, engine.WithNetNS(ns.Path))
+	eng, err := engine.New(engine.Table{Name: "nftguard"}, engine.WithNetNS(ns.Path))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftguard/nftguard/compose"
@@ -126,7 +124,7 @@ var cnpGroupVersions = []schema.GroupVersion{
 // when their CRD is served. Without it there are none, which stderr says:
 // the verdict then rests on NetworkPolicy alone, as the agent's would.
 func liveClusterNetworkPolicies(ctx context.Context, kubeconfig string, stderr io.Writer) ([]*cnpv1beta1.ClusterNetworkPolicy, error) {
-	cfg, err := explainRESTConfig(kubeconfig)
+	cfg, err := liveRESTConfig(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -181,22 +179,6 @@ func servedCNPVersion(disc discovery.DiscoveryInterface) (schema.GroupVersion, e
 		}
 	}
 	return schema.GroupVersion{}, nil
-}
-
-// explainRESTConfig is the client configuration of liveObjects: the
-// kubeconfig, or the in-cluster service account when it is empty.
-func explainRESTConfig(kubeconfig string) (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig == "" {
-		cfg, err = rest.InClusterConfig()
-	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	return cfg, nil
 }
 
 // tableAnswers reads the domainNames sets of the node's table (each set

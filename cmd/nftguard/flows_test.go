@@ -62,7 +62,7 @@ spec: {podSelector: {matchLabels: {pod: b}}, policyTypes: [Ingress]}
 	}
 	l := policy.LogDenied{Group: 1603, Rate: 100, Burst: 100}
 	out := policy.Compile(policy.Input{NodeName: "n1", Namespaces: objs.Namespaces, Pods: podtest.Set(objs.Pods), Policies: npset.New(objs.NetworkPolicies), LogDenied: &l})
-	eng, err := engine.New(engine.Table{Family: "inet", Name: "nftguard"}, engine.WithNetNS(lab.Nodes[0].Path))
+	eng, err := engine.New(engine.Table{Name: "nftguard"}, engine.WithNetNS(lab.Nodes[0].Path))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,15 +16,9 @@ import (
 // commands otherwise read from manifests. An empty kubeconfig means the
 // in-cluster service account.
 func liveObjects(ctx context.Context, kubeconfig string) (*manifest.Objects, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig == "" {
-		cfg, err = rest.InClusterConfig()
-	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
+	cfg, err := liveRESTConfig(kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, err
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -36,36 +30,56 @@ func liveObjects(ctx context.Context, kubeconfig string) (*manifest.Objects, err
 	if err != nil {
 		return nil, fmt.Errorf("list namespaces: %w", err)
 	}
-	for i := range nss.Items {
-		objs.Namespaces = append(objs.Namespaces, &nss.Items[i])
-	}
+	objs.Namespaces = ptrs(nss.Items)
 	nodes, err := cs.CoreV1().Nodes().List(ctx, all)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	for i := range nodes.Items {
-		objs.Nodes = append(objs.Nodes, &nodes.Items[i])
-	}
+	objs.Nodes = ptrs(nodes.Items)
 	pods, err := cs.CoreV1().Pods("").List(ctx, all)
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
-	for i := range pods.Items {
-		objs.Pods = append(objs.Pods, &pods.Items[i])
-	}
+	objs.Pods = ptrs(pods.Items)
 	svcs, err := cs.CoreV1().Services("").List(ctx, all)
 	if err != nil {
 		return nil, fmt.Errorf("list services: %w", err)
 	}
-	for i := range svcs.Items {
-		objs.Services = append(objs.Services, &svcs.Items[i])
-	}
+	objs.Services = ptrs(svcs.Items)
 	nps, err := cs.NetworkingV1().NetworkPolicies("").List(ctx, all)
 	if err != nil {
 		return nil, fmt.Errorf("list networkpolicies: %w", err)
 	}
-	for i := range nps.Items {
-		objs.NetworkPolicies = append(objs.NetworkPolicies, &nps.Items[i])
-	}
+	objs.NetworkPolicies = ptrs(nps.Items)
 	return objs, nil
+}
+
+// ptrs points into items, as the manifest reader's objects are pointers
+// (nil for none).
+func ptrs[T any](items []T) []*T {
+	var out []*T
+	for i := range items {
+		out = append(out, &items[i])
+	}
+	return out
+}
+
+// liveRESTConfig is the client configuration of the one-shot commands that
+// read a live cluster.
+func liveRESTConfig(kubeconfig string) (*rest.Config, error) {
+	cfg, err := loadRESTConfig(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// loadRESTConfig is the one place the commands turn --kubeconfig into a
+// client configuration: the file, or the in-cluster service account when it
+// is empty. Each caller wraps the error in the words its command uses.
+func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return rest.InClusterConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
 }

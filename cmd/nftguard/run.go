@@ -9,7 +9,6 @@ import (
 	"net/netip"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/nftguard/nftguard/agent"
@@ -110,13 +109,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
+	cfg, err := loadRESTConfig(kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("API server configuration: %w", err)
 	}

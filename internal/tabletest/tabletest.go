@@ -20,7 +20,7 @@ import (
 // kernel.
 func Loads(t testing.TB, d *engine.Desired) {
 	t.Helper()
-	fake, err := engine.NewFake(engine.Table{Family: "inet", Name: "nftguard"})
+	fake, err := engine.NewFake(engine.Table{Name: "nftguard"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func TestOracleAdoptNftRules(t *testing.T) {
 
 func newEngine(t *testing.T, ns *testns.NS) *engine.Engine {
 	t.Helper()
-	e, err := engine.New(engine.Table{Family: "inet", Name: tableName}, engine.WithNetNS(ns.Path))
+	e, err := engine.New(engine.Table{Name: tableName}, engine.WithNetNS(ns.Path))
 	if err != nil {
 		t.Fatal(err)
 	}

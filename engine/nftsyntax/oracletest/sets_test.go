@@ -186,7 +186,7 @@ func runSetBatch(t *testing.T, cases []setCase, before []setCase, fresh bool) {
 	ctx := context.Background()
 	nsA, nsB := testns.New(t, "orca"), testns.New(t, "orcb")
 
-	eng, err := engine.New(engine.Table{Family: "inet", Name: tableName}, engine.WithNetNS(nsA.Path))
+	eng, err := engine.New(engine.Table{Name: tableName}, engine.WithNetNS(nsA.Path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func runSetBatch(t *testing.T, cases []setCase, before []setCase, fresh bool) {
 	if before != nil {
 		first := eng
 		if fresh {
-			if first, err = engine.New(engine.Table{Family: "inet", Name: tableName}, engine.WithNetNS(nsA.Path)); err != nil {
+			if first, err = engine.New(engine.Table{Name: tableName}, engine.WithNetNS(nsA.Path)); err != nil {
 				t.Fatal(err)
 			}
 			defer first.Close()
