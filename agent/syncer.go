@@ -295,8 +295,12 @@ func (s *syncer) clearConntrack(ctx context.Context, in compose.Input, bindings 
 		s.owed = append(s.owed, bindings)
 		return true, nil
 	}
-	st, err := conntrack.ClearStale(cctx, s.cfg.NetNS, bindings, conntrack.WithCIDRs(egress.PodRanges(in.ClusterCIDRs, in.Nodes), in.ServiceCIDRs),
-		conntrack.WithPrevious(append([]map[netip.Addr]egress.Binding{s.cleared}, s.owed...)...))
+	previous := []map[netip.Addr]conntrack.Binding{compose.ConntrackBindings(s.cleared)}
+	for _, o := range s.owed {
+		previous = append(previous, compose.ConntrackBindings(o))
+	}
+	st, err := conntrack.ClearStale(cctx, s.cfg.NetNS, compose.ConntrackBindings(bindings), conntrack.WithCIDRs(egress.PodRanges(in.ClusterCIDRs, in.Nodes), in.ServiceCIDRs),
+		conntrack.WithPrevious(previous...))
 	s.m.conntrackCleared.Add(float64(st.Deleted))
 	if err != nil && interrupted() {
 		s.owed = append(s.owed, bindings)

@@ -11,7 +11,6 @@ import (
 	ct "github.com/ti-mo/conntrack"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/egress"
 	"github.com/nftguard/nftguard/internal/nfnl"
 	"github.com/nftguard/nftguard/internal/rtnl"
 )
@@ -45,7 +44,7 @@ func WithCIDRs(cluster, service []netip.Prefix) Option {
 // announcing here) but that P was bound to in one of them and is not now
 // (annotation removed, Service deleted, pod held) was our translation, and
 // is deleted.
-func WithPrevious(previous ...map[netip.Addr]egress.Binding) Option {
+func WithPrevious(previous ...map[netip.Addr]Binding) Option {
 	return func(e *env) {
 		if e.previous == nil {
 			e.previous = map[netip.Addr][]netip.Addr{}
@@ -64,12 +63,12 @@ func WithPrevious(previous ...map[netip.Addr]egress.Binding) Option {
 // package documentation for the rules. It returns how many entries it read
 // and deleted. An entry that disappears before it is deleted is not an
 // error.
-func ClearStale(ctx context.Context, netnsPath string, bindings map[netip.Addr]egress.Binding, opts ...Option) (Stats, error) {
+func ClearStale(ctx context.Context, netnsPath string, bindings map[netip.Addr]Binding, opts ...Option) (Stats, error) {
 	var st Stats
 	if err := ctx.Err(); err != nil {
 		return st, err
 	}
-	v := env{bindings: make(map[netip.Addr]egress.Binding, len(bindings))}
+	v := env{bindings: make(map[netip.Addr]Binding, len(bindings))}
 	for a, b := range bindings {
 		v.bindings[a.Unmap()] = b
 	}

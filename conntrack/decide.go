@@ -3,9 +3,18 @@ package conntrack
 import (
 	"net/netip"
 	"slices"
-
-	"github.com/nftguard/nftguard/egress"
 )
+
+// Binding is what the rules need to know of one pod address's egress
+// translation: the address it leaves with, and whether the translation is
+// limited to some ports or networks (then a masquerade to a node address
+// may be right for a given connection, and is kept). The egress compiler's
+// own binding type converts to it at the caller, so this package knows
+// nothing of how bindings are decided.
+type Binding struct {
+	To         netip.Addr
+	Restricted bool
+}
 
 // entry is what the decision needs from one conntrack entry.
 type entry struct {
@@ -45,7 +54,7 @@ func (v verdict) remove() bool { return v >= deleteMove }
 
 // env is what the entries are judged against.
 type env struct {
-	bindings map[netip.Addr]egress.Binding
+	bindings map[netip.Addr]Binding
 	local    map[netip.Addr]bool // the node's own addresses
 	cluster  []netip.Prefix      // pod sources; empty: any source
 	internal []netip.Prefix      // destinations never translated

@@ -3,8 +3,6 @@ package conntrack
 import (
 	"net/netip"
 	"testing"
-
-	"github.com/nftguard/nftguard/egress"
 )
 
 func TestDecide(t *testing.T) {
@@ -26,7 +24,7 @@ func TestDecide(t *testing.T) {
 		outsider = a("172.16.0.4") // outside the cluster CIDRs
 	)
 	base := env{
-		bindings: map[netip.Addr]egress.Binding{
+		bindings: map[netip.Addr]Binding{
 			pod:             {To: lbNew},
 			pod6:            {To: lb6},
 			a("10.244.1.7"): {To: lbNew, Restricted: true},
@@ -42,7 +40,7 @@ func TestDecide(t *testing.T) {
 	// other was bound to lb at the last cleaning and to lbNew at a sync
 	// whose cleaning did not run; neither is its translation now.
 	withSkipped := withPrev
-	WithPrevious(map[netip.Addr]egress.Binding{other: {To: lb}}, map[netip.Addr]egress.Binding{other: {To: lbNew}, pod: {To: lbNew}})(&withSkipped)
+	WithPrevious(map[netip.Addr]Binding{other: {To: lb}}, map[netip.Addr]Binding{other: {To: lbNew}, pod: {To: lbNew}})(&withSkipped)
 	scoped.cluster = []netip.Prefix{pfx("10.244.0.0/16"), pfx("fd00:10:244::/48")}
 	scoped.internal = []netip.Prefix{pfx("10.244.0.0/16"), pfx("fd00:10:244::/48"), pfx("10.96.0.0/16")}
 

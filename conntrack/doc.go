@@ -11,9 +11,10 @@
 // rules.
 //
 // The package is stateless: it compares what the kernel holds with the
-// bindings the table was just synced to (egress.Output.Bindings, also
-// compose.Result.EgressBindings), so the one-shot `nftguard apply` and the
-// agent can both call it after every successful sync. It talks netlink only
+// bindings the table was just synced to ([Binding]s, which the caller
+// converts from compose.Result.EgressBindings with
+// compose.ConntrackBindings), so the one-shot `nftguard apply` and the agent
+// can both call it after every successful sync. It talks netlink only
 // (github.com/ti-mo/conntrack over NETLINK_NETFILTER, addresses over
 // NETLINK_ROUTE); no conntrack binary is needed.
 //
@@ -62,5 +63,6 @@
 //
 //	conntrack.go  ClearStale: dump the entries, read the node's addresses,
 //	              delete the stale ones; Stats, WithCIDRs, WithPrevious
-//	decide.go     decide: the rules above, one entry at a time (pure)
+//	decide.go     Binding, the input; decide: the rules above, one entry
+//	              at a time (pure)
 package conntrack

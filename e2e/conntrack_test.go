@@ -115,7 +115,7 @@ func TestEgressConntrack(t *testing.T) {
 	untouched("load-balancer IP changed")
 
 	// The library itself, in the node's namespace: nothing left to clear.
-	st, err := conntrack.ClearStale(context.Background(), node.Path, e.compile().EgressBindings,
+	st, err := conntrack.ClearStale(context.Background(), node.Path, compose.ConntrackBindings(e.compile().EgressBindings),
 		conntrack.WithCIDRs([]netip.Prefix{node.PodCIDRv4, node.PodCIDRv6}, []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}))
 	if err != nil || st.Deleted != 0 || st.Seen < 4 {
 		t.Errorf("ClearStale after apply: %+v, %v; want nothing deleted of at least 4 translated entries", st, err)

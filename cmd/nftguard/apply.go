@@ -267,7 +267,7 @@ func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	// The kernel keeps a connection's NAT binding for its lifetime, so the
 	// new table only reaches established flows once their stale entries go.
-	cleared, err := conntrack.ClearStale(ctx, c.netns, res.EgressBindings, conntrack.WithCIDRs(c.clusterCIDRs, c.serviceCIDRs))
+	cleared, err := conntrack.ClearStale(ctx, c.netns, compose.ConntrackBindings(res.EgressBindings), conntrack.WithCIDRs(c.clusterCIDRs, c.serviceCIDRs))
 	if err != nil {
 		return fmt.Errorf("table synced, but stale egress translations not cleared: %w", err)
 	}
