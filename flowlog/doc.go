@@ -19,7 +19,8 @@
 // Resolver (the agent's informer caches through package deniedflow, or
 // Objects over manifests) turns that address into namespace/name and the
 // policies isolating the pod. Which policies isolate a pod is defined once,
-// by IsolatingPolicies, and every Resolver answers with it.
+// by policy.IsolatingPolicies (the compiler's semantics, not this I/O
+// package's), and every Resolver answers with it through IsolatingPolicies.
 //
 //	record.go   Record and the decoding of NFULNL_MSG_PACKET messages and
 //	            their IPv4/IPv6 payloads (ports, ICMP type, fragments,

@@ -3,7 +3,6 @@ package flowlog
 import (
 	"fmt"
 	"net/netip"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/nftguard/nftguard/explain"
 	"github.com/nftguard/nftguard/policy"
-	"github.com/nftguard/nftguard/selection"
 )
 
 // Resolver is what a reader knows about the cluster: the agent answers
@@ -68,23 +66,15 @@ func Resolve(r *Record, res Resolver) {
 
 // IsolatingPolicies names the NetworkPolicies among nps (those of the
 // pod's namespace) that isolate a pod with the labels podLabels in
-// direction d, sorted: those whose pod selector selects it and whose
-// policy types include d, as the compiler sees them. A selector that does
-// not parse selects nothing (the compiler skips the policy). Every
+// direction d, sorted: policy.IsolatingPolicies, the compiler's reading,
+// for a record's direction. Only Ingress and Egress isolate; no policy is
+// named for another direction (Resolve never asks for one). Every
 // Resolver answers Isolating with it.
 func IsolatingPolicies(nps []*networkingv1.NetworkPolicy, podLabels map[string]string, d Direction) []string {
-	var out []string
-	for _, np := range nps {
-		ing, egr := policy.PolicyTypes(np)
-		if (d == Ingress && !ing) || (d == Egress && !egr) {
-			continue
-		}
-		if sel, err := selection.AsSelector(&np.Spec.PodSelector); err == nil && sel.Matches(labels.Set(podLabels)) {
-			out = append(out, np.Namespace+"/"+np.Name)
-		}
+	if d != Ingress && d != Egress {
+		return nil
 	}
-	sort.Strings(out)
-	return out
+	return policy.IsolatingPolicies(nps, podLabels, d == Egress)
 }
 
 // Objects is a Resolver over a fixed set of objects (manifests, a test).

@@ -116,6 +116,8 @@
 //	                drop counters of every isolated pod while the node
 //	                logs, and DeniedChain (chain name -> namespace)
 //	validate.go     Validate: the API server's rules for a NetworkPolicy
+//	isolation.go    IsolatingPolicies: the policies that isolate a pod in a
+//	                direction, as denied-packet readers (flowlog) name them
 //	failclosed.go   FailClosed (over budget) and FailClosedInvalid (invalid):
 //	                a policy enforced without its rules
 //	ranges.go       ipBlock reading (ParseIPBlockCIDR) and arithmetic
