@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nftguard/nftguard/budget"
-	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // Defaults, from measurements on a 2-core machine (see debouncer and
@@ -77,9 +77,9 @@ type Config struct {
 	DNS DNSConfig
 
 	// LogDenied, when set, logs denied packets of pods in namespaces that
-	// opt in (policy.LogDenied): the table logs them to an NFLOG group,
+	// opt in (tablelayout.LogDenied): the table logs them to an NFLOG group,
 	// and the agent reads the group and writes one log record each.
-	LogDenied *policy.LogDenied
+	LogDenied *tablelayout.LogDenied
 
 	// eventReporters is how many nodes report a problem every node finds
 	// (tests lower it); zero means DefaultEventReporters.

@@ -13,7 +13,7 @@ import (
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/nftguard/nftguard/podset"
-	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 	"unsafe"
 )
 
@@ -38,7 +38,7 @@ func stripWith(obj any, s *stripper) (any, error) {
 		// The policy compiler reads namespace labels and the
 		// log-denied opt-in annotation only.
 		o.ManagedFields = nil
-		o.Annotations = keepAnnotation(o.Annotations, policy.AnnotationLogDenied)
+		o.Annotations = keepAnnotation(o.Annotations, tablelayout.AnnotationLogDenied)
 		o.Spec, o.Status = corev1.NamespaceSpec{}, corev1.NamespaceStatus{}
 		return o, nil
 	case *networkingv1.NetworkPolicy:

@@ -10,7 +10,7 @@ import (
 
 	"fmt"
 	"github.com/nftguard/nftguard/podset"
-	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 func TestStripPod(t *testing.T) {
@@ -154,10 +154,10 @@ func TestStripNamedPorts(t *testing.T) {
 
 func TestStripNamespaceKeepsLogOptIn(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"a": "b"},
-		Annotations: map[string]string{policy.AnnotationLogDenied: "true", "other": "big"}}}
+		Annotations: map[string]string{tablelayout.AnnotationLogDenied: "true", "other": "big"}}}
 	o, _ := strip(ns)
 	got := o.(*corev1.Namespace)
-	if !reflect.DeepEqual(got.Annotations, map[string]string{policy.AnnotationLogDenied: "true"}) || got.Labels["a"] != "b" {
+	if !reflect.DeepEqual(got.Annotations, map[string]string{tablelayout.AnnotationLogDenied: "true"}) || got.Labels["a"] != "b" {
 		t.Errorf("namespace = %+v, want labels and only the log-denied annotation", got.ObjectMeta)
 	}
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/nftguard/nftguard/fqdn"
 	"github.com/nftguard/nftguard/podchain"
 	"github.com/nftguard/nftguard/podset"
-	"github.com/nftguard/nftguard/policy"
 	"github.com/nftguard/nftguard/problem"
 	"github.com/nftguard/nftguard/selection"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // Input is the cluster state one node's ClusterNetworkPolicies are
@@ -31,11 +31,11 @@ type Input struct {
 	// render) those rules' sets are never filled: they match nothing.
 	DNS *DNS
 	// LogDenied, when set, makes Deny rules count and, for pods of
-	// namespaces that opt in (policy.AnnotationLogDenied), end in the
-	// shared rate-limited log chains of package policy instead of a
-	// plain drop (see layout.go). Pass policy.Input's LogDenied: only
-	// whether it is set matters here, the chains are policy's.
-	LogDenied *policy.LogDenied
+	// namespaces that opt in (tablelayout.AnnotationLogDenied), end in the
+	// shared rate-limited log chains of package tablelayout instead of
+	// a plain drop (see layout.go). Pass policy.Input's LogDenied: only
+	// whether it is set matters here; policy.Compile emits the chains.
+	LogDenied *tablelayout.LogDenied
 	// LinkLocal are local pods' own link-local addresses (package
 	// podguard's Output.LinkLocal), dispatched like their pod IPs.
 	LinkLocal map[string][]string
@@ -49,7 +49,7 @@ type Input struct {
 type Output struct {
 	Chains []engine.Chain
 	Sets   []engine.Set
-	Tiers  policy.Tiers
+	Tiers  tablelayout.Tiers
 	// Problems name invalid objects or fields: an object whose placement
 	// is invalid is left out, an invalid rule fails closed (see
 	// compiledPolicy).
@@ -103,7 +103,7 @@ func (m *Compiler) Compile(in Input) Output {
 	c.cyc = podchain.NewCycle(sel, m.prev.chains, nodesSame)
 	c.next.chains = c.cyc.Next()
 	c.next.nodes = in.Nodes
-	c.logged = podchain.LoggedNamespaces(in.LogDenied != nil, in.Namespaces, policy.AnnotationLogDenied)
+	c.logged = podchain.LoggedNamespaces(in.LogDenied != nil, in.Namespaces, tablelayout.AnnotationLogDenied)
 	defer func() { m.prev = c.next }()
 	return c.compile()
 }

@@ -2,9 +2,13 @@
 // (policy.networking.k8s.io, sigs.k8s.io/network-policy-api v0.3.0,
 // v1beta1) into the Admin and Baseline tiers of nftguard's desired table
 // for one node, around the NetworkPolicy part that package policy makes.
+// The two tiers are siblings: both plug into the table's skeleton, package
+// tablelayout (the fixed chains, Tiers, the shared log-denied chains), and
+// both build their pod chains with package podchain; this package does not
+// import package policy.
 //
 // It is pure: Namespaces, Pods, Nodes and ClusterNetworkPolicies go in;
-// chains, sets, the tier dispatch rules (policy.Tiers) and problems come
+// chains, sets, the tier dispatch rules (tablelayout.Tiers) and problems come
 // out. Selection of pods and namespaces is package selection's, shared
 // with policy, so the two compilers never disagree about a selector.
 //
@@ -20,7 +24,8 @@
 //
 // # Table layout
 //
-// policy's fixed chains carry the tiers (see policy.Tiers):
+// The fixed chains of package tablelayout carry the tiers (see
+// tablelayout.Tiers):
 //
 //	np_forward   ct established,related accept; neighbour discovery;
 //	             ip saddr vmap @cnp_admin_egress4 (and 6)      Admin
@@ -45,8 +50,8 @@
 // pod cannot block itself, also through a hairpin). A rule's verdict is
 // Accept: accept (ingress) or goto np_ingress (egress); Deny: drop (with
 // --log-denied: counter drop, or counter goto np_denied_ingress/egress for
-// namespaces that opt in, see layout.go); Pass: return. A packet no rule matches falls off the chain and returns, like
-// Pass, to the fixed chain, which goes on with the next tier. Because
+// namespaces that opt in, see layout.go); Pass: return. A packet no rule
+// matches falls off the chain and returns, like Pass, to the fixed chain, which goes on with the next tier. Because
 // NetworkPolicy pod chains never return (they end in drop, or accept /
 // goto np_ingress), the Baseline lookup is reached only for pods no
 // NetworkPolicy isolates in that direction, and the NetworkPolicy lookup

@@ -13,7 +13,7 @@ import (
 	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/golden"
 	"github.com/nftguard/nftguard/internal/podtest"
-	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // The golden files under testdata/ are the whole policy tables (the
@@ -83,9 +83,9 @@ func goldenScenarios() map[string]Input {
 					}
 				}),
 			)
-			l := policy.DefaultLogDenied()
+			l := tablelayout.DefaultLogDenied()
 			in.LogDenied = &l
-			in.Namespaces[1].Annotations = map[string]string{policy.AnnotationLogDenied: "true"}
+			in.Namespaces[1].Annotations = map[string]string{tablelayout.AnnotationLogDenied: "true"}
 			return in
 		}(),
 		"hostile-and-long-names": func() Input {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/podchain"
-	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // slot is one tier in one direction: a kind of pod chain of package
@@ -27,14 +27,14 @@ type slot struct {
 func newSlot(admin, egress bool) slot {
 	s := slot{admin: admin, tier: "Baseline", field: "ingress", setTag: "in", local4: "ip daddr", local6: "ip6 daddr"}
 	s.Dir = podchain.Dir{Slot: slotIndex(admin, egress), Egress: egress,
-		Peer4: "ip saddr", Peer6: "ip6 saddr", Accept: "accept", Denied: policy.ChainDeniedIngress}
+		Peer4: "ip saddr", Peer6: "ip6 saddr", Accept: "accept", Denied: tablelayout.ChainDeniedIngress}
 	tierTag, dirTag, mapTier := "b", "i", "baseline"
 	if admin {
 		s.tier, tierTag, mapTier = "Admin", "a", "admin"
 	}
 	if egress {
 		s.field, s.setTag, s.local4, s.local6, dirTag = "egress", "eg", "ip saddr", "ip6 saddr", "e"
-		s.Peer4, s.Peer6, s.Accept, s.Denied = "ip daddr", "ip6 daddr", podchain.GotoChain(policy.ChainIngress), policy.ChainDeniedEgress
+		s.Peer4, s.Peer6, s.Accept, s.Denied = "ip daddr", "ip6 daddr", podchain.GotoChain(tablelayout.ChainIngress), tablelayout.ChainDeniedEgress
 	}
 	s.ChainPrefix = "cnp_" + tierTag + dirTag
 	s.Field = s.tier + " tier " + s.field
@@ -59,7 +59,7 @@ func slotIndex(admin, egress bool) int {
 
 // Logging of denied packets. With Input.LogDenied set, a pod
 // chain's drops (Deny rules, and rules that fail closed) are those of
-// package policy's isolated pod chains (see policy/logdenied.go):
+// package policy's isolated pod chains (see tablelayout/logdenied.go):
 //
 //	... counter goto np_denied_ingress   pods of namespaces that opt in
 //	... counter drop                     every other pod
@@ -114,8 +114,9 @@ func newMaps() [][2]engine.Set {
 	return m
 }
 
-// tiers are the rules that look the maps up, for policy's fixed chains.
-func tiers() policy.Tiers {
+// tiers are the rules that look the maps up, for the fixed chains of
+// package tablelayout.
+func tiers() tablelayout.Tiers {
 	lookup := func(i int) []engine.Rule {
 		s := &slots[i]
 		return []engine.Rule{
@@ -123,7 +124,7 @@ func tiers() policy.Tiers {
 			{Rule: s.local6 + " vmap @" + s.mapBase + "6"},
 		}
 	}
-	return policy.Tiers{
+	return tablelayout.Tiers{
 		AdminIngress:    lookup(slotIndex(true, false)),
 		AdminEgress:     lookup(slotIndex(true, true)),
 		BaselineIngress: lookup(slotIndex(false, false)),

@@ -17,7 +17,7 @@ import (
 	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/cnptest"
 	"github.com/nftguard/nftguard/internal/podtest"
-	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 var incrSeeds = flag.Int("incr.seeds", 800, "random change sequences TestCompilerEqualsCompileOnRandomChanges replays")
@@ -35,7 +35,7 @@ func randomCluster(r *rand.Rand) Input {
 		}
 	}
 	if r.Intn(2) == 0 {
-		l := policy.DefaultLogDenied()
+		l := tablelayout.DefaultLogDenied()
 		in.LogDenied = &l
 	}
 	for i, n := 0, r.Intn(12); i < n; i++ {
@@ -159,7 +159,7 @@ func TestCompilerEqualsCompileOnRandomChanges(t *testing.T) {
 			chains, sets, problems, warnings = chains+len(got.Chains), sets+len(got.Sets), problems+len(got.Problems), warnings+len(got.Warnings)
 			for _, ch := range got.Chains {
 				for _, rl := range ch.Rules {
-					if strings.Contains(rl.Rule, "goto "+policy.ChainDeniedIngress) || strings.Contains(rl.Rule, "goto "+policy.ChainDeniedEgress) {
+					if strings.Contains(rl.Rule, "goto "+tablelayout.ChainDeniedIngress) || strings.Contains(rl.Rule, "goto "+tablelayout.ChainDeniedEgress) {
 						logged++
 					}
 				}
@@ -185,9 +185,9 @@ func TestCompilerEqualsCompileOnRandomChanges(t *testing.T) {
 func optIn(r *rand.Rand, n *corev1.Namespace) {
 	switch r.Intn(3) {
 	case 0:
-		n.Annotations = map[string]string{policy.AnnotationLogDenied: "true"}
+		n.Annotations = map[string]string{tablelayout.AnnotationLogDenied: "true"}
 	case 1:
-		n.Annotations = map[string]string{policy.AnnotationLogDenied: "yes"}
+		n.Annotations = map[string]string{tablelayout.AnnotationLogDenied: "yes"}
 	default:
 		n.Annotations = nil
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 	"github.com/nftguard/nftguard/problem"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // Table is the one table nftguard owns.
@@ -41,8 +42,8 @@ type Input struct {
 	ClusterCIDRs           []netip.Prefix
 	ServiceCIDRs           []netip.Prefix
 	// LogDenied turns on logging of denied packets for pods of
-	// namespaces that opt in (see policy.LogDenied); nil leaves it off.
-	LogDenied *policy.LogDenied
+	// namespaces that opt in (see tablelayout.LogDenied); nil leaves it off.
+	LogDenied *tablelayout.LogDenied
 	// Budget, when set, bounds what NetworkPolicies may cost the node:
 	// one over its budget, or over what the node's total leaves, is
 	// compiled in its fail-closed form (see package budget).
@@ -243,7 +244,7 @@ func nodePodCIDRs(nodes []*corev1.Node, name string) []netip.Prefix {
 }
 
 // guardLog logs forged packets where the node logs denied ones.
-func guardLog(l *policy.LogDenied) *podguard.Log {
+func guardLog(l *tablelayout.LogDenied) *podguard.Log {
 	if l == nil {
 		return nil
 	}

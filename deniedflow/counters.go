@@ -6,11 +6,12 @@ import (
 	"github.com/nftguard/nftguard/clusterpolicy"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // Denied packets and bytes from the kernel's counters. With
 // --log-denied every isolated pod chain's final drop counts (see
-// policy/logdenied.go), and the two shared np_denied_* chains count what
+// tablelayout/logdenied.go), and the two shared np_denied_* chains count what
 // they logged and what they dropped. The agent turns those counters into
 //
 //	nftguard_denied_packets_total{namespace, direction, kind}
@@ -96,7 +97,7 @@ func (d *deniedCounters) Chain(c string) bool { return countedChain(c) }
 
 // countedChain selects the chains whose counters the collector reads.
 func countedChain(c string) bool {
-	if c == policy.ChainDeniedIngress || c == policy.ChainDeniedEgress {
+	if c == tablelayout.ChainDeniedIngress || c == tablelayout.ChainDeniedEgress {
 		return true
 	}
 	if _, _, ok := policy.DeniedChain(c); ok {
@@ -129,7 +130,7 @@ func deniedSeries(rc *engine.RuleCounter) (seriesKey, bool) {
 
 // Count implements rulecounter.View.
 func (d *deniedCounters) Count(rc *engine.RuleCounter, grown engine.Count, deleted bool) {
-	if rc.Chain == policy.ChainDeniedIngress || rc.Chain == policy.ChainDeniedEgress {
+	if rc.Chain == tablelayout.ChainDeniedIngress || rc.Chain == tablelayout.ChainDeniedEgress {
 		sr := d.shared[rc.Chain]
 		if sr == nil {
 			sr = &sharedRead{}
@@ -137,9 +138,9 @@ func (d *deniedCounters) Count(rc *engine.RuleCounter, grown engine.Count, delet
 		}
 		id, now := rc.ID(), rc.Counters[0]
 		switch rc.Comment {
-		case policy.CommentDeniedLogged:
+		case tablelayout.CommentDeniedLogged:
 			sr.logged, sr.loggedID = now.Packets, id
-		case policy.CommentDeniedDropped:
+		case tablelayout.CommentDeniedDropped:
 			sr.dropped, sr.droppedID = now.Packets, id
 		}
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/policy"
 	"github.com/nftguard/nftguard/rulecounter"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // fakeCounters answers Counters with the next of its reads.
@@ -45,8 +46,8 @@ func drop(chain string, handle, packets uint64) engine.RuleCounter {
 
 func sharedCounters(chain string, handle, logged, dropped uint64) []engine.RuleCounter {
 	return []engine.RuleCounter{
-		{Chain: chain, Handle: handle, Comment: policy.CommentDeniedLogged, Counters: []engine.Count{{Packets: logged}}},
-		{Chain: chain, Handle: handle + 1, Comment: policy.CommentDeniedDropped, Counters: []engine.Count{{Packets: dropped}}},
+		{Chain: chain, Handle: handle, Comment: tablelayout.CommentDeniedLogged, Counters: []engine.Count{{Packets: logged}}},
+		{Chain: chain, Handle: handle + 1, Comment: tablelayout.CommentDeniedDropped, Counters: []engine.Count{{Packets: dropped}}},
 	}
 }
 
@@ -66,15 +67,15 @@ func TestDeniedCountersTotals(t *testing.T) {
 			// ClusterNetworkPolicy Deny rules: two of x's Admin
 			// ingress chain add up, y's Baseline egress its own.
 			cnp("cnp_ai_x_a", 30, 2), cnp("cnp_ai_x_a", 31, 1), cnp("cnp_be_y_a", 32, 4),
-			{Chain: "np_forward", Handle: 2, Counters: []engine.Count{{Packets: 50}}}}, sharedCounters(policy.ChainDeniedIngress, 20, 2, 7)...),
+			{Chain: "np_forward", Handle: 2, Counters: []engine.Count{{Packets: 50}}}}, sharedCounters(tablelayout.ChainDeniedIngress, 20, 2, 7)...),
 		// x/b's chain end was replaced (handle 8, from zero); y has no
 		// isolated pod any more; one read sees a dropped packet whose log
 		// count is not in yet (8 dropped, 2 logged: 6 over, not 5).
 		append([]engine.RuleCounter{drop("np_ing_x_a", 5, 10), drop("np_ing_x_b", 8, 2), other, cnp("cnp_ai_x_a", 30, 5), cnp("cnp_ai_x_a", 31, 1)},
-			sharedCounters(policy.ChainDeniedIngress, 20, 2, 8)...),
+			sharedCounters(tablelayout.ChainDeniedIngress, 20, 2, 8)...),
 		// and the next read sees it logged: still 6, not 7 or 5.
 		append([]engine.RuleCounter{drop("np_ing_x_a", 5, 10), drop("np_ing_x_b", 8, 2), cnp("cnp_ai_x_a", 30, 5), cnp("cnp_ai_x_a", 31, 1)},
-			sharedCounters(policy.ChainDeniedIngress, 20, 3, 9)...),
+			sharedCounters(tablelayout.ChainDeniedIngress, 20, 3, 9)...),
 	}}
 	var errs []error
 	d := newDeniedCounters(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "s"}, []string{"reason"}))
@@ -134,7 +135,7 @@ const deniedHelp = "# HELP nftguard_denied_packets_total Packets dropped by poli
 // its last rate-limited packets.
 func TestDeniedCountersDeleted(t *testing.T) {
 	f := &fakeCounters{reads: [][]engine.RuleCounter{
-		append([]engine.RuleCounter{drop("np_ing_x_a", 5, 3), drop("np_egr_y_a", 9, 1)}, sharedCounters(policy.ChainDeniedIngress, 20, 2, 7)...),
+		append([]engine.RuleCounter{drop("np_ing_x_a", 5, 3), drop("np_egr_y_a", 9, 1)}, sharedCounters(tablelayout.ChainDeniedIngress, 20, 2, 7)...),
 		{drop("np_ing_x_a", 5, 4)},
 		{drop("np_ing_x_a", 5, 4)},
 	}}
@@ -158,7 +159,7 @@ s{reason="rate_limit"} 5
 `)
 	// y/a goes with 6 more drops; the shared chain is rebuilt after 3
 	// more packets over the limit.
-	counts.Deleted(append([]engine.RuleCounter{drop("np_egr_y_a", 9, 7)}, sharedCounters(policy.ChainDeniedIngress, 20, 4, 12)...), nil)
+	counts.Deleted(append([]engine.RuleCounter{drop("np_egr_y_a", 9, 7)}, sharedCounters(tablelayout.ChainDeniedIngress, 20, 4, 12)...), nil)
 	expect("after the deletion", deniedHelp+`# TYPE nftguard_denied_packets_total counter
 nftguard_denied_packets_total{direction="egress",kind="NetworkPolicy",namespace="y"} 7
 nftguard_denied_packets_total{direction="ingress",kind="NetworkPolicy",namespace="x"} 4

@@ -20,6 +20,7 @@ import (
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 	"github.com/nftguard/nftguard/rulecounter"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // In a lab node: y/a sends N datagrams that x/b's isolation drops, and no
@@ -38,7 +39,7 @@ func TestDeniedCountOfADeletedChain(t *testing.T) {
 	}
 	nps := npset.New([]*networkingv1.NetworkPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "in-b"},
 		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b"}}}}})
-	l := policy.LogDenied{Group: 1605, Rate: 100, Burst: 100}
+	l := tablelayout.LogDenied{Group: 1605, Rate: 100, Burst: 100}
 	compile := func(pods ...*corev1.Pod) *engine.Desired {
 		out := policy.Compile(policy.Input{NodeName: "n1", Pods: podset.NewSet(podset.FromAPIList(pods)), Policies: nps, LogDenied: &l})
 		return &engine.Desired{Chains: out.Chains, Sets: out.Sets}

@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nftguard/nftguard/flowlog"
-	"github.com/nftguard/nftguard/policy"
 	"github.com/nftguard/nftguard/rulecounter"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // JournalSize is how many recent denied-packet records the agent keeps in
@@ -68,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer, counts *rulecounter.Totals) (*Metrics
 // record is resolved with res, logged on log at Info as "denied", added to
 // journal and counted in m. It fails at once if the group cannot be bound
 // (another reader has it: see flowlog.ErrGroupBusy).
-func Run(ctx context.Context, l policy.LogDenied, netns string, res flowlog.Resolver,
+func Run(ctx context.Context, l tablelayout.LogDenied, netns string, res flowlog.Resolver,
 	log *slog.Logger, m *Metrics, journal *flowlog.Journal) error {
 	r, err := flowlog.Open(flowlog.Config{Group: l.Group, NetNS: netns})
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
 	"github.com/nftguard/nftguard/rulecounter"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // Run in a lab node: each denied datagram becomes one JSON slog
@@ -46,8 +47,8 @@ func TestDeniedLogRecordsAndMetrics(t *testing.T) {
 		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pod": "b"}}}},
 		// y does not opt in: its denied packets are counted, not logged.
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "deny"}}}
-	nss := []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{policy.AnnotationLogDenied: "true"}}}}
-	l := policy.LogDenied{Group: 1604, Rate: 100, Burst: 100}
+	nss := []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{tablelayout.AnnotationLogDenied: "true"}}}}
+	l := tablelayout.LogDenied{Group: 1604, Rate: 100, Burst: 100}
 	out := policy.Compile(policy.Input{NodeName: "n1", Namespaces: nss, Pods: podset.NewSet(podset.FromAPIList(pods)), Policies: npset.New(nps), LogDenied: &l})
 	counts := rulecounter.New()
 	eng, err := engine.New(engine.Table{Name: "nftguard"}, engine.WithNetNS(lab.Nodes[0].Path), engine.WithDeletedCounters(counts.Deleted))

@@ -21,7 +21,7 @@ import (
 // isolate the pod, as before.
 //
 // Why evaluate rather than carry the rule's identity in the kernel record:
-// the prefix must stay free of tenant text (policy/logdenied.go) and the
+// the prefix must stay free of tenant text (tablelayout/logdenied.go) and the
 // log must stay in the two shared chains for its per-node bound, so the
 // rule that jumped there is not in the record. explain over the table's
 // own input gives the same answer the table gives; it cannot judge ICMP

@@ -20,6 +20,7 @@ import (
 	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // cnpCluster is a node with pods x/a, x/b, y/a, namespaces x and y logged,
@@ -88,7 +89,7 @@ func cnpDenial(from, to string, port int) (*ClusterRule, string) {
 func TestClusterDenyRecordsAndCounters(t *testing.T) {
 	kerneltest.Require(t)
 	c, cnps := cnpCluster(t)
-	l := policy.LogDenied{Group: 1607, Rate: 1000, Burst: 1000}
+	l := tablelayout.LogDenied{Group: 1607, Rate: 1000, Burst: 1000}
 	in := compose.Input{NodeName: "n1", Namespaces: c.nss, Pods: podtest.Set(c.pods), NetworkPolicies: npset.New(c.policies), ClusterNetworkPolicies: cnps, LogDenied: &l}
 	res := compose.Build(in)
 	if len(res.Problems)+len(res.Warnings) > 0 {

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // packetMsg builds an NFULNL_MSG_PACKET body as the kernel sends it.
@@ -54,15 +54,15 @@ func TestDecode(t *testing.T) {
 		msg  []byte
 		want string
 	}{
-		"ipv4 tcp":        {packetMsg(unix.AF_INET, 7, policy.LogPrefixIngress, ipv4(unix.IPPROTO_TCP, 0, ports)), "ingress 4 10.0.0.1 10.0.0.2 tcp 12345 80 false 0"},
-		"ipv4 icmp":       {packetMsg(unix.AF_INET, 7, policy.LogPrefixEgress, ipv4(unix.IPPROTO_ICMP, 0, []byte{8, 0, 0, 0})), "egress 4 10.0.0.1 10.0.0.2 icmp 0 0 true 8"},
-		"ipv4 later frag": {packetMsg(unix.AF_INET, 7, policy.LogPrefixEgress, ipv4(unix.IPPROTO_UDP, 100, ports)), "egress 4 10.0.0.1 10.0.0.2 udp 0 0 false 0"},
-		"ipv4 truncated":  {packetMsg(unix.AF_INET, 7, policy.LogPrefixEgress, ipv4(unix.IPPROTO_SCTP, 0, nil)), "egress 4 10.0.0.1 10.0.0.2 sctp 0 0 false 0"},
-		"ipv6 sctp":       {packetMsg(unix.AF_INET6, 7, policy.LogPrefixIngress, ipv6(unix.IPPROTO_SCTP, ports)), "ingress 6 fd00::1 fd00::2 sctp 12345 80 false 0"},
-		"ipv6 icmpv6":     {packetMsg(unix.AF_INET6, 7, policy.LogPrefixIngress, ipv6(unix.IPPROTO_ICMPV6, []byte{128, 0, 0, 0})), "ingress 6 fd00::1 fd00::2 icmpv6 0 0 true 128"},
-		"ipv6 ext hdrs":   {packetMsg(unix.AF_INET6, 7, policy.LogPrefixIngress, ipv6(unix.IPPROTO_HOPOPTS, append(hop, ports...))), "ingress 6 fd00::1 fd00::2 udp 12345 80 false 0"},
+		"ipv4 tcp":        {packetMsg(unix.AF_INET, 7, tablelayout.LogPrefixIngress, ipv4(unix.IPPROTO_TCP, 0, ports)), "ingress 4 10.0.0.1 10.0.0.2 tcp 12345 80 false 0"},
+		"ipv4 icmp":       {packetMsg(unix.AF_INET, 7, tablelayout.LogPrefixEgress, ipv4(unix.IPPROTO_ICMP, 0, []byte{8, 0, 0, 0})), "egress 4 10.0.0.1 10.0.0.2 icmp 0 0 true 8"},
+		"ipv4 later frag": {packetMsg(unix.AF_INET, 7, tablelayout.LogPrefixEgress, ipv4(unix.IPPROTO_UDP, 100, ports)), "egress 4 10.0.0.1 10.0.0.2 udp 0 0 false 0"},
+		"ipv4 truncated":  {packetMsg(unix.AF_INET, 7, tablelayout.LogPrefixEgress, ipv4(unix.IPPROTO_SCTP, 0, nil)), "egress 4 10.0.0.1 10.0.0.2 sctp 0 0 false 0"},
+		"ipv6 sctp":       {packetMsg(unix.AF_INET6, 7, tablelayout.LogPrefixIngress, ipv6(unix.IPPROTO_SCTP, ports)), "ingress 6 fd00::1 fd00::2 sctp 12345 80 false 0"},
+		"ipv6 icmpv6":     {packetMsg(unix.AF_INET6, 7, tablelayout.LogPrefixIngress, ipv6(unix.IPPROTO_ICMPV6, []byte{128, 0, 0, 0})), "ingress 6 fd00::1 fd00::2 icmpv6 0 0 true 128"},
+		"ipv6 ext hdrs":   {packetMsg(unix.AF_INET6, 7, tablelayout.LogPrefixIngress, ipv6(unix.IPPROTO_HOPOPTS, append(hop, ports...))), "ingress 6 fd00::1 fd00::2 udp 12345 80 false 0"},
 		"foreign prefix":  {packetMsg(unix.AF_INET, 7, "someone else", ipv4(unix.IPPROTO_UDP, 0, ports)), " 4 10.0.0.1 10.0.0.2 udp 12345 80 false 0"},
-		"no payload":      {packetMsg(unix.AF_INET, 7, policy.LogPrefixIngress, nil), "ingress 4 invalid IP invalid IP 0 0 0 false 0"},
+		"no payload":      {packetMsg(unix.AF_INET, 7, tablelayout.LogPrefixIngress, nil), "ingress 4 invalid IP invalid IP 0 0 0 false 0"},
 	} {
 		r, err := decodeMessage(tc.msg)
 		if err != nil {
@@ -97,8 +97,8 @@ func boolText(b bool) string {
 
 // FuzzDecode: any bytes decode without a panic.
 func FuzzDecode(f *testing.F) {
-	f.Add(packetMsg(unix.AF_INET6, 7, policy.LogPrefixIngress, ipv6(unix.IPPROTO_HOPOPTS, ports)))
-	f.Add(packetMsg(unix.AF_INET, 7, policy.LogPrefixIngress, ipv4(unix.IPPROTO_TCP, 0, ports)))
+	f.Add(packetMsg(unix.AF_INET6, 7, tablelayout.LogPrefixIngress, ipv6(unix.IPPROTO_HOPOPTS, ports)))
+	f.Add(packetMsg(unix.AF_INET, 7, tablelayout.LogPrefixIngress, ipv4(unix.IPPROTO_TCP, 0, ports)))
 	f.Fuzz(func(t *testing.T, b []byte) { _, _ = decodeMessage(b) })
 }
 

@@ -3,8 +3,8 @@
 // `nft monitor`, decodes each record, and names the pods and the policies
 // that decided.
 //
-// The kernel side is package policy's (see policy/logdenied.go): with
-// logging on, the chains of pods in namespaces annotated
+// The kernel side is package tablelayout's (see tablelayout/logdenied.go):
+// with logging on, the chains of pods in namespaces annotated
 // nftguard.io/log-denied: "true" end in one of two shared chains that log
 // with `limit rate R/second burst B packets counter log prefix "nftguard
 // denied ingress|egress" group G` and then drop. So records are bounded per

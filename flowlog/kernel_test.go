@@ -25,6 +25,7 @@ import (
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // labCluster is one node's pods as API objects, with the lab's addresses,
@@ -78,7 +79,7 @@ func newLabCluster(t *testing.T) *labCluster {
 		np("z", "deny", "a", networkingv1.NetworkPolicySpec{}),
 	}
 	c.nss = []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{policy.AnnotationLogDenied: "true"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{tablelayout.AnnotationLogDenied: "true"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "y"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "z"}},
 	}
@@ -86,7 +87,7 @@ func newLabCluster(t *testing.T) *labCluster {
 }
 
 // program makes the node's table the compile of the cluster with l.
-func (c *labCluster) program(t *testing.T, l *policy.LogDenied) {
+func (c *labCluster) program(t *testing.T, l *tablelayout.LogDenied) {
 	t.Helper()
 	out := policy.Compile(policy.Input{NodeName: "n1", Namespaces: c.nss, Pods: podtest.Set(c.pods), Policies: npset.New(c.policies), LogDenied: l})
 	if len(out.Problems) > 0 {
@@ -254,8 +255,8 @@ func waitRecords(t *testing.T, c *collector) []Record {
 // the records the kernel logged.
 func loggedIn(t *testing.T, nsPath string) uint64 {
 	t.Helper()
-	in, _ := listCounters(t, nsPath, policy.ChainDeniedIngress)
-	eg, _ := listCounters(t, nsPath, policy.ChainDeniedEgress)
+	in, _ := listCounters(t, nsPath, tablelayout.ChainDeniedIngress)
+	eg, _ := listCounters(t, nsPath, tablelayout.ChainDeniedEgress)
 	return in + eg
 }
 
@@ -270,7 +271,7 @@ func recText(r Record) string {
 // none; a second reader of the group is refused.
 func TestDeniedPacketsAreRecorded(t *testing.T) {
 	c := newLabCluster(t)
-	l := policy.LogDenied{Group: 1601, Rate: 100, Burst: 100}
+	l := tablelayout.LogDenied{Group: 1601, Rate: 100, Burst: 100}
 	c.program(t, &l)
 	r, err := Open(Config{Group: l.Group, NetNS: c.node.Path})
 	if err != nil {
@@ -388,7 +389,7 @@ func listCounters(t *testing.T, nsPath, chain string) (logged, denied uint64) {
 // allowed traffic between other pods keeps flowing meanwhile.
 func TestFloodIsRateLimited(t *testing.T) {
 	c := newLabCluster(t)
-	l := policy.LogDenied{Group: 1602, Rate: 10, Burst: 20}
+	l := tablelayout.LogDenied{Group: 1602, Rate: 10, Burst: 20}
 	c.program(t, &l)
 	r, err := Open(Config{Group: l.Group, NetNS: c.node.Path})
 	if err != nil {
@@ -397,7 +398,7 @@ func TestFloodIsRateLimited(t *testing.T) {
 	t.Cleanup(func() { r.Close() }) // after the collector's cleanup stops Run
 	col := collect(t, r, NewObjects(c.pods, c.policies), c.node.Path)
 	xb := c.lab.Endpoint("x/b")
-	logged0, denied0 := listCounters(t, c.node.Path, policy.ChainDeniedIngress)
+	logged0, denied0 := listCounters(t, c.node.Path, tablelayout.ChainDeniedIngress)
 
 	const floodFor = 2 * time.Second
 	start := time.Now()
@@ -416,7 +417,7 @@ func TestFloodIsRateLimited(t *testing.T) {
 	<-done
 	elapsed := time.Since(start)
 	recs := waitRecords(t, col)
-	logged1, denied1 := listCounters(t, c.node.Path, policy.ChainDeniedIngress)
+	logged1, denied1 := listCounters(t, c.node.Path, tablelayout.ChainDeniedIngress)
 
 	flood := 0
 	for _, rec := range recs {

@@ -22,6 +22,7 @@ import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // matrixCluster is a node with two logged namespaces and these policies:
@@ -82,7 +83,7 @@ func matrixDenial(from, to string, port int) (dir Direction, pod, pol string) {
 // exactly the denied packets.
 func TestMatrixEveryDeniedPacketOneRecord(t *testing.T) {
 	c := matrixCluster(t)
-	l := policy.LogDenied{Group: 1605, Rate: 1000, Burst: 1000}
+	l := tablelayout.LogDenied{Group: 1605, Rate: 1000, Burst: 1000}
 	c.program(t, &l)
 	r, err := Open(Config{Group: l.Group, NetNS: c.node.Path})
 	if err != nil {
@@ -264,7 +265,7 @@ func loggedNamespaces(names ...string) []*corev1.Namespace {
 	var out []*corev1.Namespace
 	for _, n := range names {
 		out = append(out, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"ns": n},
-			Annotations: map[string]string{policy.AnnotationLogDenied: "true"}}})
+			Annotations: map[string]string{tablelayout.AnnotationLogDenied: "true"}}})
 	}
 	return out
 }
@@ -354,7 +355,7 @@ func TestMatrixLoggingOff(t *testing.T) {
 	c.program(t, nil)
 	name := c.node.Path[strings.LastIndexByte(c.node.Path, '/')+1:]
 	out := nftList(t, name)
-	for _, word := range []string{" log ", "limit rate", "counter", policy.ChainDeniedIngress, policy.ChainDeniedEgress} {
+	for _, word := range []string{" log ", "limit rate", "counter", tablelayout.ChainDeniedIngress, tablelayout.ChainDeniedEgress} {
 		if strings.Contains(out, word) {
 			t.Errorf("logging off, the table has %q:\n%s", word, out)
 		}

@@ -22,7 +22,7 @@ var ErrGroupBusy = errors.New("the NFLOG group is already read by another socket
 // Config says what to read.
 type Config struct {
 	// Group is the nfnetlink_log group the table logs to
-	// (policy.LogDenied.Group).
+	// (tablelayout.LogDenied.Group).
 	Group uint16
 	// NetNS is the network namespace to read in ("" for the caller's):
 	// the node's, the one the table lives in.

@@ -11,13 +11,13 @@ import (
 
 	"github.com/nftguard/nftguard/internal/nfnl"
 	"github.com/nftguard/nftguard/podguard"
-	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // Direction is the side of the policy that denied a packet.
 type Direction string
 
-// The directions, as the log prefixes of package policy name them; a
+// The directions, as the log prefixes of package tablelayout name them; a
 // record with any other prefix was not logged by nftguard's table.
 const (
 	Ingress Direction = "ingress"
@@ -32,9 +32,9 @@ const (
 // directionOf recovers the direction from a record's prefix.
 func directionOf(prefix string) Direction {
 	switch prefix {
-	case policy.LogPrefixIngress:
+	case tablelayout.LogPrefixIngress:
 		return Ingress
-	case policy.LogPrefixEgress:
+	case tablelayout.LogPrefixEgress:
 		return Egress
 	case podguard.ForgedPrefix:
 		return Forged

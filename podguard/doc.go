@@ -57,7 +57,7 @@
 // podif). Neighbour discovery, router solicitation, MLD and DHCPv6 are
 // sent from the pod's own link-local address, or from the unspecified
 // address before it has one, so they pass; the policy chains then let
-// them through unjudged (package policy, nd.go). Everything else is
+// them through unjudged (package tablelayout, nd.go). Everything else is
 // dropped, and counted; with --log-denied, logged.
 //
 // A link-local address that two local pods' interfaces hold is neither

@@ -7,6 +7,7 @@ import (
 	"github.com/nftguard/nftguard/internal/nftsafe"
 	"github.com/nftguard/nftguard/podchain"
 	"github.com/nftguard/nftguard/selection"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // direction is a kind of pod chain of package podchain (ingress or
@@ -19,11 +20,11 @@ type direction struct {
 
 var (
 	dirIngress = direction{setTag: "in", policyPrefix: "np_pi", Dir: podchain.Dir{Slot: 0, ChainPrefix: "np_ing", Field: "ingress",
-		Peer4: "ip saddr", Peer6: "ip6 saddr", Accept: "accept", Denied: ChainDeniedIngress,
+		Peer4: "ip saddr", Peer6: "ip6 saddr", Accept: "accept", Denied: tablelayout.ChainDeniedIngress,
 		InvalidDrop: true, Isolated: CommentIsolatedIngress}}
 	// A packet egress allows still needs the destination's ingress.
 	dirEgress = direction{setTag: "eg", policyPrefix: "np_pe", Dir: podchain.Dir{Slot: 1, Egress: true, ChainPrefix: "np_egr", Field: "egress",
-		Peer4: "ip daddr", Peer6: "ip6 daddr", Accept: podchain.GotoChain(ChainIngress), Denied: ChainDeniedEgress,
+		Peer4: "ip daddr", Peer6: "ip6 daddr", Accept: podchain.GotoChain(tablelayout.ChainIngress), Denied: tablelayout.ChainDeniedEgress,
 		InvalidDrop: true, Isolated: CommentIsolatedEgress}}
 )
 

@@ -15,6 +15,7 @@ import (
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/problem"
 	"github.com/nftguard/nftguard/selection"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // Input is the cluster state one node's policy is compiled from.
@@ -24,13 +25,14 @@ type Input struct {
 	Pods       *podset.Set
 	Policies   *npset.Set
 	// LogDenied, when set, logs the packets the chains of pods in
-	// namespaces annotated AnnotationLogDenied drop (see logdenied.go).
-	// nil, the default, leaves the table exactly as without logging.
-	LogDenied *LogDenied
+	// namespaces annotated tablelayout.AnnotationLogDenied drop, and
+	// Compile emits the shared np_denied_* chains (of either tier's
+	// pods). nil, the default, leaves the table exactly as without logging.
+	LogDenied *tablelayout.LogDenied
 	// Tiers are the ClusterNetworkPolicy dispatch rules placed around the
-	// NetworkPolicy dispatch (see Tiers); empty, the default, leaves the
-	// table exactly as without them.
-	Tiers Tiers
+	// NetworkPolicy dispatch (see tablelayout.Tiers); empty, the
+	// default, leaves the table exactly as without them.
+	Tiers tablelayout.Tiers
 	// LinkLocal are local pods' own link-local addresses (package
 	// podguard's Output.LinkLocal), dispatched like their pod IPs.
 	LinkLocal map[string][]string
@@ -101,7 +103,7 @@ func (m *Compiler) Compile(in Input) Output {
 		polRules: map[policyRulesKey][]*podchain.Rule{},
 	}
 	c.next.chains = c.cyc.Next()
-	c.logged = podchain.LoggedNamespaces(in.LogDenied != nil, in.Namespaces, AnnotationLogDenied)
+	c.logged = podchain.LoggedNamespaces(in.LogDenied != nil, in.Namespaces, tablelayout.AnnotationLogDenied)
 	defer func() { m.prev = c.next }()
 	c.problems = append(c.problems, sel.Problems()...)
 
@@ -114,7 +116,7 @@ func (m *Compiler) Compile(in Input) Output {
 	local, shared := podchain.DropSharedLocal(c.sel.Local())
 	c.problems = append(c.problems, shared...)
 
-	dispatch := podchain.NewDispatch(dispatchMaps()).WithLinkLocal(in.LinkLocal)
+	dispatch := podchain.NewDispatch(tablelayout.DispatchMaps()).WithLinkLocal(in.LinkLocal)
 	var podChains []engine.Chain
 	var ing, egr []*compiledPolicy
 	for _, p := range local {
@@ -145,11 +147,11 @@ func (m *Compiler) Compile(in Input) Output {
 	sort.Slice(podChains, func(i, j int) bool { return podChains[i].Name < podChains[j].Name })
 
 	out := Output{}
-	fixed := fixedChains(&in.Tiers)
+	fixed := tablelayout.FixedChains(&in.Tiers)
 	out.Chains = make([]engine.Chain, 0, len(fixed)+2+len(podChains))
 	out.Chains = append(out.Chains, fixed...)
 	if in.LogDenied != nil {
-		out.Chains = append(out.Chains, deniedChains(*in.LogDenied)...)
+		out.Chains = append(out.Chains, tablelayout.DeniedChains(*in.LogDenied)...)
 	}
 	out.Chains = append(out.Chains, podChains...)
 	out.Sets = append(dispatch.Maps(), c.cyc.Sets()...)

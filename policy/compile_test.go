@@ -17,6 +17,7 @@ import (
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/tabletest"
 	"github.com/nftguard/nftguard/npset"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // --- builders -------------------------------------------------------------
@@ -113,12 +114,12 @@ func eq(t *testing.T, what string, got, want []string) {
 
 func TestNoPoliciesMeansNothingIsolated(t *testing.T) {
 	out := compileChecked(t, Input{NodeName: "n1", Pods: podtest.Set([]*corev1.Pod{apitest.Pod("x", "a", "10.0.0.1")})})
-	for _, m := range []string{MapIngress4, MapIngress6, MapEgress4, MapEgress6} {
+	for _, m := range []string{tablelayout.MapIngress4, tablelayout.MapIngress6, tablelayout.MapEgress4, tablelayout.MapEgress6} {
 		if s := set(t, out, m); len(s.Elements) != 0 {
 			t.Errorf("%s has elements %v without any policy", m, keys(s))
 		}
 	}
-	eq(t, "forward", ruleTexts(chain(t, out, ChainForward)), []string{
+	eq(t, "forward", ruleTexts(chain(t, out, tablelayout.ChainForward)), []string{
 		"ct state established,related accept",
 		"icmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept",
 		"icmpv6 type nd-neighbor-advert ip6 hoplimit 255 accept",
@@ -143,8 +144,8 @@ func TestDefaultDenyIngressIsolatesOnlyLocalSelectedPods(t *testing.T) {
 		Policies: npset.New([]*networkingv1.NetworkPolicy{netpol("x", "deny", metav1.LabelSelector{}, nil)}),
 	}
 	out := compileChecked(t, in)
-	eq(t, "ingress map", keys(set(t, out, MapIngress4)), []string{"10.0.0.1 : jump np_ing_x_a"})
-	eq(t, "egress map", keys(set(t, out, MapEgress4)), nil)
+	eq(t, "ingress map", keys(set(t, out, tablelayout.MapIngress4)), []string{"10.0.0.1 : jump np_ing_x_a"})
+	eq(t, "egress map", keys(set(t, out, tablelayout.MapEgress4)), nil)
 	eq(t, "chain", ruleTexts(chain(t, out, "np_ing_x_a")), []string{
 		"ct state invalid drop",
 		"ip saddr 10.0.0.1 accept",
@@ -433,7 +434,7 @@ func TestPodsThatAreNotEnforced(t *testing.T) {
 		netpol("x", "p", metav1.LabelSelector{}, func(s *networkingv1.NetworkPolicySpec) {
 			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}
 		})})})
-	eq(t, "isolated", keys(set(t, out, MapIngress4)), []string{"10.0.0.5 : jump np_ing_x_live"})
+	eq(t, "isolated", keys(set(t, out, tablelayout.MapIngress4)), []string{"10.0.0.5 : jump np_ing_x_live"})
 	eq(t, "peers", keys(lookedUp(t, out, "np_ing_x_live", "ip saddr @")), []string{"10.0.0.5"})
 }
 

@@ -7,6 +7,13 @@
 //
 // # Table layout
 //
+// The table's skeleton is package tablelayout's, shared as equals with the
+// ClusterNetworkPolicy tiers (package clusterpolicy): the fixed chains below
+// (np_forward, np_input, np_ingress), Tiers, the log-denied chains and the
+// link rules. This package fills the NetworkPolicy slot of it, emits the
+// fixed chains (and, with LogDenied, the shared np_denied_* chains) as
+// tablelayout builds them, and adds the pod and policy chains.
+//
 // Only pods on this node are isolated; their IPs are the keys of four verdict
 // maps that send a packet to the pod's own chain in O(1):
 //
@@ -33,7 +40,7 @@
 // ClusterNetworkPolicy tiers (package clusterpolicy) hook in through
 // Input.Tiers: their lookups go into the fixed chains around the
 // NetworkPolicy lookups, Admin before and Baseline after, in both np_forward
-// (egress) and np_ingress (ingress); see Tiers in layout.go. Without them
+// (egress) and np_ingress (ingress); see tablelayout.Tiers. Without them
 // the fixed chains are exactly as above.
 //
 // Peers selected by pod and namespace selectors become named sets of pod
@@ -62,7 +69,7 @@
 // Router advertisements, redirects, multicast listener reports and DHCPv6
 // come from link-local addresses, which are never policy keys, so they need
 // no rule; a forged one from a pod address gets no special treatment. The
-// reasoning in full is at linkRules (nd.go).
+// reasoning in full is at tablelayout.LinkRules (tablelayout/nd.go).
 //
 // A pod's egress to an address of its own node (its InternalIP, a bridge
 // or gateway address, a node-local DNS cache, a host-network pod, a Service
@@ -99,9 +106,6 @@
 //
 //	compile.go      Input, Output, Compile and Compiler.Compile: the whole
 //	                table from the parts below
-//	layout.go       the fixed chains (np_forward, np_input, np_ingress), the
-//	                dispatch maps, and Tiers (the ClusterNetworkPolicy
-//	                lookups placed around them)
 //	chains.go       the two directions (ingress, egress) as kinds of pod
 //	                chain of package podchain, and a local pod's chain from
 //	                the rules of the policies selecting it
@@ -111,10 +115,10 @@
 //	                are unique, bounded and safe
 //	incremental.go  Compiler and its memo: what one compile keeps for the
 //	                next
-//	logdenied.go    LogDenied: the rate-limited log of denied packets for
-//	                namespaces that opt in (shared np_denied_* chains), the
-//	                drop counters of every isolated pod while the node
-//	                logs, and DeniedChain (chain name -> namespace)
+//	logdenied.go    the comments of an isolated pod chain's final drop
+//	                (its counters, while the node logs), and DeniedChain
+//	                (chain name -> namespace); the log-denied chains and
+//	                their configuration are package tablelayout's
 //	validate.go     Validate: the API server's rules for a NetworkPolicy
 //	isolation.go    IsolatingPolicies: the policies that isolate a pod in a
 //	                direction, as denied-packet readers (flowlog) name them

@@ -12,6 +12,7 @@ import (
 	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/npset"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // Names no API server accepts (possible only in a hand-written manifest)
@@ -84,6 +85,6 @@ func TestSharedLocalAddressesAndNames(t *testing.T) {
 		`Pod x/b: status.podIPs: address 10.0.0.1 is also pod x/a's, whose policies decide for it`,
 	}
 	eq(t, "problems", reasons, want)
-	eq(t, "ingress4", keys(set(t, out, MapIngress4)), []string{"10.0.0.1 : jump np_ing_x_a", "10.0.0.3 : jump np_ing_x_c"})
+	eq(t, "ingress4", keys(set(t, out, tablelayout.MapIngress4)), []string{"10.0.0.1 : jump np_ing_x_a", "10.0.0.3 : jump np_ing_x_c"})
 	eq(t, "ingress of a", ruleTexts(chain(t, out, "np_ing_x_a"))[:3], []string{"ct state invalid drop", "ip saddr 10.0.0.1 accept", "ip6 saddr fd00::1 accept"})
 }

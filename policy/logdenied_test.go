@@ -21,16 +21,17 @@ import (
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/testns"
 	"github.com/nftguard/nftguard/npset"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 func annotated(n *corev1.Namespace, value string) *corev1.Namespace {
-	n.Annotations = map[string]string{AnnotationLogDenied: value}
+	n.Annotations = map[string]string{tablelayout.AnnotationLogDenied: value}
 	return n
 }
 
 // logInput: x opts in, y does not (a value other than "true"), z has no
 // annotation; one pod of each isolated both ways, one dual-stack.
-func logInput(l *LogDenied) Input {
+func logInput(l *tablelayout.LogDenied) Input {
 	both := func(s *networkingv1.NetworkPolicySpec) {
 		s.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
 	}
@@ -52,11 +53,11 @@ func logInput(l *LogDenied) Input {
 func lastRule(c engine.Chain) string { return c.Rules[len(c.Rules)-1].Rule }
 
 func TestLogDeniedOnlyAnnotatedNamespaces(t *testing.T) {
-	l := LogDenied{Group: 7, Rate: 10, Burst: 20}
+	l := tablelayout.LogDenied{Group: 7, Rate: 10, Burst: 20}
 	out := compileChecked(t, logInput(&l))
 	for chainName, want := range map[string]string{
-		"np_ing_x_a": "counter goto " + ChainDeniedIngress,
-		"np_egr_x_a": "counter goto " + ChainDeniedEgress,
+		"np_ing_x_a": "counter goto " + tablelayout.ChainDeniedIngress,
+		"np_egr_x_a": "counter goto " + tablelayout.ChainDeniedEgress,
 		"np_ing_y_a": "counter drop", // "True" is not "true": counted, not logged
 		"np_egr_y_a": "counter drop",
 		"np_ing_z_a": "counter drop",
@@ -65,17 +66,17 @@ func TestLogDeniedOnlyAnnotatedNamespaces(t *testing.T) {
 			t.Errorf("%s ends in %q, want %q", chainName, got, want)
 		}
 	}
-	eq(t, ChainDeniedIngress, ruleTexts(chain(t, out, ChainDeniedIngress)), []string{
+	eq(t, tablelayout.ChainDeniedIngress, ruleTexts(chain(t, out, tablelayout.ChainDeniedIngress)), []string{
 		`limit rate 10/second burst 20 packets counter log prefix "nftguard denied ingress" group 7`,
 		"counter drop",
 	})
-	eq(t, ChainDeniedEgress, ruleTexts(chain(t, out, ChainDeniedEgress)), []string{
+	eq(t, tablelayout.ChainDeniedEgress, ruleTexts(chain(t, out, tablelayout.ChainDeniedEgress)), []string{
 		`limit rate 10/second burst 20 packets counter log prefix "nftguard denied egress" group 7`,
 		"counter drop",
 	})
 	// nft lists a burst of 5 without "burst": so does the compiler.
-	l5 := LogDenied{Group: 7, Rate: 3, Burst: 5}
-	if got := chain(t, compileChecked(t, logInput(&l5)), ChainDeniedIngress).Rules[0].Rule; got != `limit rate 3/second counter log prefix "nftguard denied ingress" group 7` {
+	l5 := tablelayout.LogDenied{Group: 7, Rate: 3, Burst: 5}
+	if got := chain(t, compileChecked(t, logInput(&l5)), tablelayout.ChainDeniedIngress).Rules[0].Rule; got != `limit rate 3/second counter log prefix "nftguard denied ingress" group 7` {
 		t.Errorf("burst 5 rule: %q", got)
 	}
 }
@@ -100,7 +101,7 @@ func TestLogDeniedOffChangesNothing(t *testing.T) {
 			}
 		}
 	}
-	l := DefaultLogDenied()
+	l := tablelayout.DefaultLogDenied()
 	plain.LogDenied = &l
 	on := compileChecked(t, plain)
 	var extra []string
@@ -122,21 +123,21 @@ func TestLogDeniedOffChangesNothing(t *testing.T) {
 			t.Errorf("chain %s differs with logging on and no namespace opted in:\n%s", c.Name, d)
 		}
 	}
-	eq(t, "added chains", extra, []string{ChainDeniedEgress, ChainDeniedIngress})
+	eq(t, "added chains", extra, []string{tablelayout.ChainDeniedEgress, tablelayout.ChainDeniedIngress})
 }
 
 // The incremental Compiler follows the annotation and the node's setting
 // as they come and go, and equals a fresh Compile at every step.
 func TestLogDeniedIncremental(t *testing.T) {
 	var m Compiler
-	l := DefaultLogDenied()
+	l := tablelayout.DefaultLogDenied()
 	in := logInput(&l)
 	steps := []func(){
 		func() {},
-		func() { in.Namespaces[2] = annotated(apitest.Namespace("z", "ns", "z"), "true") }, // z opts in
-		func() { in.Namespaces[0] = apitest.Namespace("x", "ns", "x") },                    // x opts out
-		func() { in.LogDenied = nil },                                                      // node stops logging
-		func() { l2 := LogDenied{Group: 9, Rate: 1, Burst: 1}; in.LogDenied = &l2 },        // and starts again, otherwise
+		func() { in.Namespaces[2] = annotated(apitest.Namespace("z", "ns", "z"), "true") },      // z opts in
+		func() { in.Namespaces[0] = apitest.Namespace("x", "ns", "x") },                         // x opts out
+		func() { in.LogDenied = nil },                                                           // node stops logging
+		func() { l2 := tablelayout.LogDenied{Group: 9, Rate: 1, Burst: 1}; in.LogDenied = &l2 }, // and starts again, otherwise
 		func() { in.Namespaces[1] = annotated(apitest.Namespace("y", "ns", "y"), "true") },
 	}
 	for i, step := range steps {
@@ -146,7 +147,7 @@ func TestLogDeniedIncremental(t *testing.T) {
 			t.Fatalf("step %d: incremental compile differs from Compile:\n%s", i, d)
 		}
 	}
-	if got := lastRule(chain(t, Compile(in), "np_ing_z_a")); got != "counter goto "+ChainDeniedIngress {
+	if got := lastRule(chain(t, Compile(in), "np_ing_z_a")); got != "counter goto "+tablelayout.ChainDeniedIngress {
 		t.Errorf("z after opting in ends in %q", got)
 	}
 }
@@ -161,8 +162,8 @@ func TestDeniedChain(t *testing.T) {
 		{"np_egr_kube-system_coredns-5d78c9869d-abcde", "kube-system", true, true},
 		{"np_ing_my.ns_p_q", "my.ns", false, true},
 		{"np_ing_" + nftsafe.NamePart("Bad NS") + "_p", nftsafe.NamePart("Bad NS"), false, true},
-		{ChainDeniedIngress, "", false, false},
-		{ChainIngress, "", false, false},
+		{tablelayout.ChainDeniedIngress, "", false, false},
+		{tablelayout.ChainIngress, "", false, false},
 		{"np_forward", "", false, false},
 		{"np_ing_x", "", false, false},
 		{"np_ing__a", "", false, false},
@@ -174,7 +175,7 @@ func TestDeniedChain(t *testing.T) {
 		}
 	}
 	// Every pod chain the compiler makes parses back to its namespace.
-	l := DefaultLogDenied()
+	l := tablelayout.DefaultLogDenied()
 	for _, c := range compileChecked(t, logInput(&l)).Chains {
 		if strings.HasPrefix(c.Name, "np_ing_") || strings.HasPrefix(c.Name, "np_egr_") {
 			ns, egress, ok := DeniedChain(c.Name)
@@ -189,21 +190,10 @@ func TestDeniedChain(t *testing.T) {
 	}
 }
 
-func TestLogDeniedValidate(t *testing.T) {
-	if err := DefaultLogDenied().Validate(); err != nil {
-		t.Errorf("default: %v", err)
-	}
-	for _, l := range []LogDenied{{Group: 1, Rate: 0, Burst: 1}, {Group: 1, Rate: 1, Burst: 0}} {
-		if l.Validate() == nil {
-			t.Errorf("%+v is valid", l)
-		}
-	}
-}
-
 // Hostile names never reach the log prefix: it is one of two constants,
 // so it stays short and quote-free whatever a tenant calls its objects.
 func TestLogDeniedHostileNames(t *testing.T) {
-	l := DefaultLogDenied()
+	l := tablelayout.DefaultLogDenied()
 	evil := `x" accept; log prefix "` + strings.Repeat("p", 200)
 	in := Input{NodeName: "n1", LogDenied: &l,
 		Namespaces: []*corev1.Namespace{annotated(apitest.Namespace(evil), "true")},
@@ -215,7 +205,7 @@ func TestLogDeniedHostileNames(t *testing.T) {
 	for _, c := range out.Chains {
 		for _, r := range c.Rules {
 			for _, m := range prefix.FindAllStringSubmatch(r.Rule, -1) {
-				if m[1] != LogPrefixIngress && m[1] != LogPrefixEgress {
+				if m[1] != tablelayout.LogPrefixIngress && m[1] != tablelayout.LogPrefixEgress {
 					t.Errorf("chain %s logs with prefix %q", c.Name, m[1])
 				}
 			}
@@ -224,10 +214,10 @@ func TestLogDeniedHostileNames(t *testing.T) {
 }
 
 func TestGoldenLogDenied(t *testing.T) {
-	l := LogDenied{Group: 1600, Rate: 20, Burst: 50}
+	l := tablelayout.LogDenied{Group: 1600, Rate: 20, Burst: 50}
 	in := logInput(&l)
 	text := fmt.Sprintf("# log-denied group=%d rate=%d/second burst=%d; namespaces annotated %s: x=\"true\" y=\"True\"\n",
-		l.Group, l.Rate, l.Burst, AnnotationLogDenied) + renderGolden(t, in, compileChecked(t, in))
+		l.Group, l.Rate, l.Burst, tablelayout.AnnotationLogDenied) + renderGolden(t, in, compileChecked(t, in))
 	golden.Check(t, *update, filepath.Join("testdata", "log-denied.nft"), text)
 }
 
@@ -263,7 +253,7 @@ func TestLogDeniedRoundTripsThroughNft(t *testing.T) {
 	ctx := context.Background()
 	for _, burst := range []uint32{50, 5} {
 		t.Run(fmt.Sprintf("burst%d", burst), func(t *testing.T) {
-			l := LogDenied{Group: 1600, Rate: 20, Burst: burst}
+			l := tablelayout.LogDenied{Group: 1600, Rate: 20, Burst: burst}
 			out := Compile(logInput(&l))
 			d := &engine.Desired{Chains: out.Chains, Sets: out.Sets}
 			table := engine.Table{Name: "nftguard"}

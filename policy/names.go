@@ -10,8 +10,8 @@ import (
 // state: renaming one replaces the object on the next sync, so they stay
 // as they are, and this file is the one place that makes them.
 //
-//	np_forward, np_ingress            the fixed chains (layout.go)
-//	np_ingress4/6, np_egress4/6       the dispatch maps (layout.go)
+//	np_forward, np_ingress            the fixed chains (package tablelayout)
+//	np_ingress4/6, np_egress4/6       the dispatch maps (package tablelayout)
 //	np_ing_NS_POD, np_egr_NS_POD      a local pod's ingress / egress chain
 //	                                  (podchain.Dir.ChainPrefix, via ChainName)
 //	np_pi_NS_POLICY, np_pe_NS_POLICY  a policy's ingress / egress chain

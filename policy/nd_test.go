@@ -8,15 +8,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
-	"github.com/google/nftables/expr"
-	"golang.org/x/sys/unix"
-
 	"github.com/nftguard/nftguard/engine"
-	"github.com/nftguard/nftguard/engine/nftsyntax"
 	"github.com/nftguard/nftguard/internal/apitest"
 	"github.com/nftguard/nftguard/internal/podtest"
 	"github.com/nftguard/nftguard/internal/testns"
 	"github.com/nftguard/nftguard/npset"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // ndInput is a node with one pod isolated both ways, dual-stack.
@@ -55,13 +52,13 @@ func TestNeighbourDiscoveryBeforeDispatch(t *testing.T) {
 	}
 	for _, in := range []Input{{NodeName: "n1"}, ndInput()} {
 		out := compileChecked(t, in)
-		eq(t, "forward", ruleTexts(chain(t, out, ChainForward)), want)
-		eq(t, "input", ruleTexts(chain(t, out, ChainInput)), want[:len(want)-1])
+		eq(t, "forward", ruleTexts(chain(t, out, tablelayout.ChainForward)), want)
+		eq(t, "input", ruleTexts(chain(t, out, tablelayout.ChainInput)), want[:len(want)-1])
 		// Nothing else gets an ICMPv6 or hop-limit exception, and the
 		// pod chains still end in drop.
 		for _, c := range out.Chains {
 			for i, r := range c.Rules {
-				if c.Name != ChainForward && c.Name != ChainInput && (strings.Contains(r.Rule, "icmpv6") || strings.Contains(r.Rule, "hoplimit")) {
+				if c.Name != tablelayout.ChainForward && c.Name != tablelayout.ChainInput && (strings.Contains(r.Rule, "icmpv6") || strings.Contains(r.Rule, "hoplimit")) {
 					t.Errorf("chain %s has a neighbour discovery rule: %s", c.Name, r.Rule)
 				}
 				if strings.HasPrefix(c.Name, "np_ing_") || strings.HasPrefix(c.Name, "np_egr_") {
@@ -70,34 +67,6 @@ func TestNeighbourDiscoveryBeforeDispatch(t *testing.T) {
 					}
 				}
 			}
-		}
-	}
-}
-
-// The neighbour discovery rules cannot accept an IPv4 packet: nft puts
-// meta nfproto ipv6 and meta l4proto ipv6-icmp in front of them, which
-// keeps IPv4 behaviour exactly what it was.
-func TestNeighbourDiscoveryRulesAreIPv6Only(t *testing.T) {
-	for _, r := range linkRules {
-		c, err := nftsyntax.CompileRule(nftsyntax.Family(unix.NFPROTO_INET), r.Rule, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", r.Rule, err)
-		}
-		if len(c.Exprs) < 4 {
-			t.Fatalf("%s: %d expressions", r.Rule, len(c.Exprs))
-		}
-		m0, ok0 := c.Exprs[0].(*expr.Meta)
-		c1, ok1 := c.Exprs[1].(*expr.Cmp)
-		if !ok0 || !ok1 || m0.Key != expr.MetaKeyNFPROTO || c1.Data[0] != unix.NFPROTO_IPV6 {
-			t.Errorf("%s does not start with meta nfproto ipv6: %v", r.Rule, c.Exprs)
-		}
-		if !strings.HasPrefix(r.Rule, "icmpv6 type ") {
-			continue
-		}
-		m2, ok2 := c.Exprs[2].(*expr.Meta)
-		c3, ok3 := c.Exprs[3].(*expr.Cmp)
-		if !ok2 || !ok3 || m2.Key != expr.MetaKeyL4PROTO || c3.Data[0] != unix.IPPROTO_ICMPV6 {
-			t.Errorf("%s does not go on with meta l4proto ipv6-icmp: %v", r.Rule, c.Exprs)
 		}
 	}
 }
@@ -115,9 +84,9 @@ func TestNeighbourDiscoveryLoadsInKernel(t *testing.T) {
 	if _, err := eng.Sync(context.Background(), &engine.Desired{Chains: out.Chains, Sets: out.Sets}); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	for _, name := range []string{ChainForward, ChainInput} {
+	for _, name := range []string{tablelayout.ChainForward, tablelayout.ChainInput} {
 		listed := ns.MustExec(t, "", "nft", "list", "chain", "inet", "nftguard", name)
-		for _, r := range linkRules {
+		for _, r := range tablelayout.LinkRules() {
 			line := r.Rule + ` comment "` + r.Comment + `"`
 			if !strings.Contains(listed, line) {
 				t.Errorf("nft lists %s without %q:\n%s", name, line, listed)

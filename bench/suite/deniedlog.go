@@ -8,7 +8,7 @@ import (
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/engine"
-	nfpolicy "github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // Scenario 6: the price of logging denied traffic.
@@ -72,10 +72,10 @@ func (r *runner) runDeniedLog() (deniedResult, error) {
 		in := c.input()
 		in.NodeName = dpNode
 		if on {
-			l := nfpolicy.DefaultLogDenied()
+			l := tablelayout.DefaultLogDenied()
 			in.LogDenied = &l
 			for _, ns := range c.Namespaces {
-				ns.Annotations = map[string]string{nfpolicy.AnnotationLogDenied: "true"}
+				ns.Annotations = map[string]string{tablelayout.AnnotationLogDenied: "true"}
 			}
 		}
 		b := compose.Build(in)

@@ -16,11 +16,11 @@ import (
 	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/manifest"
 	"github.com/nftguard/nftguard/podset"
-	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // runFlows prints denied packets as the kernel logs them: it reads the
-// NFLOG group of the table's log statements (policy.LogDenied) directly
+// NFLOG group of the table's log statements (tablelayout.LogDenied) directly
 // over netlink. Reading the group rather than the agent's ring is the
 // simpler contract for a human at a node: it works with no agent (a lab,
 // `nftguard apply`), needs nothing but the namespace, and the kernel lets
@@ -36,7 +36,7 @@ func runFlows(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	var duration time.Duration
 	fs.Var(&files, "f", "manifest file or directory to name pods and policies from (YAML or JSON, repeatable; - for stdin)")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "name pods and policies from a live cluster (this kubeconfig), read once at start")
-	fs.UintVar(&group, "group", policy.DefaultLogGroup, "the NFLOG group the table logs denied packets to")
+	fs.UintVar(&group, "group", tablelayout.DefaultLogGroup, "the NFLOG group the table logs denied packets to")
 	fs.StringVar(&namespace, "namespace", "", "only flows from or to pods of this namespace")
 	fs.StringVar(&pod, "pod", "", "only flows from or to this pod (NAMESPACE/NAME)")
 	fs.StringVar(&output, "o", "text", "output: text (one line per flow) or json (one object per line)")

@@ -19,6 +19,7 @@ import (
 	"github.com/nftguard/nftguard/manifest"
 	"github.com/nftguard/nftguard/npset"
 	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // `nftguard flows` in a lab node prints the denied packets of a logged
@@ -60,7 +61,7 @@ spec: {podSelector: {matchLabels: {pod: b}}, policyTypes: [Ingress]}
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := policy.LogDenied{Group: 1603, Rate: 100, Burst: 100}
+	l := tablelayout.LogDenied{Group: 1603, Rate: 100, Burst: 100}
 	out := policy.Compile(policy.Input{NodeName: "n1", Namespaces: objs.Namespaces, Pods: podtest.Set(objs.Pods), Policies: npset.New(objs.NetworkPolicies), LogDenied: &l})
 	eng, err := engine.New(engine.Table{Name: "nftguard"}, engine.WithNetNS(lab.Nodes[0].Path))
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/nftguard/nftguard/policy"
+	"github.com/nftguard/nftguard/tablelayout"
 )
 
 // Exit codes of the CLI contract.
@@ -175,25 +175,25 @@ func (c *common) registerEgress(fs *flag.FlagSet) {
 }
 
 // registerLogDenied adds the flags that turn on logging of denied packets
-// (policy.LogDenied) for the pods of namespaces annotated
+// (tablelayout.LogDenied) for the pods of namespaces annotated
 // nftguard.io/log-denied: "true".
 func (c *common) registerLogDenied(fs *flag.FlagSet) {
-	def := policy.DefaultLogDenied()
-	fs.BoolVar(&c.logDenied, "log-denied", false, `log denied packets of pods in namespaces annotated `+policy.AnnotationLogDenied+`: "true" to an NFLOG group (read them with nftguard flows, or the agent logs them)`)
+	def := tablelayout.DefaultLogDenied()
+	fs.BoolVar(&c.logDenied, "log-denied", false, `log denied packets of pods in namespaces annotated `+tablelayout.AnnotationLogDenied+`: "true" to an NFLOG group (read them with nftguard flows, or the agent logs them)`)
 	fs.UintVar(&c.logGroup, "log-group", uint(def.Group), "NFLOG group of --log-denied")
 	fs.UintVar(&c.logRate, "log-rate", uint(def.Rate), "denied packets logged per second and direction on the node, with --log-denied (the rest are dropped all the same, and counted)")
 	fs.UintVar(&c.logBurst, "log-burst", uint(def.Burst), "packets logged at once after a quiet time, with --log-denied")
 }
 
 // logDeniedConfig is the --log-denied settings, nil when it is off.
-func (c *common) logDeniedConfig() (*policy.LogDenied, error) {
+func (c *common) logDeniedConfig() (*tablelayout.LogDenied, error) {
 	if !c.logDenied {
 		return nil, nil
 	}
 	if c.logGroup > math.MaxUint16 || c.logRate > math.MaxUint32 || c.logBurst > math.MaxUint32 {
 		return nil, usagef("--log-group must be at most %d, --log-rate and --log-burst at most %d", math.MaxUint16, uint32(math.MaxUint32))
 	}
-	l := policy.LogDenied{Group: uint16(c.logGroup), Rate: uint32(c.logRate), Burst: uint32(c.logBurst)}
+	l := tablelayout.LogDenied{Group: uint16(c.logGroup), Rate: uint32(c.logRate), Burst: uint32(c.logBurst)}
 	if err := l.Validate(); err != nil {
 		return nil, usageError{fmt.Errorf("--log-denied: %w", err)}
 	}

@@ -1,12 +1,12 @@
-package policy
+package tablelayout
 
 import (
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/podchain"
 )
 
-// Names of the fixed chains and maps of the policy layout (see the package
-// documentation and names.go).
+// Names of the fixed chains, and of the NetworkPolicy dispatch maps they
+// look pod addresses up in (see the package documentation).
 const (
 	ChainForward = "np_forward"
 	ChainInput   = "np_input"
@@ -39,11 +39,11 @@ type Tiers struct {
 	Input []engine.Rule
 }
 
-// fixedChains are the chains every table has, however many pods and
+// FixedChains are the chains every table has, however many pods and
 // policies: the forward hook, the input hook (a local pod's egress to its
 // own node), and the ingress dispatch after the egress check, with the
 // tiers around the NetworkPolicy dispatch.
-func fixedChains(t *Tiers) []engine.Chain {
+func FixedChains(t *Tiers) []engine.Chain {
 	ingress := make([]engine.Rule, 0, 3+len(t.AdminIngress)+len(t.BaselineIngress))
 	ingress = append(ingress, t.AdminIngress...)
 	ingress = append(ingress,
@@ -114,10 +114,11 @@ func inputRules(t *Tiers) []engine.Rule {
 	return append(out, rules[1:]...)
 }
 
-// dispatchMaps are the verdict maps from a local pod's address to its
-// chain, one per direction (in the order of the directions' slots) and
-// family.
-func dispatchMaps() [][2]engine.Set {
+// DispatchMaps are the verdict maps from a local pod's address to its
+// NetworkPolicy chain, one per direction (ingress, then egress: the order
+// of package policy's podchain slots) and family; package policy fills
+// them.
+func DispatchMaps() [][2]engine.Set {
 	return [][2]engine.Set{
 		{
 			{Name: MapIngress4, Type: "ipv4_addr", Map: "verdict", Comment: "local pods isolated for ingress"},

@@ -1,6 +1,10 @@
-package policy
+package tablelayout
 
-import "github.com/nftguard/nftguard/engine"
+import (
+	"slices"
+
+	"github.com/nftguard/nftguard/engine"
+)
 
 // linkRules are accepted in both hook chains before any pod's chain is
 // consulted: the IPv6 neighbour discovery pods on one bridge need to reach
@@ -60,6 +64,10 @@ import "github.com/nftguard/nftguard/engine"
 // links.
 //
 // The e2e tests send each of these packets between isolated pods.
+//
+// LinkRules returns them (a copy: the slice is not to be changed).
+func LinkRules() []engine.Rule { return slices.Clone(linkRules) }
+
 var linkRules = []engine.Rule{
 	{Rule: "icmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept", Comment: "IPv6 neighbour discovery on the link (RFC 4861)"},
 	{Rule: "icmpv6 type nd-neighbor-advert ip6 hoplimit 255 accept", Comment: "IPv6 neighbour discovery on the link (RFC 4861)"},
