@@ -82,7 +82,7 @@ type Config struct {
 	LogDenied *policy.LogDenied
 
 	// eventReporters is how many nodes report a problem every node finds
-	// (tests lower it); zero means DefaultEventReporters.
+	// (tests lower it); zero means problemevents.DefaultReporters.
 	eventReporters int
 
 	// noPodsAfter is how long no pod may be scheduled to NodeName before

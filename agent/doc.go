@@ -18,8 +18,8 @@
 // compiled in their fail-closed form (package budget, applied by
 // compose.Builder with Config.Budget), named in a metric and an Event.
 // Problems become Warning Events once per problem in the cluster, not once
-// per node (events.go). The
-// engine's netlink monitor reports foreign changes to the table (drift),
+// per node (package problemevents, given the problems of every compile).
+// The engine's netlink monitor reports foreign changes to the table (drift),
 // which the same loop repairs. Because the loop is the only writer, syncs
 // never overlap and every metric describes one sync.
 //
@@ -49,8 +49,9 @@
 //
 // # Where things are
 //
-//	run.go          Run: start-up order, the sync loop and its retry back-off,
-//	                the drift monitor, the periodic resync
+//	run.go          Run: the start-up order, each component's start-up in a
+//	                function of its own; the sync loop and its retry
+//	                back-off, the drift monitor, the periodic resync
 //	config.go       Config and its defaults
 //	informers.go    sources: the informer caches and the compose.Input read
 //	                from them, costing what the events touched
@@ -62,8 +63,6 @@
 //	syncer.go       syncer: one compile and one engine sync, the quarantine's
 //	                search wired in, conntrack cleaning of stale egress
 //	                translations
-//	events.go       Kubernetes Warning Events for invalid, quarantined and
-//	                partly applied objects
 //	metrics.go      the agent's Prometheus registry and sync metrics
 //	health.go       what /readyz says
 //	server.go       the /healthz, /readyz and /metrics listener

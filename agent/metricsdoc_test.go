@@ -69,6 +69,9 @@ func agentMetrics(t *testing.T) *recorder {
 	newCNPSource(nil, nil, DefaultCNPCheckInterval, m, log, func(string, bool) {})
 	newEgressState(m.reg)
 	newPodIfState(m.reg, "", log)
+	if _, err := newEvents(nil, "n1", 0, m, log, nil); err != nil {
+		t.Fatal(err)
+	}
 	counts := rulecounter.New()
 	m.reg.MustRegister(&dnsHeld{eng: noDomainSets{}, table: &atomic.Pointer[fqdn.Table]{}, log: log})
 	if _, err := dnsfwd.NewMetrics(m.reg); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/nftguard/nftguard/egress"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/problem"
+	"github.com/nftguard/nftguard/problemevents"
 	"github.com/nftguard/nftguard/quarantine"
 )
 
@@ -25,7 +26,7 @@ type syncer struct {
 	src    *sources
 	eng    engine.Interface
 	m      *metrics
-	events *eventRecorder
+	events *problemevents.Reporter
 	log    *slog.Logger
 	health *health
 	// build keeps the compilers' work from one sync to the next, so an
@@ -172,7 +173,7 @@ func (s *syncer) report(in compose.Input, res compose.Result) {
 	if s.podIf != nil {
 		warnings = append(slices.Clip(warnings), layoutProblem(s.cfg.NodeName, res)...)
 	}
-	s.events.report(res.Problems, warnings, held, over, cluster{pods: in.Pods, nodes: in.Nodes})
+	s.events.Report(res.Problems, warnings, held, over, problemevents.Cluster{Pods: in.Pods, Nodes: in.Nodes})
 	s.m.quarantined.Reset()
 	for _, k := range s.q.Held() {
 		s.m.quarantined.WithLabelValues(k.Kind, k.Namespace, k.Name).Set(1)
