@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nftguard/nftguard/budget"
+	"github.com/nftguard/nftguard/dnsfwd/nodedns"
 	"github.com/nftguard/nftguard/policy"
 )
 
@@ -73,8 +74,8 @@ type Config struct {
 	EgressGuardAlways bool
 
 	// DNS is how domainNames rules of ClusterNetworkPolicies are served
-	// (a DNS forwarder on the node's addresses); see DNSConfig.
-	DNS DNSConfig
+	// (a DNS forwarder on the node's addresses); see nodedns.Config.
+	DNS nodedns.Config
 
 	// LogDenied, when set, logs denied packets of pods in namespaces that
 	// opt in (policy.LogDenied): the table logs them to an NFLOG group,

@@ -39,6 +39,10 @@
 // (nftguard_pods_unattributed); a node none of whose pods has one (a
 // network plugin nftguard cannot learn) gets one Warning Event.
 //
+// The DNS forwarder of domainNames rules is started by package
+// dnsfwd/nodedns, which gives every compile its addresses and the cluster
+// DNS and takes the table of every successful sync.
+//
 // With --log-denied, Run also starts package deniedflow (the denied-packet
 // log, its attribution to pods and policies, and the drop counters as
 // metrics) and hands it the input of every successful sync; it reads the
@@ -71,11 +75,6 @@
 //	                given to every compile and followed over rtnetlink, a
 //	                change synced like an object change; the held and
 //	                pending egress metrics
-//	dns.go          dnsState: the DNS forwarder of domainNames rules (package
-//	                dnsfwd) on the node's addresses, its heartbeat, the
-//	                cluster DNS (kube-system/kube-dns or --cluster-dns) given
-//	                to every compile, the table of each sync handed to it;
-//	                the addresses and names held, read from the kernel
 //	podif.go        podIfState: the pod-facing interfaces (package podif)
 //	                read for every compile and watched, the pods left
 //	                unattributed (log, metrics, the Node's Event)

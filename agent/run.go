@@ -14,6 +14,7 @@ import (
 
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/deniedflow"
+	"github.com/nftguard/nftguard/dnsfwd/nodedns"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/flowlog"
 	"github.com/nftguard/nftguard/problem"
@@ -130,7 +131,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// The forwarder of domainNames rules listens before the first sync
 	// programs the redirect to it (which its heartbeat enables).
-	dns, err := startDNS(ctx, &wg, &cfg, eng, src.nodes, m, log)
+	dns, err := nodedns.Start(ctx, &wg, cfg.DNS, nodedns.Node{Name: cfg.NodeName, NetNS: cfg.NetNS, Nodes: src.nodes, Eng: eng,
+		Registerer: m.reg, OnError: func() { m.errors.WithLabelValues(errorKindDNS).Inc() }, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nftguard/nftguard/budget"
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/conntrack"
+	"github.com/nftguard/nftguard/dnsfwd/nodedns"
 	"github.com/nftguard/nftguard/egress"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/problem"
@@ -57,7 +58,7 @@ type syncer struct {
 	egress *egressState
 	// dns gives the compile the DNS forwarder's addresses and takes the
 	// table of each successful sync; nil without a forwarder.
-	dns *dnsState
+	dns *nodedns.Forwarder
 	// podIf gives the compile the node's pod-facing interfaces, read
 	// again at each sync, and reports the pods it could not bind; nil in
 	// tests that run without it.
@@ -86,7 +87,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	if s.egress != nil {
 		s.egress.input(&raw)
 	}
-	s.dns.input(&raw)
+	s.dns.Input(&raw)
 	s.podIf.input(&raw)
 	in := s.q.Apply(raw)
 	res := s.compile(&s.build, in)
@@ -112,7 +113,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 		return err // the engine's errors name the table and the object
 	}
 	s.q.Accepted(in)
-	s.dns.synced(res)
+	s.dns.Synced(res)
 	if s.synced != nil {
 		s.synced(in, res)
 	}
