@@ -81,22 +81,12 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		deb.trigger(reasonChange)
 	}
-	src, err := newSources(client, m, onChange)
+	src, err := startSources(ctx, &wg, &cfg, client, cnpClient, m, log, onChange)
 	if err != nil {
 		return err
 	}
 	defer src.stop()
-	if cfg.LogDenied != nil {
-		// Before the informers start: records are resolved through it.
-		if err := deniedflow.IndexPodAddrs(src.factory.Core().V1().Pods().Informer()); err != nil {
-			return err
-		}
-	}
-	src.cnp = newCNPSource(cnpClient, client.Discovery(), cfg.CNPCheckInterval, m, log, onChange)
 	defer src.cnp.shutdown()
-	// Service ranges from the cluster: never waited for (see servicecidr.go).
-	src.serviceCIDRs = newServiceCIDRSource(client, m, log, onChange)
-	wg.Go(func() { src.serviceCIDRs.run(ctx) })
 
 	events, err := newEvents(client, cfg.NodeName, cfg.eventReporters, m, log, src.uidOf)
 	if err != nil {
@@ -179,6 +169,27 @@ func newClients(cfg *Config) (kubernetes.Interface, cnpclient.Interface, error) 
 		return nil, nil, fmt.Errorf("ClusterNetworkPolicy client: %w", err)
 	}
 	return client, cnpClient, nil
+}
+
+// startSources are the informer caches the table is compiled from, not
+// started yet (see waitForCaches), but for the ServiceCIDR source, which
+// runs on wg and is never waited for (see servicecidr.go).
+func startSources(ctx context.Context, wg *sync.WaitGroup, cfg *Config, client kubernetes.Interface, cnpClient cnpclient.Interface, m *metrics, log *slog.Logger, onChange func(string, bool)) (*sources, error) {
+	src, err := newSources(client, m, onChange)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.LogDenied != nil {
+		// Before the informers start: records are resolved through it.
+		if err := deniedflow.IndexPodAddrs(src.factory.Core().V1().Pods().Informer()); err != nil {
+			src.stop()
+			return nil, err
+		}
+	}
+	src.cnp = newCNPSource(cnpClient, client.Discovery(), cfg.CNPCheckInterval, m, log, onChange)
+	src.serviceCIDRs = newServiceCIDRSource(client, m, log, onChange)
+	wg.Go(func() { src.serviceCIDRs.run(ctx) })
+	return src, nil
 }
 
 // newEvents is the Event reporter (package problemevents), its metrics on
