@@ -20,6 +20,7 @@ import (
 	"github.com/nftguard/nftguard/budget"
 	"github.com/nftguard/nftguard/internal/kubetest"
 	"github.com/nftguard/nftguard/internal/testns"
+	"github.com/nftguard/nftguard/problemevents"
 )
 
 // TestOverBudgetOneEvent: a NetworkPolicy over its budget on three nodes
@@ -125,7 +126,7 @@ func TestOverBudgetOneEvent(t *testing.T) {
 		}
 		var out []corev1.Event
 		for _, e := range l.Items {
-			if e.Reason == reasonOverBudget {
+			if e.Reason == problemevents.ReasonOverBudget {
 				out = append(out, e)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nftguard/nftguard/budget"
+	"github.com/nftguard/nftguard/dnsfwd/nodedns"
 	"github.com/nftguard/nftguard/tablelayout"
 )
 
@@ -73,8 +74,8 @@ type Config struct {
 	EgressGuardAlways bool
 
 	// DNS is how domainNames rules of ClusterNetworkPolicies are served
-	// (a DNS forwarder on the node's addresses); see DNSConfig.
-	DNS DNSConfig
+	// (a DNS forwarder on the node's addresses); see nodedns.Config.
+	DNS nodedns.Config
 
 	// LogDenied, when set, logs denied packets of pods in namespaces that
 	// opt in (tablelayout.LogDenied): the table logs them to an NFLOG group,
@@ -82,7 +83,7 @@ type Config struct {
 	LogDenied *tablelayout.LogDenied
 
 	// eventReporters is how many nodes report a problem every node finds
-	// (tests lower it); zero means DefaultEventReporters.
+	// (tests lower it); zero means problemevents.DefaultReporters.
 	eventReporters int
 
 	// noPodsAfter is how long no pod may be scheduled to NodeName before

@@ -18,8 +18,8 @@
 // compiled in their fail-closed form (package budget, applied by
 // compose.Builder with Config.Budget), named in a metric and an Event.
 // Problems become Warning Events once per problem in the cluster, not once
-// per node (events.go). The
-// engine's netlink monitor reports foreign changes to the table (drift),
+// per node (package problemevents, given the problems of every compile).
+// The engine's netlink monitor reports foreign changes to the table (drift),
 // which the same loop repairs. Because the loop is the only writer, syncs
 // never overlap and every metric describes one sync.
 //
@@ -39,6 +39,10 @@
 // (nftguard_pods_unattributed); a node none of whose pods has one (a
 // network plugin nftguard cannot learn) gets one Warning Event.
 //
+// The DNS forwarder of domainNames rules is started by package
+// dnsfwd/nodedns, which gives every compile its addresses and the cluster
+// DNS and takes the table of every successful sync.
+//
 // With --log-denied, Run also starts package deniedflow (the denied-packet
 // log, its attribution to pods and policies, and the drop counters as
 // metrics) and hands it the input of every successful sync; it reads the
@@ -49,8 +53,9 @@
 //
 // # Where things are
 //
-//	run.go          Run: start-up order, the sync loop and its retry back-off,
-//	                the drift monitor, the periodic resync
+//	run.go          Run: the start-up order, each component's start-up in a
+//	                function of its own; the sync loop and its retry
+//	                back-off, the drift monitor, the periodic resync
 //	config.go       Config and its defaults
 //	informers.go    sources: the informer caches and the compose.Input read
 //	                from them, costing what the events touched
@@ -62,8 +67,6 @@
 //	syncer.go       syncer: one compile and one engine sync, the quarantine's
 //	                search wired in, conntrack cleaning of stale egress
 //	                translations
-//	events.go       Kubernetes Warning Events for invalid, quarantined and
-//	                partly applied objects
 //	metrics.go      the agent's Prometheus registry and sync metrics
 //	health.go       what /readyz says
 //	server.go       the /healthz, /readyz and /metrics listener
@@ -72,11 +75,6 @@
 //	                given to every compile and followed over rtnetlink, a
 //	                change synced like an object change; the held and
 //	                pending egress metrics
-//	dns.go          dnsState: the DNS forwarder of domainNames rules (package
-//	                dnsfwd) on the node's addresses, its heartbeat, the
-//	                cluster DNS (kube-system/kube-dns or --cluster-dns) given
-//	                to every compile, the table of each sync handed to it;
-//	                the addresses and names held, read from the kernel
 //	podif.go        podIfState: the pod-facing interfaces (package podif)
 //	                read for every compile and watched, the pods left
 //	                unattributed (log, metrics, the Node's Event)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nftguard/nftguard/internal/kubetest"
 	"github.com/nftguard/nftguard/internal/testns"
+	"github.com/nftguard/nftguard/problemevents"
 )
 
 // apiPod is a pod the API server accepts, labelled app=NAMESPACE.
@@ -120,7 +121,7 @@ func TestEventsOncePerProblem(t *testing.T) {
 		}
 		n := 0
 		for _, e := range list.Items {
-			if e.Reason == reasonCompileFailed && e.InvolvedObject.Kind == "Service" {
+			if e.Reason == problemevents.ReasonCompileFailed && e.InvolvedObject.Kind == "Service" {
 				n++
 			}
 		}

@@ -5,22 +5,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/nftguard/nftguard/engine"
+	"github.com/nftguard/nftguard/problemevents"
 )
 
 // Values of the kind label of nftguard_errors_total (label values, not
 // errors).
 const (
-	errorKindSync          = "sync"           // engine.Sync failed (the table is unchanged)
-	errorKindMonitor       = "monitor"        // the drift monitor failed and is restarted
-	errorKindEvent         = "event"          // a Kubernetes Event could not be created
-	errorKindInvalidObject = "invalid_object" // an object was newly found uncompilable
-	errorKindConntrack     = "conntrack"      // stale egress translations could not be cleared
-	errorKindQuarantined   = "quarantined"    // an object was newly held back because the kernel refuses it
-	errorKindOverBudget    = "over_budget"    // a NetworkPolicy newly failed closed because it is over budget
-	errorKindDeniedLog     = "denied_log"     // the denied-packet log could not be read (the table is unaffected)
-	errorKindServiceCIDR   = "service_cidr"   // ServiceCIDR objects could not be watched (--service-cidr alone is used)
-	errorKindDNS           = "dns_forwarder"  // the DNS forwarder of domainNames rules could not start or stopped (DNS goes to the cluster DNS directly)
-	errorKindCounters      = "rule_counters"  // the kernel's rule counters could not be read at a scrape, or a deleted rule's final count not decoded (the metrics keep their values)
+	errorKindSync        = "sync"          // engine.Sync failed (the table is unchanged)
+	errorKindMonitor     = "monitor"       // the drift monitor failed and is restarted
+	errorKindConntrack   = "conntrack"     // stale egress translations could not be cleared
+	errorKindDeniedLog   = "denied_log"    // the denied-packet log could not be read (the table is unaffected)
+	errorKindServiceCIDR = "service_cidr"  // ServiceCIDR objects could not be watched (--service-cidr alone is used)
+	errorKindDNS         = "dns_forwarder" // the DNS forwarder of domainNames rules could not start or stopped (DNS goes to the cluster DNS directly)
+	errorKindCounters    = "rule_counters" // the kernel's rule counters could not be read at a scrape, or a deleted rule's final count not decoded (the metrics keep their values)
+
+	// Counted by package problemevents.
+	errorKindEvent         = problemevents.ErrorKindEvent         // a Kubernetes Event could not be created
+	errorKindInvalidObject = problemevents.ErrorKindInvalidObject // an object was newly found uncompilable
+	errorKindQuarantined   = problemevents.ErrorKindQuarantined   // an object was newly held back because the kernel refuses it
+	errorKindOverBudget    = problemevents.ErrorKindOverBudget    // a NetworkPolicy newly failed closed because it is over budget
 )
 
 // metrics lives in its own registry: the process has no global state, and a
@@ -47,7 +50,6 @@ type metrics struct {
 	localPods        prometheus.Gauge
 	nodeWithoutPods  prometheus.Gauge
 	eventToKernel    *prometheus.HistogramVec
-	events           *prometheus.CounterVec
 }
 
 // registry is where the agent and its subsystems register their
@@ -134,12 +136,8 @@ func newMetricsOn(reg registry) *metrics {
 			Help:    "From an informer delivering a change to the end of the sync that put it in the kernel, by object kind.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"kind"}),
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nftguard_events_total",
-			Help: "Warning Events this node sent, by result: created, or exists (another node wrote the same problem's Event first).",
-		}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.events, m.conntrackCleared, m.quarantined, m.overBudget, m.budgetEstimate, m.checks, m.localPods, m.nodeWithoutPods, m.eventToKernel, m.syncs, m.syncDuration, m.compileSeconds, m.operations, m.tableObjects,
+	m.reg.MustRegister(m.conntrackCleared, m.quarantined, m.overBudget, m.budgetEstimate, m.checks, m.localPods, m.nodeWithoutPods, m.eventToKernel, m.syncs, m.syncDuration, m.compileSeconds, m.operations, m.tableObjects,
 		m.invalidObjects, m.driftDetected, m.driftRepairs, m.errors, m.lastSuccess, m.informerEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Export every error kind from the start, so alerts on rate() see zeros.
@@ -148,9 +146,6 @@ func newMetricsOn(reg registry) *metrics {
 	}
 	for _, r := range []string{"success", "error"} {
 		m.syncs.WithLabelValues(r)
-	}
-	for _, r := range []string{eventCreated, eventExists} {
-		m.events.WithLabelValues(r)
 	}
 	return m
 }

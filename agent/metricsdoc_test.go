@@ -21,6 +21,7 @@ import (
 
 	"github.com/nftguard/nftguard/deniedflow"
 	"github.com/nftguard/nftguard/dnsfwd"
+	"github.com/nftguard/nftguard/dnsfwd/nodedns"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/fqdn"
 	"github.com/nftguard/nftguard/rulecounter"
@@ -69,8 +70,11 @@ func agentMetrics(t *testing.T) *recorder {
 	newCNPSource(nil, nil, DefaultCNPCheckInterval, m, log, func(string, bool) {})
 	newEgressState(m.reg)
 	newPodIfState(m.reg, "", log)
+	if _, err := newEvents(nil, "n1", 0, m, log, nil); err != nil {
+		t.Fatal(err)
+	}
 	counts := rulecounter.New()
-	m.reg.MustRegister(&dnsHeld{eng: noDomainSets{}, table: &atomic.Pointer[fqdn.Table]{}, log: log})
+	m.reg.MustRegister(nodedns.NewHeld(noDomainSets{}, &atomic.Pointer[fqdn.Table]{}, log))
 	if _, err := dnsfwd.NewMetrics(m.reg); err != nil {
 		t.Fatal(err)
 	}

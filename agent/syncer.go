@@ -12,9 +12,11 @@ import (
 	"github.com/nftguard/nftguard/budget"
 	"github.com/nftguard/nftguard/compose"
 	"github.com/nftguard/nftguard/conntrack"
+	"github.com/nftguard/nftguard/dnsfwd/nodedns"
 	"github.com/nftguard/nftguard/egress"
 	"github.com/nftguard/nftguard/engine"
 	"github.com/nftguard/nftguard/problem"
+	"github.com/nftguard/nftguard/problemevents"
 	"github.com/nftguard/nftguard/quarantine"
 )
 
@@ -25,7 +27,7 @@ type syncer struct {
 	src    *sources
 	eng    engine.Interface
 	m      *metrics
-	events *eventRecorder
+	events *problemevents.Reporter
 	log    *slog.Logger
 	health *health
 	// build keeps the compilers' work from one sync to the next, so an
@@ -56,7 +58,7 @@ type syncer struct {
 	egress *egressState
 	// dns gives the compile the DNS forwarder's addresses and takes the
 	// table of each successful sync; nil without a forwarder.
-	dns *dnsState
+	dns *nodedns.Forwarder
 	// podIf gives the compile the node's pod-facing interfaces, read
 	// again at each sync, and reports the pods it could not bind; nil in
 	// tests that run without it.
@@ -85,7 +87,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 	if s.egress != nil {
 		s.egress.input(&raw)
 	}
-	s.dns.input(&raw)
+	s.dns.Input(&raw)
 	s.podIf.input(&raw)
 	in := s.q.Apply(raw)
 	res := s.compile(&s.build, in)
@@ -111,7 +113,7 @@ func (s *syncer) sync(ctx context.Context, why reason) error {
 		return err // the engine's errors name the table and the object
 	}
 	s.q.Accepted(in)
-	s.dns.synced(res)
+	s.dns.Synced(res)
 	if s.synced != nil {
 		s.synced(in, res)
 	}
@@ -172,7 +174,7 @@ func (s *syncer) report(in compose.Input, res compose.Result) {
 	if s.podIf != nil {
 		warnings = append(slices.Clip(warnings), layoutProblem(s.cfg.NodeName, res)...)
 	}
-	s.events.report(res.Problems, warnings, held, over, cluster{pods: in.Pods, nodes: in.Nodes})
+	s.events.Report(res.Problems, warnings, held, over, problemevents.Cluster{Pods: in.Pods, Nodes: in.Nodes})
 	s.m.quarantined.Reset()
 	for _, k := range s.q.Held() {
 		s.m.quarantined.WithLabelValues(k.Kind, k.Namespace, k.Name).Set(1)

@@ -72,8 +72,11 @@ func TestSyncerQuarantines(t *testing.T) {
 	eng := &checkingFake{Fake: fake}
 	m := newMetrics()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := &syncer{eng: eng, m: m, log: log, inject: refuseLabelled, q: quarantine.New(sameContent),
-		events: newEventRecorder(nil, "n1", 0, m, log, func(problem.Object) types.UID { return "" })}
+	events, err := newEvents(nil, "n1", 0, m, log, func(problem.Object) types.UID { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &syncer{eng: eng, m: m, log: log, inject: refuseLabelled, q: quarantine.New(sameContent), events: events}
 	np := func(name, bad string) *networkingv1.NetworkPolicy {
 		return &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, Labels: map[string]string{"bad": bad}}}
 	}

@@ -215,7 +215,7 @@ func (l *dnsLab) sync() {
 	}
 }
 
-// committer is the agent's adapter (agent/dns.go) in miniature.
+// committer is the agent's adapter (dnsfwd/nodedns) in miniature.
 type committer struct{ eng engine.Timed }
 
 func (c committer) AddTimed(ctx context.Context, elems []fqdn.Element) error {

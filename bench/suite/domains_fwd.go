@@ -50,7 +50,7 @@ import (
 // external host "dns". The agent is this program again, as a child pinned
 // to one CPU with GOMAXPROCS=1: it compiles the table (compose.Build),
 // syncs it into the node, and runs the forwarder (Config.NetNS the node's
-// namespace) and its heartbeat as agent/dns.go does, committing each
+// namespace) and its heartbeat as package dnsfwd/nodedns does, committing each
 // answer's elements with the question name as their comment.
 
 const (
@@ -193,8 +193,8 @@ type fwdMark struct {
 	Err              string             `json:",omitempty"`
 }
 
-// fwdCommitter is the agent's timedCommitter (the question name is each
-// element's comment), counting what it commits.
+// fwdCommitter is the agent's timedCommitter (package dnsfwd/nodedns; the
+// question name is each element's comment), counting what it commits.
 type fwdCommitter struct {
 	eng                       engine.Timed
 	answers, elements, failed atomic.Int64

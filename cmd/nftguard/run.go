@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nftguard/nftguard/agent"
+	"github.com/nftguard/nftguard/dnsfwd/nodedns"
 )
 
 // runRun is `nftguard run`, the node agent: flags in, agent.Run does the work.
@@ -31,7 +32,7 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	var clusterDNS, dnsAddrs stringList
 	fs.Var(&clusterDNS, "cluster-dns", "cluster DNS address whose answers domainNames rules trust, and which subject pods' queries to are redirected to the forwarder (repeatable; default: the ClusterIPs of the Service kube-system/kube-dns)")
 	fs.Var(&dnsAddrs, "dns-forwarder-address", "node address the DNS forwarder of domainNames rules listens on, one per family (repeatable; default: the Node's InternalIPs)")
-	dnsPort := fs.Uint("dns-forwarder-port", agent.DefaultDNSForwarderPort, "port (UDP and TCP) of the DNS forwarder of domainNames rules")
+	dnsPort := fs.Uint("dns-forwarder-port", nodedns.DefaultPort, "port (UDP and TCP) of the DNS forwarder of domainNames rules")
 	dnsFwd := fs.Bool("dns-forwarder", true, "run the DNS forwarder that domainNames rules learn addresses from (false: those rules match nothing)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -47,7 +48,7 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	if *dnsPort < 1 || *dnsPort > 65535 {
 		return usagef("--dns-forwarder-port %d: want 1-65535", *dnsPort)
 	}
-	dnsCfg := agent.DNSConfig{Off: !*dnsFwd, Port: uint16(*dnsPort)}
+	dnsCfg := nodedns.Config{Off: !*dnsFwd, Port: uint16(*dnsPort)}
 	for _, l := range []struct {
 		vals stringList
 		into *[]netip.Addr

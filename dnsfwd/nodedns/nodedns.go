@@ -1,4 +1,4 @@
-package agent
+package nodedns
 
 import (
 	"context"
@@ -22,12 +22,12 @@ import (
 	"github.com/nftguard/nftguard/nodeaddr"
 )
 
-// DefaultDNSForwarderPort is the port (UDP and TCP) of the node addresses
+// DefaultPort is the port (UDP and TCP) of the node addresses
 // the DNS forwarder of domainNames rules listens on.
-const DefaultDNSForwarderPort = 9753
+const DefaultPort = 9753
 
-// DNSConfig is how the agent serves ClusterNetworkPolicy domainNames rules.
-type DNSConfig struct {
+// Config is how the agent serves ClusterNetworkPolicy domainNames rules.
+type Config struct {
 	// Off runs no forwarder: domainNames rules then learn no address and
 	// match nothing, as under apply.
 	Off bool
@@ -35,7 +35,7 @@ type DNSConfig struct {
 	// go to and whose answers are trusted; empty means the ClusterIPs of
 	// the Service kube-system/kube-dns, followed as it changes.
 	ClusterDNS []netip.Addr
-	// Port is the forwarder's port; zero means DefaultDNSForwarderPort.
+	// Port is the forwarder's port; zero means DefaultPort.
 	Port uint16
 	// Addrs are the node addresses (one per family) the forwarder
 	// listens on and the redirect sends the queries to; empty means the
@@ -45,9 +45,9 @@ type DNSConfig struct {
 	Addrs []netip.Addr
 }
 
-// dnsState runs the forwarder and gives the compile its addresses.
-type dnsState struct {
-	cfg              DNSConfig
+// Forwarder runs the forwarder and gives the compile its addresses.
+type Forwarder struct {
+	cfg              Config
 	fwd              *dnsfwd.Forwarder
 	listen4, listen6 netip.AddrPort
 	table            atomic.Pointer[fqdn.Table]
@@ -57,21 +57,40 @@ type dnsState struct {
 	seeded           bool // the forwarder's budget counts what the sets held at start
 }
 
-// startDNS starts the forwarder and its heartbeat (on wg) for the node's
-// addresses, or returns nil, having said why, when there is none to
-// listen on: domainNames rules then match nothing, and DNS is untouched.
-func startDNS(ctx context.Context, wg *sync.WaitGroup, cfg *Config, eng *engine.Engine, nodes corelisters.NodeLister, m *metrics, log *slog.Logger) (*dnsState, error) {
-	if cfg.DNS.Off {
+// Node is where the forwarder runs and what it is given.
+type Node struct {
+	// Name is the node's name, whose Node's InternalIPs it listens on
+	// unless Config.Addrs says otherwise.
+	Name string
+	// NetNS is the node's network namespace ("" for this process's).
+	NetNS string
+	Nodes corelisters.NodeLister
+	Eng   *engine.Engine
+	// Registerer is where the forwarder's metrics are registered.
+	Registerer prometheus.Registerer
+	// OnError counts a forwarder that could not start or stopped (the
+	// agent's nftguard_errors_total{kind="dns_forwarder"}).
+	OnError func()
+	Logger  *slog.Logger
+}
+
+// Start starts the forwarder and its heartbeat (on wg) for the node's
+// addresses, or returns nil, having said why, when cfg.Off or there is no
+// address to listen on: domainNames rules then match nothing, and DNS is
+// untouched.
+func Start(ctx context.Context, wg *sync.WaitGroup, cfg Config, node Node) (*Forwarder, error) {
+	if cfg.Off {
 		return nil, nil
 	}
-	d := &dnsState{cfg: cfg.DNS, log: log, eng: eng}
-	port := cfg.DNS.Port
+	eng, log := node.Eng, node.Logger
+	d := &Forwarder{cfg: cfg, log: log, eng: eng}
+	port := cfg.Port
 	if port == 0 {
-		port = DefaultDNSForwarderPort
+		port = DefaultPort
 	}
-	addrs := cfg.DNS.Addrs
+	addrs := cfg.Addrs
 	if len(addrs) == 0 {
-		if n, err := nodes.Get(cfg.NodeName); err == nil {
+		if n, err := node.Nodes.Get(node.Name); err == nil {
 			addrs = internalIPs(n)
 		}
 	}
@@ -93,7 +112,7 @@ func startDNS(ctx context.Context, wg *sync.WaitGroup, cfg *Config, eng *engine.
 		// network on nodes registered with one address): any global
 		// address of the node's own of that family will do, since the
 		// redirect only needs a local destination.
-		if local, err := nodeaddr.List(cfg.NetNS); err == nil {
+		if local, err := nodeaddr.List(node.NetNS); err == nil {
 			for _, p := range local {
 				if p.IsSingleIP() && p.Addr().IsGlobalUnicast() {
 					take(p.Addr())
@@ -108,15 +127,15 @@ func startDNS(ctx context.Context, wg *sync.WaitGroup, cfg *Config, eng *engine.
 		}
 	}
 	if len(listen) == 0 {
-		m.errors.WithLabelValues(errorKindDNS).Inc()
-		log.Warn("no node address for the DNS forwarder (no InternalIP on the Node, no --dns-forwarder-address): domainNames rules match nothing", "node", cfg.NodeName)
+		node.OnError()
+		log.Warn("no node address for the DNS forwarder (no InternalIP on the Node, no --dns-forwarder-address): domainNames rules match nothing", "node", node.Name)
 		return nil, nil
 	}
-	ns, err := nfnl.OpenNetNS(cfg.NetNS)
+	ns, err := nfnl.OpenNetNS(node.NetNS)
 	if err != nil {
 		return nil, fmt.Errorf("dns forwarder: %w", err)
 	}
-	fm, err := dnsfwd.NewMetrics(m.reg)
+	fm, err := dnsfwd.NewMetrics(node.Registerer)
 	if err != nil {
 		ns.Close()
 		return nil, err
@@ -126,14 +145,14 @@ func startDNS(ctx context.Context, wg *sync.WaitGroup, cfg *Config, eng *engine.
 		ns.Close()
 		return nil, err
 	}
-	m.reg.MustRegister(&dnsHeld{eng: eng, table: &d.table, log: log})
+	node.Registerer.MustRegister(NewHeld(eng, &d.table, log))
 	wg.Go(func() {
 		defer ns.Close()
 		if err := d.fwd.Run(ctx); err != nil && ctx.Err() == nil {
 			// Without it the heartbeat stops and the redirect lapses:
 			// pods resolve through the cluster DNS directly, and
 			// domainNames rules learn nothing new.
-			m.errors.WithLabelValues(errorKindDNS).Inc()
+			node.OnError()
 			log.Error("DNS forwarder stopped: pods' DNS goes to the cluster DNS directly, domainNames rules learn no new address", "err", err)
 		}
 	})
@@ -156,9 +175,9 @@ func internalIPs(n *corev1.Node) []netip.Addr {
 	return out
 }
 
-// input tells the compile where the forwarder listens and which cluster
-// DNS it trusts.
-func (d *dnsState) input(in *compose.Input) {
+// Input tells the compile where the forwarder listens and which cluster
+// DNS it trusts; a nil Forwarder tells it nothing.
+func (d *Forwarder) Input(in *compose.Input) {
 	if d == nil {
 		return
 	}
@@ -176,9 +195,9 @@ func (d *dnsState) input(in *compose.Input) {
 	in.DNS = &clusterpolicy.DNS{Servers: servers, Forward4: d.listen4, Forward6: d.listen6}
 }
 
-// synced hands the forwarder the table of a sync the kernel accepted: its
+// Synced hands the forwarder the table of a sync the kernel accepted: its
 // sets exist now.
-func (d *dnsState) synced(res compose.Result) {
+func (d *Forwarder) Synced(res compose.Result) {
 	if d == nil {
 		return
 	}
@@ -249,13 +268,20 @@ func (c timedCommitter) AddTimed(ctx context.Context, elems []fqdn.Element) erro
 	return c.eng.AddTimed(ctx, out)
 }
 
-// dnsHeld exports, at each scrape, what the domainNames sets hold: the
+// held exports, at each scrape, what the domainNames sets hold: the
 // addresses (pod and destination pairs) and the distinct names they were
 // resolved for, read from the kernel.
-type dnsHeld struct {
+type held struct {
 	eng   engine.Timed
 	table *atomic.Pointer[fqdn.Table]
 	log   *slog.Logger
+}
+
+// NewHeld is the collector of what the domainNames sets of the table
+// last synced (table) hold in eng's kernel: nftguard_dns_addresses_held
+// and nftguard_dns_names_held.
+func NewHeld(eng engine.Timed, table *atomic.Pointer[fqdn.Table], log *slog.Logger) prometheus.Collector {
+	return &held{eng: eng, table: table, log: log}
 }
 
 var (
@@ -265,12 +291,12 @@ var (
 		"Distinct names whose answers the domainNames rules' sets hold.", nil, nil)
 )
 
-func (h *dnsHeld) Describe(ch chan<- *prometheus.Desc) {
+func (h *held) Describe(ch chan<- *prometheus.Desc) {
 	ch <- dnsAddrsDesc
 	ch <- dnsNamesDesc
 }
 
-func (h *dnsHeld) Collect(ch chan<- prometheus.Metric) {
+func (h *held) Collect(ch chan<- prometheus.Metric) {
 	addrs, names := 0, map[string]bool{}
 	for _, set := range domainSets(h.table.Load()) {
 		states, err := h.eng.ReadTimed(context.Background(), set)

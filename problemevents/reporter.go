@@ -1,4 +1,4 @@
-package agent
+package problemevents
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,25 +22,35 @@ import (
 	"github.com/nftguard/nftguard/problem"
 )
 
-// Reason of the Warning events the agent creates.
-const reasonCompileFailed = "NftguardCompileFailed"
+// ReasonCompileFailed is the reason of the Warning Event about an object
+// left out of the table.
+const ReasonCompileFailed = "NftguardCompileFailed"
 
-// reasonQuarantined marks an object the kernel refuses (package quarantine).
-const reasonQuarantined = "NftguardQuarantined"
+// ReasonQuarantined marks an object the kernel refuses (package quarantine).
+const ReasonQuarantined = "NftguardQuarantined"
 
-// reasonOverBudget marks a NetworkPolicy enforced in its fail-closed form
+// ReasonOverBudget marks a NetworkPolicy enforced in its fail-closed form
 // because it is over its budget on the reporting node (package budget).
-const reasonOverBudget = "NftguardOverBudget"
+const ReasonOverBudget = "NftguardOverBudget"
 
-// reasonNotFullyApplied marks a valid object that does not take full effect
+// ReasonNotFullyApplied marks a valid object that does not take full effect
 // yet, such as an egress Service without a load-balancer address.
-const reasonNotFullyApplied = "NftguardNotFullyApplied"
+const ReasonNotFullyApplied = "NftguardNotFullyApplied"
 
-// DefaultEventReporters is how many nodes report a problem that every node
+// Values of the kind label of the errors counter the Reporter is given
+// (nftguard_errors_total): what it counts there.
+const (
+	ErrorKindEvent         = "event"          // a Kubernetes Event could not be created
+	ErrorKindInvalidObject = "invalid_object" // an object was newly found uncompilable
+	ErrorKindQuarantined   = "quarantined"    // an object was newly held back because the kernel refuses it
+	ErrorKindOverBudget    = "over_budget"    // a NetworkPolicy newly failed closed because it is over budget
+)
+
+// DefaultReporters is how many nodes report a problem that every node
 // finds alike: more than one, so that one node whose agent is down or late
 // does not hide it; few, so that the cluster's size does not multiply a
 // tenant's mistake.
-const DefaultEventReporters = 3
+const DefaultReporters = 3
 
 // Values of the result label of nftguard_events_total.
 const (
@@ -47,7 +58,7 @@ const (
 	eventExists  = "exists"  // another node (or an earlier run) wrote it first
 )
 
-// eventRecorder turns compile problems into Kubernetes Warning Events, once
+// Reporter turns compile problems into Kubernetes Warning Events, once
 // per problem in the cluster, not once per node:
 //
 //   - An Event's name is derived from the object (with its UID), the reason
@@ -75,11 +86,13 @@ const (
 // A problem is reported when it appears (or changes), not on every sync.
 // Events are sent by one goroutine so an unreachable API server never
 // delays a sync.
-type eventRecorder struct {
+type Reporter struct {
 	client kubernetes.Interface
 	node   string
 	log    *slog.Logger
-	m      *metrics
+	// events counts the Events sent, by result; errors is the
+	// process's errors counter, by kind.
+	events, errors *prometheus.CounterVec
 	// uidOf finds the object's UID in the informer caches ("" if gone).
 	uidOf func(problem.Object) types.UID
 
@@ -99,31 +112,63 @@ type queuedEvent struct {
 	ev  *corev1.Event
 }
 
-func newEventRecorder(client kubernetes.Interface, node string, reporters int, m *metrics, log *slog.Logger, uidOf func(problem.Object) types.UID) *eventRecorder {
-	if reporters <= 0 {
-		reporters = DefaultEventReporters
+// Config is what a Reporter needs.
+type Config struct {
+	// Client writes the Events.
+	Client kubernetes.Interface
+	// Node is the reporting node's name.
+	Node string
+	// Reporters is how many nodes report a problem every node finds
+	// alike; zero means DefaultReporters.
+	Reporters int
+	// Registerer is where nftguard_events_total is registered.
+	Registerer prometheus.Registerer
+	// Errors is the process's errors counter, with one label, kind: the
+	// Reporter counts the ErrorKind values on it.
+	Errors *prometheus.CounterVec
+	Logger *slog.Logger
+	// UIDOf finds an object's UID (in the informer caches; "" if gone).
+	UIDOf func(problem.Object) types.UID
+}
+
+// New is a Reporter; its Events are sent while Run runs.
+func New(cfg Config) (*Reporter, error) {
+	if cfg.Reporters <= 0 {
+		cfg.Reporters = DefaultReporters
 	}
-	return &eventRecorder{client: client, node: node, m: m, log: log, uidOf: uidOf,
+	events := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nftguard_events_total",
+		Help: "Warning Events this node sent, by result: created, or exists (another node wrote the same problem's Event first).",
+	}, []string{"result"})
+	if err := cfg.Registerer.Register(events); err != nil {
+		return nil, fmt.Errorf("event metrics: %w", err)
+	}
+	// Exported from the start, so alerts on rate() see zeros.
+	for _, r := range []string{eventCreated, eventExists} {
+		events.WithLabelValues(r)
+	}
+	return &Reporter{client: cfg.Client, node: cfg.Node, log: cfg.Logger, uidOf: cfg.UIDOf,
+		events: events, errors: cfg.Errors,
 		seen: map[string]bool{}, queued: map[string]bool{}, passed: map[string]*voters{},
-		elect: electorate{node: node, k: reporters},
-		q:     make(chan queuedEvent, 256)}
+		elect: electorate{node: cfg.Node, k: cfg.Reporters},
+		q:     make(chan queuedEvent, 256)}, nil
 }
 
-// cluster is what the reporters of a problem are chosen from: the pods and
+// Cluster is what the reporters of a problem are chosen from: the pods and
 // Nodes of the compile that found it.
-type cluster struct {
-	pods  *podset.Set
-	nodes []*corev1.Node
+type Cluster struct {
+	Pods  *podset.Set
+	Nodes []*corev1.Node
 }
 
-// report is called after every compile with all current problems, and the
+// Report is called after every compile with all current problems, and the
 // objects held back because the kernel refuses them.
 //
 // overBudget are NetworkPolicies over their budget on this node: whether
 // one is depends on the node's own pods, so every node that finds it
 // reports it, but the message does not name the node, so all of them
 // write one Event.
-func (r *eventRecorder) report(problems, warnings, quarantined, overBudget []problem.Problem, c cluster) {
+func (r *Reporter) Report(problems, warnings, quarantined, overBudget []problem.Problem, c Cluster) {
 	current := map[string]bool{}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -149,28 +194,28 @@ func (r *eventRecorder) report(problems, warnings, quarantined, overBudget []pro
 		// kernel's answer: this node reports them, in an Event of its
 		// own. Other problems every node finds alike.
 		local := p.Local || held || ref.Kind == "Pod" || over
-		reason := reasonCompileFailed
+		reason := ReasonCompileFailed
 		switch {
 		case over:
-			reason = reasonOverBudget
+			reason = ReasonOverBudget
 		case held:
-			reason = reasonQuarantined
+			reason = ReasonQuarantined
 		case !skipped:
-			reason = reasonNotFullyApplied
+			reason = ReasonNotFullyApplied
 		}
 		if !r.seen[key] {
 			// Every node logs and counts what it finds; only the
 			// Event is written once for the cluster.
 			r.seen[key] = true
 			switch reason {
-			case reasonQuarantined:
-				r.m.errors.WithLabelValues(errorKindQuarantined).Inc()
+			case ReasonQuarantined:
+				r.errors.WithLabelValues(ErrorKindQuarantined).Inc()
 				r.log.Warn("object quarantined", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
-			case reasonOverBudget:
-				r.m.errors.WithLabelValues(errorKindOverBudget).Inc()
+			case ReasonOverBudget:
+				r.errors.WithLabelValues(ErrorKindOverBudget).Inc()
 				r.log.Warn("object over budget: enforced in its fail-closed form", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
-			case reasonCompileFailed:
-				r.m.errors.WithLabelValues(errorKindInvalidObject).Inc()
+			case ReasonCompileFailed:
+				r.errors.WithLabelValues(ErrorKindInvalidObject).Inc()
 				r.log.Warn("object left out of the table", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "problem", p.Error())
 			default:
 				r.log.Warn("object does not take full effect", "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "warning", p.Error())
@@ -216,7 +261,7 @@ func (r *eventRecorder) report(problems, warnings, quarantined, overBudget []pro
 
 // event is the Event about one problem; a local one is this node's own
 // (its name says which node found it).
-func (r *eventRecorder) event(ref problem.Object, uid types.UID, reason, msg string, local bool) *corev1.Event {
+func (r *Reporter) event(ref problem.Object, uid types.UID, reason, msg string, local bool) *corev1.Event {
 	now := metav1.Now()
 	// Events are namespaced; those about cluster-scoped objects (a
 	// ClusterNetworkPolicy, a Node) go to "default", where client-go's
@@ -283,8 +328,8 @@ func truncate(s string, n int) string {
 	return s[:n-3] + "..."
 }
 
-// run sends queued events until ctx is done.
-func (r *eventRecorder) run(ctx context.Context) {
+// Run sends queued events until ctx is done.
+func (r *Reporter) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -295,12 +340,12 @@ func (r *eventRecorder) run(ctx context.Context) {
 			cancel()
 			switch {
 			case err == nil:
-				r.m.events.WithLabelValues(eventCreated).Inc()
+				r.events.WithLabelValues(eventCreated).Inc()
 			case apierrors.IsAlreadyExists(err):
 				// Another reporter wrote this very problem: done.
-				r.m.events.WithLabelValues(eventExists).Inc()
+				r.events.WithLabelValues(eventExists).Inc()
 			case ctx.Err() == nil:
-				r.m.errors.WithLabelValues(errorKindEvent).Inc()
+				r.errors.WithLabelValues(ErrorKindEvent).Inc()
 				r.log.Error("create event", "namespace", qe.ev.Namespace, "object", qe.ev.InvolvedObject.Name, "err", err)
 				r.mu.Lock()
 				delete(r.queued, qe.key) // retried at the next sync that still has the problem
@@ -333,11 +378,11 @@ type voters struct {
 	names []string
 }
 
-func (e *electorate) begin(c cluster) {
-	e.pods, e.nodes = c.pods, c.nodes
+func (e *electorate) begin(c Cluster) {
+	e.pods, e.nodes = c.Pods, c.Nodes
 	e.used = map[string]*voters{}
-	if !sameList(e.allOf, c.nodes) {
-		e.all, e.allOf = nil, c.nodes
+	if !sameList(e.allOf, c.Nodes) {
+		e.all, e.allOf = nil, c.Nodes
 	}
 }
 

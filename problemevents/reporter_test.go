@@ -1,4 +1,4 @@
-package agent
+package problemevents
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,18 +23,18 @@ import (
 
 func TestEventName(t *testing.T) {
 	svc := problem.Object{APIVersion: "v1", Kind: "Service", Namespace: "x", Name: "web"}
-	base := eventName(svc, "u1", reasonCompileFailed, "bad", "")
-	if again := eventName(svc, "u1", reasonCompileFailed, "bad", ""); again != base {
+	base := eventName(svc, "u1", ReasonCompileFailed, "bad", "")
+	if again := eventName(svc, "u1", ReasonCompileFailed, "bad", ""); again != base {
 		t.Errorf("the same problem is named %q and %q", base, again)
 	}
 	other := svc
 	other.Kind = "NetworkPolicy"
 	for what, name := range map[string]string{
-		"message": eventName(svc, "u1", reasonCompileFailed, "worse", ""),
-		"node":    eventName(svc, "u1", reasonCompileFailed, "bad", "n1"),
-		"UID":     eventName(svc, "u2", reasonCompileFailed, "bad", ""),
-		"reason":  eventName(svc, "u1", reasonQuarantined, "bad", ""),
-		"kind":    eventName(other, "u1", reasonCompileFailed, "bad", ""),
+		"message": eventName(svc, "u1", ReasonCompileFailed, "worse", ""),
+		"node":    eventName(svc, "u1", ReasonCompileFailed, "bad", "n1"),
+		"UID":     eventName(svc, "u2", ReasonCompileFailed, "bad", ""),
+		"reason":  eventName(svc, "u1", ReasonQuarantined, "bad", ""),
+		"kind":    eventName(other, "u1", ReasonCompileFailed, "bad", ""),
 	} {
 		if name == base {
 			t.Errorf("another %s gives the same name %q", what, name)
@@ -49,17 +50,17 @@ func TestEventName(t *testing.T) {
 
 // electionCluster is numNodes Nodes, and pods of namespace "x" on the
 // first onX of them.
-func electionCluster(numNodes, onX int) cluster {
-	var c cluster
+func electionCluster(numNodes, onX int) Cluster {
+	var c Cluster
 	var pods []*podset.Pod
 	for i := range numNodes {
 		name := fmt.Sprintf("node-%03d", i)
-		c.nodes = append(c.nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		c.Nodes = append(c.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
 		if i < onX {
 			pods = append(pods, &podset.Pod{Namespace: "x", Name: fmt.Sprintf("p%d", i), NodeName: name})
 		}
 	}
-	c.pods = podset.NewSet(pods)
+	c.Pods = podset.NewSet(pods)
 	return c
 }
 
@@ -73,13 +74,13 @@ func TestElection(t *testing.T) {
 	for _, tc := range []struct {
 		ns, kind string
 		voters   int // the first voters nodes may report
-	}{{"x", "NetworkPolicy", onX}, {"empty", "NetworkPolicy", numNodes}, {"", cnpKind, numNodes}} {
+	}{{"x", "NetworkPolicy", onX}, {"empty", "NetworkPolicy", numNodes}, {"", "ClusterNetworkPolicy", numNodes}} {
 		perNode := map[string]int{}
 		const objects = 300
 		for i := range objects {
 			ref := problem.Object{APIVersion: "v1", Kind: tc.kind, Namespace: tc.ns, Name: fmt.Sprintf("o%d", i)}
 			reporters := 0
-			for _, n := range c.nodes {
+			for _, n := range c.Nodes {
 				e := electorate{node: n.Name, k: k}
 				e.begin(c)
 				if e.mine(ref, e.voters(ref)) {
@@ -114,16 +115,23 @@ func TestElection(t *testing.T) {
 // still votes among all Nodes.
 func TestElectionNodeNotCached(t *testing.T) {
 	e := electorate{node: "new", k: 3}
-	e.begin(cluster{nodes: []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}}})
-	ref := problem.Object{Kind: cnpKind, Name: "p"}
+	e.begin(Cluster{Nodes: []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}}})
+	ref := problem.Object{Kind: "ClusterNetworkPolicy", Name: "p"}
 	if !e.mine(ref, e.voters(ref)) {
 		t.Error("with two voters and three reporters, the uncached node does not report")
 	}
 }
 
-func quietRecorder(client *fake.Clientset, node string, k int) *eventRecorder {
-	return newEventRecorder(client, node, k, newMetrics(), slog.New(slog.NewTextHandler(io.Discard, nil)),
-		func(problem.Object) types.UID { return "uid-1" })
+func quietRecorder(t *testing.T, client *fake.Clientset, node string, k int) *Reporter {
+	t.Helper()
+	errors := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nftguard_errors_total"}, []string{"kind"})
+	r, err := New(Config{Client: client, Node: node, Reporters: k, Registerer: prometheus.NewRegistry(), Errors: errors,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		UIDOf:  func(problem.Object) types.UID { return "uid-1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // TestRecordersShareOneEvent: two nodes report one problem; the second's
@@ -137,13 +145,13 @@ func TestRecordersShareOneEvent(t *testing.T) {
 	defer cancel()
 	c := electionCluster(2, 2)
 	bad := problem.Problem{Object: problem.Object{APIVersion: "v1", Kind: "Service", Namespace: "x", Name: "web"}, Reason: "bad annotation"}
-	var recs []*eventRecorder
+	var recs []*Reporter
 	for _, n := range []string{"node-000", "node-001"} {
-		r := quietRecorder(client, n, 3)
+		r := quietRecorder(t, client, n, 3)
 		recs = append(recs, r)
-		r.report([]problem.Problem{bad}, nil, nil, nil, c)
-		r.report([]problem.Problem{bad}, nil, nil, nil, c) // a later sync: nothing new
-		go r.run(ctx)
+		r.Report([]problem.Problem{bad}, nil, nil, nil, c)
+		r.Report([]problem.Problem{bad}, nil, nil, nil, c) // a later sync: nothing new
+		go r.Run(ctx)
 	}
 	events := func() []corev1.Event {
 		list, err := client.CoreV1().Events("x").List(ctx, metav1.ListOptions{})
@@ -154,8 +162,8 @@ func TestRecordersShareOneEvent(t *testing.T) {
 	}
 	sent := func() (created, exists float64) {
 		for _, r := range recs {
-			created += testutil.ToFloat64(r.m.events.WithLabelValues(eventCreated))
-			exists += testutil.ToFloat64(r.m.events.WithLabelValues(eventExists))
+			created += testutil.ToFloat64(r.events.WithLabelValues(eventCreated))
+			exists += testutil.ToFloat64(r.events.WithLabelValues(eventExists))
 		}
 		return
 	}
@@ -173,7 +181,7 @@ func TestRecordersShareOneEvent(t *testing.T) {
 		t.Errorf("events %+v, want one about the problem", evs)
 	}
 	for _, r := range recs {
-		if v := testutil.ToFloat64(r.m.errors.WithLabelValues(errorKindEvent)); v != 0 {
+		if v := testutil.ToFloat64(r.errors.WithLabelValues(ErrorKindEvent)); v != 0 {
 			t.Errorf("%s counted %v event errors", r.node, v)
 		}
 	}
@@ -185,15 +193,15 @@ func TestRecordersShareOneEvent(t *testing.T) {
 	local := bad
 	local.Reason, local.Local = "pod x/p1 is already translated", true
 	wrote := 0
-	for _, n := range c.nodes {
-		r := quietRecorder(client, n.Name, 1)
-		r.report([]problem.Problem{bad}, []problem.Problem{local}, nil, nil, c)
+	for _, n := range c.Nodes {
+		r := quietRecorder(t, client, n.Name, 1)
+		r.Report([]problem.Problem{bad}, []problem.Problem{local}, nil, nil, c)
 		wrote += len(r.q)
 		if n.Name == "node-004" && len(r.q) == 0 {
 			t.Error("node-004 did not report its own local problem")
 		}
 		// Every node logs and counts what it finds, reporter or not.
-		if v := testutil.ToFloat64(r.m.errors.WithLabelValues(errorKindInvalidObject)); v != 1 {
+		if v := testutil.ToFloat64(r.errors.WithLabelValues(ErrorKindInvalidObject)); v != 1 {
 			t.Errorf("%s counted %v invalid objects, want 1", n.Name, v)
 		}
 	}
