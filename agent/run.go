@@ -66,10 +66,13 @@ func Run(ctx context.Context, cfg Config) error {
 		defer srv.shutdown()
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Deferred calls run last first: cancel, then wait. Waiting first
+	// would hang a start-up that fails after a goroutine has started
+	// (they stop when ctx ends) until a signal came.
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 
 	deb := newDebouncer(cfg.MinSyncInterval, cfg.MaxSyncInterval)
 	var arrived arrivals
