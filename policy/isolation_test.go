@@ -38,11 +38,14 @@ func TestIsolatingPolicies(t *testing.T) {
 		egress bool
 		want   []string
 	}{
-		{map[string]string{"app": "a"}, false, []string{"x/both-a", "x/default-egress", "x/default-ingress", "x/ingress-a", "x/z-all"}},
-		{map[string]string{"app": "a"}, true, []string{"x/both-a", "x/default-egress", "x/egress-a"}},
-		{map[string]string{"app": "b"}, false, []string{"x/ingress-b", "x/z-all"}},
-		{map[string]string{"app": "b"}, true, nil},
-		{nil, false, []string{"x/z-all"}},
+		// x/bad's podSelector is invalid: the compiler enforces it in
+		// its fail-closed form, which isolates every pod of x in the
+		// directions it names.
+		{map[string]string{"app": "a"}, false, []string{"x/bad", "x/both-a", "x/default-egress", "x/default-ingress", "x/ingress-a", "x/z-all"}},
+		{map[string]string{"app": "a"}, true, []string{"x/bad", "x/both-a", "x/default-egress", "x/egress-a"}},
+		{map[string]string{"app": "b"}, false, []string{"x/bad", "x/ingress-b", "x/z-all"}},
+		{map[string]string{"app": "b"}, true, []string{"x/bad"}},
+		{nil, false, []string{"x/bad", "x/z-all"}},
 	} {
 		if got := IsolatingPolicies(nps, tc.labels, tc.egress); !slices.Equal(got, tc.want) {
 			t.Errorf("%v egress=%v: %v, want %v", tc.labels, tc.egress, got, tc.want)

@@ -61,7 +61,7 @@ func (r *runner) apply(bin, manifest, netns string) (applyTimes, error) {
 	if err != nil {
 		return t, fmt.Errorf("%s apply: %w: %s", bin, err, strings.TrimSpace(stderr.String()))
 	}
-	if s := strings.TrimSpace(stderr.String()); s != "" {
+	if s := expectedWarnings(stderr.String()); s != "" {
 		return t, fmt.Errorf("%s apply: unexpected stderr: %s", bin, s)
 	}
 	t.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()

@@ -262,8 +262,16 @@ func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	// Which local pods the guard chains bind by their interface, and
 	// which are attributed by address only (package podguard).
 	fmt.Fprintf(stdout, "pods: %d guarded on their interface, %d unattributed\n", len(res.Guarded), len(res.Unattributed))
-	for _, p := range res.Unattributed {
-		fmt.Fprintf(stderr, "warning: pod %s has no interface of its own in the node's network namespace: its packets are attributed by address only\n", p)
+	if n := len(res.Unattributed); n > 0 {
+		// One line, however many pods: a node's manifests of thousands
+		// of pods without veths would otherwise bury every other message.
+		names := res.Unattributed[:min(n, 3)]
+		more := ""
+		if n > len(names) {
+			more = fmt.Sprintf(" and %d more", n-len(names))
+		}
+		fmt.Fprintf(stderr, "warning: %d pod(s) have no interface of their own in the node's network namespace (%s%s): their packets are attributed by address only\n",
+			n, strings.Join(names, ", "), more)
 	}
 	// The kernel keeps a connection's NAT binding for its lifetime, so the
 	// new table only reaches established flows once their stale entries go.
