@@ -157,13 +157,18 @@ func layoutProblem(node string, res compose.Result) []problem.Problem {
 // pod's veth created or deleted, a pod's address added), restarting the
 // watch if it fails; changed is the sync loop's trigger.
 func (p *podIfState) watch(ctx context.Context, log *slog.Logger, changed func()) {
+	var degradedOnce sync.Once
 	for ctx.Err() == nil {
 		// The watch calls only when a read differs from the last;
 		// the sync reads again.
 		p.mu.Lock()
 		last := p.ifs
 		p.mu.Unlock()
-		err := podif.Watch(ctx, p.nsPath, last, changed)
+		err := podif.Watch(ctx, p.nsPath, last, changed, func(err error) {
+			degradedOnce.Do(func() {
+				log.Info("the pods' own namespaces cannot be watched (it needs CAP_NET_BROADCAST, which the DaemonSet does not grant); their interfaces are read at every sync and every 2 s", "err", err)
+			})
+		})
 		if ctx.Err() != nil {
 			return
 		}

@@ -227,6 +227,38 @@ func TestImage(t *testing.T) {
 
 	t.Run("security context and limits", func(t *testing.T) { checkContainerSecurity(t, pm, name, ds) })
 
+	// With NET_ADMIN alone the agent cannot hear the pods' own namespaces
+	// (that takes CAP_NET_BROADCAST): it says so once, polls instead, and
+	// guards every pod of the node on its interface all the same.
+	t.Run("pod interfaces with NET_ADMIN alone", func(t *testing.T) {
+		metricsURL := strings.Replace(probes.readiness, "/readyz", "/metrics", 1)
+		want := len(node.Pods)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			resp, err := client.Get(metricsURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := string(b)
+			if metricValue(text, "nftguard_pod_interface_watch_errors_total") != 0 {
+				t.Fatalf("the pod interface watch fails in the container:\n%s", tailString(pm.logs(name), 6000))
+			}
+			if metricValue(text, "nftguard_pods_guarded") == float64(want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("nftguard_pods_guarded %v, want %d\n%s", metricValue(text, "nftguard_pods_guarded"), want, tailString(pm.logs(name), 6000))
+			}
+		}
+		if l := pm.logs(name); !strings.Contains(l, "cannot be watched") || strings.Contains(l, "pod interface watch failed") {
+			t.Errorf("the container's log does not say once that pod namespaces are polled:\n%s", tailString(l, 6000))
+		}
+	})
+
 	want := a.expect(ctx)
 	t.Run("baseline", func(t *testing.T) {
 		a.converge(t, "no policies", "y/a", "x/a", agentPorts[0], true, want, 0)

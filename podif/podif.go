@@ -48,6 +48,10 @@ func Read(nsPath string) ([]podguard.Interface, error) {
 	return read(c)
 }
 
+// PollWithoutNSID is how often Watch reads again when it cannot hear the
+// pods' namespaces (see Watch).
+const PollWithoutNSID = 2 * time.Second
+
 // Watch calls onChange after each burst of link or address notifications
 // that changed what Read returns, until ctx is done (then it returns nil)
 // or the netlink socket or a read fails (an error: the caller restarts
@@ -56,7 +60,14 @@ func Read(nsPath string) ([]podguard.Interface, error) {
 // caller's read and the subscription is reported, and no change is not.
 // onChange is told that something changed, not what: the caller reads
 // again.
-func Watch(ctx context.Context, nsPath string, last []podguard.Interface, onChange func()) error {
+//
+// Hearing the pods' namespaces needs CAP_NET_BROADCAST besides
+// CAP_NET_ADMIN (the kernel's check of NETLINK_LISTEN_ALL_NSID), which the
+// DaemonSet does not grant. Without it Watch hears the node's namespace
+// only and also reads again every PollWithoutNSID, so a change inside a
+// pod's namespace is found within that time; degraded, if not nil, is
+// told once why.
+func Watch(ctx context.Context, nsPath string, last []podguard.Interface, onChange func(), degraded func(error)) error {
 	groups := uint32(unix.RTMGRP_LINK | unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV6_IFADDR)
 	sub, err := dial(nsPath, groups)
 	if err != nil {
@@ -68,8 +79,15 @@ func Watch(ctx context.Context, nsPath string, last []podguard.Interface, onChan
 	// The pods' address changes (a link-local address appearing when the
 	// pod's interface comes up) happen in their namespaces; this option
 	// delivers them too, for every namespace the node's has an id for.
+	poll := false
 	if err := sub.SetOption(netlink.ListenAllNSID, true); err != nil {
-		return fmt.Errorf("pod interfaces: listen to the pods' namespaces: %w", err)
+		if !errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("pod interfaces: listen to the pods' namespaces: %w", err)
+		}
+		poll = true
+		if degraded != nil {
+			degraded(err)
+		}
 	}
 	// Receive takes no context: closing the socket interrupts it.
 	stop := context.AfterFunc(ctx, closeSub)
@@ -89,13 +107,21 @@ func Watch(ctx context.Context, nsPath string, last []podguard.Interface, onChan
 		onChange()
 	}
 	for {
+		if poll {
+			if err := sub.SetReadDeadline(time.Now().Add(PollWithoutNSID)); err != nil {
+				return fmt.Errorf("pod interfaces: %w", err)
+			}
+		}
 		_, err := sub.Receive()
+		var timeout interface{ Timeout() bool }
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil
 		case errors.Is(err, unix.ENOBUFS):
 			// Notifications were lost to a full socket buffer: what
 			// they said is unknown, so read again.
+		case poll && errors.As(err, &timeout) && timeout.Timeout():
+			// Time to look inside the pods' namespaces again.
 		case err != nil:
 			return fmt.Errorf("pod interfaces: receive notifications: %w", err)
 		}

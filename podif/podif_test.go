@@ -283,7 +283,7 @@ func TestWatch(t *testing.T) {
 	// What the caller read before differs from the kernel by a link
 	// that is not there: the first read after subscribing reports it.
 	stale := []podguard.Interface{{Name: "vgone"}}
-	go func() { done <- Watch(ctx, node.Path, stale, func() { changes <- struct{}{} }) }()
+	go func() { done <- Watch(ctx, node.Path, stale, func() { changes <- struct{}{} }, nil) }()
 	var mu sync.Mutex
 	// next waits for a change after which Read says ok.
 	next := func(what string, ok func([]podguard.Interface) bool) {
