@@ -137,15 +137,28 @@ func (l *Lab) SendForged(from *Endpoint, p Forged) error {
 // kernel of e's namespace delivers (e may be a node's endpoint from
 // Runtime.ServeNode). Close it when done.
 func (l *Lab) CatchAt(e *Endpoint, f Family, proto uint8) (*Catcher, error) {
+	af := unix.AF_INET
+	if f == IPv6 {
+		af = unix.AF_INET6
+	}
+	return l.catch(e, af, proto, nil)
+}
+
+// catch opens a raw socket of family af and protocol proto in e's
+// namespace, lets join configure it (nil: nothing), and records what it
+// receives.
+func (l *Lab) catch(e *Endpoint, af int, proto uint8, join func(fd int) error) (*Catcher, error) {
 	c := &Catcher{news: make(chan struct{}, 1)}
 	err := l.in(e.Path, func() error {
-		af := unix.AF_INET
-		if f == IPv6 {
-			af = unix.AF_INET6
-		}
 		fd, err := unix.Socket(af, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, int(proto))
 		if err != nil {
 			return fmt.Errorf("raw socket in %s: %w", e.Name, err)
+		}
+		if join != nil {
+			if err := join(fd); err != nil {
+				unix.Close(fd)
+				return err
+			}
 		}
 		file := os.NewFile(uintptr(fd), "raw-catcher")
 		pc, err := net.FilePacketConn(file) // dups fd into the runtime poller

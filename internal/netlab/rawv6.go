@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -155,37 +154,19 @@ func (l *Lab) CatchIPv6(to string, proto uint8, groups ...netip.Addr) (*Catcher,
 	if e == nil {
 		return nil, fmt.Errorf("catch IPv6: no pod or external host %q", to)
 	}
-	c := &Catcher{news: make(chan struct{}, 1)}
-	err := l.in(e.Path, func() error {
+	return l.catch(e, unix.AF_INET6, proto, func(fd int) error {
 		eth0, err := net.InterfaceByName("eth0")
 		if err != nil {
 			return err
 		}
-		fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, int(proto))
-		if err != nil {
-			return fmt.Errorf("raw IPv6 socket in %s: %w", to, err)
-		}
 		for _, g := range groups {
 			mreq := &unix.IPv6Mreq{Multiaddr: g.As16(), Interface: uint32(eth0.Index)}
 			if err := unix.SetsockoptIPv6Mreq(fd, unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, mreq); err != nil {
-				unix.Close(fd)
 				return fmt.Errorf("join %s in %s: %w", g, to, err)
 			}
 		}
-		f := os.NewFile(uintptr(fd), "raw-ipv6-catcher")
-		pc, err := net.FilePacketConn(f) // dups fd into the runtime poller
-		f.Close()
-		if err != nil {
-			return err
-		}
-		c.conn = pc.(*net.IPConn)
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	c.wg.Go(c.read)
-	return c, nil
 }
 
 func (c *Catcher) read() {
