@@ -187,7 +187,7 @@ func (c *compiler) compile() Output {
 		}
 	}
 
-	dispatch := podchain.NewDispatch(newMaps()).WithLinkLocal(c.in.LinkLocal)
+	dispatch := podchain.NewDispatch(newMaps()...).WithLinkLocal(c.in.LinkLocal)
 	var chains []engine.Chain
 	for _, p := range local {
 		ps := byPod[p]
@@ -200,7 +200,7 @@ func (c *compiler) compile() Output {
 			}
 			ch := c.podChain(p, si, ps[si])
 			chains = append(chains, ch)
-			dispatch.Add(si, p, ch.Name)
+			dispatch.Add(&slots[si].Kind, p, ch.Name)
 		}
 	}
 	sort.Slice(chains, func(i, j int) bool { return chains[i].Name < chains[j].Name })

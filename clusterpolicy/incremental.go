@@ -69,7 +69,7 @@ func (c *compiler) policy(cnp *v1beta1.ClusterNetworkPolicy) *validPolicy {
 // rule returns the compiled form of one rule (see podchain.Cycle.Rule for
 // when it is the previous compile's).
 func (c *compiler) rule(cp *compiledPolicy, s *slot, idx int) *podchain.Rule {
-	return c.cyc.Rule(podchain.RuleKey{Policy: cp, Slot: s.Slot, Idx: idx}, func() (*podchain.Rule, podchain.Deps) {
+	return c.cyc.Rule(podchain.RuleKey{Policy: cp, Kind: &s.Kind, Idx: idx}, func() (*podchain.Rule, podchain.Deps) {
 		return c.compileRule(cp, s, idx), podchain.Deps{Nodes: cp.hasNodes}
 	})
 }
@@ -89,5 +89,5 @@ func (c *compiler) podChain(p *selection.Pod, si int, pols []*compiledPolicy) en
 			rules = append(rules, c.rule(cp, s, i))
 		}
 	}
-	return c.cyc.Chain(p, &s.Dir, rules, podchain.EndOf(c.logged, p.Obj.Namespace))
+	return c.cyc.Chain(p, &s.Kind, rules, podchain.EndOf(c.logged, p.Obj.Namespace))
 }

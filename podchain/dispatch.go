@@ -20,7 +20,9 @@ import (
 // it, and the other pod is reported: one key twice would make the kernel
 // refuse the whole batch.
 type Dispatch struct {
-	maps [][2]engine.Set
+	maps []KindMaps
+	// index is the place of a kind's maps in maps.
+	index map[*Kind]int
 	// linkLocal are local pods' own link-local addresses by key (see
 	// package podguard): keys of the pod's chains like its pod IPs.
 	linkLocal map[string][]string
@@ -33,7 +35,7 @@ type Dispatch struct {
 // another pod's chain already decides for.
 type (
 	dispatchKey struct {
-		kind int
+		kind *Kind
 		addr string
 	}
 	sharedKey struct {
@@ -42,10 +44,21 @@ type (
 	}
 )
 
-// NewDispatch fills the maps given, one IPv4 and one IPv6 map per kind of
-// chain, in the order of the output.
-func NewDispatch(maps [][2]engine.Set) *Dispatch {
-	return &Dispatch{maps: maps, owner: map[dispatchKey]*selection.Pod{}}
+// KindMaps are the verdict maps that send a local pod's address to its
+// chain of Kind: Maps[0] keyed by IPv4 addresses, Maps[1] by IPv6.
+type KindMaps struct {
+	Kind *Kind
+	Maps [2]engine.Set
+}
+
+// NewDispatch fills the maps given, one KindMaps per kind of chain, in the
+// order of the output.
+func NewDispatch(maps ...KindMaps) *Dispatch {
+	index := make(map[*Kind]int, len(maps))
+	for i, km := range maps {
+		index[km.Kind] = i
+	}
+	return &Dispatch{maps: maps, index: index, owner: map[dispatchKey]*selection.Pod{}}
 }
 
 // WithLinkLocal makes each pod's own link-local addresses (by pod key,
@@ -57,8 +70,13 @@ func (d *Dispatch) WithLinkLocal(ll map[string][]string) *Dispatch {
 	return d
 }
 
-// Add makes p's addresses jump to chain in the maps of kind.
-func (d *Dispatch) Add(kind int, p *selection.Pod, chain string) {
+// Add makes p's addresses jump to chain in the maps of kind k, one of the
+// kinds NewDispatch was given.
+func (d *Dispatch) Add(k *Kind, p *selection.Pod, chain string) {
+	i, ok := d.index[k]
+	if !ok {
+		panic("podchain: Dispatch.Add of a kind NewDispatch was not given: " + k.ChainPrefix)
+	}
 	v := JumpTo(chain)
 	v4, v6 := p.V4Text(), p.V6Text()
 	if ll := d.linkLocal[p.Key]; len(ll) > 0 {
@@ -72,10 +90,10 @@ func (d *Dispatch) Add(kind int, p *selection.Pod, chain string) {
 		}
 	}
 	for f, addrs := range [2][]string{v4, v6} {
-		m := &d.maps[kind][f]
+		m := &d.maps[i].Maps[f]
 		for _, a := range addrs {
-			k := dispatchKey{kind, a}
-			if o, taken := d.owner[k]; taken {
+			dk := dispatchKey{k, a}
+			if o, taken := d.owner[dk]; taken {
 				// Reported once per pod and address, not per map.
 				if o != p && !d.reported[sharedKey{p, a}] {
 					if d.reported == nil {
@@ -86,7 +104,7 @@ func (d *Dispatch) Add(kind int, p *selection.Pod, chain string) {
 				}
 				continue
 			}
-			d.owner[k] = p
+			d.owner[dk] = p
 			m.Elements = append(m.Elements, engine.Element{Key: a, Value: v})
 		}
 	}
@@ -96,8 +114,8 @@ func (d *Dispatch) Add(kind int, p *selection.Pod, chain string) {
 func (d *Dispatch) Maps() []engine.Set {
 	out := make([]engine.Set, 0, 2*len(d.maps))
 	for i := range d.maps {
-		for f := range d.maps[i] {
-			s := d.maps[i][f]
+		for f := range d.maps[i].Maps {
+			s := d.maps[i].Maps[f]
 			sort.Slice(s.Elements, func(i, j int) bool { return s.Elements[i].Key < s.Elements[j].Key })
 			out = append(out, s)
 		}
