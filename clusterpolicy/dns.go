@@ -78,7 +78,7 @@ func domainMatches(pats []fqdn.Pattern) []string {
 // the forwarder's table of subject pods and, with in.DNS, the redirect of
 // subject pods' DNS to the forwarder and the input accept of it. slotsOf
 // gives each local pod's policies of a slot in evaluation order.
-func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Pod, slotsOf func(p *selection.Pod, si int) []*compiledPolicy) {
+func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Member, slotsOf func(p *selection.Member, si int) []*compiledPolicy) {
 	sets := map[string]bool{}
 	var domainSets []engine.Set
 	rules := map[*compiledPolicy]map[int]*fqdn.Rule{}

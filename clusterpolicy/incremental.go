@@ -50,7 +50,7 @@ func newMemo(node string) *memo {
 // subjectMemo is the local pods a subject selected.
 type subjectMemo struct {
 	key   selection.PeerKey
-	local []*selection.Pod
+	local []*selection.Member
 }
 
 // policy validates a policy object once.
@@ -77,7 +77,7 @@ func (c *compiler) rule(cp *compiledPolicy, s *slot, idx int) *podchain.Rule {
 // podChain returns a local pod's chain of one slot from the rules of the
 // policies selecting it, in evaluation order (the previous compile's when
 // the pod, the rules and how the chain drops are the same).
-func (c *compiler) podChain(p *selection.Pod, si int, pols []*compiledPolicy) engine.Chain {
+func (c *compiler) podChain(p *selection.Member, si int, pols []*compiledPolicy) engine.Chain {
 	s := &slots[si]
 	var rules []*podchain.Rule
 	for _, cp := range pols {

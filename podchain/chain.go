@@ -66,7 +66,7 @@ func (k *Kind) Verdict(a Action, end End) string {
 
 // chainKey names a local pod's chain of one kind.
 type chainKey struct {
-	p    *selection.Pod
+	p    *selection.Member
 	kind *Kind
 }
 
@@ -82,7 +82,7 @@ type chainMemo struct {
 // compile's when the pod, the rules and how the chain drops are the same.
 // Everything in a chain follows from these three, so the policies that
 // gave no rule (an isolating policy without rules) need no comparing.
-func (c *Cycle) Chain(p *selection.Pod, k *Kind, rules []*Rule, end End) engine.Chain {
+func (c *Cycle) Chain(p *selection.Member, k *Kind, rules []*Rule, end End) engine.Chain {
 	ck := chainKey{p: p, kind: k}
 	if cm, ok := c.prev.chains[ck]; ok && cm.end == end && slices.Equal(cm.rules, rules) {
 		c.next.chains[ck] = cm
@@ -95,7 +95,7 @@ func (c *Cycle) Chain(p *selection.Pod, k *Kind, rules []*Rule, end End) engine.
 
 // buildChain makes the chain. A pod may always reach itself, also through
 // the node (a hairpin): those accepts come before any policy rule.
-func buildChain(p *selection.Pod, k *Kind, rules []*Rule, end End) engine.Chain {
+func buildChain(p *selection.Member, k *Kind, rules []*Rule, end End) engine.Chain {
 	ch := engine.Chain{Name: k.ChainName(p.Obj.Namespace, p.Obj.Name), Comment: nftsafe.Comment(k.Field + " of pod " + p.Key)}
 	if k.InvalidDrop {
 		ch.Rules = append(ch.Rules, engine.Rule{Rule: "ct state invalid drop"})

@@ -26,7 +26,7 @@ type Dispatch struct {
 	// linkLocal are local pods' own link-local addresses by key (see
 	// package podguard): keys of the pod's chains like its pod IPs.
 	linkLocal map[string][]string
-	owner     map[dispatchKey]*selection.Pod
+	owner     map[dispatchKey]*selection.Member
 	reported  map[sharedKey]bool
 	problems  []problem.Problem
 }
@@ -39,7 +39,7 @@ type (
 		addr string
 	}
 	sharedKey struct {
-		p    *selection.Pod
+		p    *selection.Member
 		addr string
 	}
 )
@@ -58,7 +58,7 @@ func NewDispatch(maps ...KindMaps) *Dispatch {
 	for i, km := range maps {
 		index[km.Kind] = i
 	}
-	return &Dispatch{maps: maps, index: index, owner: map[dispatchKey]*selection.Pod{}}
+	return &Dispatch{maps: maps, index: index, owner: map[dispatchKey]*selection.Member{}}
 }
 
 // WithLinkLocal makes each pod's own link-local addresses (by pod key,
@@ -72,7 +72,7 @@ func (d *Dispatch) WithLinkLocal(ll map[string][]string) *Dispatch {
 
 // Add makes p's addresses jump to chain in the maps of kind k, one of the
 // kinds NewDispatch was given.
-func (d *Dispatch) Add(k *Kind, p *selection.Pod, chain string) {
+func (d *Dispatch) Add(k *Kind, p *selection.Member, chain string) {
 	i, ok := d.index[k]
 	if !ok {
 		panic("podchain: Dispatch.Add of a kind NewDispatch was not given: " + k.ChainPrefix)
@@ -132,13 +132,13 @@ func (d *Dispatch) Problems() []problem.Problem { return d.problems }
 // batch. A cluster never has two (the API server keeps names unique);
 // hand-written manifests can. local is sorted by key and shared: it is
 // copied before a pod is dropped.
-func DropSharedLocal(local []*selection.Pod) ([]*selection.Pod, []problem.Problem) {
-	var kept []*selection.Pod
+func DropSharedLocal(local []*selection.Member) ([]*selection.Member, []problem.Problem) {
+	var kept []*selection.Member
 	var problems []problem.Problem
 	for i, p := range local {
 		if i > 0 && local[i-1].Key == p.Key {
 			if kept == nil {
-				kept = append(make([]*selection.Pod, 0, len(local)), local[:i]...)
+				kept = append(make([]*selection.Member, 0, len(local)), local[:i]...)
 			}
 			problems = append(problems, problem.Problem{Object: PodObject(p), Local: true,
 				Reason: "another Pod of the same namespace and name on this node comes first"})
@@ -158,13 +158,13 @@ func DropSharedLocal(local []*selection.Pod) ([]*selection.Pod, []problem.Proble
 // other node finds them.
 
 // PodObject names a pod in a problem.
-func PodObject(p *selection.Pod) problem.Object {
+func PodObject(p *selection.Member) problem.Object {
 	return problem.Object{APIVersion: problem.CoreV1, Kind: "Pod", Namespace: p.Obj.Namespace, Name: p.Obj.Name}
 }
 
 // sharedAddress is the problem of a local pod whose address another local
 // pod (other) came first with.
-func sharedAddress(p *selection.Pod, addr, other string) problem.Problem {
+func sharedAddress(p *selection.Member, addr, other string) problem.Problem {
 	return problem.Problem{Object: PodObject(p), Field: "status.podIPs", Local: true,
 		Reason: fmt.Sprintf("address %s is also pod %s's, whose policies decide for it", addr, other)}
 }

@@ -52,7 +52,7 @@ func (d *direction) rule(np *networkingv1.NetworkPolicy, i int) ([]networkingv1.
 // ports resolved on it). Every NetworkPolicy rule accepts, so the order
 // of the rules decides nothing. The previous compile's chain when the pod
 // and the rules are the same.
-func (c *compiler) podChain(p *selection.Pod, pols []*compiledPolicy, d *direction) engine.Chain {
+func (c *compiler) podChain(p *selection.Member, pols []*compiledPolicy, d *direction) engine.Chain {
 	var rules []*podchain.Rule
 	for _, cp := range pols {
 		n := d.ruleCount(cp.np)
