@@ -347,3 +347,199 @@ func keys(s *podset.Set) []string {
 	}
 	return out
 }
+
+// memPublisher is the controller in memory: it keeps each namespace's
+// PeerSlices and applies peerslice.Plan to them, handing every written
+// slice to the agent's slice cache through the transform.
+type memPublisher struct {
+	t          *testing.T
+	s          *stripper
+	node       string
+	referenced func(string) bool
+	current    map[string][]*peerslice.PeerSlice
+	cache      cache.Indexer
+	created    int
+}
+
+func (m *memPublisher) publish(ns string, pods []*corev1.Pod, touched func(any)) {
+	m.t.Helper()
+	var desired []peerslice.Peer
+	for _, o := range pods {
+		if rec := podset.FromAPI(o); o.Namespace == ns && peerslice.Published(rec) {
+			desired = append(desired, peerslice.FromPod(rec, m.referenced))
+		}
+	}
+	// Small slices, so that records move between them.
+	for _, c := range peerslice.Plan(ns, m.current[ns], desired, peerslice.Options{MaxPeers: 2, MaxBytes: 4096}) {
+		ps := c.Slice.DeepCopy()
+		cur := m.current[ns]
+		switch c.Op {
+		case peerslice.Create:
+			m.created++
+			ps.Name = fmt.Sprintf("%s%03d", peerslice.GenerateName, m.created)
+			m.current[ns] = append(cur, ps)
+		case peerslice.Update:
+			for i := range cur {
+				if cur[i].Name == ps.Name {
+					cur[i] = ps
+				}
+			}
+		case peerslice.Delete:
+			m.current[ns] = slices.DeleteFunc(cur, func(s *peerslice.PeerSlice) bool { return s.Name == ps.Name })
+		}
+		u, err := peerslice.ToUnstructured(ps)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		rs, err := m.s.slice(u, m.node)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		if c.Op == peerslice.Delete {
+			err = m.cache.Delete(rs)
+		} else {
+			err = m.cache.Add(rs)
+		}
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		touched(rs)
+	}
+}
+
+// TestPeerSourcesIncrementally follows a cluster through pod changes with
+// two agents' sources and incremental Builders, one reading every Pod, one
+// reading this node's Pods and the records an in-memory controller
+// publishes with peerslice.Plan (records move between small slices), and
+// compares the rendered tables after every change.
+func TestPeerSourcesIncrementally(t *testing.T) {
+	pods, nps, cnps, nss := equivCluster()
+	const node = "n1"
+	referenced := referencedPorts(nps, cnps)
+	idx := func() cache.Indexer {
+		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	}
+	newSrc := func(withSlices bool) *sources {
+		s := &sources{pods: idx(), dirtyNS: map[string]bool{}, dirtyKinds: map[string]bool{}, dirtyPolicyNS: map[string]bool{}}
+		if withSlices {
+			s.slices = idx()
+		}
+		return s
+	}
+	podsSrc, slicesSrc := newSrc(false), newSrc(true)
+	st := newStripper()
+	pub := &memPublisher{t: t, s: st, node: node, referenced: referenced, current: map[string][]*peerslice.PeerSlice{}, cache: slicesSrc.slices}
+	byKey := map[string]*corev1.Pod{}
+	// set puts a pod (nil: deletes key) as the API would: into the pods
+	// agent's cache, into the slices agent's if it is on node, and
+	// through the controller into the slices.
+	set := func(key string, o *corev1.Pod) {
+		t.Helper()
+		old := byKey[key]
+		for _, p := range []*corev1.Pod{old, o} {
+			if p == nil {
+				continue
+			}
+			rec := stripPod(p.DeepCopy(), st)
+			caches := []*sources{podsSrc}
+			if p.Spec.NodeName == node {
+				caches = append(caches, slicesSrc)
+			}
+			for _, s := range caches {
+				var err error
+				if p == old {
+					err = s.pods.Delete(rec)
+				} else {
+					err = s.pods.Add(rec)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.podTouched(rec)
+			}
+		}
+		if o == nil {
+			delete(byKey, key)
+		} else {
+			byKey[key] = o
+		}
+		ns, _, _ := strings.Cut(key, "/")
+		var list []*corev1.Pod
+		for _, p := range byKey {
+			list = append(list, p)
+		}
+		pub.publish(ns, list, slicesSrc.podTouched)
+	}
+	for _, o := range pods {
+		set(o.Namespace+"/"+o.Name, o)
+	}
+	var bPods, bSlices compose.Builder
+	compare := func(step string) {
+		t.Helper()
+		mk := func(s *sources) compose.Input {
+			l := budget.Default()
+			return compose.Input{NodeName: node, Namespaces: nss, Pods: s.podInput(), NetworkPolicies: npset.New(nps), ClusterNetworkPolicies: cnps, Budget: &l}
+		}
+		rp, rs := bPods.Build(mk(podsSrc)), bSlices.Build(mk(slicesSrc))
+		want, err := engine.Render(compose.Table(), rp.Desired)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := engine.Render(compose.Table(), rs.Desired)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("%s: tables differ\n--- pods\n%s\n--- slices\n%s", step, want, got)
+		}
+	}
+	compare("initial")
+	relabel := func(key string, kv ...string) {
+		o := byKey[key].DeepCopy()
+		o.Labels = apitest.Labels(kv...)
+		set(key, o)
+	}
+	steps := []struct {
+		name string
+		do   func()
+	}{
+		{"remote pod gains the client role", func() { relabel("z/bare2", "role", "client") }},
+		{"remote web pod loses its label", func() { relabel("x/c") }},
+		{"remote pod deleted", func() { set("x/b", nil) }},
+		{"pending pod gets its address", func() {
+			o := byKey["x/pending"].DeepCopy()
+			o.Status.PodIPs = []corev1.PodIP{{IP: "10.0.2.77"}}
+			set("x/pending", o)
+		}},
+		{"new remote pods", func() {
+			for i := range 5 {
+				set(fmt.Sprintf("x/new%d", i), apitest.Pod("x", fmt.Sprintf("new%d", i), fmt.Sprintf("10.0.3.%d", 100+i), apitest.OnNode("n3"),
+					apitest.WithLabels("app", "db"), apitest.Port("pg", 5432, "")))
+			}
+		}},
+		{"a pod finishes", func() {
+			o := byKey["x/new2"].DeepCopy()
+			o.Status.Phase = corev1.PodFailed
+			set("x/new2", o)
+		}},
+		{"new pods deleted (slices emptied and compacted)", func() {
+			for i := range 5 {
+				set(fmt.Sprintf("x/new%d", i), nil)
+			}
+		}},
+		{"local pod relabelled", func() { relabel("x/a", "app", "web") }},
+		{"remote named port changes", func() {
+			o := byKey["z/dns"].DeepCopy()
+			o.Spec.Containers[0].Ports[0].ContainerPort = 5353
+			set("z/dns", o)
+		}},
+		{"local pod deleted, a remote one of its name appears", func() {
+			set("y/local", nil)
+			set("y/local", apitest.Pod("y", "local", "10.0.2.55", apitest.OnNode("n2"), apitest.WithLabels("role", "client")))
+		}},
+	}
+	for _, s := range steps {
+		s.do()
+		compare(s.name)
+	}
+}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -183,7 +184,40 @@ func TestAgentPeerSlices(t *testing.T) {
 			t.Errorf("n1 /readyz %d %q after the controller came back", code, body)
 		}
 	})
+
+	if !*peerScale {
+		t.Log("scale comparison not run by default (enable with -agent.peerscale)")
+		return
+	}
+	t.Run("scale: same table, memory of each source", func(t *testing.T) {
+		a.loadScale(t, scalePods, scalePolicies)
+		restart := func() {
+			for _, r := range []struct{ key, ns, path, source string }{
+				{"n1-pods", pods.Name, pods.Path, "pods"}, {"n1-slices", slices.Name, slices.Path, "slices"},
+			} {
+				a.agents[r.key].signal(t, syscall.SIGKILL)
+				if out, err := exec.Command("ip", "netns", "exec", r.ns, "nft", "delete", "table", "inet", "nftguard").CombinedOutput(); err != nil {
+					t.Fatalf("delete the table of %s: %v: %s", r.key, err, out)
+				}
+				start := time.Now()
+				a.startAgentAs(t, r.key, "n1", r.path, "--peer-source", r.source)
+				t.Logf("scale: %s ready %v after start", r.key, time.Since(start).Round(time.Millisecond))
+			}
+		}
+		a.sameTables(t, "n1-pods", pods.Name, "n1-slices", slices.Name, []string{"scale-"}, restart)
+		for _, key := range []string{"n1-pods", "n1-slices"} {
+			m := a.agents[key].metrics(t)
+			t.Logf("scale: %s RSS %d MiB, Go heap in use %.1f MiB, informer events %v pods / %v peerslices",
+				key, a.agents[key].rssKiB(t)/1024, metricValue(m, "go_memstats_heap_inuse_bytes")/(1<<20),
+				metricValue(m, `nftguard_informer_events_total{resource="pods"}`), metricValue(m, `nftguard_informer_events_total{resource="peerslices"}`))
+		}
+		a.peers.mu.Lock()
+		t.Logf("scale: the lab publisher wrote %d slice changes in all", a.peers.writes)
+		a.peers.mu.Unlock()
+	})
 }
+
+var peerScale = flag.Bool("agent.peerscale", false, "TestAgentPeerSlices: also load 10k pods (100 on n1) and 1k policies, compare the two sources' tables of n1 byte for byte and log each agent's memory")
 
 // peerSliceExpect is the matrix TestAgentPeerSlices's policies allow: x
 // admits access=yes pods on port 80 (serve-80); y may reach access=yes pods
