@@ -87,34 +87,50 @@ const annotationPublished = "nftguard.io/peers-published"
 const peerSliceKind = "PeerSlice"
 
 // choosePeerSource resolves PeerSourceAuto at start; it returns the source
-// and why it was chosen (logged once).
-func choosePeerSource(ctx context.Context, cfg *Config, disc discovery.DiscoveryInterface, getLease leaseGetter) (PeerSource, string) {
+// and why it was chosen (logged once), and whether that is a problem:
+// slices asked for but not served (the informer waits for them, so the
+// caches never sync and the table of the previous run stays as it is).
+func choosePeerSource(ctx context.Context, cfg *Config, disc discovery.DiscoveryInterface, getLease leaseGetter) (src PeerSource, why string, problem bool) {
 	switch cfg.PeerSource {
-	case PeerSourcePods, PeerSourceSlices:
-		return cfg.PeerSource, "set by --peer-source"
+	case PeerSourcePods:
+		return cfg.PeerSource, "set by --peer-source", false
+	case PeerSourceSlices:
+		if why := slicesServed(disc); why != "" {
+			return cfg.PeerSource, "set by --peer-source, but " + why + ": waiting for them", true
+		}
+		return cfg.PeerSource, "set by --peer-source", false
 	}
+	if why := slicesServed(disc); why != "" {
+		return PeerSourcePods, why, false
+	}
+	l, err := getLease(ctx)
+	if err != nil {
+		return PeerSourcePods, fmt.Sprintf("controller lease %s: %v", cfg.ControllerLease, err), false
+	}
+	if exp := leaseExpiry(l); !cfg.clock.Now().Before(exp) {
+		return PeerSourcePods, fmt.Sprintf("controller lease %s is not renewed (expired %s)", cfg.ControllerLease, exp.UTC().Format(time.RFC3339)), false
+	}
+	if _, ok := l.Annotations[annotationPublished]; !ok {
+		return PeerSourcePods, fmt.Sprintf("controller lease %s has no %s annotation: the records are not complete yet", cfg.ControllerLease, annotationPublished), false
+	}
+	return PeerSourceSlices, fmt.Sprintf("PeerSlices are served and controller lease %s is fresh and published", cfg.ControllerLease), false
+}
+
+// slicesServed asks discovery whether PeerSlices are served: "" if they
+// are, else why not.
+func slicesServed(disc discovery.DiscoveryInterface) string {
 	gv := peerslice.Group + "/" + peerslice.Version
 	list, err := disc.ServerResourcesForGroupVersion(gv)
 	switch {
 	case apierrors.IsNotFound(err):
-		return PeerSourcePods, "PeerSlices (" + gv + ") are not served"
+		return "PeerSlices (" + gv + ") are not served"
 	case err != nil:
-		return PeerSourcePods, fmt.Sprintf("discovery of %s failed: %v", gv, err)
+		return fmt.Sprintf("discovery of %s failed: %v", gv, err)
 	}
 	if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == peerslice.Resource }) {
-		return PeerSourcePods, "PeerSlices (" + gv + ") are not served"
+		return "PeerSlices (" + gv + ") are not served"
 	}
-	l, err := getLease(ctx)
-	if err != nil {
-		return PeerSourcePods, fmt.Sprintf("controller lease %s: %v", cfg.ControllerLease, err)
-	}
-	if exp := leaseExpiry(l); !cfg.clock.Now().Before(exp) {
-		return PeerSourcePods, fmt.Sprintf("controller lease %s is not renewed (expired %s)", cfg.ControllerLease, exp.UTC().Format(time.RFC3339))
-	}
-	if _, ok := l.Annotations[annotationPublished]; !ok {
-		return PeerSourcePods, fmt.Sprintf("controller lease %s has no %s annotation: the records are not complete yet", cfg.ControllerLease, annotationPublished)
-	}
-	return PeerSourceSlices, fmt.Sprintf("PeerSlices are served and controller lease %s is fresh and published", cfg.ControllerLease)
+	return ""
 }
 
 // leaseGetter reads the controller's Lease.

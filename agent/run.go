@@ -91,8 +91,12 @@ func Run(ctx context.Context, cfg Config) error {
 	getLease := func(ctx context.Context) (*coordinationv1.Lease, error) {
 		return client.CoordinationV1().Leases(cfg.ControllerLease.Namespace).Get(ctx, cfg.ControllerLease.Name, metav1.GetOptions{})
 	}
-	peers, why := choosePeerSource(ctx, &cfg, client.Discovery(), getLease)
-	log.Info("peer source chosen", "source", string(peers), "asked", string(cfg.PeerSource), "reason", why)
+	peers, why, problem := choosePeerSource(ctx, &cfg, client.Discovery(), getLease)
+	level := slog.LevelInfo
+	if problem {
+		level = slog.LevelWarn
+	}
+	log.Log(ctx, level, "peer source chosen", "source", string(peers), "asked", string(cfg.PeerSource), "reason", why)
 	m.setPeerSource(peers)
 	if peers == PeerSourceSlices {
 		wg.Go(func() {
