@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -26,8 +27,9 @@ import (
 // TestAgentPeerSlices runs the agents against a real API server with the
 // PeerSlice CRD and the lab's publisher (the controller's stand-in):
 //
-//   - auto without the CRD reads Pods; with the CRD and a fresh, published
-//     Lease it reads slices (metric and log say which);
+//   - auto without the CRD reads Pods, and with the CRD but a Lease that
+//     does not say the records are published; with the CRD and a fresh,
+//     published Lease it reads slices (metric and log say which);
 //   - two agents for node n1, in two network namespaces of their own, one
 //     reading Pods and one reading slices, program byte-for-byte the same
 //     table, also after a label change that reaches one through a Pod and
@@ -56,8 +58,28 @@ func TestAgentPeerSlices(t *testing.T) {
 		}
 	})
 
-	// The CRD, the publisher and a fresh published Lease: auto reads slices.
+	// The CRD and a fresh Lease that does not say the records are
+	// published: auto still reads Pods.
 	installPeerSliceCRD(ctx, t, adminCfg)
+	t.Run("auto with an unpublished Lease reads Pods", func(t *testing.T) {
+		now := metav1.NewMicroTime(time.Now())
+		if _, err := a.admin.CoordinationV1().Leases(peerLease.ns).Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: peerLease.ns, Name: peerLease.name},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr("a37-new-leader"), LeaseDurationSeconds: ptr[int32](60), RenewTime: &now},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		a.startAgent(t, "n1")
+		if v := metricValue(a.agents["n1"].metrics(t), `nftguard_peer_source{source="pods"}`); v != 1 {
+			t.Errorf(`nftguard_peer_source{source="pods"} = %v, want 1`, v)
+		}
+		if log := a.agents["n1"].log(t); !strings.Contains(log, "has no nftguard.io/peers-published annotation") {
+			t.Errorf("the reason is not logged:\n%s", a.agents["n1"].logTail())
+		}
+	})
+
+	// The publisher (which annotates the Lease after its first full
+	// publish): auto reads slices.
 	a.peers = startPeerPublisher(t, adminCfg)
 	a.args = append(a.args, "--controller-lease-check", "200ms")
 	// destinationNamedPort is in the experimental channel.

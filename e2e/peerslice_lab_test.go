@@ -168,6 +168,8 @@ func (p *peerPublisher) renewLease(ctx context.Context, published bool) error {
 	if err != nil {
 		return err
 	}
+	// Taken over as a new leader would: its identity and duration.
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = ptr("a37-lab-publisher"), ptr[int32](peerLeaseSeconds)
 	l.Spec.RenewTime = &now
 	if published {
 		if l.Annotations == nil {
