@@ -14,14 +14,18 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 	cnpclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned"
 
 	"github.com/nftguard/nftguard/internal/kubetest"
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/testns"
+	"github.com/nftguard/nftguard/peerslice"
 )
 
 // TestAgentPeerSlices runs the agents against a real API server with the
@@ -30,6 +34,8 @@ import (
 //   - auto without the CRD reads Pods, and with the CRD but a Lease that
 //     does not say the records are published; with the CRD and a fresh,
 //     published Lease it reads slices (metric and log say which);
+//   - deploy/rbac.yaml lets the agent list slices and get the controller's
+//     Lease, and write neither;
 //   - two agents for node n1, in two network namespaces of their own, one
 //     reading Pods and one reading slices, program byte-for-byte the same
 //     table, also after a label change that reaches one through a Pod and
@@ -92,6 +98,43 @@ func TestAgentPeerSlices(t *testing.T) {
 			if v := metricValue(a.agents[n.Name].metrics(t), `nftguard_peer_source{source="slices"}`); v != 1 {
 				t.Fatalf(`agent %s: nftguard_peer_source{source="slices"} = %v, want 1:\n%s`, n.Name, v, a.agents[n.Name].logTail())
 			}
+		}
+	})
+
+	t.Run("the agent may read slices and the Lease, and write neither", func(t *testing.T) {
+		cfg := a.srv.Config(agentUser("n1"))
+		res := dynamic.NewForConfigOrDie(cfg).Resource(peerslice.GroupVersionResource)
+		if _, err := res.List(ctx, metav1.ListOptions{}); err != nil {
+			t.Errorf("list PeerSlices as the agent: %v", err)
+		}
+		forged, err := peerslice.ToUnstructured(&peerslice.PeerSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "a37-forged"},
+			Peers: []peerslice.Peer{{Name: "forged", Node: "n2", IPs: []string{"10.0.0.66"}, Labels: map[string]string{"access": "yes"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := res.Namespace("x").Create(ctx, forged, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the agent created a PeerSlice: %v", err)
+		}
+		list, err := res.Namespace("x").List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) == 0 {
+			t.Fatalf("no slice in x: %v", err)
+		}
+		if _, err := res.Namespace("x").Update(ctx, &list.Items[0], metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the agent updated a PeerSlice: %v", err)
+		}
+		if err := res.Namespace("x").Delete(ctx, list.Items[0].GetName(), metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the agent deleted a PeerSlice: %v", err)
+		}
+		leases := kubernetes.NewForConfigOrDie(cfg).CoordinationV1().Leases(peerLease.ns)
+		l, err := leases.Get(ctx, peerLease.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get the controller's Lease as the agent: %v", err)
+		}
+		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the agent updated the controller's Lease: %v", err)
+		}
+		if _, err := leases.Get(ctx, "kube-controller-manager", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the agent may read another Lease of kube-system: %v", err)
 		}
 	})
 
