@@ -216,3 +216,32 @@ func TestWatchControllerLease(t *testing.T) {
 		t.Errorf("/readyz %v %q after the lease was deleted", ok, body)
 	}
 }
+
+// /readyz with stale records: still ready, said after what else is said;
+// a failed sync still makes the node unready.
+func TestReadyWithStaleRecords(t *testing.T) {
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	stale := "peer records stale since 2026-01-02T03:04:05Z: controller lease not renewed"
+	for _, tc := range []struct {
+		name  string
+		setup func(h *health)
+		ok    bool
+		body  string
+	}{
+		{"not synced yet", func(h *health) { h.peersStale(since) }, false, "table not synced yet"},
+		{"stale", func(h *health) { h.succeeded(0); h.peersStale(since) }, true, "ok; " + stale},
+		{"stale and quarantined", func(h *health) { h.succeeded(2); h.peersStale(since) }, true,
+			"ok; 2 object(s) quarantined (the kernel refuses them); " + stale},
+		{"stale, then a sync failed", func(h *health) { h.succeeded(0); h.peersStale(since); h.failed(errors.New("boom")) }, false,
+			"last sync failed (the table of the last successful sync stays in force): boom"},
+		{"fresh again", func(h *health) { h.succeeded(0); h.peersStale(since); h.peersStale(time.Time{}) }, true, "ok"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &health{}
+			tc.setup(h)
+			if ok, body := h.ready(); ok != tc.ok || body != tc.body {
+				t.Errorf("ready() = %v %q, want %v %q", ok, body, tc.ok, tc.body)
+			}
+		})
+	}
+}
