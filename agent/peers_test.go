@@ -15,6 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -241,6 +244,49 @@ func TestReadyWithStaleRecords(t *testing.T) {
 			tc.setup(h)
 			if ok, body := h.ready(); ok != tc.ok || body != tc.body {
 				t.Errorf("ready() = %v %q, want %v %q", ok, body, tc.ok, tc.body)
+			}
+		})
+	}
+}
+
+// TestChoosePeerSource: what auto chooses at start, and why (the e2e test
+// TestAgentPeerSlices checks the same against a real API server).
+func TestChoosePeerSource(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	served := []*metav1.APIResourceList{{GroupVersion: "nftguard.io/v1alpha1", APIResources: []metav1.APIResource{{Name: "peerslices", Namespaced: true, Kind: "PeerSlice"}}}}
+	published := map[string]string{annotationPublished: "controller-0"}
+	notFound := apierrors.NewNotFound(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "nftguard-controller")
+	for _, tc := range []struct {
+		name     string
+		asked    PeerSource
+		served   []*metav1.APIResourceList
+		lease    *coordinationv1.Lease
+		leaseErr error
+		want     PeerSource
+		why      string
+		problem  bool
+	}{
+		{"pods asked", PeerSourcePods, served, lease(now, 15, published), nil, PeerSourcePods, "set by --peer-source", false},
+		{"slices asked", PeerSourceSlices, served, nil, notFound, PeerSourceSlices, "set by --peer-source", false},
+		{"slices asked, not served", PeerSourceSlices, nil, nil, nil, PeerSourceSlices, "are not served: waiting for them", true},
+		{"no CRD", PeerSourceAuto, nil, lease(now, 15, published), nil, PeerSourcePods, "are not served", false},
+		{"group served without the resource", PeerSourceAuto, []*metav1.APIResourceList{{GroupVersion: "nftguard.io/v1alpha1"}},
+			lease(now, 15, published), nil, PeerSourcePods, "are not served", false},
+		{"no lease", PeerSourceAuto, served, nil, notFound, PeerSourcePods, "not found", false},
+		{"lease expired", PeerSourceAuto, served, lease(now.Add(-16*time.Second), 15, published), nil, PeerSourcePods, "is not renewed (expired 2026-01-02T03:04:04Z)", false},
+		{"not published yet", PeerSourceAuto, served, lease(now, 15, nil), nil, PeerSourcePods, "has no nftguard.io/peers-published annotation", false},
+		{"fresh and published", PeerSourceAuto, served, lease(now.Add(-5*time.Second), 15, published), nil, PeerSourceSlices, "is fresh and published", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Config{REST: &rest.Config{}, NodeName: "n1", PeerSource: tc.asked, clock: clocktesting.NewFakeClock(now)}.withDefaults()
+			if err != nil {
+				t.Fatal(err)
+			}
+			disc := &fakediscovery.FakeDiscovery{Fake: &k8stesting.Fake{Resources: tc.served}}
+			get := func(context.Context) (*coordinationv1.Lease, error) { return tc.lease, tc.leaseErr }
+			src, why, problem := choosePeerSource(context.Background(), &cfg, disc, get)
+			if src != tc.want || !strings.Contains(why, tc.why) || problem != tc.problem {
+				t.Errorf("got %s %q problem=%v, want %s (%q) problem=%v", src, why, problem, tc.want, tc.why, tc.problem)
 			}
 		})
 	}
