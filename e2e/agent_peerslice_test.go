@@ -276,6 +276,23 @@ func TestAgentPeerSlices(t *testing.T) {
 				key, a.agents[key].rssKiB(t)/1024, metricValue(m, "go_memstats_heap_inuse_bytes")/(1<<20),
 				metricValue(m, `nftguard_informer_events_total{resource="pods"}`), metricValue(m, `nftguard_informer_events_total{resource="peerslices"}`))
 		}
+		// What a re-list costs each agent: the JSON of the lists each
+		// source reads (the API server's protobuf for Pods is smaller).
+		raw := func(path string, params map[string]string) int {
+			req := a.admin.CoreV1().RESTClient().Get().AbsPath(path)
+			for k, v := range params {
+				req = req.Param(k, v)
+			}
+			b, err := req.DoRaw(ctx)
+			if err != nil {
+				t.Fatalf("list %s: %v", path, err)
+			}
+			return len(b)
+		}
+		all := raw("/api/v1/pods", nil)
+		own := raw("/api/v1/pods", map[string]string{"fieldSelector": "spec.nodeName=n1"})
+		sl := raw("/apis/nftguard.io/v1alpha1/peerslices", nil)
+		t.Logf("scale: re-list JSON per agent: pods mode %d B (every Pod); slices mode %d B (%d B n1's Pods + %d B PeerSlices)", all, own+sl, own, sl)
 		a.peers.mu.Lock()
 		t.Logf("scale: the lab publisher wrote %d slice changes in all", a.peers.writes)
 		a.peers.mu.Unlock()
