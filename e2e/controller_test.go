@@ -737,7 +737,8 @@ func TestControllerLeaders(t *testing.T) {
 	// slice in c37-lead-3.
 	ctx := context.Background()
 	l.relabel("c37-lead-0", "x", "p00")
-	if err := l.admin.CoreV1().Pods("c37-lead-1").Delete(ctx, "p00", metav1.DeleteOptions{}); err != nil {
+	// No kubelet confirms a graceful deletion here: delete at once.
+	if err := l.admin.CoreV1().Pods("c37-lead-1").Delete(ctx, "p00", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
 	l.createPod(ctlPod{ns: "c37-lead-2", name: "new", ips: []string{"10.4.2.100"}})
