@@ -173,6 +173,10 @@ func (c *controller) flush(lctx context.Context, ns string) (writes int, err err
 	return writes, fmt.Errorf("namespace %s: slices still changing under the controller after %d plans", ns, maxReplans)
 }
 
+// fieldManager names the controller's writes in managedFields, the same
+// whatever the binary's user agent.
+const fieldManager = "nftguard-controller"
+
 func (c *controller) write(lctx context.Context, ch peerslice.Change) error {
 	op := ch.Op.String()
 	api := c.cfg.Dynamic.Resource(peerslice.GroupVersionResource).Namespace(ch.Slice.Namespace)
@@ -185,9 +189,9 @@ func (c *controller) write(lctx context.Context, ch peerslice.Change) error {
 		}
 		var out *unstructured.Unstructured
 		if ch.Op == peerslice.Create {
-			out, err = api.Create(lctx, u, metav1.CreateOptions{})
+			out, err = api.Create(lctx, u, metav1.CreateOptions{FieldManager: fieldManager})
 		} else {
-			out, err = api.Update(lctx, u, metav1.UpdateOptions{})
+			out, err = api.Update(lctx, u, metav1.UpdateOptions{FieldManager: fieldManager})
 		}
 		if err == nil {
 			var s *peerslice.PeerSlice

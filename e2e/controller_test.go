@@ -514,60 +514,39 @@ func TestControllerPublishes(t *testing.T) {
 	})
 
 	t.Run("sizes", func(t *testing.T) {
-		measureSlice(t, l, "c37-pub")
+		measureSlice(t, l, "c37-pub", c)
 	})
 }
 
+// served GETs a slice as JSON and returns its bytes and those of its
+// metadata.managedFields.
+func (l *ctlLab) served(ns, name string) (int, int) {
+	l.t.Helper()
+	raw, err := l.admin.CoreV1().RESTClient().Get().AbsPath("/apis/nftguard.io/v1alpha1/namespaces/" + ns + "/peerslices/" + name).DoRaw(context.Background())
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var obj struct {
+		Metadata struct {
+			ManagedFields json.RawMessage `json:"managedFields"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		l.t.Fatal(err)
+	}
+	return len(raw), len(obj.Metadata.ManagedFields)
+}
+
 // measureSlice prints a slice's bytes as served (JSON), its managedFields'
-// share, the same for a slice written by server-side apply, and the size
-// of the watch event one record change sends.
-func measureSlice(t *testing.T, l *ctlLab, ns string) {
+// share, the size of the watch event a one-record change sends, and, once
+// the controller c is stopped (it would delete a slice it did not plan),
+// the same records written by server-side apply.
+func measureSlice(t *testing.T, l *ctlLab, ns string, c *ctl) {
 	ctx := context.Background()
 	cfg := l.srv.Config(kubetest.Admin)
 	s := l.slicesOf(ns)[0]
-	path := "/apis/nftguard.io/v1alpha1/namespaces/" + ns + "/peerslices/"
-	size := func(name string) (int, int) {
-		raw, err := l.admin.CoreV1().RESTClient().Get().AbsPath(path + name).DoRaw(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var obj struct {
-			Metadata struct {
-				ManagedFields json.RawMessage `json:"managedFields"`
-			} `json:"metadata"`
-		}
-		if err := json.Unmarshal(raw, &obj); err != nil {
-			t.Fatal(err)
-		}
-		return len(raw), len(obj.Metadata.ManagedFields)
-	}
-	n, mf := size(s.Name)
+	n, mf := l.served(ns, s.Name)
 	t.Logf("slice %s/%s with %d records, written by Update: %d B as JSON, of which metadata.managedFields %d B", ns, s.Name, len(s.Peers), n, mf)
-
-	// The same records written by server-side apply, for comparison.
-	ssa := &peerslice.PeerSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c37-ssa"}, Peers: s.Peers}
-	u, err := peerslice.ToUnstructured(ssa)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := u.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The controller would take it over: keep it out of the namespace
-	// the controller repairs.
-	l.namespaces("c37-ssa")
-	ssaRes := l.dyn.Resource(peerslice.GroupVersionResource).Namespace("c37-ssa")
-	u.SetNamespace("c37-ssa")
-	if data, err = u.MarshalJSON(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ssaRes.Patch(ctx, "c37-ssa", types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: "nftguard-controller"}); err != nil {
-		t.Fatal(err)
-	}
-	path = "/apis/nftguard.io/v1alpha1/namespaces/c37-ssa/peerslices/"
-	n2, mf2 := size("c37-ssa")
-	t.Logf("the same records by server-side apply: %d B, of which managedFields %d B", n2, mf2)
 
 	// The watch event of a one-record change: what every agent receives.
 	hc, err := rest.HTTPClientFor(cfg)
@@ -607,6 +586,25 @@ func measureSlice(t *testing.T, l *ctlLab, ns string) {
 	case <-wctx.Done():
 		t.Fatal("no watch event")
 	}
+
+	c.stop()
+	s = l.slicesOf(ns)[0]
+	n, mf = l.served(ns, s.Name)
+	ssa := &peerslice.PeerSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c37-ssa"}, Peers: s.Peers}
+	u, err := peerslice.ToUnstructured(ssa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := u.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.dyn.Resource(peerslice.GroupVersionResource).Namespace(ns).Patch(ctx, "c37-ssa", types.ApplyPatchType, data,
+		metav1.PatchOptions{FieldManager: "nftguard-controller"}); err != nil {
+		t.Fatal(err)
+	}
+	n2, mf2 := l.served(ns, "c37-ssa")
+	t.Logf("the same %d records: by Update %d B (managedFields %d B), by server-side apply %d B (managedFields %d B)", len(s.Peers), n, mf, n2, mf2)
 }
 
 // TestControllerBatching: changes made within the batch delay cost one
@@ -783,6 +781,10 @@ func TestControllerLeaders(t *testing.T) {
 	t.Logf("leader after the killed one: %d writes", writes[d.id])
 	if writes[d.id] != 0 {
 		t.Errorf("the leader after a kill wrote %d times on an unchanged cluster", writes[d.id])
+	}
+	for _, s := range l.slicesOf("c37-lead-0") {
+		n, mf := l.served("c37-lead-0", s.Name)
+		t.Logf("slice of %d records as served: %d B, of which managedFields %d B", len(s.Peers), n, mf)
 	}
 	for i := range nss {
 		if r := l.records(fmt.Sprintf("c37-lead-%d", i)); len(r) != perNS+map[int]int{1: -1, 2: 1}[i] {
