@@ -27,7 +27,7 @@ import (
 // Defaults of Config.
 const (
 	DefaultBatchDelay       = 200 * time.Millisecond
-	DefaultWorkers          = 4
+	DefaultWorkers          = 16
 	DefaultLeaseNamespace   = "kube-system"
 	DefaultLeaseName        = "nftguard-controller"
 	DefaultLeaseDuration    = 15 * time.Second
@@ -92,7 +92,10 @@ type Config struct {
 	// namespace its slices are written: the bound on the delay batching
 	// adds.
 	BatchDelay time.Duration
-	// Workers flush namespaces in parallel.
+	// Workers flush namespaces in parallel; a namespace's writes are
+	// made one after another. 16 by default: under churn spread over
+	// many namespaces, 4 left namespaces waiting behind each other's
+	// writes (e2e TestControllerPublishRate).
 	Workers int
 	// Slices sizes slices (default peerslice.DefaultOptions).
 	Slices peerslice.Options

@@ -104,12 +104,17 @@ func (c *controller) startInformers(ctx context.Context) error {
 			return fmt.Errorf("informer handler: %w", err)
 		}
 	}
-	_ = c.slices.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		if apierrors.IsNotFound(err) {
+	_ = c.slices.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		switch {
+		case apierrors.IsNotFound(err):
+			// Not retried quietly: without slices no leader can
+			// ever finish its first reconcile.
 			c.log.Error("PeerSlices are not served: install deploy/crd.yaml", "err", err)
-			return
+		case apierrors.IsForbidden(err):
+			c.log.Error("cannot list or watch PeerSlices: does the controller's ClusterRole grant them (deploy/controller.yaml)?", "err", err)
+		default:
+			cache.DefaultWatchErrorHandler(ctx, r, err)
 		}
-		cache.DefaultWatchErrorHandler(ctx, nil, err)
 	})
 	f.Start(ctx.Done())
 	df.Start(ctx.Done())

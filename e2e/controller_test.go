@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -56,7 +57,14 @@ var ctlUsers = []string{"c37-ctl-a", "c37-ctl-b", "c37-ctl-c", "c37-ctl-d"}
 
 func newCtlLab(t *testing.T, users ...string) *ctlLab {
 	t.Helper()
-	srv := kubetest.Start(t, kubetest.Options{Users: append(slices.Clone(ctlUsers), users...), Audit: true})
+	return newCtlLabWith(t, true, users...)
+}
+
+// newCtlLabWith is newCtlLab with the audit log on or off (it slows every
+// request: off where the test measures time).
+func newCtlLabWith(t *testing.T, audit bool, users ...string) *ctlLab {
+	t.Helper()
+	srv := kubetest.Start(t, kubetest.Options{Users: append(slices.Clone(ctlUsers), users...), Audit: audit})
 	cfg := srv.Config(kubetest.Admin)
 	l := &ctlLab{t: t, srv: srv, admin: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg), dir: t.TempDir()}
 	ctx := context.Background()
@@ -117,12 +125,20 @@ type ctl struct {
 type ctlOptions struct {
 	batchDelay time.Duration
 	clock      *clocktesting.FakeClock
+	// qps and burst limit the client (default 200 and 400, as the
+	// binary's); workers as Config.Workers.
+	qps     float32
+	burst   int
+	workers int
 }
 
 func (l *ctlLab) start(user string, opts ctlOptions) *ctl {
 	l.t.Helper()
 	cfg := l.srv.Config(user)
-	cfg.QPS, cfg.Burst = 50, 100
+	cfg.QPS, cfg.Burst = 200, 400
+	if opts.qps > 0 {
+		cfg.QPS, cfg.Burst = opts.qps, opts.burst
+	}
 	clients, err := controller.NewClients(cfg)
 	if err != nil {
 		l.t.Fatal(err)
@@ -136,7 +152,7 @@ func (l *ctlLab) start(user string, opts ctlOptions) *ctl {
 		// Short, so that a controller killed without releasing the
 		// Lease is replaced soon.
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond,
-		Registerer: c.reg, Logger: testLogger(l.t, user),
+		Registerer: c.reg, Logger: testLogger(l.t, user), Workers: opts.workers,
 	}
 	if opts.clock != nil {
 		ccfg.Clock = opts.clock
@@ -963,4 +979,140 @@ func aggregateRoles(t *testing.T, cs kubernetes.Interface, names ...string) {
 			t.Fatalf("ClusterRole %s aggregates no rules", name)
 		}
 	}
+}
+
+// TestControllerPublishRate measures how long a leader takes to publish a
+// cluster whose slices are all missing (the worst failover: a first
+// install, or every slice deleted), at several client rate limits: the
+// data behind the binary's 50 requests per second, bursts of 100. It
+// asserts only the write count (one create per slice).
+func TestControllerPublishRate(t *testing.T) {
+	l := newCtlLabWith(t, false)
+	const nss, perNS = 20, 100
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(func() *rest.Config {
+		c := l.srv.Config(kubetest.Admin)
+		c.QPS, c.Burst = 1000, 1000
+		return c
+	}())
+	var wg sync.WaitGroup
+	errs := make(chan error, nss)
+	for i := range nss {
+		ns := fmt.Sprintf("c37-rate-%d", i)
+		l.namespaces(ns)
+		wg.Go(func() {
+			for j := range perNS {
+				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("p%03d", j), Labels: map[string]string{"app": "x", "i": fmt.Sprint(j)}},
+					Spec: corev1.PodSpec{NodeName: fmt.Sprintf("n%d", j%10), Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+				if _, err := kubetest.CreateRunningPod(ctx, cs, p, fmt.Sprintf("10.%d.%d.%d", 100+i, j/200, j%200+1)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for k, rate := range []struct {
+		qps     float32
+		burst   int
+		workers int
+	}{{50, 100, 4}, {200, 400, 4}, {200, 400, 16}} {
+		for i := range nss {
+			if err := l.dyn.Resource(peerslice.GroupVersionResource).Namespace(fmt.Sprintf("c37-rate-%d", i)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		user := ctlUsers[k]
+		start := time.Now()
+		c := l.start(user, ctlOptions{qps: rate.qps, burst: rate.burst, workers: rate.workers, batchDelay: controller.DefaultBatchDelay})
+		l.waitPublished(user, 5*time.Minute)
+		took := time.Since(start)
+		n := 0
+		for i := range nss {
+			n += len(l.slicesOf(fmt.Sprintf("c37-rate-%d", i)))
+		}
+		w := c.writes()
+		t.Logf("QPS %v burst %d: %d pods, %d slices, %d writes published in %v (from start, with leader election and cache sync)",
+			rate.qps, rate.burst, nss*perNS, n, w, took.Round(time.Millisecond))
+		if w != n {
+			t.Errorf("%d writes for %d slices", w, n)
+		}
+
+		// Churn: one record change per patch, spread over every
+		// namespace, at a steady rate.
+		const perSecond, seconds = 200, 10
+		before := c.writes()
+		hBefore := c.buckets("nftguard_controller_publish_delay_seconds")
+		tick := time.NewTicker(time.Second / perSecond)
+		churnStart := time.Now()
+		for i := range perSecond * seconds {
+			<-tick.C
+			ns, pod := fmt.Sprintf("c37-rate-%d", i%nss), fmt.Sprintf("p%03d", (i/nss*7)%perNS)
+			patch := fmt.Sprintf(`{"metadata":{"labels":{"v":"%d-%d"}}}`, k, i)
+			go func() {
+				if _, err := cs.CoreV1().Pods(ns).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		tick.Stop()
+		sent := time.Since(churnStart)
+		waitFor(t, 5*time.Minute, "the churn is published", func() bool {
+			return c.metric("nftguard_controller_dirty_namespaces") == 0 && c.writes() > before
+		})
+		p50, p99 := c.quantiles("nftguard_controller_publish_delay_seconds", hBefore, 0.5, 0.99)
+		t.Logf("QPS %v burst %d, %d workers: %d record changes in %v: %d writes; publish delay (first change to written, batch delay 200ms) p50 <= %vs, p99 <= %vs",
+			rate.qps, rate.burst, rate.workers, perSecond*seconds, sent.Round(time.Millisecond), c.writes()-before, p50, p99)
+		c.stop()
+	}
+}
+
+// buckets are a histogram's cumulative bucket counts, the last one the
+// sample count.
+func (c *ctl) buckets(name string) []uint64 {
+	mfs, err := c.reg.Gather()
+	if err != nil {
+		panic(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			h := mf.GetMetric()[0].GetHistogram()
+			var out []uint64
+			for _, b := range h.GetBucket() {
+				out = append(out, b.GetCumulativeCount())
+			}
+			return append(out, h.GetSampleCount())
+		}
+	}
+	panic("no histogram " + name)
+}
+
+// quantiles reads upper bounds of two quantiles from a histogram's
+// buckets (+Inf when beyond the last bucket), over the observations since
+// the counts before.
+func (c *ctl) quantiles(name string, before []uint64, q1, q2 float64) (float64, float64) {
+	now := c.buckets(name)
+	mfs, _ := c.reg.Gather()
+	var bounds []float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, b := range mf.GetMetric()[0].GetHistogram().GetBucket() {
+				bounds = append(bounds, b.GetUpperBound())
+			}
+		}
+	}
+	n := float64(now[len(now)-1] - before[len(before)-1])
+	q := func(q float64) float64 {
+		for i, ub := range bounds {
+			if float64(now[i]-before[i]) >= q*n {
+				return ub
+			}
+		}
+		return math.Inf(1)
+	}
+	return q(q1), q(q2)
 }
