@@ -33,6 +33,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
+	cnpclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned"
 
 	"github.com/nftguard/nftguard/controller"
 	"github.com/nftguard/nftguard/internal/kubetest"
@@ -420,8 +422,8 @@ var (
 
 // TestControllerPublishes: the slices hold exactly the published records
 // (no pod without an address, finished or on the host network; both
-// families; only referenced port names), follow a policy that starts
-// referring to a port name, cost no write for status writes that change
+// families; only referenced port names), follow a NetworkPolicy and a
+// ClusterNetworkPolicy that start (and stop) referring to a port name, cost no write for status writes that change
 // no record, and are repaired after a hand edit, a forged record and a
 // hand delete. It prints a slice's size as served and the size of the
 // watch event a one-record change sends.
@@ -440,6 +442,10 @@ func TestControllerPublishes(t *testing.T) {
 	l.createPod(ctlPod{ns: "c37-pub", name: "hostnet", ips: []string{"192.0.2.10"}, hostNet: true})
 	l.createPod(ctlPod{ns: "c37-other", name: "c", ips: []string{"fd00:1::3"}, ports: namedPorts()})
 
+	// The experimental channel: destinationNamedPort.
+	if err := kubetest.InstallCNPCRD(ctx, l.srv.Config(kubetest.Admin), "experimental"); err != nil {
+		t.Fatal(err)
+	}
 	c := l.start(ctlUsers[0], ctlOptions{})
 	l.waitPublished(c.id, 30*time.Second)
 	pub := map[string]peerslice.Peer{
@@ -455,6 +461,38 @@ func TestControllerPublishes(t *testing.T) {
 
 	t.Run("a policy starts referring to a port name", func(t *testing.T) {
 		if _, err := l.admin.NetworkingV1().NetworkPolicies("c37-other").Create(ctx, portPolicy("c37-other", "dns", "dns", true), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pub["a"] = want("a", []string{"10.1.0.1"}, nil, webPort, dnsPort)
+		other["c"] = want("c", []string{"fd00:1::3"}, nil, webPort, dnsPort)
+		l.waitRecords("c37-pub", pub)
+		l.waitRecords("c37-other", other)
+	})
+
+	t.Run("a ClusterNetworkPolicy refers to a port name", func(t *testing.T) {
+		cnp := &cnpv1beta1.ClusterNetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "c37-metrics"},
+			Spec: cnpv1beta1.ClusterNetworkPolicySpec{
+				Tier: cnpv1beta1.AdminTier, Priority: 10,
+				Subject: cnpv1beta1.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}},
+				Egress: []cnpv1beta1.ClusterNetworkPolicyEgressRule{{
+					Name: "metrics", Action: cnpv1beta1.ClusterNetworkPolicyRuleActionAccept,
+					To:        []cnpv1beta1.ClusterNetworkPolicyEgressPeer{{Namespaces: &metav1.LabelSelector{}}},
+					Protocols: []cnpv1beta1.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "metrics"}},
+				}},
+			},
+		}
+		cnps := cnpclient.NewForConfigOrDie(l.srv.Config(kubetest.Admin)).PolicyV1beta1().ClusterNetworkPolicies()
+		if _, err := cnps.Create(ctx, cnp, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		metrics := peerslice.Port{Name: "metrics", Port: 9090}
+		pub["a"] = want("a", []string{"10.1.0.1"}, nil, webPort, dnsPort, metrics)
+		other["c"] = want("c", []string{"fd00:1::3"}, nil, webPort, dnsPort, metrics)
+		l.waitRecords("c37-pub", pub)
+		l.waitRecords("c37-other", other)
+		// And when it goes, the name is cut again.
+		if err := cnps.Delete(ctx, cnp.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		pub["a"] = want("a", []string{"10.1.0.1"}, nil, webPort, dnsPort)
