@@ -734,7 +734,8 @@ func TestControllerBatching(t *testing.T) {
 // the standby that takes over writes nothing on an unchanged cluster;
 // a new leader after changes made while none ran writes only the changed
 // slices; a killed leader (the binary, SIGKILL: the Lease is not released)
-// is replaced once its Lease expires.
+// is replaced once its Lease expires; a leader whose Lease is taken stops
+// writing.
 func TestControllerLeaders(t *testing.T) {
 	l := newCtlLab(t)
 	const nss, perNS = 5, 30
@@ -836,6 +837,27 @@ func TestControllerLeaders(t *testing.T) {
 	if writes[d.id] != 0 {
 		t.Errorf("the leader after a kill wrote %d times on an unchanged cluster", writes[d.id])
 	}
+	// The Lease taken from under it (another holder, valid for an
+	// hour): it stops leading, and a change it then sees costs no write.
+	le := l.lease()
+	le.Spec.HolderIdentity = ptr("c37-thief")
+	le.Spec.LeaseDurationSeconds = ptr(int32(3600))
+	le.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+	if _, err := l.admin.CoordinationV1().Leases("kube-system").Update(ctx, le, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the leader steps down", func() bool { return d.metric("nftguard_controller_leader") == 0 })
+	dWrites := d.writes()
+	records := d.metric("nftguard_controller_records")
+	l.createPod(ctlPod{ns: "c37-lead-4", name: "unled", ips: []string{"10.4.4.200"}})
+	waitFor(t, 30*time.Second, "the former leader sees the new pod", func() bool { return d.metric("nftguard_controller_records") == records+1 })
+	if got := l.sliceWrites("")[d.id] - writes[d.id]; got != 0 || d.writes() != dWrites {
+		t.Errorf("a controller that lost the Lease wrote %d times", got)
+	}
+	if err := l.admin.CoreV1().Pods("c37-lead-4").Delete(ctx, "unled", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+
 	for _, s := range l.slicesOf("c37-lead-0") {
 		n, mf := l.served("c37-lead-0", s.Name)
 		t.Logf("slice of %d records as served: %d B, of which managedFields %d B", len(s.Peers), n, mf)
