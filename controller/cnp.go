@@ -24,6 +24,7 @@ type cnpWatch struct {
 	known   bool   // a discovery check gave a definite answer
 	version string // "" when none is served
 	inf     cache.SharedIndexInformer
+	reg     cache.ResourceEventHandlerRegistration
 	stop    context.CancelFunc
 	lastErr string
 }
@@ -33,7 +34,7 @@ const cnpKind = "ClusterNetworkPolicy"
 func (w *cnpWatch) synced() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.known && (w.version == "" || w.inf.HasSynced())
+	return w.known && (w.version == "" || w.reg.HasSynced())
 }
 
 func (w *cnpWatch) run(ctx context.Context) {
@@ -103,7 +104,7 @@ func (w *cnpWatch) check(ctx context.Context) {
 			}
 		}
 		w.stop()
-		w.inf, w.stop = nil, nil
+		w.inf, w.reg, w.stop = nil, nil, nil
 	}
 	w.version = v
 	if v == "" {
@@ -118,7 +119,7 @@ func (w *cnpWatch) check(ctx context.Context) {
 		w.inf = f.Policy().V1alpha2().ClusterNetworkPolicies().Informer()
 	}
 	// Errors cannot happen before the informer starts.
-	_, _ = w.inf.AddEventHandler(policyHandler(w.c, cnpKind))
+	w.reg, _ = w.inf.AddEventHandler(policyHandler(w.c, cnpKind))
 	ictx, cancel := context.WithCancel(ctx)
 	w.stop = cancel
 	f.Start(ictx.Done())

@@ -171,7 +171,9 @@ type controller struct {
 	clk clock.Clock
 
 	pods, policies, slices cache.SharedIndexInformer
-	cnp                    *cnpWatch
+	// handlers are the registrations of the handlers on them.
+	handlers []cache.ResourceEventHandlerRegistration
+	cnp      *cnpWatch
 
 	// mu guards what follows: the handlers, workers and leader share it.
 	mu      sync.Mutex

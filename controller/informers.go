@@ -100,9 +100,11 @@ func (c *controller) startInformers(ctx context.Context) error {
 		}},
 	}
 	for _, h := range handlers {
-		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+		reg, err := h.inf.AddEventHandler(h.h)
+		if err != nil {
 			return fmt.Errorf("informer handler: %w", err)
 		}
+		c.handlers = append(c.handlers, reg)
 	}
 	_ = c.slices.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		switch {
@@ -147,10 +149,19 @@ func policyHandler(c *controller, kind string) cache.ResourceEventHandler {
 	}
 }
 
-// synced tells whether every cache holds a complete list: a leader plans
-// nothing before, or it would delete the records of pods not yet listed.
+// synced tells whether every handler has seen a complete list: a leader
+// plans nothing before, or it would delete the records of pods not yet
+// listed. The handlers' registrations, not the informers: an informer has
+// synced once its cache holds the list, while its handlers may still be
+// working through the list's notifications (seen at 20,000 pods: a first
+// plan made from part of them).
 func (c *controller) synced() bool {
-	return c.pods.HasSynced() && c.policies.HasSynced() && c.slices.HasSynced() && c.cnp.synced()
+	for _, r := range c.handlers {
+		if !r.HasSynced() {
+			return false
+		}
+	}
+	return c.cnp.synced()
 }
 
 func (c *controller) onPod(o any, deleted bool) {

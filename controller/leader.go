@@ -222,6 +222,7 @@ func (c *controller) write(lctx context.Context, ch peerslice.Change) error {
 		return fmt.Errorf("%s PeerSlice %s/%s: %w", op, ch.Slice.Namespace, name, err)
 	}
 	c.m.writes.WithLabelValues(op).Inc()
+	c.log.Debug("wrote PeerSlice", "op", op, "namespace", ch.Slice.Namespace, "name", ch.Slice.Name, "records", len(ch.Slice.Peers))
 	return nil
 }
 
