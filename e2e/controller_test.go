@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -1175,4 +1177,133 @@ func (c *ctl) quantiles(name string, before []uint64, q1, q2 float64) (float64, 
 		return math.Inf(1)
 	}
 	return q(q1), q(q2)
+}
+
+// TestControllerScale: the binary, as the Deployment runs it, publishes a
+// cluster whose slices are all missing with one create per slice and no
+// other write, and a second one taking over (SIGTERM: the Lease is
+// released) writes nothing. NFTGUARD_CONTROLLER_SCALE_PODS sets the pods
+// (default 4,000, in namespaces of 200); it prints the binary's memory.
+// A first plan made before the informers' handlers had processed their
+// first list showed as updates at 20,000 pods.
+func TestControllerScale(t *testing.T) {
+	pods := 4000
+	if v := os.Getenv("NFTGUARD_CONTROLLER_SCALE_PODS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 200 {
+			t.Fatalf("NFTGUARD_CONTROLLER_SCALE_PODS=%q: want a number of pods >= 200", v)
+		}
+		pods = n
+	}
+	const perNS = 200
+	nss := pods / perNS
+	l := newCtlLabWith(t, false)
+	ctx := context.Background()
+	cfg := l.srv.Config(kubetest.Admin)
+	cfg.QPS, cfg.Burst = 2000, 2000
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	var wg sync.WaitGroup
+	errs := make(chan error, nss)
+	for i := range nss {
+		ns := fmt.Sprintf("c37-scale-%d", i)
+		l.namespaces(ns)
+		wg.Go(func() {
+			for j := range perNS {
+				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("app-%d-%08d-abcde", j%20, j),
+					Labels: map[string]string{"app": fmt.Sprintf("app-%d", j%20), "pod-template-hash": fmt.Sprintf("h%08d", j%20), "tier": "backend"}},
+					Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%04d", j%500), Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "metrics", ContainerPort: 9090}}}}}}
+				if _, err := kubetest.CreateRunningPod(ctx, cs, p, fmt.Sprintf("10.%d.%d.%d", i%250, j/250, j%250+1)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	run := func(user string) (stop func(), scrape func() map[string]float64) {
+		kc, err := l.srv.WriteKubeconfig(l.dir, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		cmd := exec.Command(nftguardBin, "controller", "--kubeconfig", kc, "--identity", user, "--metrics-addr", addr)
+		var logs syncBuffer
+		cmd.Stderr = &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := false
+		stop = func() {
+			if !done {
+				done = true
+				cmd.Process.Signal(os.Interrupt)
+				cmd.Wait()
+			}
+		}
+		t.Cleanup(func() {
+			if !done {
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+			if t.Failed() {
+				t.Logf("log of %s:\n%s", user, tailString(logs.String(), 6000))
+			}
+		})
+		scrape = func() map[string]float64 {
+			resp, err := http.Get("http://" + addr + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			out := map[string]float64{}
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				name, val, ok := strings.Cut(sc.Text(), " ")
+				if !ok || strings.HasPrefix(name, "#") {
+					continue
+				}
+				if v, err := strconv.ParseFloat(val, 64); err == nil {
+					out[name] = v
+				}
+			}
+			return out
+		}
+		return stop, scrape
+	}
+
+	start := time.Now()
+	stop, scrape := run(ctlUsers[0])
+	l.waitPublished(ctlUsers[0], 10*time.Minute)
+	took := time.Since(start)
+	m := scrape()
+	creates, updates, deletes := m[`nftguard_controller_writes_total{op="create"}`], m[`nftguard_controller_writes_total{op="update"}`], m[`nftguard_controller_writes_total{op="delete"}`]
+	t.Logf("%d pods: published in %v with %v creates, %v updates, %v deletes (%v slices); resident %.0f MB, heap in use %.0f MB",
+		pods, took.Round(time.Millisecond), creates, updates, deletes, m["nftguard_controller_slices"],
+		m["process_resident_memory_bytes"]/1e6, m["go_memstats_heap_inuse_bytes"]/1e6)
+	if want := float64(nss * ((perNS + 15) / 16)); creates != want || updates != 0 || deletes != 0 {
+		t.Errorf("first publish: %v creates (want %v), %v updates, %v deletes (want 0)", creates, want, updates, deletes)
+	}
+	stop()
+
+	start = time.Now()
+	_, scrape = run(ctlUsers[1])
+	l.waitPublished(ctlUsers[1], 10*time.Minute)
+	took = time.Since(start)
+	m = scrape()
+	writes := m[`nftguard_controller_writes_total{op="create"}`] + m[`nftguard_controller_writes_total{op="update"}`] + m[`nftguard_controller_writes_total{op="delete"}`]
+	t.Logf("the next leader (a new process) on the unchanged cluster: published in %v with %v writes", took.Round(time.Millisecond), writes)
+	if writes != 0 {
+		t.Errorf("the next leader wrote %v times", writes)
+	}
 }
