@@ -81,7 +81,7 @@ const DefaultControllerLeaseCheck = 10 * time.Second
 // annotationPublished is set on the controller's Lease once a leader has
 // published every namespace's records (peerslice.AnnotationPublished, once
 // the controller's package defines it there).
-const annotationPublished = "nftguard.io/peers-published"
+const annotationPublished = peerslice.AnnotationPublished
 
 // peerSliceKind labels PeerSlice changes in metrics.
 const peerSliceKind = "PeerSlice"

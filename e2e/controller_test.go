@@ -903,7 +903,7 @@ func TestPeerSliceTrustBoundary(t *testing.T) {
 	l.bind(tenant, "ClusterRole", "admin", "c37-tenant")
 	l.bind(tenant, "ClusterRole", "edit", "c37-tenant")
 	l.bind(agentUser, "ClusterRole", "nftguard", "")
-	l.bind(agentUser, "Role", "nftguard-controller-lease", "kube-system")
+	l.bind(agentUser, "Role", "nftguard", "kube-system")
 
 	slice := func(name string, peers ...peerslice.Peer) *unstructured.Unstructured {
 		u, err := peerslice.ToUnstructured(&peerslice.PeerSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "c37-tenant", Name: name}, Peers: peers})
