@@ -32,6 +32,7 @@ func runController(ctx context.Context, args []string, _ io.Reader, stdout, stde
 	leaseName := fs.String("lease-name", controller.DefaultLeaseName, "name of the Lease the replicas elect their leader with")
 	identity := fs.String("identity", "", "this replica's identity in the Lease (default: $POD_NAME, else the host name)")
 	batchDelay := fs.Duration("batch-delay", controller.DefaultBatchDelay, "how long after the first change that dirtied a namespace its PeerSlices are written: later changes join that write; the bound on the delay batching adds")
+	leaseDuration := fs.Duration("lease-duration", controller.DefaultLeaseDuration, "how long a leader's Lease holds without renewal: the longest a crashed leader blocks a standby, and how soon agents call the records stale; the leader renews within 2/3 of it and retries every 2/15")
 	metricsAddr := fs.String("metrics-addr", defaultControllerMetricsAddr, `address for /metrics and /healthz ("0" disables)`)
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -40,6 +41,9 @@ func runController(ctx context.Context, args []string, _ io.Reader, stdout, stde
 	}
 	if *batchDelay <= 0 {
 		return usagef("--batch-delay %v: want a positive duration", *batchDelay)
+	}
+	if *leaseDuration < time.Second {
+		return usagef("--lease-duration %v: want at least 1s", *leaseDuration)
 	}
 	log, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
@@ -91,6 +95,9 @@ func runController(ctx context.Context, args []string, _ io.Reader, stdout, stde
 		LeaseName:      *leaseName,
 		Identity:       *identity,
 		BatchDelay:     *batchDelay,
+		LeaseDuration:  *leaseDuration,
+		RenewDeadline:  *leaseDuration * 2 / 3,
+		RetryPeriod:    *leaseDuration * 2 / 15,
 		Registerer:     reg,
 		Logger:         log,
 	})
