@@ -19,9 +19,14 @@ type Options struct {
 	MaxBytes int
 }
 
-// DefaultOptions are the sizes the controller uses unless told otherwise
-// (see bench/results/apiload for how they were chosen).
-func DefaultOptions() Options { return Options{MaxPeers: 16, MaxBytes: 4096} }
+// DefaultOptions are the sizes the controller uses unless told otherwise.
+// Measured (bench/results/apiload/REPORT.md, issue 37): a slice event
+// carries ~520 B of envelope and metadata and ~150-190 B per record. Pod
+// lives scattered over namespaces cost 2 slice writes each whatever the
+// batching, 1.7 kB per agent at 4 records against 3.4 kB at 16; rollouts,
+// whose changes batch, cost 765 B against 659 B; a re-list 283 B per record
+// against 187. Scattered churn decides: 4.
+func DefaultOptions() Options { return Options{MaxPeers: 4, MaxBytes: 4096} }
 
 // GenerateName prefixes the names of the slices the controller creates.
 const GenerateName = "peers-"
