@@ -191,6 +191,15 @@ func (c *controller) write(lctx context.Context, ch peerslice.Change) error {
 		if ch.Op == peerslice.Create {
 			out, err = api.Create(lctx, u, metav1.CreateOptions{FieldManager: fieldManager})
 		} else {
+			// Every agent receives every slice update whole, and
+			// managedFields (207 B of a 700 B one-record slice) tell
+			// them nothing: one writer owns every field. An update
+			// whose managedFields is one empty entry strips them, and
+			// later updates do not bring them back (measured against
+			// kube-apiserver 1.37; a create keeps them, so a slice's
+			// ADDED event carries them once). Sent on every update, so
+			// a slice created or edited by anyone else loses them too.
+			u.SetManagedFields([]metav1.ManagedFieldsEntry{{}})
 			out, err = api.Update(lctx, u, metav1.UpdateOptions{FieldManager: fieldManager})
 		}
 		if err == nil {
