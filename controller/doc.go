@@ -41,4 +41,18 @@
 // every agent, so only the controller's ServiceAccount may write
 // PeerSlices (deploy/controller.yaml). A tenant who could write one could
 // make an address of theirs look like any pod.
+//
+// The files:
+//
+//	controller.go  Config, Clients and Run: the replica's start, its
+//	               leader election and what it stops on
+//	informers.go   the caches and their transforms (records, port names,
+//	               slices without managedFields)
+//	cnp.go         ClusterNetworkPolicies, watched while they are served
+//	state.go       the desired records by namespace (pure)
+//	batch.go       the bounded-delay batcher of dirty namespaces (pure)
+//	overlay.go     the controller's own writes against the cache's lag (pure)
+//	leader.go      a leader's term: the first full plan, the Lease
+//	               annotation, the flushes and their writes
+//	metrics.go     the nftguard_controller_* collectors
 package controller
