@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	cnpinformers "sigs.k8s.io/network-policy-api/pkg/client/informers/externalversions"
 
 	"github.com/nftguard/nftguard/manifest"
+	"github.com/nftguard/nftguard/served"
 )
 
 // ClusterNetworkPolicy is a CRD: it may be installed after the agent starts,
@@ -109,22 +109,7 @@ func newCNPSource(client cnpclient.Interface, disc discovery.DiscoveryInterface,
 // served asks discovery which version of ClusterNetworkPolicy to watch: ""
 // when none is served (a definite answer), or an error when it cannot tell.
 func (c *cnpSource) served() (string, error) {
-	for _, v := range cnpVersions {
-		gv := cnpv1beta1.GroupName + "/" + v
-		list, err := c.disc.ServerResourcesForGroupVersion(gv)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("discover %s: %w", gv, err)
-		}
-		for _, r := range list.APIResources {
-			if r.Name == cnpResource {
-				return v, nil
-			}
-		}
-	}
-	return "", nil
+	return served.Version(c.disc, cnpv1beta1.GroupName, cnpResource, cnpVersions...)
 }
 
 // check runs one discovery check and starts, switches or stops the informer

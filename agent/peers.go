@@ -23,6 +23,7 @@ import (
 	"github.com/nftguard/nftguard/deniedflow"
 	"github.com/nftguard/nftguard/peerslice"
 	"github.com/nftguard/nftguard/podset"
+	"github.com/nftguard/nftguard/served"
 )
 
 // Where the pods of other nodes come from. A peer selector may name any pod
@@ -120,14 +121,11 @@ func choosePeerSource(ctx context.Context, cfg *Config, disc discovery.Discovery
 // are, else why not.
 func slicesServed(disc discovery.DiscoveryInterface) string {
 	gv := peerslice.Group + "/" + peerslice.Version
-	list, err := disc.ServerResourcesForGroupVersion(gv)
+	v, err := served.Version(disc, peerslice.Group, peerslice.Resource, peerslice.Version)
 	switch {
-	case apierrors.IsNotFound(err):
-		return "PeerSlices (" + gv + ") are not served"
 	case err != nil:
 		return fmt.Sprintf("discovery of %s failed: %v", gv, err)
-	}
-	if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == peerslice.Resource }) {
+	case v == "":
 		return "PeerSlices (" + gv + ") are not served"
 	}
 	return ""

@@ -2,15 +2,15 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 	cnpv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 	cnpinformers "sigs.k8s.io/network-policy-api/pkg/client/informers/externalversions"
+
+	"github.com/nftguard/nftguard/served"
 )
 
 // cnpWatch watches ClusterNetworkPolicies while the API server serves them,
@@ -62,22 +62,7 @@ func (w *cnpWatch) served() (string, error) {
 	if w.c.cfg.CNP == nil {
 		return "", nil
 	}
-	for _, v := range []string{cnpv1beta1.GroupVersion.Version, cnpv1alpha2.GroupVersion.Version} {
-		gv := cnpv1beta1.GroupName + "/" + v
-		list, err := w.c.cfg.Discovery.ServerResourcesForGroupVersion(gv)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("discover %s: %w", gv, err)
-		}
-		for _, r := range list.APIResources {
-			if r.Name == "clusternetworkpolicies" {
-				return v, nil
-			}
-		}
-	}
-	return "", nil
+	return served.Version(w.c.cfg.Discovery, cnpv1beta1.GroupName, "clusternetworkpolicies", cnpv1beta1.GroupVersion.Version, cnpv1alpha2.GroupVersion.Version)
 }
 
 func (w *cnpWatch) check(ctx context.Context) {
