@@ -187,7 +187,7 @@ func (c *controller) onPolicy(key string, names []string) {
 	for _, ns := range c.st.setPolicy(key, names) {
 		c.markLocked(ns)
 	}
-	c.m.portNames.Set(float64(len(c.st.refCount)))
+	c.m.portNames.Set(float64(len(c.st.kept)))
 }
 
 func (c *controller) onSlice(o any, deleted bool) {

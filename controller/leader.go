@@ -41,6 +41,21 @@ func (c *controller) lead(lctx context.Context) {
 	// is planned against the slices found (a previous leader's), so an
 	// unchanged cluster costs no write.
 	c.mu.Lock()
+	// The port names the slices hold stay (see state.kept): a new
+	// leader that cut names no policy refers to now would rewrite every
+	// slice holding such a port.
+	var held []string
+	for _, o := range c.slices.GetStore().List() {
+		if s, ok := o.(*peerslice.PeerSlice); ok {
+			for i := range s.Peers {
+				for _, q := range s.Peers[i].Ports {
+					held = append(held, q.Name)
+				}
+			}
+		}
+	}
+	c.st.keep(held)
+	c.m.portNames.Set(float64(len(c.st.kept)))
 	now := c.clk.Now()
 	c.initial = map[string]bool{}
 	c.initialDone = make(chan struct{})

@@ -49,7 +49,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		portNames: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "nftguard", Subsystem: "controller", Name: "referenced_port_names",
-			Help: "Port names some NetworkPolicy or ClusterNetworkPolicy refers to: the named ports records keep.",
+			Help: "Port names records keep: those some NetworkPolicy or ClusterNetworkPolicy has referred to, or the slices held when this replica began leading; never cut again.",
 		}),
 	}
 	for _, op := range []string{"create", "update", "delete"} {

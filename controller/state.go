@@ -24,6 +24,14 @@ type state struct {
 	// refCount counts the policies naming each port name.
 	refs     map[string][]string
 	refCount map[string]int
+	// kept are the port names records keep: every name some policy has
+	// referred to in this leader's term, and those the slices held when
+	// it began. A name is never cut again: one policy in one namespace
+	// that names a port, deleted and created in a loop, would otherwise
+	// make every slice holding a pod with that port (any namespace's) be
+	// written, and sent to every agent, twice per loop. Kept, a name
+	// costs one such wave, ever.
+	kept     map[string]bool
 	nrecords int
 }
 
@@ -33,10 +41,11 @@ func newState() *state {
 		records:  map[string]map[string]peerslice.Peer{},
 		refs:     map[string][]string{},
 		refCount: map[string]int{},
+		kept:     map[string]bool{},
 	}
 }
 
-func (s *state) referenced(name string) bool { return s.refCount[name] > 0 }
+func (s *state) referenced(name string) bool { return s.kept[name] }
 
 // setPod records a pod's new form (nil: deleted, or no longer published)
 // and reports whether its namespace's records changed: most pod updates
@@ -73,42 +82,47 @@ func (s *state) setPod(namespace, name string, p *podset.Pod) bool {
 }
 
 // setPolicy records the port names a policy refers to (nil: deleted) and
-// returns the namespaces whose records changed because a name became
-// referenced or stopped being referenced, sorted.
+// returns the namespaces whose records changed because a name is referred
+// to for the first time (see state.kept), sorted.
 func (s *state) setPolicy(key string, names []string) []string {
 	old := s.refs[key]
 	if slices.Equal(old, names) {
 		return nil
 	}
-	flipped := map[string]bool{}
 	for _, n := range old {
-		s.refCount[n]--
-		if s.refCount[n] == 0 {
+		if s.refCount[n]--; s.refCount[n] == 0 {
 			delete(s.refCount, n)
-			flipped[n] = !flipped[n]
 		}
 	}
 	for _, n := range names {
 		s.refCount[n]++
-		if s.refCount[n] == 1 {
-			flipped[n] = !flipped[n]
-		}
 	}
 	if len(names) == 0 {
 		delete(s.refs, key)
 	} else {
 		s.refs[key] = names
 	}
-	// A name both dropped and added again is no change.
-	maps.DeleteFunc(flipped, func(_ string, v bool) bool { return !v })
-	if len(flipped) == 0 {
+	return s.keep(names)
+}
+
+// keep adds port names to those records keep and returns the namespaces
+// whose records changed, sorted.
+func (s *state) keep(names []string) []string {
+	added := map[string]bool{}
+	for _, n := range names {
+		if !s.kept[n] {
+			s.kept[n] = true
+			added[n] = true
+		}
+	}
+	if len(added) == 0 {
 		return nil
 	}
 	var dirty []string
 	for ns, pods := range s.pods {
 		changed := false
 		for name, p := range pods {
-			if !slices.ContainsFunc(p.Ports, func(q podset.Port) bool { return flipped[q.Name] }) {
+			if !slices.ContainsFunc(p.Ports, func(q podset.Port) bool { return added[q.Name] }) {
 				continue
 			}
 			rec := peerslice.FromPod(p, s.referenced)

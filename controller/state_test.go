@@ -75,7 +75,9 @@ func TestStateSetPolicy(t *testing.T) {
 		{"the first drops it: still referenced", "np/x/1", nil, nil},
 		{"dns too", "cnp//2", []string{"dns", "web"}, []string{"b"}},
 		{"an unused name", "np/x/3", []string{"metrics"}, nil},
-		{"web no longer", "cnp//2", []string{"dns"}, []string{"a", "b"}},
+		{"web no longer: kept", "cnp//2", []string{"dns"}, nil},
+		{"the loop again costs nothing", "np/x/1", []string{"web"}, nil},
+		{"and again", "np/x/1", nil, nil},
 	}
 	for _, st := range steps {
 		if got := s.setPolicy(st.key, st.names); !slices.Equal(got, st.dirty) {
@@ -83,12 +85,19 @@ func TestStateSetPolicy(t *testing.T) {
 		}
 	}
 	want := peerslice.Peer{Name: "q", Node: "n1", IPs: []string{"10.0.0.2"}, Labels: map[string]string{"app": "q"},
-		Ports: []peerslice.Port{{Name: "dns", Protocol: "UDP", Port: 53}}}
+		Ports: []peerslice.Port{{Name: "dns", Protocol: "UDP", Port: 53}, {Name: "web", Port: 80}}}
 	if got := s.desired("b"); len(got) != 1 || !got[0].Equal(&want) {
 		t.Errorf("b's records: %+v, want %+v", got, want)
 	}
 	if got := len(s.refCount); got != 2 {
 		t.Errorf("%d referenced names (%v), want 2", got, s.refCount)
+	}
+	if got := len(s.kept); got != 3 {
+		t.Errorf("%d kept names (%v), want 3", got, s.kept)
+	}
+	// A new leader keeps what the slices hold.
+	if got := s.keep([]string{"web", "grpc"}); got != nil {
+		t.Errorf("keep of names no pod has dirtied %q", got)
 	}
 }
 

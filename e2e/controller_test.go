@@ -493,13 +493,38 @@ func TestControllerPublishes(t *testing.T) {
 		other["c"] = want("c", []string{"fd00:1::3"}, nil, webPort, dnsPort, metrics)
 		l.waitRecords("c37-pub", pub)
 		l.waitRecords("c37-other", other)
-		// And when it goes, the name is cut again.
+		// When it goes, the name stays (controller/state.go, kept): a
+		// policy deleted and created again in a loop costs no write.
+		before := c.writes()
+		for range 3 {
+			if err := cnps.Delete(ctx, cnp.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cnps.Create(ctx, cnp, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := cnps.Delete(ctx, cnp.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		pub["a"] = want("a", []string{"10.1.0.1"}, nil, webPort, dnsPort)
-		other["c"] = want("c", []string{"fd00:1::3"}, nil, webPort, dnsPort)
+		// Policies and pods are separate streams: wait until the
+		// controller's cache has the deletion, then let a pod's write
+		// show that the flushes after it are done.
+		waitFor(t, 10*time.Second, "the controller sees the deletion", func() bool {
+			_, err := cnps.Get(ctx, cnp.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+		l.createPod(ctlPod{ns: "c37-other", name: "after-cnp", ips: []string{"10.1.0.8"}})
+		other["after-cnp"] = want("after-cnp", []string{"10.1.0.8"}, nil)
 		l.waitRecords("c37-pub", pub)
+		l.waitRecords("c37-other", other)
+		if got := c.writes() - before; got != 1 {
+			t.Errorf("a ClusterNetworkPolicy naming a port deleted and created 3 times: %d writes, want 1 (the new pod's)", got)
+		}
+		delete(other, "after-cnp")
+		if err := l.admin.CoreV1().Pods("c37-other").Delete(ctx, "after-cnp", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+			t.Fatal(err)
+		}
 		l.waitRecords("c37-other", other)
 	})
 
