@@ -236,6 +236,8 @@ type syncBytes struct {
 	Slices         int // objects in the PeerSlice cache
 	Records        int // records in them
 	Pods           int // in the Pod cache (all pods, or the own node's)
+	Sample         string         `json:",omitempty"` // one slice's JSON
+	SampleBytes    map[string]int `json:",omitempty"` // its parts' sizes
 	// Per connection: "pods" or "slices".
 	WireIn   map[string]int64
 	Decoded  map[string]int64
@@ -520,9 +522,23 @@ func (e *sliceEnv) measureSliceSync() syncBytes {
 	defer a.stop()
 	s := syncBytes{Mode: "slices", Seconds: time.Since(start).Seconds(), Pods: len(a.pods.GetStore().ListKeys())}
 	for _, obj := range a.slices.GetStore().List() {
+		u := obj.(*unstructured.Unstructured)
 		s.Slices++
-		if ps, err := peerslice.FromUnstructured(obj.(*unstructured.Unstructured)); err == nil {
+		if ps, err := peerslice.FromUnstructured(u); err == nil {
 			s.Records += len(ps.Peers)
+		}
+		// One slice as the API server sends it, its parts measured: what
+		// a slice costs besides its records.
+		if s.Sample == "" {
+			b, _ := u.MarshalJSON()
+			s.Sample = string(b)
+			s.SampleBytes = map[string]int{"object": len(b)}
+			for _, part := range [][]string{{"metadata"}, {"metadata", "managedFields"}, {"peers"}} {
+				if v, ok, _ := unstructured.NestedFieldNoCopy(u.Object, part...); ok {
+					pb, _ := json.Marshal(v)
+					s.SampleBytes[strings.Join(part, ".")] = len(pb)
+				}
+			}
 		}
 	}
 	e.syncMetrics(&s, m0, e.scrape(), map[string]*meter{"slices": a.sliceMeter, "pods": a.podMeter})
