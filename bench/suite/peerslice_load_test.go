@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -61,7 +62,7 @@ func TestPeerSliceLoad(t *testing.T) {
 		t.Skip("on demand: set NFTGUARD_BENCH_PEERSLICE to a number of pods")
 	}
 	lives := envInt("NFTGUARD_BENCH_PEERSLICE_LIVES", 100)
-	sizes := []int{1, 4, 16, 100}
+	sizes := []int{1, 4, 8, 16, 100}
 	if v := os.Getenv("NFTGUARD_BENCH_PEERSLICE_SIZES"); v != "" {
 		sizes = nil
 		for _, f := range strings.Split(v, ",") {
@@ -187,6 +188,7 @@ func TestPeerSliceLoad(t *testing.T) {
 			ph := e.churn(shape, opt, lives, base)
 			base += lives
 			t.Logf("churn %s MaxPeers %d: %s", shape, mp, ph.summary())
+			checkPhase(t, ph)
 			res.Phases = append(res.Phases, ph)
 		}
 	}
@@ -233,9 +235,9 @@ type syncBytes struct {
 	MaxPeers       int    `json:",omitempty"`
 	PublishSeconds float64
 	Seconds        float64
-	Slices         int // objects in the PeerSlice cache
-	Records        int // records in them
-	Pods           int // in the Pod cache (all pods, or the own node's)
+	Slices         int            // objects in the PeerSlice cache
+	Records        int            // records in them
+	Pods           int            // in the Pod cache (all pods, or the own node's)
 	Sample         string         `json:",omitempty"` // one slice's JSON
 	SampleBytes    map[string]int `json:",omitempty"` // its parts' sizes
 	// Per connection: "pods" or "slices".
@@ -294,14 +296,49 @@ type latencySummary struct {
 
 // todayPerLife is today's agent's bytes per life, from the metrics (one
 // full stream's share of the pod watch events) and on its wire.
+// The streams are counted by events: a few bookmarks (about one per
+// watch and minute) make the ratio a little more than a whole number, and
+// their bytes (~100 each, < 0.5 %) stay in.
 func (p churnPhase) todayPerLife() (metric, wire float64) {
-	full := p.PodWatchBytes / max(p.PodFullStreams, 1)
+	full := p.PodWatchBytes / max(math.Round(p.PodFullStreams), 1)
 	return full / float64(p.Lives), float64(p.TodayWire) / float64(p.Lives)
+}
+
+// slicePerLife is one slice stream's bytes per life, from the metrics.
+func (p churnPhase) slicePerLife() float64 {
+	return p.SliceWatchBytes / max(math.Round(p.SliceWatchers), 1) / float64(p.Lives)
 }
 
 func (p churnPhase) summary() string {
 	b, _ := json.Marshal(p)
 	return string(b)
+}
+
+// checkPhase fails the test when the measurement's own arithmetic does
+// not hold: the API server sent a whole number of full pod streams (ours
+// and its own) and one slice stream per slice watcher, beyond a few
+// bookmarks; and when slices of up to 16 records cost an agent more than
+// the Pod watch, which would mean the publisher writes far more than
+// its records change.
+func checkPhase(t *testing.T, p churnPhase) {
+	t.Helper()
+	// A watch gets a bookmark about once a minute: at most one per
+	// watch in a phase this short.
+	whole := func(events float64, ref int64) bool {
+		extra := events - math.Round(events/float64(ref))*float64(ref)
+		return events >= float64(ref) && extra >= 0 && extra <= p.PodWatches+2
+	}
+	if !whole(p.PodWatchEvents, p.TodayPodEvents) {
+		t.Errorf("%s/%d: the API server sent %v pod events, not a whole number of %d-event streams and a few bookmarks: a watcher this test does not know of?",
+			p.Shape, p.MaxPeers, p.PodWatchEvents, p.TodayPodEvents)
+	}
+	if p.SliceEvents > 0 && !whole(p.SliceWatchEvents, p.SliceEvents) {
+		t.Errorf("%s/%d: the API server sent %v slice events, not a whole number of %d-event streams", p.Shape, p.MaxPeers, p.SliceWatchEvents, p.SliceEvents)
+	}
+	today, _ := p.todayPerLife()
+	if slice := p.slicePerLife(); p.MaxPeers <= 16 && slice >= today {
+		t.Errorf("%s/%d: the slices cost %.0f B per life, the Pod watch %.0f", p.Shape, p.MaxPeers, slice, today)
+	}
 }
 
 // sliceEnv is the measurement's cluster, agents and publisher.
@@ -894,7 +931,7 @@ func (r sliceLoadRun) report() string {
 	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|")
 	for _, p := range r.Phases {
 		tm, tw := p.todayPerLife()
-		sm := p.SliceWatchBytes / max(p.SliceWatchers, 1) / float64(p.Lives)
+		sm := p.slicePerLife()
 		sw := float64(p.SliceWire) / float64(p.Lives)
 		w := 0.0
 		for _, v := range p.SliceWrites {
