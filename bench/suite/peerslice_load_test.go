@@ -357,6 +357,19 @@ type sliceEnv struct {
 	agent       *sliceAgent
 	fleet       *nodeFleet
 	lat         *latencies
+	// life, if set, shapes a life (labels) and gives its address and its
+	// hold; no life is placed on avoidNode.
+	life      func(p *corev1.Pod, i int) (ip string, hold func(*corev1.Pod) error)
+	avoidNode string
+}
+
+func slicesIndex(xs []string, x string) int {
+	for i, y := range xs {
+		if y == x {
+			return i
+		}
+	}
+	return -1
 }
 
 func (e *sliceEnv) startPublisher(newPub newPublisher, opt peerslice.Options, delay time.Duration) (stop func()) {
@@ -500,8 +513,15 @@ func (e *sliceEnv) lives(shape string, n, base int) (int, error) {
 	var count atomic.Int64
 	nns := len(e.c.Namespaces)
 	life := func(i int, tmpl *corev1.Pod, node string) error {
+		if node == e.avoidNode {
+			node = e.nodes[(slicesIndex(e.nodes, node)+1)%len(e.nodes)]
+		}
 		p := lifePod(tmpl, base+i, node)
-		return podLife(e.ctx, e.admin, p, base+i, tmpl.Status.PodIP, &count, e.lat.wrote, e.lat.untilSeen)
+		ip, hold := tmpl.Status.PodIP, e.lat.untilSeen
+		if e.life != nil {
+			ip, hold = e.life(p, base+i)
+		}
+		return podLife(e.ctx, e.admin, p, base+i, ip, &count, e.lat.wrote, hold)
 	}
 	switch shape {
 	case shapeScattered:
