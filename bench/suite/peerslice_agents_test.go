@@ -71,12 +71,7 @@ func TestPeerSliceAgents(t *testing.T) {
 	gate.watchList.Store(true)
 
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "nftguard")
-	build := exec.Command("go", "build", "-o", bin, "github.com/nftguard/nftguard/cmd/nftguard")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build nftguard: %v\n%s", err, out)
-	}
+	bin := nftguardBinary(t, dir)
 	help, _ := exec.Command(bin, "run", "--help").CombinedOutput()
 	realSlices := strings.Contains(string(help), "peer-source")
 
@@ -101,7 +96,7 @@ func TestPeerSliceAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := agentsRun{Agents: n, Pods: len(c.Pods), Nodes: len(nodeNames), Namespaces: len(c.Namespaces), Lives: lives, Publisher: pubName,
+	res := agentsRun{AgentBinary: os.Getenv("NFTGUARD_BENCH_PEERSLICE_BIN"), Agents: n, Pods: len(c.Pods), Nodes: len(nodeNames), Namespaces: len(c.Namespaces), Lives: lives, Publisher: pubName,
 		Started: time.Now().UTC().Format(time.RFC3339), LoadAtStart: loadAvg()}
 	res.ServerPodWatches = sumOf((&sliceEnv{t: t, ctx: ctx, admin: admin}).scrape(), "apiserver_longrunning_requests", map[string]string{"resource": "pods", "verb": "WATCH"})
 
@@ -188,6 +183,7 @@ func TestPeerSliceAgents(t *testing.T) {
 }
 
 type agentsRun struct {
+	AgentBinary                     string // NFTGUARD_BENCH_PEERSLICE_BIN, or "" when built from this module
 	Started, LoadAtStart, LoadAtEnd string
 	Publisher                       string
 	Agents, Pods, Nodes, Namespaces int
@@ -314,6 +310,22 @@ func (e *sliceEnv) agentsChurn(mode, kind, shape string, lives, base int, procs 
 	ph.PodBytesPerAgentLife, ph.SliceBytesPerAgentLife = agentPodEvents*perPodEvent/agents/l, agentSliceEvents*perSliceEvent/agents/l
 	ph.Load = loadAvg()
 	return ph
+}
+
+// nftguardBinary builds the nftguard of this module into dir, or returns
+// NFTGUARD_BENCH_PEERSLICE_BIN when set (an agent built elsewhere).
+func nftguardBinary(t *testing.T, dir string) string {
+	t.Helper()
+	if bin := os.Getenv("NFTGUARD_BENCH_PEERSLICE_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(dir, "nftguard")
+	build := exec.Command("go", "build", "-o", bin, "github.com/nftguard/nftguard/cmd/nftguard")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build nftguard: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // agentProcess is one agent: `nftguard run`, or this binary as

@@ -63,12 +63,7 @@ func TestPeerSliceKernelLatency(t *testing.T) {
 	gate.watchList.Store(true)
 
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "nftguard")
-	build := exec.Command("go", "build", "-o", bin, "github.com/nftguard/nftguard/cmd/nftguard")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build nftguard: %v\n%s", err, out)
-	}
+	bin := nftguardBinary(t, dir)
 	help, _ := exec.Command(bin, "run", "--help").CombinedOutput()
 	realSlices := strings.Contains(string(help), "peer-source")
 
@@ -138,7 +133,7 @@ func TestPeerSliceKernelLatency(t *testing.T) {
 	defer pubStop()
 	e.waitSettled("first publish")
 
-	res := kernelRun{Pods: len(c.Pods), Nodes: len(nodeNames), Lives: lives, Publisher: pubName, Started: time.Now().UTC().Format(time.RFC3339)}
+	res := kernelRun{AgentBinary: os.Getenv("NFTGUARD_BENCH_PEERSLICE_BIN"), Pods: len(c.Pods), Nodes: len(nodeNames), Lives: lives, Publisher: pubName, Started: time.Now().UTC().Format(time.RFC3339)}
 	modes := []string{"pods"}
 	if realSlices {
 		modes = append(modes, "slices")
@@ -165,7 +160,14 @@ func TestPeerSliceKernelLatency(t *testing.T) {
 			p.Labels["b37-peer"] = "true"
 			ip := netip.AddrFrom4([4]byte{10, 200, byte(i), 7})
 			k.want(ip, p.Namespace+"/"+p.Name)
-			return ip.String(), func(p *corev1.Pod) error { return k.waitSeen(ip, 2*time.Minute) }
+			// Both references too: every life is then published, in both
+			// modes alike.
+			return ip.String(), func(p *corev1.Pod) error {
+				if err := k.waitSeen(ip, 2*time.Minute); err != nil {
+					return err
+				}
+				return e.lat.untilSeen(p)
+			}
 		}
 		e.lat.reset()
 		kctx, kstop := context.WithCancel(ctx)
@@ -204,6 +206,7 @@ func TestPeerSliceKernelLatency(t *testing.T) {
 }
 
 type kernelRun struct {
+	AgentBinary string // NFTGUARD_BENCH_PEERSLICE_BIN, or "" when built from this module
 	Started     string
 	Publisher   string
 	Pods, Nodes int
