@@ -133,6 +133,10 @@ func TestPeerSliceAgents(t *testing.T) {
 	agentNodes := nodeNames[1 : n+1] // node-000 is spreadOverNodes' local node; any n will do
 	base := 0
 	for _, mode := range []string{"pods", "slices"} {
+		// Every PeerSlice watch receives every slice event: the ones open
+		// before the agents start (the reference's, a controller's) are
+		// the streams that are not the agents'.
+		otherSlices := sumOf(e.scrape(), "apiserver_longrunning_requests", map[string]string{"resource": peerslice.Resource, "verb": "WATCH"})
 		var procs []*agentProcess
 		kind := "nftguard run"
 		if mode == "slices" && !realSlices {
@@ -157,7 +161,7 @@ func TestPeerSliceAgents(t *testing.T) {
 			p.waitReady(t)
 		}
 		for _, shape := range []string{shapeScattered, shapeRollout} {
-			ph := e.agentsChurn(mode, kind, shape, lives, base, procs, perNode, agentNodes)
+			ph := e.agentsChurn(mode, kind, shape, lives, base, procs, perNode, agentNodes, otherSlices)
 			base += lives
 			t.Logf("%d agents, %s (%s), %s: %+v", n, mode, kind, shape, ph)
 			res.Phases = append(res.Phases, ph)
@@ -205,6 +209,7 @@ type agentsPhase struct {
 	// What the references received: today's watcher's pod events, the
 	// agents' nodes' share of them, the slices watcher's slice events.
 	RefPodEvents, RefAgentNodeEvents, RefSliceEvents int64
+	OtherSliceWatches                                float64 // open before the agents: the reference's, a controller's
 	// Per agent and life, the API server's figures: pod watch, slice
 	// watch, events.
 	PodBytesPerAgentLife, SliceBytesPerAgentLife   float64
@@ -248,8 +253,8 @@ func (c *nodeCounts) sum(nodes []string) int64 {
 	return n
 }
 
-func (e *sliceEnv) agentsChurn(mode, kind, shape string, lives, base int, procs []*agentProcess, perNode *nodeCounts, agentNodes []string) agentsPhase {
-	ph := agentsPhase{Mode: mode, Kind: kind, Shape: shape, Lives: lives}
+func (e *sliceEnv) agentsChurn(mode, kind, shape string, lives, base int, procs []*agentProcess, perNode *nodeCounts, agentNodes []string, otherSlices float64) agentsPhase {
+	ph := agentsPhase{Mode: mode, Kind: kind, Shape: shape, Lives: lives, OtherSliceWatches: otherSlices}
 	e.lat.reset()
 	m0 := e.scrape()
 	ref0, refNodes0, refSl0 := e.todayEvents.Load(), perNode.sum(agentNodes), e.agent.sliceEvents.Load()
@@ -270,7 +275,7 @@ func (e *sliceEnv) agentsChurn(mode, kind, shape string, lives, base int, procs 
 	const others = 3
 	agents := float64(len(procs))
 	wantPods := float64(others) * float64(ph.RefPodEvents)
-	wantSlices := float64(ph.RefSliceEvents)
+	wantSlices := otherSlices * float64(ph.RefSliceEvents)
 	if mode == "pods" {
 		wantPods += agents * float64(ph.RefPodEvents)
 	} else {
@@ -300,7 +305,7 @@ func (e *sliceEnv) agentsChurn(mode, kind, shape string, lives, base int, procs 
 	// reference's count).
 	perPodEvent := ph.PodWatchBytes / ph.PodWatchEvents
 	agentPodEvents := ph.PodWatchEvents - others*float64(ph.RefPodEvents)
-	agentSliceEvents := ph.SliceWatchEvents - float64(ph.RefSliceEvents)
+	agentSliceEvents := ph.SliceWatchEvents - otherSlices*float64(ph.RefSliceEvents)
 	perSliceEvent := 0.0
 	if ph.SliceWatchEvents > 0 {
 		perSliceEvent = ph.SliceWatchBytes / ph.SliceWatchEvents

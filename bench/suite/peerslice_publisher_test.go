@@ -6,6 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nftguard/nftguard/internal/childproc"
 	"github.com/nftguard/nftguard/internal/kubetest"
 	"github.com/nftguard/nftguard/peerslice"
 	"github.com/nftguard/nftguard/podset"
@@ -42,6 +46,54 @@ var publishers = map[string]newPublisher{
 		cfg.QPS, cfg.Burst = 2000, 4000
 		return &testPublisher{cs: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg), opt: opt, delay: delay}
 	},
+	// "controller-bin" is `nftguard controller` as a process, the binary
+	// NFTGUARD_BENCH_PEERSLICE_CONTROLLER_BIN (e.g. built from a branch
+	// not yet merged); it sizes slices by peerslice.DefaultOptions only.
+	"controller-bin": func(t *testing.T, srv *kubetest.Server, opt peerslice.Options, delay time.Duration) publisher {
+		bin := os.Getenv("NFTGUARD_BENCH_PEERSLICE_CONTROLLER_BIN")
+		if bin == "" {
+			t.Fatal("publisher controller-bin: set NFTGUARD_BENCH_PEERSLICE_CONTROLLER_BIN to an nftguard binary")
+		}
+		if opt != peerslice.DefaultOptions() {
+			t.Fatalf("publisher controller-bin sizes slices by %+v only, not %+v: set NFTGUARD_BENCH_PEERSLICE_SIZES=%d", peerslice.DefaultOptions(), opt, peerslice.DefaultOptions().MaxPeers)
+		}
+		dir := t.TempDir()
+		kc, err := srv.WriteKubeconfig(dir, kubetest.Admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &binPublisher{args: []string{bin, "controller", "--kubeconfig", kc, "--identity", "b37", "--batch-delay", delay.String(),
+			"--metrics-addr", "0", "--log-format", "json"}, log: filepath.Join(dir, "controller.log")}
+	},
+}
+
+// binPublisher runs a publisher process until its context ends.
+type binPublisher struct {
+	args []string
+	log  string
+}
+
+func (b *binPublisher) run(ctx context.Context) error {
+	f, err := os.Create(b.log)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cmd := exec.Command(b.args[0], b.args[1:]...)
+	cmd.Stdout, cmd.Stderr = f, f
+	p, err := childproc.Start(cmd)
+	if err != nil {
+		return fmt.Errorf("start %v: %w", b.args, err)
+	}
+	select {
+	case <-ctx.Done():
+		p.Kill()
+		<-p.Done()
+		return nil
+	case <-p.Done():
+		out, _ := os.ReadFile(b.log)
+		return fmt.Errorf("%s exited: %v\n%s", b.args[0], p.Err(), out[max(0, len(out)-3000):])
+	}
 }
 
 // testPublisher does what the controller does, as far as the measurement
