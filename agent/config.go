@@ -7,7 +7,9 @@ import (
 	"net/netip"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/nftguard/nftguard/budget"
 	"github.com/nftguard/nftguard/dnsfwd/nodedns"
@@ -57,6 +59,19 @@ type Config struct {
 	// DefaultCNPCheckInterval.
 	CNPCheckInterval time.Duration
 
+	// PeerSource is where the pods of other nodes come from (see
+	// peers.go); "" means PeerSourceAuto.
+	PeerSource PeerSource
+	// ControllerLease is the Lease of nftguard's controller, which
+	// publishes the PeerSlices: PeerSourceAuto reads slices only when it
+	// is fresh and says the records are published, and in slices mode
+	// the records are stale while it is not renewed. The zero value means
+	// kube-system/nftguard-controller.
+	ControllerLease types.NamespacedName
+	// ControllerLeaseCheck is how often the Lease is read in slices mode;
+	// zero means DefaultControllerLeaseCheck.
+	ControllerLeaseCheck time.Duration
+
 	// MetricsAddr is where /metrics, /healthz and /readyz are served;
 	// "" or "0" disables the server.
 	MetricsAddr string
@@ -85,6 +100,10 @@ type Config struct {
 	// eventReporters is how many nodes report a problem every node finds
 	// (tests lower it); zero means problemevents.DefaultReporters.
 	eventReporters int
+
+	// clock reads the time and ticks the Lease checks (tests replace
+	// it); nil means the real clock.
+	clock clock.WithTicker
 
 	// noPodsAfter is how long no pod may be scheduled to NodeName before
 	// the agent warns (tests shorten it); zero means a minute.
@@ -131,6 +150,28 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxSyncInterval < c.MinSyncInterval {
 		return c, fmt.Errorf("max sync interval %v is shorter than min sync interval %v", c.MaxSyncInterval, c.MinSyncInterval)
+	}
+	switch c.PeerSource {
+	case "":
+		c.PeerSource = PeerSourceAuto
+	case PeerSourceAuto, PeerSourcePods, PeerSourceSlices:
+	default:
+		return c, fmt.Errorf("peer source %q: want auto, pods or slices", c.PeerSource)
+	}
+	if c.ControllerLease.Name == "" {
+		c.ControllerLease.Name = DefaultControllerLease.Name
+	}
+	if c.ControllerLease.Namespace == "" {
+		c.ControllerLease.Namespace = DefaultControllerLease.Namespace
+	}
+	if c.ControllerLeaseCheck == 0 {
+		c.ControllerLeaseCheck = DefaultControllerLeaseCheck
+	}
+	if c.ControllerLeaseCheck < 0 {
+		return c, errors.New("controller lease check interval must not be negative")
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
 	}
 	if c.MetricsAddr == "0" {
 		c.MetricsAddr = ""

@@ -23,6 +23,14 @@
 // which the same loop repairs. Because the loop is the only writer, syncs
 // never overlap and every metric describes one sync.
 //
+// Other nodes' pods come from every Pod (--peer-source pods) or, when
+// nftguard's controller publishes them, from its compact PeerSlice records
+// while only this node's Pods are watched in full (slices; auto chooses at
+// start, peers.go). Either way the compilers get the same podset.Set, and
+// so the same table; in slices mode the controller's Lease is read every
+// --controller-lease-check, and while it is not renewed the records are
+// stale: still enforced, said in a metric and in /readyz.
+//
 // Egress translates only to load-balancer addresses this node holds: Run
 // reads the node's local addresses before the first sync and follows them
 // over rtnetlink (egress.go), so kube-vip moving an address is synced like
@@ -63,6 +71,9 @@
 //	                read, label sets shared; sameContent
 //	cnp.go          the ClusterNetworkPolicy source, following its CRD through
 //	                discovery
+//	peers.go        the peer source (Pods or PeerSlices), chosen at start;
+//	                the slices' records merged with this node's pods; the
+//	                controller Lease's staleness
 //	debounce.go     debouncer: when the loop syncs
 //	syncer.go       syncer: one compile and one engine sync, the quarantine's
 //	                search wired in, conntrack cleaning of stale egress

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"sync"
+	"time"
 )
 
 // health is what /readyz reports: ready once a sync succeeded, and not
@@ -14,6 +15,17 @@ type health struct {
 	synced      bool   // a sync succeeded since start
 	lastErr     string // the latest sync's error; "" after a success
 	quarantined int    // objects held back at the latest successful sync
+	// peersStaleSince is when the peer records became stale (slices
+	// mode, see peers.go); zero while they are fresh.
+	peersStaleSince time.Time
+}
+
+// peersStale records since when the peer records are stale; the zero
+// time says they are fresh.
+func (h *health) peersStale(since time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.peersStaleSince = since
 }
 
 // succeeded records a successful sync and reports whether it is the first.
@@ -42,10 +54,18 @@ func (h *health) ready() (bool, string) {
 		return false, "last sync failed (the table of the last successful sync stays in force): " + h.lastErr
 	case !h.synced:
 		return false, "table not synced yet"
-	case h.quarantined > 0:
+	}
+	body := "ok"
+	if h.quarantined > 0 {
 		// Everything else is enforced; the held objects are named in
 		// Events and in nftguard_quarantined_objects.
-		return true, fmt.Sprintf("ok; %d object(s) quarantined (the kernel refuses them)", h.quarantined)
+		body += fmt.Sprintf("; %d object(s) quarantined (the kernel refuses them)", h.quarantined)
 	}
-	return true, "ok"
+	if !h.peersStaleSince.IsZero() {
+		// Still ready: the last records are enforced, which is the best
+		// this node can do; the metric nftguard_peer_records_stale
+		// alerts.
+		body += "; peer records stale since " + h.peersStaleSince.UTC().Format(time.RFC3339) + ": controller lease not renewed"
+	}
+	return true, body
 }

@@ -6,11 +6,16 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
@@ -27,8 +32,12 @@ type sources struct {
 	factory informers.SharedInformerFactory
 	synced  []cache.InformerSynced
 	// pods holds podset records (the transform makes them), not API
-	// objects: client-go's typed pod lister cannot read it.
-	pods     cache.Indexer
+	// objects: client-go's typed pod lister cannot read it. In slices
+	// mode it holds this node's pods only.
+	pods cache.Indexer
+	// slices holds the PeerSlices' records of other nodes' pods
+	// (remoteSlice) in slices mode; nil in pods mode.
+	slices   cache.Indexer
 	polIdx   cache.Indexer // the NetworkPolicy informer's store
 	ns       corelisters.NamespaceLister
 	policies networkinglisters.NetworkPolicyLister
@@ -44,13 +53,17 @@ type sources struct {
 	// costs what the events touched, not the cluster: an unchanged list
 	// is passed again as the same list, which the compilers take as
 	// unchanged without looking at its objects (see compose.Builder).
-	mu             sync.Mutex
-	podSet         *podset.Set
-	dirtyNS        map[string]bool
-	dirtyKinds     map[string]bool
-	dirtyPolicyNS  map[string]bool
-	policySet      *npset.Set // the last input's NetworkPolicies
-	stripper       *stripper  // the informers' transform, swept by input
+	mu            sync.Mutex
+	podSet        *podset.Set
+	dirtyNS       map[string]bool
+	dirtyKinds    map[string]bool
+	dirtyPolicyNS map[string]bool
+	policySet     *npset.Set // the last input's NetworkPolicies
+	stripper      *stripper  // the informers' transform, swept by input
+	// sliceInf is the PeerSlice informer (not the factory's), run on
+	// sliceWG; nil in pods mode.
+	sliceInf       cache.SharedIndexInformer
+	sliceWG        sync.WaitGroup
 	lastNamespaces cachedList[*corev1.Namespace]
 	lastServices   cachedList[*corev1.Service]
 	lastNodes      cachedList[*corev1.Node]
@@ -79,8 +92,9 @@ func (c *cachedList[T]) get(changed bool, list func(labels.Selector) ([]T, error
 // newSources sets up the informers; onChange is called (from informer
 // goroutines) for every add, delete, and update that changes a stripped
 // object, with the object's kind and whether it is part of the initial
-// list.
-func newSources(client kubernetes.Interface, m *metrics, onChange func(kind string, initial bool)) (*sources, error) {
+// list. With PeerSourceSlices, the pod informer watches node's pods only
+// and dyn watches the PeerSlices (see peers.go).
+func newSources(client kubernetes.Interface, dyn dynamic.Interface, peers PeerSource, node string, m *metrics, onChange func(kind string, initial bool)) (*sources, error) {
 	// No informer resync: the agent's own periodic resync recompiles from
 	// the caches, and replaying every object through handlers would only
 	// mark the state dirty again.
@@ -107,6 +121,16 @@ func newSources(client kubernetes.Interface, m *metrics, onChange func(kind stri
 		s.synced = append(s.synced, inf.HasSynced)
 		return nil
 	}
+	if peers == PeerSourceSlices {
+		// Registered first, so that Pods() (deniedflow's index among
+		// others) returns this informer; the factory sets the transform.
+		sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
+		f.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewFilteredPodInformer(c, metav1.NamespaceAll, resync,
+				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+				func(o *metav1.ListOptions) { o.FieldSelector = sel })
+		})
+	}
 	pods := f.Core().V1().Pods()
 	ns := f.Core().V1().Namespaces()
 	pol := f.Networking().V1().NetworkPolicies()
@@ -127,6 +151,16 @@ func newSources(client kubernetes.Interface, m *metrics, onChange func(kind stri
 		if err := add(r.name, r.kind, r.inf, r.touched); err != nil {
 			return nil, err
 		}
+	}
+	if peers == PeerSourceSlices {
+		inf, err := newSliceInformer(dyn, strip, node)
+		if err != nil {
+			return nil, err
+		}
+		if err := add("peerslices", peerSliceKind, inf, s.podTouched); err != nil {
+			return nil, err
+		}
+		s.slices, s.sliceInf = inf.GetIndexer(), inf
 	}
 	s.pods, s.ns, s.policies, s.services, s.nodes = pods.Informer().GetIndexer(), ns.Lister(), pol.Lister(), svc.Lister(), nodes.Lister()
 	s.polIdx = pol.Informer().GetIndexer()
@@ -152,19 +186,24 @@ func (s *sources) policyTouched(obj any) {
 	}
 }
 
-// podTouched notes the namespace of a pod that changed. The informer has
+// podTouched notes the namespace of a pod, or a PeerSlice, that changed. The informer has
 // already stored the change when it calls a handler, so the next input
 // reads it.
 func (s *sources) podTouched(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	p, ok := obj.(*podset.Pod)
-	if !ok {
+	var ns string
+	switch o := obj.(type) {
+	case *podset.Pod:
+		ns = o.Namespace
+	case *remoteSlice:
+		ns = o.Namespace
+	default:
 		return
 	}
 	s.mu.Lock()
-	s.dirtyNS[p.Namespace] = true
+	s.dirtyNS[ns] = true
 	s.mu.Unlock()
 }
 
@@ -172,11 +211,17 @@ func (s *sources) podTouched(obj any) {
 // list; it reports false if ctx ended first.
 func (s *sources) start(ctx context.Context) bool {
 	s.factory.Start(ctx.Done())
+	if s.sliceInf != nil {
+		s.sliceWG.Go(func() { s.sliceInf.RunWithContext(ctx) })
+	}
 	return cache.WaitForCacheSync(ctx.Done(), s.synced...)
 }
 
 // stop waits for the informer goroutines (after ctx is done).
-func (s *sources) stop() { s.factory.Shutdown() }
+func (s *sources) stop() {
+	s.factory.Shutdown()
+	s.sliceWG.Wait()
+}
 
 // input snapshots the caches for compose.Build. The objects are shared with
 // the caches; the compilers are pure and do not modify them.
@@ -187,7 +232,11 @@ func (s *sources) input(cfg *Config) (compose.Input, error) {
 	}
 	in.Pods = s.podInput()
 	if s.stripper != nil && s.stripper.needsSweep() {
-		s.stripper.sweep(s.pods.List())
+		cached := s.pods.List()
+		if s.slices != nil {
+			cached = append(cached, s.slices.List()...)
+		}
+		s.stripper.sweep(cached)
 	}
 	// The changes are taken before the caches are read: a change that
 	// lands in between is read now and marks its kind again, which costs
@@ -227,7 +276,7 @@ func (s *sources) podInput() *podset.Set {
 	s.dirtyNS = map[string]bool{}
 	s.mu.Unlock()
 	if s.podSet == nil {
-		s.podSet = podset.NewSet(sortedPods(s.pods.List()))
+		s.podSet = podset.NewSet(s.allPods())
 		return s.podSet
 	}
 	if len(dirty) == 0 {
@@ -235,17 +284,30 @@ func (s *sources) podInput() *podset.Set {
 	}
 	byNS := make(map[string][]*podset.Pod, len(dirty))
 	for ns := range dirty {
-		objs, err := s.pods.ByIndex(cache.NamespaceIndex, ns)
+		local, err := s.pods.ByIndex(cache.NamespaceIndex, ns)
+		var remote []any
+		if err == nil && s.slices != nil {
+			remote, err = s.slices.ByIndex(cache.NamespaceIndex, ns)
+		}
 		if err != nil {
-			// The namespace index is the informer's own; without it
+			// The namespace index is the informers' own; without it
 			// the whole cache is read.
-			s.podSet = podset.NewSet(sortedPods(s.pods.List()))
+			s.podSet = podset.NewSet(s.allPods())
 			return s.podSet
 		}
-		byNS[ns] = sortedPods(objs)
+		byNS[ns] = mergePods(local, remote)
 	}
 	s.podSet = s.podSet.Replace(byNS)
 	return s.podSet
+}
+
+// allPods are every cached pod and record (mergePods).
+func (s *sources) allPods() []*podset.Pod {
+	var remote []any
+	if s.slices != nil {
+		remote = s.slices.List()
+	}
+	return mergePods(s.pods.List(), remote)
 }
 
 // sortedPods are the records among objs by namespace and name: the cache

@@ -50,6 +50,8 @@ type metrics struct {
 	localPods        prometheus.Gauge
 	nodeWithoutPods  prometheus.Gauge
 	eventToKernel    *prometheus.HistogramVec
+	peerSource       *prometheus.GaugeVec
+	peerRecordsStale prometheus.Gauge
 }
 
 // registry is where the agent and its subsystems register their
@@ -136,14 +138,23 @@ func newMetricsOn(reg registry) *metrics {
 			Help:    "From an informer delivering a change to the end of the sync that put it in the kernel, by object kind.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"kind"}),
+		peerSource: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nftguard_peer_source",
+			Help: "Where the pods of other nodes come from, chosen at start (--peer-source): 1 for the source in use (pods: every Pod watched; slices: the controller's PeerSlices), 0 for the other.",
+		}, []string{"source"}),
+		peerRecordsStale: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nftguard_peer_records_stale",
+			Help: "1 while the PeerSlice records are stale (slices mode: the controller's Lease is missing or not renewed); the last records stay enforced. Always 0 in pods mode.",
+		}),
 	}
-	m.reg.MustRegister(m.conntrackCleared, m.quarantined, m.overBudget, m.budgetEstimate, m.checks, m.localPods, m.nodeWithoutPods, m.eventToKernel, m.syncs, m.syncDuration, m.compileSeconds, m.operations, m.tableObjects,
+	m.reg.MustRegister(m.peerSource, m.peerRecordsStale, m.conntrackCleared, m.quarantined, m.overBudget, m.budgetEstimate, m.checks, m.localPods, m.nodeWithoutPods, m.eventToKernel, m.syncs, m.syncDuration, m.compileSeconds, m.operations, m.tableObjects,
 		m.invalidObjects, m.driftDetected, m.driftRepairs, m.errors, m.lastSuccess, m.informerEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Export every error kind from the start, so alerts on rate() see zeros.
 	for _, k := range []string{errorKindSync, errorKindMonitor, errorKindEvent, errorKindInvalidObject, errorKindConntrack, errorKindQuarantined, errorKindDeniedLog, errorKindServiceCIDR, errorKindOverBudget, errorKindDNS, errorKindCounters} {
 		m.errors.WithLabelValues(k)
 	}
+	m.setPeerSource(PeerSourcePods)
 	for _, r := range []string{"success", "error"} {
 		m.syncs.WithLabelValues(r)
 	}
@@ -163,4 +174,15 @@ func (m *metrics) observeTable(d *engine.Desired) {
 	m.tableObjects.WithLabelValues("rules").Set(float64(rules))
 	m.tableObjects.WithLabelValues("sets").Set(float64(len(d.Sets)))
 	m.tableObjects.WithLabelValues("elements").Set(float64(elems))
+}
+
+// setPeerSource exports the source in use.
+func (m *metrics) setPeerSource(src PeerSource) {
+	for _, s := range []PeerSource{PeerSourcePods, PeerSourceSlices} {
+		v := 0.0
+		if s == src {
+			v = 1
+		}
+		m.peerSource.WithLabelValues(string(s)).Set(v)
+	}
 }

@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	cnpclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned"
 
@@ -51,7 +55,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// Close releases the socket only; the table stays in force.
 	defer eng.Close()
-	client, cnpClient, err := newClients(&cfg)
+	client, cnpClient, dyn, err := newClients(&cfg)
 	if err != nil {
 		return err
 	}
@@ -84,7 +88,22 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		deb.trigger(reasonChange)
 	}
-	src, err := startSources(ctx, &wg, &cfg, client, cnpClient, m, log, onChange)
+	getLease := func(ctx context.Context) (*coordinationv1.Lease, error) {
+		return client.CoordinationV1().Leases(cfg.ControllerLease.Namespace).Get(ctx, cfg.ControllerLease.Name, metav1.GetOptions{})
+	}
+	peers, why, problem := choosePeerSource(ctx, &cfg, client.Discovery(), getLease)
+	level := slog.LevelInfo
+	if problem {
+		level = slog.LevelWarn
+	}
+	log.Log(ctx, level, "peer source chosen", "source", string(peers), "asked", string(cfg.PeerSource), "reason", why)
+	m.setPeerSource(peers)
+	if peers == PeerSourceSlices {
+		wg.Go(func() {
+			watchControllerLease(ctx, cfg.clock, cfg.ControllerLeaseCheck, cfg.ControllerLease, getLease, m, h, log)
+		})
+	}
+	src, err := startSources(ctx, &wg, &cfg, client, cnpClient, dyn, peers, m, log, onChange)
 	if err != nil {
 		return err
 	}
@@ -154,31 +173,35 @@ func openEngine(netNS string, counts *rulecounter.Totals) (*engine.Engine, error
 	return eng, nil
 }
 
-// newClients are the Kubernetes clientset and the ClusterNetworkPolicy
-// clientset, both from cfg.REST.
-func newClients(cfg *Config) (kubernetes.Interface, cnpclient.Interface, error) {
+// newClients are the Kubernetes clientset, the ClusterNetworkPolicy
+// clientset and the dynamic client (PeerSlices), all from cfg.REST.
+func newClients(cfg *Config) (kubernetes.Interface, cnpclient.Interface, dynamic.Interface, error) {
 	rest := *cfg.REST
 	if rest.UserAgent == "" {
 		rest.UserAgent = "nftguard/" + cfg.NodeName
 	}
 	client, err := kubernetes.NewForConfig(&rest)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	// The module's generated clientset: typed objects, and nothing new to
 	// depend on (it is client-go's own code generator's output).
 	cnpClient, err := cnpclient.NewForConfig(&rest)
 	if err != nil {
-		return nil, nil, fmt.Errorf("ClusterNetworkPolicy client: %w", err)
+		return nil, nil, nil, fmt.Errorf("ClusterNetworkPolicy client: %w", err)
 	}
-	return client, cnpClient, nil
+	dyn, err := dynamic.NewForConfig(&rest)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	return client, cnpClient, dyn, nil
 }
 
 // startSources are the informer caches the table is compiled from, not
 // started yet (see waitForCaches), but for the ServiceCIDR source, which
 // runs on wg and is never waited for (see servicecidr.go).
-func startSources(ctx context.Context, wg *sync.WaitGroup, cfg *Config, client kubernetes.Interface, cnpClient cnpclient.Interface, m *metrics, log *slog.Logger, onChange func(string, bool)) (*sources, error) {
-	src, err := newSources(client, m, onChange)
+func startSources(ctx context.Context, wg *sync.WaitGroup, cfg *Config, client kubernetes.Interface, cnpClient cnpclient.Interface, dyn dynamic.Interface, peers PeerSource, m *metrics, log *slog.Logger, onChange func(string, bool)) (*sources, error) {
+	src, err := newSources(client, dyn, peers, cfg.NodeName, m, onChange)
 	if err != nil {
 		return nil, err
 	}
@@ -187,6 +210,12 @@ func startSources(ctx context.Context, wg *sync.WaitGroup, cfg *Config, client k
 		if err := deniedflow.IndexPodAddrs(src.factory.Core().V1().Pods().Informer()); err != nil {
 			src.stop()
 			return nil, err
+		}
+		if src.sliceInf != nil {
+			if err := indexPeerAddrs(src.sliceInf); err != nil {
+				src.stop()
+				return nil, err
+			}
 		}
 	}
 	src.cnp = newCNPSource(cnpClient, client.Discovery(), cfg.CNPCheckInterval, m, log, onChange)
@@ -232,6 +261,9 @@ func startDeniedFlow(ctx context.Context, wg *sync.WaitGroup, cfg *Config, src *
 		return nil, nil
 	}
 	res := deniedflow.NewResolver(src.factory.Core().V1().Pods().Informer().GetIndexer(), src.policies)
+	if src.slices != nil {
+		res.WithPeers(func(a netip.Addr) string { return peerByAddr(src.slices, a) })
+	}
 	dm, err := deniedflow.NewMetrics(m.reg, counts)
 	if err != nil {
 		return nil, err

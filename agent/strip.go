@@ -97,27 +97,51 @@ func (s *stripper) strip(obj any) (any, error) { return stripWith(obj, s) }
 func (s *stripper) share(out *podset.Pod, p *corev1.Pod) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(p.Labels) > 0 {
-		k := s.encodeLabels(p.Labels)
-		m, ok := s.labels[string(k)]
-		if !ok {
-			m = make(map[string]string, len(p.Labels))
-			for key, v := range p.Labels {
-				m[intern(key)] = intern(v)
-			}
-			s.labels[string(k)] = m
-		}
-		out.Labels = m
+	out.Labels = s.shareLabels(p.Labels)
+	out.Ports = s.sharePorts(namedPorts(p))
+}
+
+// shareRecord replaces a peer record's labels and named ports with the
+// shared copies (interning them as a pod's are).
+func (s *stripper) shareRecord(rec *podset.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec.Labels = s.shareLabels(rec.Labels)
+	for i := range rec.Ports {
+		rec.Ports[i].Name = intern(rec.Ports[i].Name)
+		rec.Ports[i].Protocol = corev1.Protocol(intern(string(rec.Ports[i].Protocol)))
 	}
-	if ports := namedPorts(p); len(ports) > 0 {
-		k := s.encodePorts(ports)
-		if shared, ok := s.ports[string(k)]; ok {
-			ports = shared
-		} else {
-			s.ports[string(k)] = ports
-		}
-		out.Ports = ports
+	rec.Ports = s.sharePorts(slices.Clip(rec.Ports))
+}
+
+// shareLabels returns the shared copy of labels; s.mu is held.
+func (s *stripper) shareLabels(labels map[string]string) map[string]string {
+	if len(labels) == 0 {
+		return nil
 	}
+	k := s.encodeLabels(labels)
+	m, ok := s.labels[string(k)]
+	if !ok {
+		m = make(map[string]string, len(labels))
+		for key, v := range labels {
+			m[intern(key)] = intern(v)
+		}
+		s.labels[string(k)] = m
+	}
+	return m
+}
+
+// sharePorts returns the shared copy of a named port list; s.mu is held.
+func (s *stripper) sharePorts(ports []podset.Port) []podset.Port {
+	if len(ports) == 0 {
+		return nil
+	}
+	k := s.encodePorts(ports)
+	if shared, ok := s.ports[string(k)]; ok {
+		return shared
+	}
+	s.ports[string(k)] = ports
+	return ports
 }
 
 // needsSweep tells whether the tables have doubled since the last sweep.
@@ -127,17 +151,23 @@ func (s *stripper) needsSweep() bool {
 	return len(s.labels)+len(s.ports) > 2*s.kept+1024
 }
 
-// sweep drops the shared values that none of pods (the cached objects)
-// holds. A value handed out while it runs may be dropped too: the pod
+// sweep drops the shared values that none of pods (the cached objects:
+// pod records and remoteSlices) holds. A value handed out while it runs may be dropped too: the pod
 // keeps it, and only the next equal pod gets a copy of its own.
 func (s *stripper) sweep(pods []any) {
 	labels := make(map[unsafe.Pointer]bool, len(pods)/8)
 	ports := make(map[*podset.Port]bool, len(pods)/8)
+	var records []*podset.Pod
 	for _, o := range pods {
-		p, ok := o.(*podset.Pod)
-		if !ok {
+		if rs, ok := o.(*remoteSlice); ok {
+			records = append(records, rs.pods...)
 			continue
 		}
+		if p, ok := o.(*podset.Pod); ok {
+			records = append(records, p)
+		}
+	}
+	for _, p := range records {
 		if p.Labels != nil {
 			labels[reflect.ValueOf(p.Labels).UnsafePointer()] = true
 		}
@@ -267,6 +297,10 @@ func sameContent(a, b any) bool {
 	if ap, ok := a.(*podset.Pod); ok {
 		bp, ok := b.(*podset.Pod)
 		return ok && ap.Same(bp)
+	}
+	if as, ok := a.(*remoteSlice); ok {
+		bs, ok := b.(*remoteSlice)
+		return ok && sameSlice(as, bs)
 	}
 	ao, ok1 := a.(apiruntime.Object)
 	bo, ok2 := b.(apiruntime.Object)

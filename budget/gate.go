@@ -271,7 +271,7 @@ func (g *Gate) readPods(set *podset.Set, node string, markNS func(string)) (chan
 		}
 		n := 0
 		for _, p := range grp.Items {
-			n += len(p.IPs)
+			n += selectableAddrs(p)
 		}
 		g.addrs[grp] = n
 		g.allAddrs += n
@@ -448,7 +448,7 @@ func (g *Gate) selected(sc *selection.Selectors, e *entry, ownNS string, nsSel, 
 			} else {
 				for _, p := range grp.Items {
 					if ps.Selector.Matches(labels.Set(p.Labels)) {
-						n += len(p.IPs)
+						n += selectableAddrs(p)
 					}
 				}
 			}
@@ -638,4 +638,17 @@ func Problem(o Over, l Limits) problem.Problem {
 		Reason: reason + "; enforced in its fail-closed form: the pods it selects stay isolated, its rules allow nothing",
 		Local:  true,
 	}
+}
+
+// selectableAddrs are the addresses of p a peer selector can put in the
+// table: none for a finished pod (it gave them back) or a host-network pod
+// (its traffic is its node's), which the compilers never select. Counting
+// only these makes the estimate, and so the table, the same whether the
+// agent reads every Pod or the controller's peer records, which leave such
+// pods out (see package peerslice).
+func selectableAddrs(p *podset.Pod) int {
+	if p.Finished || p.HostNetwork {
+		return 0
+	}
+	return len(p.IPs)
 }

@@ -152,7 +152,7 @@ func (c *compiler) compile() Output {
 	// reported as policy reports them (compose keeps one of the two).
 	local, shared := podchain.DropSharedLocal(c.sel.Local())
 	out.Problems = append(out.Problems, shared...)
-	kept := make(map[*selection.Pod]bool, len(local))
+	kept := make(map[*selection.Member]bool, len(local))
 	for _, p := range local {
 		kept[p] = true
 	}
@@ -160,7 +160,7 @@ func (c *compiler) compile() Output {
 	// Per kept local pod and slot, the policies selecting it in
 	// evaluation order.
 	type podSlots [4][]*compiledPolicy
-	byPod := map[*selection.Pod]*podSlots{}
+	byPod := map[*selection.Member]*podSlots{}
 	for _, o := range pols {
 		cp := o.cp
 		ing, egr := len(cp.cnp.Spec.Ingress) > 0, len(cp.cnp.Spec.Egress) > 0
@@ -187,7 +187,7 @@ func (c *compiler) compile() Output {
 		}
 	}
 
-	dispatch := podchain.NewDispatch(newMaps()).WithLinkLocal(c.in.LinkLocal)
+	dispatch := podchain.NewDispatch(newMaps()...).WithLinkLocal(c.in.LinkLocal)
 	var chains []engine.Chain
 	for _, p := range local {
 		ps := byPod[p]
@@ -200,7 +200,7 @@ func (c *compiler) compile() Output {
 			}
 			ch := c.podChain(p, si, ps[si])
 			chains = append(chains, ch)
-			dispatch.Add(si, p, ch.Name)
+			dispatch.Add(&slots[si].Kind, p, ch.Name)
 		}
 	}
 	sort.Slice(chains, func(i, j int) bool { return chains[i].Name < chains[j].Name })
@@ -208,7 +208,7 @@ func (c *compiler) compile() Output {
 	out.Sets = append(dispatch.Maps(), c.cyc.Sets()...)
 	out.Problems = append(out.Problems, dispatch.Problems()...)
 	out.Tiers = tiers()
-	c.dnsOutput(&out, pols, local, func(p *selection.Pod, si int) []*compiledPolicy {
+	c.dnsOutput(&out, pols, local, func(p *selection.Member, si int) []*compiledPolicy {
 		if ps := byPod[p]; ps != nil {
 			return ps[si]
 		}
@@ -219,7 +219,7 @@ func (c *compiler) compile() Output {
 
 // subject returns the local pods a policy's subject selects (the
 // previous compile's list when the selection is the same pods).
-func (c *compiler) subject(cp *compiledPolicy) []*selection.Pod {
+func (c *compiler) subject(cp *compiledPolicy) []*selection.Member {
 	if sm, ok := c.prev.subjects[cp]; ok && c.sel.Unchanged(sm.key) {
 		c.next.subjects[cp] = sm
 		return sm.local

@@ -78,7 +78,7 @@ func domainMatches(pats []fqdn.Pattern) []string {
 // the forwarder's table of subject pods and, with in.DNS, the redirect of
 // subject pods' DNS to the forwarder and the input accept of it. slotsOf
 // gives each local pod's policies of a slot in evaluation order.
-func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Pod, slotsOf func(p *selection.Pod, si int) []*compiledPolicy) {
+func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Member, slotsOf func(p *selection.Member, si int) []*compiledPolicy) {
 	sets := map[string]bool{}
 	var domainSets []engine.Set
 	rules := map[*compiledPolicy]map[int]*fqdn.Rule{}
@@ -110,7 +110,7 @@ func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Pod
 	for _, s := range domainSets {
 		t.Sets = append(t.Sets, s.Name)
 	}
-	var subj4, subj6 []string
+	var subj [2][]string // IPv4, IPv6 (as fqdn.Subject.Addrs)
 	for _, p := range local {
 		var pr []*fqdn.Rule
 		for _, si := range []int{slotIndex(true, true), slotIndex(false, true)} {
@@ -133,21 +133,15 @@ func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Pod
 		// queries from any of its addresses find it.
 		ns, _, _ := strings.Cut(p.Key, "/")
 		sub := &fqdn.Subject{Namespace: ns, Rules: pr}
-		for i, a := range p.V4Text() {
-			ip := netip.MustParseAddr(a)
-			if i == 0 {
-				sub.Addrs[0] = ip
+		for f, addrs := range [2][]string{p.V4Text(), p.V6Text()} {
+			for i, a := range addrs {
+				ip := netip.MustParseAddr(a)
+				if i == 0 {
+					sub.Addrs[f] = ip
+				}
+				t.Pods[ip] = sub
+				subj[f] = append(subj[f], a)
 			}
-			t.Pods[ip] = sub
-			subj4 = append(subj4, a)
-		}
-		for i, a := range p.V6Text() {
-			ip := netip.MustParseAddr(a)
-			if i == 0 {
-				sub.Addrs[1] = ip
-			}
-			t.Pods[ip] = sub
-			subj6 = append(subj6, a)
 		}
 	}
 	// Every local pod with an address, subject or not: what is not in
@@ -158,11 +152,10 @@ func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Pod
 	for _, p := range local {
 		known4 = append(known4, p.V4Text()...)
 		known6 = append(known6, p.V6Text()...)
-		for _, a := range p.V4Text() {
-			t.Known[netip.MustParseAddr(a)] = true
-		}
-		for _, a := range p.V6Text() {
-			t.Known[netip.MustParseAddr(a)] = true
+		for _, addrs := range [2][]string{p.V4Text(), p.V6Text()} {
+			for _, a := range addrs {
+				t.Known[netip.MustParseAddr(a)] = true
+			}
 		}
 	}
 	out.DNS = t
@@ -191,8 +184,8 @@ func (c *compiler) dnsOutput(out *Output, pols []ordered, local []*selection.Pod
 	}
 	out.Sets = append(out.Sets,
 		engine.Set{Name: SetAlive, Type: "inet_proto", Timeout: true, Comment: "the DNS forwarder's heartbeat"},
-		engine.Set{Name: setSubjects4, Type: "ipv4_addr", Elements: podchain.Elements(subj4), Comment: "local subject pods of domainNames rules"},
-		engine.Set{Name: setSubjects6, Type: "ipv6_addr", Elements: podchain.Elements(subj6), Comment: "local subject pods of domainNames rules"},
+		engine.Set{Name: setSubjects4, Type: "ipv4_addr", Elements: podchain.Elements(subj[0]), Comment: "local subject pods of domainNames rules"},
+		engine.Set{Name: setSubjects6, Type: "ipv6_addr", Elements: podchain.Elements(subj[1]), Comment: "local subject pods of domainNames rules"},
 		engine.Set{Name: setKnown4, Type: "ipv4_addr", Elements: podchain.Elements(known4), Comment: "local pods with a known address"},
 		engine.Set{Name: setKnown6, Type: "ipv6_addr", Elements: podchain.Elements(known6), Comment: "local pods with a known address"},
 		engine.Set{Name: setPending4, Type: "ipv4_addr", Interval: true, Elements: podchain.Elements(prefixTexts(pend4)), Comment: "this node's pod ranges"},

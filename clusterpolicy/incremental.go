@@ -50,7 +50,7 @@ func newMemo(node string) *memo {
 // subjectMemo is the local pods a subject selected.
 type subjectMemo struct {
 	key   selection.PeerKey
-	local []*selection.Pod
+	local []*selection.Member
 }
 
 // policy validates a policy object once.
@@ -69,7 +69,7 @@ func (c *compiler) policy(cnp *v1beta1.ClusterNetworkPolicy) *validPolicy {
 // rule returns the compiled form of one rule (see podchain.Cycle.Rule for
 // when it is the previous compile's).
 func (c *compiler) rule(cp *compiledPolicy, s *slot, idx int) *podchain.Rule {
-	return c.cyc.Rule(podchain.RuleKey{Policy: cp, Slot: s.Slot, Idx: idx}, func() (*podchain.Rule, podchain.Deps) {
+	return c.cyc.Rule(podchain.RuleKey{Policy: cp, Kind: &s.Kind, Idx: idx}, func() (*podchain.Rule, podchain.Deps) {
 		return c.compileRule(cp, s, idx), podchain.Deps{Nodes: cp.hasNodes}
 	})
 }
@@ -77,7 +77,7 @@ func (c *compiler) rule(cp *compiledPolicy, s *slot, idx int) *podchain.Rule {
 // podChain returns a local pod's chain of one slot from the rules of the
 // policies selecting it, in evaluation order (the previous compile's when
 // the pod, the rules and how the chain drops are the same).
-func (c *compiler) podChain(p *selection.Pod, si int, pols []*compiledPolicy) engine.Chain {
+func (c *compiler) podChain(p *selection.Member, si int, pols []*compiledPolicy) engine.Chain {
 	s := &slots[si]
 	var rules []*podchain.Rule
 	for _, cp := range pols {
@@ -89,5 +89,5 @@ func (c *compiler) podChain(p *selection.Pod, si int, pols []*compiledPolicy) en
 			rules = append(rules, c.rule(cp, s, i))
 		}
 	}
-	return c.cyc.Chain(p, &s.Dir, rules, podchain.EndOf(c.logged, p.Obj.Namespace))
+	return c.cyc.Chain(p, &s.Kind, rules, podchain.EndOf(c.logged, p.Obj.Namespace))
 }

@@ -10,9 +10,10 @@ import (
 
 // slot is one tier in one direction: a kind of pod chain of package
 // podchain, with what the tiers add (the maps and the lookups of the
-// local pod in the fixed chains).
+// local pod in the fixed chains). The slots are the elements of the
+// package variable slots: the memo knows a kind by its address.
 type slot struct {
-	podchain.Dir
+	podchain.Kind
 	admin   bool
 	tier    string // "Admin" or "Baseline", for comments
 	field   string // "ingress" or "egress", as in the API
@@ -22,11 +23,10 @@ type slot struct {
 	local6  string
 }
 
-// newSlot makes the slot of a tier and direction; its podchain.Dir.Slot is
-// its index in slots.
+// newSlot makes the slot of a tier and direction.
 func newSlot(admin, egress bool) slot {
 	s := slot{admin: admin, tier: "Baseline", field: "ingress", setTag: "in", local4: "ip daddr", local6: "ip6 daddr"}
-	s.Dir = podchain.Dir{Slot: slotIndex(admin, egress), Egress: egress,
+	s.Kind = podchain.Kind{Egress: egress,
 		Peer4: "ip saddr", Peer6: "ip6 saddr", Accept: "accept", Denied: tablelayout.ChainDeniedIngress}
 	tierTag, dirTag, mapTier := "b", "i", "baseline"
 	if admin {
@@ -103,13 +103,15 @@ func DeniedChain(chain string) (namespace string, admin, egress, ok bool) {
 
 // newMaps are the dispatch maps, one per slot and family, from a local
 // pod's address to its chain of that slot.
-func newMaps() [][2]engine.Set {
-	m := make([][2]engine.Set, len(slots))
+func newMaps() []podchain.KindMaps {
+	m := make([]podchain.KindMaps, len(slots))
 	for i := range slots {
 		s := &slots[i]
 		c := s.tier + " tier " + s.field + ": local pods a ClusterNetworkPolicy selects"
-		m[i][0] = engine.Set{Name: s.mapBase + "4", Type: "ipv4_addr", Map: "verdict", Comment: c}
-		m[i][1] = engine.Set{Name: s.mapBase + "6", Type: "ipv6_addr", Map: "verdict", Comment: c}
+		m[i] = podchain.KindMaps{Kind: &s.Kind, Maps: [2]engine.Set{
+			{Name: s.mapBase + "4", Type: "ipv4_addr", Map: "verdict", Comment: c},
+			{Name: s.mapBase + "6", Type: "ipv6_addr", Map: "verdict", Comment: c},
+		}}
 	}
 	return m
 }

@@ -13,7 +13,7 @@ import (
 //	                                 direction and family (slot.mapBase)
 //	cnp_ai_NS_POD, cnp_ae_NS_POD,    a local pod's chain of one tier and
 //	cnp_bi_NS_POD, cnp_be_NS_POD     direction (slot.ChainPrefix, named by
-//	                                 podchain.Dir.ChainName)
+//	                                 podchain.Kind.ChainName)
 //	cnp_POLICY_inN_KIND,             the sets of ingress / egress rule N of
 //	cnp_POLICY_egN_KIND              a policy; KIND is net4/6, nodes4/6,
 //	                                 the port sets tcp, udp or sctp, or

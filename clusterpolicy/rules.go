@@ -147,7 +147,7 @@ func (c *compiler) compileRule(cp *compiledPolicy, s *slot, idx int) *podchain.R
 	if len(r.PortMatches) == 0 && r.DstPorts == nil {
 		// Only egress named ports: the tuple sets below match the
 		// peers; peer sets would be looked up by no rule.
-		r.NamedMatches = c.cyc.NamedSets("cnp_", keys, false, func() []*selection.Pod { return podchain.SelectedPods(sels) }, egressNamed,
+		r.NamedMatches = c.cyc.NamedSets("cnp_", keys, false, func() []*selection.Member { return podchain.SelectedPods(sels) }, egressNamed,
 			func(kind string) string { return setName(pname, tag, kind) })
 		return r
 	}
@@ -171,7 +171,7 @@ func (c *compiler) compileRule(cp *compiledPolicy, s *slot, idx int) *podchain.R
 	add(s.Peer4, "nodes4", "ipv4_addr", false, nodes4)
 	add(s.Peer6, "nodes6", "ipv6_addr", false, nodes6)
 	if egressNamed != nil {
-		r.NamedMatches = c.cyc.NamedSets("cnp_", keys, false, func() []*selection.Pod { return podchain.SelectedPods(sels) }, egressNamed,
+		r.NamedMatches = c.cyc.NamedSets("cnp_", keys, false, func() []*selection.Member { return podchain.SelectedPods(sels) }, egressNamed,
 			func(kind string) string { return setName(pname, tag, kind) })
 	}
 	return r

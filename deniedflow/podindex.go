@@ -35,8 +35,18 @@ func IndexPodAddrs(inf cache.SharedIndexInformer) error {
 // finished pods have given theirs back (a new pod may already have it).
 func podAddrs(obj any) ([]string, error) {
 	p, ok := obj.(*podset.Pod)
-	if !ok || p.HostNetwork || p.Finished {
+	if !ok {
 		return nil, nil
+	}
+	return PodAddrKeys(p), nil
+}
+
+// PodAddrKeys are the keys a pod record is resolved by (see podAddrs):
+// for an index of pod records kept elsewhere (the agent's PeerSlice
+// records, see Resolver.WithPeers), in the same form.
+func PodAddrKeys(p *podset.Pod) []string {
+	if p.HostNetwork || p.Finished {
+		return nil
 	}
 	var out []string
 	for _, ip := range p.IPs {
@@ -44,8 +54,11 @@ func podAddrs(obj any) ([]string, error) {
 			out = append(out, a.Unmap().String())
 		}
 	}
-	return out, nil
+	return out
 }
+
+// AddrKey is the key of addr in PodAddrKeys' form.
+func AddrKey(addr netip.Addr) string { return addr.Unmap().String() }
 
 // podByAddr names the pod ("namespace/name") indexed under addr, or "".
 // Two pods with one address (possible for a moment while the API server

@@ -28,6 +28,18 @@ type Resolver struct {
 	// byIfindex maps the interface index of each guarded pod's interface
 	// to the pod (namespace/name), as of the last sync.
 	byIfindex atomic.Pointer[map[uint32]string]
+	// peers names the pod of an address the pod informer does not hold;
+	// nil: none.
+	peers func(netip.Addr) string
+}
+
+// WithPeers makes r name an address that no pod of the pod informer holds
+// through peers (an agent that watches its own node's pods only resolves
+// other nodes' pods from their peer records), which returns
+// "namespace/name" or "". It returns r; call it before r is used.
+func (r *Resolver) WithPeers(peers func(netip.Addr) string) *Resolver {
+	r.peers = peers
+	return r
 }
 
 // NewResolver resolves from pods, the pod informer's store (records made
@@ -73,7 +85,10 @@ func (r *Resolver) ClusterDeny(rec *flowlog.Record) *flowlog.ClusterRule {
 
 // PodByAddr implements flowlog.Resolver.
 func (r *Resolver) PodByAddr(a netip.Addr) string {
-	return podByAddr(r.pods, a)
+	if name := podByAddr(r.pods, a); name != "" || r.peers == nil {
+		return name
+	}
+	return r.peers(a)
 }
 
 // Isolating implements flowlog.Resolver.

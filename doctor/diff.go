@@ -42,58 +42,60 @@ func diffTables(want, got *Table) []difference {
 	add := func(opens bool, format string, args ...any) {
 		out = append(out, difference{fmt.Sprintf(format, args...), opens})
 	}
-	gotChains := map[string]*Chain{}
-	for _, c := range got.Chains {
-		gotChains[c.Name] = c
-	}
-	for _, w := range want.Chains {
-		g, ok := gotChains[w.Name]
-		if !ok {
+	pairByName(want.Chains, got.Chains, func(c *Chain) string { return c.Name }, func(w, g *Chain) {
+		if g == nil {
 			add(w.Hook != "" || hasStop(w.Rules), "chain %s is missing", w.Name)
-			continue
+			return
 		}
-		delete(gotChains, w.Name)
 		if w.Hook != g.Hook || w.Type != g.Type || w.Priority != g.Priority || w.Policy != g.Policy {
 			moved := w.Hook != g.Hook || w.Type != g.Type || w.Priority != g.Priority
 			add(moved || (w.Policy == "drop" && g.Policy != "drop"), "chain %s: hook %s %s priority %d policy %s, want hook %s %s priority %d policy %s",
 				w.Name, g.Type, g.Hook, g.Priority, g.Policy, w.Type, w.Hook, w.Priority, w.Policy)
 		}
 		diffRules(w, g, add)
-	}
-	for _, c := range got.Chains {
-		if _, extra := gotChains[c.Name]; !extra {
-			continue
-		}
+	}, func(c *Chain) {
 		if c.Hook != "" {
 			add(true, "extra base chain %s (%s hook %s priority %d policy %s, %d rules)", c.Name, c.Type, c.Hook, c.Priority, c.Policy, len(c.Rules))
 		} else {
 			add(false, "extra chain %s", c.Name)
 		}
-	}
-	gotSets := map[string]*Set{}
-	for _, s := range got.Sets {
-		gotSets[s.Name] = s
-	}
-	for _, w := range want.Sets {
-		g, ok := gotSets[w.Name]
-		if !ok {
+	})
+	pairByName(want.Sets, got.Sets, func(s *Set) string { return s.Name }, func(w, g *Set) {
+		if g == nil {
 			add(false, "set %s is missing", w.Name)
-			continue
+			return
 		}
-		delete(gotSets, w.Name)
 		if w.Flags != g.Flags || w.KeyType != g.KeyType || w.KeyLen != g.KeyLen || w.DataType != g.DataType || w.DataLen != g.DataLen {
 			add(false, "set %s: different type or flags", w.Name)
 		}
 		if missing, extra := diffElements(w.Elements, g.Elements); missing+extra > 0 {
 			add(false, "set %s: %d elements missing, %d extra", w.Name, missing, extra)
 		}
+	}, func(s *Set) {
+		add(false, "extra set %s", s.Name)
+	})
+	return out
+}
+
+// pairByName hands pair each of want's objects, in want's order, with
+// got's of the same name (nil when got has none), then extra each of got's
+// objects that want has not, in got's order.
+func pairByName[T any](want, got []*T, name func(*T) string, pair func(w, g *T), extra func(g *T)) {
+	byName := make(map[string]*T, len(got))
+	for _, g := range got {
+		byName[name(g)] = g
 	}
-	for _, s := range got.Sets {
-		if _, extra := gotSets[s.Name]; extra {
-			add(false, "extra set %s", s.Name)
+	for _, w := range want {
+		n := name(w)
+		g := byName[n]
+		delete(byName, n)
+		pair(w, g)
+	}
+	for _, g := range got {
+		if _, left := byName[name(g)]; left {
+			extra(g)
 		}
 	}
-	return out
 }
 
 // diffRules reports the rules of chain g that differ from w's. Runs of

@@ -53,6 +53,9 @@ type agentLab struct {
 	admin  kubernetes.Interface
 	dir    string
 	agents map[string]*agentProc
+	// peers publishes PeerSlices in slices mode (see setPeerSource); nil
+	// otherwise.
+	peers *peerPublisher
 	// labels of each pod, for the expectations
 	podLabels map[string]map[string]string
 	// bin and args are the agents' binary and their flags beyond the
@@ -84,6 +87,13 @@ type agentLabOptions struct {
 	// way, e.g. in a container); audit turns on the API server's audit
 	// log (kubetest.Options.Audit).
 	noAgents, audit bool
+	// peerSource is the agents' --peer-source: "" leaves the default
+	// (auto, which finds no PeerSlices here: pods); "slices" also installs
+	// the PeerSlice CRD and runs the lab's publisher (peerPublisher) with a
+	// fresh Lease before the agents start, so that auto would choose
+	// slices too. The env NFTGUARD_E2E_PEER_SOURCE sets it for every lab
+	// whose test leaves it empty (run the agent tests in either mode).
+	peerSource string
 }
 
 var agentTopology = []netlab.NodeSpec{
@@ -336,6 +346,7 @@ func newAgentLabWith(t *testing.T, opts agentLabOptions) *agentLab {
 	ctx := context.Background()
 	a.deploy(ctx, users)
 	a.createCluster(ctx)
+	a.setPeerSource(t, opts.peerSource)
 	if opts.noAgents {
 		return a
 	}
@@ -361,6 +372,20 @@ func (a *agentLab) deploy(ctx context.Context, users []string) {
 		}
 		if _, err := kubetest.Apply(ctx, cfg, data, false); err != nil {
 			t.Fatalf("deploy/%s: %v", f, err)
+		}
+	}
+	// The Role of deploy/rbac.yaml in kube-system (the controller's
+	// Lease), when it has one.
+	if _, err := a.admin.RbacV1().Roles("kube-system").Get(ctx, "nftguard", metav1.GetOptions{}); err == nil {
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "nftguard-test-agents"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "nftguard"},
+		}
+		for _, u := range users {
+			rb.Subjects = append(rb.Subjects, rbacv1.Subject{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: u})
+		}
+		if _, err := a.admin.RbacV1().RoleBindings("kube-system").Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	}
 	crb := &rbacv1.ClusterRoleBinding{
@@ -692,28 +717,40 @@ type agentProc struct {
 // kubeconfig and waits until it is ready.
 func (a *agentLab) startAgent(t *testing.T, node string) {
 	t.Helper()
+	a.startAgentAs(t, node, node, a.lab.Node(node).Path)
+}
+
+// startAgentAs starts (or restarts) the agent a.agents[key] for node in the
+// network namespace netns, with extra flags after the lab's: a second
+// agent for a node, in a namespace of its own, compiles that node's table
+// where it touches no packet.
+func (a *agentLab) startAgentAs(t *testing.T, key, node, netns string, extra ...string) {
+	t.Helper()
 	kc, err := a.srv.WriteKubeconfig(a.dir, agentUser(node))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ag := a.agents[node]
+	ag := a.agents[key]
 	if ag == nil {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		ag = &agentProc{node: node, addr: l.Addr().String(), logPath: filepath.Join(a.dir, "agent-"+node+".log")}
+		ag = &agentProc{node: key, addr: l.Addr().String(), logPath: filepath.Join(a.dir, "agent-"+key+".log")}
 		l.Close()
-		a.agents[node] = ag
-		t.Cleanup(func() { ag.signal(t, syscall.SIGKILL) })
+		a.agents[key] = ag
+		// The lab's test, not a subtest's: the agent outlives the subtest that starts it.
+		a.t.Cleanup(func() { ag.signal(a.t, syscall.SIGKILL) })
+	} else {
+		ag.signal(t, syscall.SIGKILL)
 	}
 	logf, err := os.OpenFile(ag.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(a.bin, append([]string{"run", "--kubeconfig", kc, "--node-name", node,
-		"--netns", a.lab.Node(node).Path, "--metrics-addr", ag.addr, "--log-format", "json"}, a.args...)...)
+	cmd := exec.Command(a.bin, append(append([]string{"run", "--kubeconfig", kc, "--node-name", node,
+		"--netns", netns, "--metrics-addr", ag.addr, "--log-format", "json"}, a.args...), extra...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if ag.proc, err = childproc.Start(cmd); err != nil {
 		t.Fatal(err)
@@ -732,7 +769,7 @@ func (a *agentLab) startAgent(t *testing.T, node string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("agent %s ready (first sync done) %v after start", node, time.Since(start).Round(time.Millisecond))
+	t.Logf("agent %s ready (first sync done) %v after start", key, time.Since(start).Round(time.Millisecond))
 }
 
 func (ag *agentProc) exited() bool { return ag.proc != nil && ag.proc.Exited() }

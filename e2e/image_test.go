@@ -41,6 +41,7 @@ import (
 	"github.com/nftguard/nftguard/internal/kubetest"
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/internal/testns"
+	"github.com/nftguard/nftguard/peerslice"
 )
 
 // The service account deploy/rbac.yaml creates, as the API server names
@@ -92,6 +93,19 @@ func TestDeployManifests(t *testing.T) {
 	}
 	if !bytes.Contains(data, []byte("image: "+want+"\n")) {
 		t.Errorf("deploy/cleanup/job.yaml does not run %s", want)
+	}
+	if data, err = os.ReadFile(filepath.Join("..", "deploy", "controller.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte("image: "+want+"\n")) {
+		t.Errorf("deploy/controller.yaml does not run %s", want)
+	}
+	// The CRD an operator installs is the one the code and the tests use.
+	if data, err = os.ReadFile(filepath.Join("..", "deploy", "crd.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(data, peerslice.CRD()) {
+		t.Errorf("deploy/crd.yaml differs from peerslice/crd.yaml: copy it (cp peerslice/crd.yaml deploy/crd.yaml)")
 	}
 }
 

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -25,6 +26,31 @@ func annotation(svc *corev1.Service, name string) (value, full string, ok bool) 
 	return "", "", false
 }
 
+// readAnnotation sets *dst to what parse makes of the annotation name of
+// svc, when svc has it; a value that does not parse is reported through
+// bad, and *dst is what parse returned with its error (its zero value).
+func readAnnotation[T any](svc *corev1.Service, name string, parse func(string) (T, error), bad func(ann, val, format string, args ...any), dst *T) {
+	v, full, ok := annotation(svc, name)
+	if !ok {
+		return
+	}
+	x, err := parse(v)
+	if err != nil {
+		bad(full, v, "%v", err)
+	}
+	*dst = x
+}
+
+// parseBool reads a boolean annotation: false, with an error, unless it
+// is a boolean strconv.ParseBool reads.
+func parseBool(v string) (bool, error) {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, errors.New(`not a boolean (want "true" or "false")`)
+	}
+	return b, nil
+}
+
 // parseService reads a Service's egress annotations. It returns nil when the
 // Service does not claim egress for its pods (no annotation, "false", not a
 // LoadBalancer, no selector: the last two with a problem). A Service that
@@ -41,9 +67,9 @@ func parseService(svc *corev1.Service) (*egressService, []problem.Problem, []pro
 	bad := func(ann, val, format string, args ...any) {
 		probs = append(probs, problem.Problem{Object: serviceObject(svc), Field: annotationField(ann), Value: val, Reason: fmt.Sprintf(format, args...)})
 	}
-	on, err := strconv.ParseBool(v)
+	on, err := parseBool(v)
 	if err != nil {
-		bad(full, v, "not a boolean (want \"true\" or \"false\")")
+		bad(full, v, "%v", err)
 		return nil, probs, nil
 	}
 	if !on {
@@ -62,13 +88,7 @@ func parseService(svc *corev1.Service) (*egressService, []problem.Problem, []pro
 	es := &egressService{svc: svc, key: svc.Namespace + "/" + svc.Name, selector: labels.SelectorFromSet(svc.Spec.Selector)}
 
 	want6 := false
-	if v, full, ok := annotation(svc, AnnIPv6); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			bad(full, v, "not a boolean (want \"true\" or \"false\")")
-		}
-		want6 = b
-	}
+	readAnnotation(svc, AnnIPv6, parseBool, bad, &want6)
 	// The families the Service claims: those it can have an address of
 	// (spec.ipFamilies; both when unset, as in hand-written manifests),
 	// IPv6 only when asked for.
@@ -81,42 +101,13 @@ func parseService(svc *corev1.Service) (*egressService, []problem.Problem, []pro
 			es.claim6 = want6
 		}
 	}
-	if v, full, ok := annotation(svc, AnnNodeMasquerade); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			// Read as "false": an unreadable opt-out holds the pods.
-			bad(full, v, "not a boolean (want \"true\" or \"false\")")
-		}
-		es.nodeMasq = b
-	}
-	if v, full, ok := annotation(svc, AnnDstPorts); ok {
-		ms, err := parsePorts(v)
-		if err != nil {
-			bad(full, v, "%v", err)
-		}
-		es.dst = ms
-	}
-	if v, full, ok := annotation(svc, AnnSrcPorts); ok {
-		ms, err := parsePorts(v)
-		if err != nil {
-			bad(full, v, "%v", err)
-		}
-		es.src = ms
-	}
-	if v, full, ok := annotation(svc, AnnAllowedNets); ok {
-		ps, err := parseNets(v)
-		if err != nil {
-			bad(full, v, "%v", err)
-		}
-		es.allowed = ps
-	}
-	if v, full, ok := annotation(svc, AnnDeniedNets); ok {
-		ps, err := parseNets(v)
-		if err != nil {
-			bad(full, v, "%v", err)
-		}
-		es.denied = ps
-	}
+	// Read as "false" when it does not parse: an unreadable opt-out
+	// holds the pods.
+	readAnnotation(svc, AnnNodeMasquerade, parseBool, bad, &es.nodeMasq)
+	readAnnotation(svc, AnnDstPorts, parsePorts, bad, &es.dst)
+	readAnnotation(svc, AnnSrcPorts, parsePorts, bad, &es.src)
+	readAnnotation(svc, AnnAllowedNets, parseNets, bad, &es.allowed)
+	readAnnotation(svc, AnnDeniedNets, parseNets, bad, &es.denied)
 	for i, ing := range svc.Status.LoadBalancer.Ingress {
 		if ing.IP == "" {
 			continue // hostname-only ingress: no address to translate to

@@ -154,18 +154,11 @@ func (l *lister) list(o ListOptions) ([]*ListedTable, error) {
 	// One dump of every chain and one of every set: the kernel filters
 	// those dumps by family only, so a dump per table would read every
 	// table's chains once per table.
-	msgs, err = all(unix.NFT_MSG_GETCHAIN, unix.NLM_F_DUMP, nil)
-	if err != nil {
-		return nil, fmt.Errorf("dump chains: %w", err)
-	}
-	for _, r := range msgs {
-		c, tbl, err := parseChain(r.Data[nfgenHdrLen:])
-		if err != nil {
-			return nil, fmt.Errorf("decode chain: %w", err)
-		}
-		t := byKey[FamilyName(r.Data[0])+" "+tbl]
+	// A table that appeared between the dumps interrupts the listing.
+	err = dumpChains(all, nil, func(fam byte, tbl string, c *kernelChain) error {
+		t := byKey[FamilyName(fam)+" "+tbl]
 		if t == nil {
-			return nil, nfnl.ErrDumpInterrupted // a table appeared between the dumps
+			return nfnl.ErrDumpInterrupted
 		}
 		lc := &ListedChain{Name: c.name}
 		if c.base {
@@ -175,24 +168,20 @@ func (l *lister) list(o ListOptions) ([]*ListedTable, error) {
 			}
 		}
 		t.Chains = append(t.Chains, lc)
-	}
-	msgs, err = all(unix.NFT_MSG_GETSET, unix.NLM_F_DUMP, nil)
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("dump sets: %w", err)
+		return nil, err
 	}
-	for _, r := range msgs {
-		s, tbl, err := parseSet(r.Data[nfgenHdrLen:])
-		if err != nil {
-			return nil, fmt.Errorf("decode set: %w", err)
-		}
-		t := byKey[FamilyName(r.Data[0])+" "+tbl]
+	err = dumpSets(all, nil, func(fam byte, tbl string, s *kernelSet) error {
+		t := byKey[FamilyName(fam)+" "+tbl]
 		if t == nil {
-			return nil, nfnl.ErrDumpInterrupted
+			return nfnl.ErrDumpInterrupted
 		}
 		ls := &ListedSet{Name: s.name, Flags: s.flags, KeyType: s.keyType, KeyLen: s.keyLen, DataType: s.dataType, DataLen: s.dataLen, UserData: s.userdata}
 		if slices.Contains(o.ElementsOf, t.String()) && !dynamicElems(s) {
 			if err := readElems(l.requester(t.fam), t.Name, s); err != nil {
-				return nil, notGone(fmt.Errorf("table %s: %w", t, err))
+				return notGone(fmt.Errorf("table %s: %w", t, err))
 			}
 			for id, el := range s.elems {
 				ls.Elements = append(ls.Elements, []byte(id+"="+elemValue(el)))
@@ -200,6 +189,10 @@ func (l *lister) list(o ListOptions) ([]*ListedTable, error) {
 			slices.SortFunc(ls.Elements, bytes.Compare)
 		}
 		t.Sets = append(t.Sets, ls)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	for _, t := range tables {
 		req := l.requester(t.fam)

@@ -69,38 +69,26 @@ func (e *Engine) readOnce() (*kernelTable, error) {
 	}
 	t := newKernelTable()
 
-	msgs, err := e.request(unix.NFT_MSG_GETCHAIN, unix.NLM_F_DUMP, func(m *enc) { m.Str(unix.NFTA_CHAIN_TABLE, name) })
-	if err != nil {
-		return nil, fmt.Errorf("dump chains: %w", err)
-	}
-	for _, r := range msgs {
-		c, tbl, err := parseChain(r.Data[nfgenHdrLen:])
-		if err != nil {
-			return nil, fmt.Errorf("decode chain: %w", err)
-		}
-		if tbl == name && r.Data[0] == e.fam {
+	err = dumpChains(e.request, func(m *enc) { m.Str(unix.NFTA_CHAIN_TABLE, name) }, func(fam byte, tbl string, c *kernelChain) error {
+		if tbl == name && fam == e.fam {
 			t.addChain(c)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 
-	msgs, err = e.request(unix.NFT_MSG_GETSET, unix.NLM_F_DUMP, func(m *enc) { m.Str(unix.NFTA_SET_TABLE, name) })
-	if err != nil {
-		return nil, fmt.Errorf("dump sets: %w", err)
-	}
 	anon := map[string]*kernelSet{}
-	for _, r := range msgs {
-		s, tbl, err := parseSet(r.Data[nfgenHdrLen:])
-		if err != nil {
-			return nil, fmt.Errorf("decode set: %w", err)
-		}
-		if tbl != name || r.Data[0] != e.fam {
-			continue
+	err = dumpSets(e.request, func(m *enc) { m.Str(unix.NFTA_SET_TABLE, name) }, func(fam byte, tbl string, s *kernelSet) error {
+		if tbl != name || fam != e.fam {
+			return nil
 		}
 		// A timeout set's elements are dynamic (Set.Timeout): there may
 		// be a hundred thousand, and they are never diffed.
 		if !dynamicElems(s) {
 			if err := readElems(e.request, name, s); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if s.flags&unix.NFT_SET_ANONYMOUS != 0 {
@@ -108,6 +96,10 @@ func (e *Engine) readOnce() (*kernelTable, error) {
 		} else {
 			t.addSet(s)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	anonKeys := map[string]string{}
 	for n, s := range anon {
@@ -143,6 +135,36 @@ func (e *Engine) readOnce() (*kernelTable, error) {
 // read or diff: those of a timeout set come from AddTimed and expire in
 // the kernel.
 func dynamicElems(s *kernelSet) bool { return s.flags&unix.NFT_SET_TIMEOUT != 0 }
+
+// dumpChains dumps chains (of the table build names; every table's when
+// build is nil) and hands fn each one with its family and table; an error
+// of fn ends the dump with it.
+func dumpChains(req requester, build func(*enc), fn func(fam byte, table string, c *kernelChain) error) error {
+	return dumpObjects(req, unix.NFT_MSG_GETCHAIN, "chain", build, parseChain, fn)
+}
+
+// dumpSets is dumpChains for sets; fn may send requests of its own (the
+// reply is read whole before fn is called).
+func dumpSets(req requester, build func(*enc), fn func(fam byte, table string, s *kernelSet) error) error {
+	return dumpObjects(req, unix.NFT_MSG_GETSET, "set", build, parseSet, fn)
+}
+
+func dumpObjects[T any](req requester, typ uint16, what string, build func(*enc), parse func([]byte) (T, string, error), fn func(fam byte, table string, o T) error) error {
+	msgs, err := req(typ, unix.NLM_F_DUMP, build)
+	if err != nil {
+		return fmt.Errorf("dump %ss: %w", what, err)
+	}
+	for _, r := range msgs {
+		o, tbl, err := parse(r.Data[nfgenHdrLen:])
+		if err != nil {
+			return fmt.Errorf("decode %s: %w", what, err)
+		}
+		if err := fn(r.Data[0], tbl, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // dumpRules dumps the rules of one chain, in order, handing fn each rule's
 // attributes (which alias the reply: fn keeps copies or nothing of them).

@@ -61,8 +61,16 @@ func TestDecode(t *testing.T) {
 		"ipv6 sctp":       {packetMsg(unix.AF_INET6, 7, tablelayout.LogPrefixIngress, ipv6(unix.IPPROTO_SCTP, ports)), "ingress 6 fd00::1 fd00::2 sctp 12345 80 false 0"},
 		"ipv6 icmpv6":     {packetMsg(unix.AF_INET6, 7, tablelayout.LogPrefixIngress, ipv6(unix.IPPROTO_ICMPV6, []byte{128, 0, 0, 0})), "ingress 6 fd00::1 fd00::2 icmpv6 0 0 true 128"},
 		"ipv6 ext hdrs":   {packetMsg(unix.AF_INET6, 7, tablelayout.LogPrefixIngress, ipv6(unix.IPPROTO_HOPOPTS, append(hop, ports...))), "ingress 6 fd00::1 fd00::2 udp 12345 80 false 0"},
-		"foreign prefix":  {packetMsg(unix.AF_INET, 7, "someone else", ipv4(unix.IPPROTO_UDP, 0, ports)), " 4 10.0.0.1 10.0.0.2 udp 12345 80 false 0"},
-		"no payload":      {packetMsg(unix.AF_INET, 7, tablelayout.LogPrefixIngress, nil), "ingress 4 invalid IP invalid IP 0 0 0 false 0"},
+		"ipv6 ah": {packetMsg(unix.AF_INET6, 7, tablelayout.LogPrefixIngress, ipv6(unix.IPPROTO_AH,
+			append([]byte{unix.IPPROTO_TCP, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1}, ports...))), "ingress 6 fd00::1 fd00::2 tcp 12345 80 false 0"}, // 12 bytes: (1+2)*4
+		"ipv6 later frag": {packetMsg(unix.AF_INET6, 7, tablelayout.LogPrefixIngress, ipv6(unix.IPPROTO_FRAGMENT,
+			append([]byte{unix.IPPROTO_UDP, 0, 0, 8, 0, 0, 0, 1}, ports...))), "ingress 6 fd00::1 fd00::2 udp 0 0 false 0"},
+		"ipv6 ext hdr past payload": {packetMsg(unix.AF_INET6, 7, tablelayout.LogPrefixIngress, ipv6(unix.IPPROTO_DSTOPTS,
+			[]byte{unix.IPPROTO_UDP, 1, 0, 0, 0, 0, 0, 0})), "ingress 6 fd00::1 fd00::2 60 0 0 false 0"}, // says 16 bytes, has 8
+		"ipv6 ext hdr truncated": {packetMsg(unix.AF_INET6, 7, tablelayout.LogPrefixIngress, ipv6(unix.IPPROTO_AH,
+			[]byte{unix.IPPROTO_UDP, 1, 0, 0})), "ingress 6 fd00::1 fd00::2 51 0 0 false 0"},
+		"foreign prefix": {packetMsg(unix.AF_INET, 7, "someone else", ipv4(unix.IPPROTO_UDP, 0, ports)), " 4 10.0.0.1 10.0.0.2 udp 12345 80 false 0"},
+		"no payload":     {packetMsg(unix.AF_INET, 7, tablelayout.LogPrefixIngress, nil), "ingress 4 invalid IP invalid IP 0 0 0 false 0"},
 	} {
 		r, err := decodeMessage(tc.msg)
 		if err != nil {

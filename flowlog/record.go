@@ -214,44 +214,36 @@ func parseIPv6(r *Record, p []byte) {
 	// chain from costing more than it is worth.
 	for range 8 {
 		switch next {
-		case unix.IPPROTO_HOPOPTS, unix.IPPROTO_ROUTING, unix.IPPROTO_DSTOPTS:
-			if len(rest) < 8 {
-				r.Protocol = next
-				return
-			}
-			n := (int(rest[1]) + 1) * 8
-			if n > len(rest) {
-				r.Protocol = next
-				return
-			}
-			next, rest = rest[0], rest[n:]
-		case unix.IPPROTO_FRAGMENT:
-			if len(rest) < 8 {
-				r.Protocol = next
-				return
-			}
-			offset := binary.BigEndian.Uint16(rest[2:4]) >> 3
-			next, rest = rest[0], rest[8:]
-			if offset != 0 {
-				r.Protocol = next
-				return
-			}
-		case unix.IPPROTO_AH:
-			if len(rest) < 8 {
-				r.Protocol = next
-				return
-			}
-			n := (int(rest[1]) + 2) * 4
-			if n > len(rest) {
-				r.Protocol = next
-				return
-			}
-			next, rest = rest[0], rest[n:]
+		case unix.IPPROTO_HOPOPTS, unix.IPPROTO_ROUTING, unix.IPPROTO_DSTOPTS, unix.IPPROTO_FRAGMENT, unix.IPPROTO_AH:
 		default:
 			r.Protocol = next
 			parseTransport(r, rest, unix.IPPROTO_ICMPV6)
 			return
 		}
+		// Every extension header is at least 8 bytes, its next header
+		// first; where the copy ends the last one read is the protocol.
+		if len(rest) < 8 {
+			r.Protocol = next
+			return
+		}
+		n := 8 // a fragment header
+		switch next {
+		case unix.IPPROTO_HOPOPTS, unix.IPPROTO_ROUTING, unix.IPPROTO_DSTOPTS:
+			n = (int(rest[1]) + 1) * 8
+		case unix.IPPROTO_AH:
+			n = (int(rest[1]) + 2) * 4
+		case unix.IPPROTO_FRAGMENT:
+			if binary.BigEndian.Uint16(rest[2:4])>>3 != 0 {
+				// A later fragment carries no upper-layer header.
+				r.Protocol = rest[0]
+				return
+			}
+		}
+		if n > len(rest) {
+			r.Protocol = next
+			return
+		}
+		next, rest = rest[0], rest[n:]
 	}
 	r.Protocol = next
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sync"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -32,56 +31,37 @@ func List(nsPath string) ([]netip.Prefix, error) {
 // that may have changed meanwhile).
 func Watch(ctx context.Context, nsPath string, onChange func([]netip.Prefix)) error {
 	groups := uint32(unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV6_IFADDR | unix.RTMGRP_IPV4_ROUTE | unix.RTMGRP_IPV6_ROUTE)
-	sub, err := dial(nsPath, groups)
+	w, err := rtnl.OpenWatch(ctx, groups, func(groups uint32) (*netlink.Conn, error) { return dial(nsPath, groups) }, nil)
 	if err != nil {
 		return err
 	}
-	var once sync.Once
-	closeSub := func() { once.Do(func() { sub.Close() }) }
-	defer closeSub()
-	// Receive takes no context: closing the socket interrupts it.
-	stop := context.AfterFunc(ctx, closeSub)
-	defer stop()
-	dump, err := dial(nsPath, 0)
-	if err != nil {
-		return err
-	}
-	defer dump.Close()
+	defer w.Close()
 
-	cur, err := list(dump)
+	cur, err := list(w.Dump)
 	if err != nil {
 		return err
 	}
 	onChange(cur)
 	for {
-		msgs, err := sub.Receive()
+		msgs, err := w.Sub.Receive()
+		// One change (an address moved) comes as several messages:
+		// take what is queued before listing once.
+		more, derr := rtnl.Drain(w.Sub)
+		err = errors.Join(err, derr)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil
 		case errors.Is(err, unix.ENOBUFS):
 			// Notifications were lost to a full socket buffer: what
 			// they said is unknown, so list again.
-			msgs = []netlink.Message{{Header: netlink.Header{Type: unix.RTM_NEWADDR}}}
 		case err != nil:
 			return fmt.Errorf("local addresses: receive notifications: %w", err)
-		}
-		// One change (an address moved) comes as several messages:
-		// take what is queued before listing once.
-		more, err := rtnl.Drain(sub)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return nil
-		case errors.Is(err, unix.ENOBUFS):
-			more = []netlink.Message{{Header: netlink.Header{Type: unix.RTM_NEWADDR}}}
-		case err != nil:
-			return fmt.Errorf("local addresses: receive notifications: %w", err)
-		}
-		// A node with a large routing table (BGP) sees many route
-		// changes: only those of the local table cost a list.
-		if !relevant(msgs) && !relevant(more) {
+		case !relevant(msgs) && !relevant(more):
+			// A node with a large routing table (BGP) sees many route
+			// changes: only those of the local table cost a list.
 			continue
 		}
-		next, err := list(dump)
+		next, err := list(w.Dump)
 		if err != nil {
 			return err
 		}

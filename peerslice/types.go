@@ -113,3 +113,9 @@ func ToUnstructured(s *PeerSlice) (*unstructured.Unstructured, error) {
 	}
 	return &unstructured.Unstructured{Object: m}, nil
 }
+
+// AnnotationPublished is set on the controller's Lease by a leader once
+// its first full reconcile is done (every namespace's slices match its
+// cache of Pods); its value is that leader's identity. Readers take the
+// records as complete once any leader has published them.
+const AnnotationPublished = "nftguard.io/peers-published"

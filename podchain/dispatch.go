@@ -20,11 +20,13 @@ import (
 // it, and the other pod is reported: one key twice would make the kernel
 // refuse the whole batch.
 type Dispatch struct {
-	maps [][2]engine.Set
+	maps []KindMaps
+	// index is the place of a kind's maps in maps.
+	index map[*Kind]int
 	// linkLocal are local pods' own link-local addresses by key (see
 	// package podguard): keys of the pod's chains like its pod IPs.
 	linkLocal map[string][]string
-	owner     map[dispatchKey]*selection.Pod
+	owner     map[dispatchKey]*selection.Member
 	reported  map[sharedKey]bool
 	problems  []problem.Problem
 }
@@ -33,19 +35,30 @@ type Dispatch struct {
 // another pod's chain already decides for.
 type (
 	dispatchKey struct {
-		kind int
+		kind *Kind
 		addr string
 	}
 	sharedKey struct {
-		p    *selection.Pod
+		p    *selection.Member
 		addr string
 	}
 )
 
-// NewDispatch fills the maps given, one IPv4 and one IPv6 map per kind of
-// chain, in the order of the output.
-func NewDispatch(maps [][2]engine.Set) *Dispatch {
-	return &Dispatch{maps: maps, owner: map[dispatchKey]*selection.Pod{}}
+// KindMaps are the verdict maps that send a local pod's address to its
+// chain of Kind: Maps[0] keyed by IPv4 addresses, Maps[1] by IPv6.
+type KindMaps struct {
+	Kind *Kind
+	Maps [2]engine.Set
+}
+
+// NewDispatch fills the maps given, one KindMaps per kind of chain, in the
+// order of the output.
+func NewDispatch(maps ...KindMaps) *Dispatch {
+	index := make(map[*Kind]int, len(maps))
+	for i, km := range maps {
+		index[km.Kind] = i
+	}
+	return &Dispatch{maps: maps, index: index, owner: map[dispatchKey]*selection.Member{}}
 }
 
 // WithLinkLocal makes each pod's own link-local addresses (by pod key,
@@ -57,8 +70,13 @@ func (d *Dispatch) WithLinkLocal(ll map[string][]string) *Dispatch {
 	return d
 }
 
-// Add makes p's addresses jump to chain in the maps of kind.
-func (d *Dispatch) Add(kind int, p *selection.Pod, chain string) {
+// Add makes p's addresses jump to chain in the maps of kind k, one of the
+// kinds NewDispatch was given.
+func (d *Dispatch) Add(k *Kind, p *selection.Member, chain string) {
+	i, ok := d.index[k]
+	if !ok {
+		panic("podchain: Dispatch.Add of a kind NewDispatch was not given: " + k.ChainPrefix)
+	}
 	v := JumpTo(chain)
 	v4, v6 := p.V4Text(), p.V6Text()
 	if ll := d.linkLocal[p.Key]; len(ll) > 0 {
@@ -72,10 +90,10 @@ func (d *Dispatch) Add(kind int, p *selection.Pod, chain string) {
 		}
 	}
 	for f, addrs := range [2][]string{v4, v6} {
-		m := &d.maps[kind][f]
+		m := &d.maps[i].Maps[f]
 		for _, a := range addrs {
-			k := dispatchKey{kind, a}
-			if o, taken := d.owner[k]; taken {
+			dk := dispatchKey{k, a}
+			if o, taken := d.owner[dk]; taken {
 				// Reported once per pod and address, not per map.
 				if o != p && !d.reported[sharedKey{p, a}] {
 					if d.reported == nil {
@@ -86,7 +104,7 @@ func (d *Dispatch) Add(kind int, p *selection.Pod, chain string) {
 				}
 				continue
 			}
-			d.owner[k] = p
+			d.owner[dk] = p
 			m.Elements = append(m.Elements, engine.Element{Key: a, Value: v})
 		}
 	}
@@ -96,8 +114,8 @@ func (d *Dispatch) Add(kind int, p *selection.Pod, chain string) {
 func (d *Dispatch) Maps() []engine.Set {
 	out := make([]engine.Set, 0, 2*len(d.maps))
 	for i := range d.maps {
-		for f := range d.maps[i] {
-			s := d.maps[i][f]
+		for f := range d.maps[i].Maps {
+			s := d.maps[i].Maps[f]
 			sort.Slice(s.Elements, func(i, j int) bool { return s.Elements[i].Key < s.Elements[j].Key })
 			out = append(out, s)
 		}
@@ -114,13 +132,13 @@ func (d *Dispatch) Problems() []problem.Problem { return d.problems }
 // batch. A cluster never has two (the API server keeps names unique);
 // hand-written manifests can. local is sorted by key and shared: it is
 // copied before a pod is dropped.
-func DropSharedLocal(local []*selection.Pod) ([]*selection.Pod, []problem.Problem) {
-	var kept []*selection.Pod
+func DropSharedLocal(local []*selection.Member) ([]*selection.Member, []problem.Problem) {
+	var kept []*selection.Member
 	var problems []problem.Problem
 	for i, p := range local {
 		if i > 0 && local[i-1].Key == p.Key {
 			if kept == nil {
-				kept = append(make([]*selection.Pod, 0, len(local)), local[:i]...)
+				kept = append(make([]*selection.Member, 0, len(local)), local[:i]...)
 			}
 			problems = append(problems, problem.Problem{Object: PodObject(p), Local: true,
 				Reason: "another Pod of the same namespace and name on this node comes first"})
@@ -140,13 +158,13 @@ func DropSharedLocal(local []*selection.Pod) ([]*selection.Pod, []problem.Proble
 // other node finds them.
 
 // PodObject names a pod in a problem.
-func PodObject(p *selection.Pod) problem.Object {
+func PodObject(p *selection.Member) problem.Object {
 	return problem.Object{APIVersion: problem.CoreV1, Kind: "Pod", Namespace: p.Obj.Namespace, Name: p.Obj.Name}
 }
 
 // sharedAddress is the problem of a local pod whose address another local
 // pod (other) came first with.
-func sharedAddress(p *selection.Pod, addr, other string) problem.Problem {
+func sharedAddress(p *selection.Member, addr, other string) problem.Problem {
 	return problem.Problem{Object: PodObject(p), Field: "status.podIPs", Local: true,
 		Reason: fmt.Sprintf("address %s is also pod %s's, whose policies decide for it", addr, other)}
 }

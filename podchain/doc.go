@@ -8,7 +8,7 @@
 // in where their chains sit in the table; everything below is theirs in
 // common, written once, so that a fix lands in both:
 //
-//   - A kind of chain (Dir): a tier in one direction, with its name
+//   - A kind of chain (Kind): a tier in one direction, with its name
 //     prefix, how a peer is matched, the verdicts of Accept, Deny and Pass,
 //     and whether an unmatched packet is dropped (NetworkPolicy isolates)
 //     or returns to the next tier. One builder makes every pod chain: the
@@ -41,13 +41,13 @@
 //
 // # Where things are
 //
-//	chain.go     Dir (a kind of pod chain) and the one chain builder, with
-//	             the chain memo
+//	chain.go     Kind (a kind of pod chain, known by its address) and the
+//	             one chain builder, with the chain memo
 //	rule.go      Rule (a compiled policy rule), Action, Join, the jump and
 //	             goto verdicts
 //	end.go       End: how drops are written when the node logs
-//	dispatch.go  Dispatch (the verdict maps, first pod keeps an address)
-//	             and DropSharedLocal
+//	dispatch.go  Dispatch (the verdict maps of each Kind, KindMaps; the
+//	             first pod keeps an address) and DropSharedLocal
 //	sets.go      set declaration with name-collision tracking, shared
 //	             peer addresses and sets (PeerSets), egress
 //	             named-port tuples

@@ -25,14 +25,14 @@ func EndOf(logged map[string]bool, ns string) End {
 	return EndCounted
 }
 
-// drop is the verdict of a rule that denies in direction d, as end writes
-// it.
-func (d *Dir) drop(end End) string {
+// drop is the verdict of a rule that denies in a chain of kind k, as end
+// writes it.
+func (k *Kind) drop(end End) string {
 	switch end {
 	case EndCounted:
 		return "counter drop"
 	case EndLogged:
-		return "counter " + GotoChain(d.Denied)
+		return "counter " + GotoChain(k.Denied)
 	}
 	return "drop"
 }

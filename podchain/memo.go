@@ -19,11 +19,12 @@ type Memo struct {
 }
 
 // RuleKey names one rule of one policy: Policy is the compiler's own
-// (comparable) handle of a validated policy object, Slot the kind of
-// chain or direction, Idx the rule's index.
+// (comparable) handle of a validated policy object, Kind the kind of
+// chain the rule is compiled for (by its address, see Kind), Idx the
+// rule's index in that direction.
 type RuleKey struct {
 	Policy any
-	Slot   int
+	Kind   *Kind
 	Idx    int
 }
 

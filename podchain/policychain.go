@@ -26,13 +26,13 @@ type policyChainMemo struct {
 }
 
 // PolicyChain returns the rule that jumps to the chain name holding
-// rules, declaring the chain (the previous compile's when the owner and
+// rules of kind k, declaring the chain (the previous compile's when the owner and
 // the rules are the same). owner is the compiler's handle of the policy.
 // jump is nil when the chain would be empty. ok is false when another
 // owner declared a chain of that name in this
 // compile (two policies of one key, possible in manifests only): the
 // caller then keeps the rules in the pod's chain.
-func (c *Cycle) PolicyChain(owner any, d *Dir, name, comment string, rules []*Rule) (jump *Rule, ok bool) {
+func (c *Cycle) PolicyChain(owner any, k *Kind, name, comment string, rules []*Rule) (jump *Rule, ok bool) {
 	if pm, taken := c.policyChains[name]; taken {
 		return pm.jumpRule(), pm.owner == owner
 	}
@@ -40,7 +40,7 @@ func (c *Cycle) PolicyChain(owner any, d *Dir, name, comment string, rules []*Ru
 	if pm == nil || pm.owner != owner || !slices.Equal(pm.rules, rules) {
 		ch := engine.Chain{Name: name, Comment: comment}
 		for _, r := range rules {
-			ch.Rules = appendRule(ch.Rules, d, r, nil, EndPlain)
+			ch.Rules = appendRule(ch.Rules, k, r, nil, EndPlain)
 		}
 		jump := &Rule{Comment: comment, Action: Jump, Target: name}
 		if pm != nil && pm.jump.Target == name && pm.jump.Comment == comment {

@@ -91,15 +91,15 @@ func sameSets(a, b []*engine.Set) bool {
 
 // SelectedPods joins selections, each pod once. The result may be the
 // first selection's list: it must not be changed.
-func SelectedPods(sels []selection.Selection) []*selection.Pod {
-	var pods []*selection.Pod
+func SelectedPods(sels []selection.Selection) []*selection.Member {
+	var pods []*selection.Member
 	dup := false
 	for i, sel := range sels {
 		if i == 0 {
 			pods = sel.Pods
 		} else {
 			if i == 1 {
-				pods = append([]*selection.Pod(nil), pods...)
+				pods = append([]*selection.Member(nil), pods...)
 			}
 			pods = append(pods, sel.Pods...)
 		}
@@ -225,7 +225,7 @@ func (c *Cycle) share(pa *peerAddrs, base, typ4, typ6, what, fallback4, fallback
 // namespaces each allowing egress to every namespace on a named port cost
 // one set, not 5,000 copies of it. They are computed again only when the
 // selections (or, for all, any pod) changed.
-func (c *Cycle) NamedSets(prefix string, keys []selection.PeerKey, all bool, pods func() []*selection.Pod, named NamedPorts, fallback func(kind string) string) []string {
+func (c *Cycle) NamedSets(prefix string, keys []selection.PeerKey, all bool, pods func() []*selection.Member, named NamedPorts, fallback func(kind string) string) []string {
 	names := make([]string, 0, len(named))
 	for np := range named {
 		names = append(names, np.Name+"/"+string(np.Proto))
@@ -290,7 +290,7 @@ func (c *Cycle) useShared(base string, pa *peerAddrs) {
 // address . protocol . port tuples of every pod, name and protocol the
 // pod declares the name with, as set elements' text. It costs the pods'
 // ports, not the names listed times the pods' ports.
-func NamedTuples(pods []*selection.Pod, named NamedPorts) (t4, t6 []string) {
+func NamedTuples(pods []*selection.Member, named NamedPorts) (t4, t6 []string) {
 	for _, p := range pods {
 		named.Resolve(p.Obj, func(proto corev1.Protocol, port int32) {
 			suffix := " . " + strings.ToLower(string(proto)) + " . " + strconv.Itoa(int(port))

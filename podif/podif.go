@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/mdlayher/netlink"
@@ -69,36 +68,30 @@ const PollWithoutNSID = 2 * time.Second
 // told once why.
 func Watch(ctx context.Context, nsPath string, last []podguard.Interface, onChange func(), degraded func(error)) error {
 	groups := uint32(unix.RTMGRP_LINK | unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV6_IFADDR)
-	sub, err := dial(nsPath, groups)
-	if err != nil {
-		return err
-	}
-	var once sync.Once
-	closeSub := func() { once.Do(func() { sub.Close() }) }
-	defer closeSub()
 	// The pods' address changes (a link-local address appearing when the
 	// pod's interface comes up) happen in their namespaces; this option
 	// delivers them too, for every namespace the node's has an id for.
 	poll := false
-	if err := sub.SetOption(netlink.ListenAllNSID, true); err != nil {
-		if !errors.Is(err, unix.EPERM) {
-			return fmt.Errorf("pod interfaces: listen to the pods' namespaces: %w", err)
+	listenAll := func(sub *netlink.Conn) error {
+		if err := sub.SetOption(netlink.ListenAllNSID, true); err != nil {
+			if !errors.Is(err, unix.EPERM) {
+				return fmt.Errorf("pod interfaces: listen to the pods' namespaces: %w", err)
+			}
+			poll = true
+			if degraded != nil {
+				degraded(err)
+			}
 		}
-		poll = true
-		if degraded != nil {
-			degraded(err)
-		}
+		return nil
 	}
-	// Receive takes no context: closing the socket interrupts it.
-	stop := context.AfterFunc(ctx, closeSub)
-	defer stop()
-	dump, err := dial(nsPath, 0)
+	w, err := rtnl.OpenWatch(ctx, groups, func(groups uint32) (*netlink.Conn, error) { return dial(nsPath, groups) }, listenAll)
 	if err != nil {
 		return err
 	}
-	defer dump.Close()
+	defer w.Close()
+	sub := w.Sub
 
-	cur, err := read(dump)
+	cur, err := read(w.Dump)
 	if err != nil {
 		return err
 	}
@@ -140,7 +133,7 @@ func Watch(ctx context.Context, nsPath string, last []podguard.Interface, onChan
 			}
 			return fmt.Errorf("pod interfaces: receive notifications: %w", err)
 		}
-		next, err := read(dump)
+		next, err := read(w.Dump)
 		if err != nil {
 			return err
 		}

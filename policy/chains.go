@@ -11,19 +11,20 @@ import (
 )
 
 // direction is a kind of pod chain of package podchain (ingress or
-// egress) with what policy adds: the tag of its rules' set names.
+// egress) with what policy adds: the tag of its rules' set names. The two
+// are package variables: the memo knows a kind by its address.
 type direction struct {
-	podchain.Dir
+	podchain.Kind
 	setTag       string // "in" or "eg": np_NS_POLICY_in0_pods4, see names.go
 	policyPrefix string // "np_pi" or "np_pe": a policy's chain, see names.go
 }
 
 var (
-	dirIngress = direction{setTag: "in", policyPrefix: "np_pi", Dir: podchain.Dir{Slot: 0, ChainPrefix: "np_ing", Field: "ingress",
+	dirIngress = direction{setTag: "in", policyPrefix: "np_pi", Kind: podchain.Kind{ChainPrefix: "np_ing", Field: "ingress",
 		Peer4: "ip saddr", Peer6: "ip6 saddr", Accept: "accept", Denied: tablelayout.ChainDeniedIngress,
 		InvalidDrop: true, Isolated: CommentIsolatedIngress}}
 	// A packet egress allows still needs the destination's ingress.
-	dirEgress = direction{setTag: "eg", policyPrefix: "np_pe", Dir: podchain.Dir{Slot: 1, Egress: true, ChainPrefix: "np_egr", Field: "egress",
+	dirEgress = direction{setTag: "eg", policyPrefix: "np_pe", Kind: podchain.Kind{Egress: true, ChainPrefix: "np_egr", Field: "egress",
 		Peer4: "ip daddr", Peer6: "ip6 daddr", Accept: podchain.GotoChain(tablelayout.ChainIngress), Denied: tablelayout.ChainDeniedEgress,
 		InvalidDrop: true, Isolated: CommentIsolatedEgress}}
 )
@@ -51,7 +52,7 @@ func (d *direction) rule(np *networkingv1.NetworkPolicy, i int) ([]networkingv1.
 // ports resolved on it). Every NetworkPolicy rule accepts, so the order
 // of the rules decides nothing. The previous compile's chain when the pod
 // and the rules are the same.
-func (c *compiler) podChain(p *selection.Pod, pols []*compiledPolicy, d *direction) engine.Chain {
+func (c *compiler) podChain(p *selection.Member, pols []*compiledPolicy, d *direction) engine.Chain {
 	var rules []*podchain.Rule
 	for _, cp := range pols {
 		n := d.ruleCount(cp.np)
@@ -59,7 +60,7 @@ func (c *compiler) podChain(p *selection.Pod, pols []*compiledPolicy, d *directi
 			continue
 		}
 		prs := c.policyRules(d, cp)
-		jump, ok := c.cyc.PolicyChain(cp, &d.Dir, d.policyChainName(cp), nftsafe.Comment(d.Field+" rules of "+cp.key), prs)
+		jump, ok := c.cyc.PolicyChain(cp, &d.Kind, d.policyChainName(cp), nftsafe.Comment(d.Field+" rules of "+cp.key), prs)
 		if !ok {
 			// Another policy of the same key (manifests only) has the
 			// chain's name: this one's rules stay in the pod's chain.
@@ -75,13 +76,13 @@ func (c *compiler) podChain(p *selection.Pod, pols []*compiledPolicy, d *directi
 			}
 		}
 	}
-	return c.cyc.Chain(p, &d.Dir, rules, podchain.EndOf(c.logged, p.Obj.Namespace))
+	return c.cyc.Chain(p, &d.Kind, rules, podchain.EndOf(c.logged, p.Obj.Namespace))
 }
 
 // policyRules are the compiled rules of one direction of a policy, the
 // same slice for every pod the policy selects in this compile.
 func (c *compiler) policyRules(d *direction, cp *compiledPolicy) []*podchain.Rule {
-	k := policyRulesKey{cp, d.Slot}
+	k := policyRulesKey{cp, d}
 	if prs, ok := c.polRules[k]; ok {
 		return prs
 	}
@@ -95,8 +96,8 @@ func (c *compiler) policyRules(d *direction, cp *compiledPolicy) []*podchain.Rul
 }
 
 type policyRulesKey struct {
-	cp   *compiledPolicy
-	slot int
+	cp *compiledPolicy
+	d  *direction
 }
 
 // policyChainName names a policy's chain of this direction.
@@ -107,7 +108,7 @@ func (d *direction) policyChainName(cp *compiledPolicy) string {
 // rule returns the compiled form of one rule of a policy (see
 // podchain.Cycle.Rule for when it is the previous compile's).
 func (c *compiler) rule(d *direction, cp *compiledPolicy, idx int) *podchain.Rule {
-	return c.cyc.Rule(podchain.RuleKey{Policy: cp, Slot: d.Slot, Idx: idx}, func() (*podchain.Rule, podchain.Deps) {
+	return c.cyc.Rule(podchain.RuleKey{Policy: cp, Kind: &d.Kind, Idx: idx}, func() (*podchain.Rule, podchain.Deps) {
 		peers, ports := d.rule(cp.np, idx)
 		return c.compileRule(d, cp, idx, peers, ports)
 	})

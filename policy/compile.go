@@ -116,7 +116,11 @@ func (m *Compiler) Compile(in Input) Output {
 	local, shared := podchain.DropSharedLocal(c.sel.Local())
 	c.problems = append(c.problems, shared...)
 
-	dispatch := podchain.NewDispatch(tablelayout.DispatchMaps()).WithLinkLocal(in.LinkLocal)
+	mapsIng, mapsEgr := tablelayout.DispatchMaps()
+	dispatch := podchain.NewDispatch(
+		podchain.KindMaps{Kind: &dirIngress.Kind, Maps: mapsIng},
+		podchain.KindMaps{Kind: &dirEgress.Kind, Maps: mapsEgr},
+	).WithLinkLocal(in.LinkLocal)
 	var podChains []engine.Chain
 	var ing, egr []*compiledPolicy
 	for _, p := range local {
@@ -135,12 +139,12 @@ func (m *Compiler) Compile(in Input) Output {
 		if len(ing) > 0 {
 			ch := c.podChain(p, ing, &dirIngress)
 			podChains = append(podChains, ch)
-			dispatch.Add(dirIngress.Slot, p, ch.Name)
+			dispatch.Add(&dirIngress.Kind, p, ch.Name)
 		}
 		if len(egr) > 0 {
 			ch := c.podChain(p, egr, &dirEgress)
 			podChains = append(podChains, ch)
-			dispatch.Add(dirEgress.Slot, p, ch.Name)
+			dispatch.Add(&dirEgress.Kind, p, ch.Name)
 		}
 	}
 	podChains = append(podChains, c.cyc.PolicyChains()...)

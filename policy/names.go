@@ -13,7 +13,7 @@ import (
 //	np_forward, np_ingress            the fixed chains (package tablelayout)
 //	np_ingress4/6, np_egress4/6       the dispatch maps (package tablelayout)
 //	np_ing_NS_POD, np_egr_NS_POD      a local pod's ingress / egress chain
-//	                                  (podchain.Dir.ChainPrefix, via ChainName)
+//	                                  (podchain.Kind.ChainPrefix, via ChainName)
 //	np_pi_NS_POLICY, np_pe_NS_POLICY  a policy's ingress / egress chain
 //	                                  (direction.policyPrefix); a policy
 //	                                  sharing another's key (manifests

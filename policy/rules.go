@@ -99,7 +99,7 @@ func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers 
 	if len(r.PortMatches) == 0 && r.DstPorts == nil {
 		// Only egress named ports: the tuple sets below match the
 		// peers; a peer set would be looked up by no rule.
-		r.NamedMatches = c.cyc.NamedSets("np_", keys, false, func() []*selection.Pod { return podchain.SelectedPods(sels) }, egressNamed,
+		r.NamedMatches = c.cyc.NamedSets("np_", keys, false, func() []*selection.Member { return podchain.SelectedPods(sels) }, egressNamed,
 			func(kind string) string { return setName(append(base, kind)) })
 		return r, deps
 	}
@@ -117,7 +117,7 @@ func (c *compiler) compileRule(d *direction, cp *compiledPolicy, idx int, peers 
 		r.PeerMatches = append(r.PeerMatches, d.Peer6+" @"+c.cyc.AddrSet(setName(append(base, "cidr6")), "ipv6_addr", true, rangeTexts(rs), r.Comment))
 	}
 	if egressNamed != nil {
-		r.NamedMatches = c.cyc.NamedSets("np_", keys, false, func() []*selection.Pod { return podchain.SelectedPods(sels) }, egressNamed,
+		r.NamedMatches = c.cyc.NamedSets("np_", keys, false, func() []*selection.Member { return podchain.SelectedPods(sels) }, egressNamed,
 			func(kind string) string { return setName(append(base, kind)) })
 	}
 	return r, deps

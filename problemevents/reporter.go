@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nftguard/nftguard/peerslice"
 	"github.com/nftguard/nftguard/podset"
 	"github.com/nftguard/nftguard/problem"
 )
@@ -430,10 +431,14 @@ func (e *electorate) group(ns string) *podset.Group {
 	return gs[i]
 }
 
+// podNodes are the nodes of the namespace's pods a peer record is
+// published for (peerslice.Published): an agent that reads PeerSlices knows
+// only those of other nodes, so every agent, whatever its peer source,
+// finds the same voters.
 func podNodes(g *podset.Group) []string {
 	var names []string
 	for _, p := range g.Items {
-		if p.NodeName != "" {
+		if p.NodeName != "" && peerslice.Published(p) {
 			names = append(names, p.NodeName)
 		}
 	}

@@ -57,8 +57,13 @@ func electionCluster(numNodes, onX int) Cluster {
 		name := fmt.Sprintf("node-%03d", i)
 		c.Nodes = append(c.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
 		if i < onX {
-			pods = append(pods, &podset.Pod{Namespace: "x", Name: fmt.Sprintf("p%d", i), NodeName: name})
+			pods = append(pods, &podset.Pod{Namespace: "x", Name: fmt.Sprintf("p%d", i), NodeName: name, IPs: []string{fmt.Sprintf("10.0.%d.1", i)}})
 		}
+		// Pods no peer record is published for do not make their node a
+		// voter: an agent reading PeerSlices would not know them.
+		pods = append(pods, &podset.Pod{Namespace: "x", Name: fmt.Sprintf("pending%d", i), NodeName: name},
+			&podset.Pod{Namespace: "x", Name: fmt.Sprintf("done%d", i), NodeName: name, IPs: []string{"10.1.0.1"}, Finished: true},
+			&podset.Pod{Namespace: "x", Name: fmt.Sprintf("host%d", i), NodeName: name, IPs: []string{"192.168.0.1"}, HostNetwork: true})
 	}
 	c.Pods = podset.NewSet(pods)
 	return c

@@ -49,8 +49,9 @@
 //
 //	index.go      Memo and Index: one compile's view of namespaces and
 //	              pods, Select and what the previous compile derived
-//	pods.go       Pod (a selected pod with its parsed addresses), the
-//	              per-namespace pod buckets, and which pods count
+//	pods.go       Member (a pod that counts: its podset.Pod record with
+//	              its addresses as text), the per-namespace pod buckets,
+//	              and which pods count
 //	selectors.go  AsSelector, and Selectors: label selectors parsed once
 //	              per content
 package selection

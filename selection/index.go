@@ -60,9 +60,9 @@ type peerMemo struct {
 // compile that made it.
 type Index struct {
 	node      string
-	all       []*Pod   // every enforced pod, once asked for
-	nsNames   []string // namespaces with pods, sorted
-	local     []*Pod   // pods on this node, sorted by key
+	all       []*Member // every enforced pod, once asked for
+	nsNames   []string  // namespaces with pods, sorted
+	local     []*Member // pods on this node, sorted by key
 	problems  []problem.Problem
 	selectors *Selectors
 	nsMatches map[string][]string // namespaceSelector key → namespaces
@@ -151,12 +151,12 @@ func (x *Index) Problems() []problem.Problem { return x.problems }
 
 // Local returns the enforced pods on the node, sorted by key (pods sharing
 // a key in input order). The list is shared and must not be changed.
-func (x *Index) Local() []*Pod { return x.local }
+func (x *Index) Local() []*Member { return x.local }
 
 // All returns every enforced pod, namespace by namespace in name order,
 // each namespace's in input order. The list is shared and must not be
 // changed.
-func (x *Index) All() []*Pod {
+func (x *Index) All() []*Member {
 	if x.all == nil {
 		for _, ns := range x.nsNames {
 			x.all = append(x.all, x.nsPods(ns)...)
@@ -183,7 +183,7 @@ type PeerKey struct {
 // in input order (the first counts), elsewhere in an order that may be an
 // earlier compile's.
 type Selection struct {
-	Pods []*Pod
+	Pods []*Member
 	Dup  bool
 }
 

@@ -11,10 +11,15 @@ import (
 	"github.com/nftguard/nftguard/problem"
 )
 
-// Pod is a live pod reduced to what selection and the compilers need. The
-// same *Pod stands for the same record from compile to compile, so
+// Member is a pod that counts (see the package doc: it runs and owns an
+// address that parses), as the Index holds it for selection and the
+// compilers: its record, its addresses as nft text, whether it is on the
+// node. Selections are made of Members, and the local pods the compilers
+// give chains are Members. The record itself is Obj: a Member adds what
+// the Index derived from it, so it is not a second kind of pod. The same
+// *Member stands for the same record from compile to compile, so
 // compilers may key what they derived from a pod by it.
-type Pod struct {
+type Member struct {
 	Obj *podset.Pod // the record
 	// Key is namespace/name: set for local pods, and for pods Unique
 	// has seen.
@@ -32,10 +37,10 @@ type Pod struct {
 }
 
 // V4Text are the pod's IPv4 addresses as text.
-func (p *Pod) V4Text() []string { return p.addrs[:p.n4] }
+func (p *Member) V4Text() []string { return p.addrs[:p.n4] }
 
 // V6Text are the pod's IPv6 addresses as text.
-func (p *Pod) V6Text() []string { return p.addrs[p.n4:] }
+func (p *Member) V6Text() []string { return p.addrs[p.n4:] }
 
 // podEntry is a pod record reduced: valid unless the pod is neither
 // isolated nor selected; problem is set for an invalid one. Obj is set in
@@ -43,7 +48,7 @@ func (p *Pod) V6Text() []string { return p.addrs[p.n4:] }
 type podEntry struct {
 	gen     uint64 // the last compile that walked the record's group
 	problem *problem.Problem
-	Pod
+	Member
 }
 
 // nsBucket is what the compiles derived from one namespace's group of
@@ -53,8 +58,8 @@ type nsBucket struct {
 	group    *podset.Group
 	gen      uint64      // the last compile that saw the group
 	entries  []*podEntry // of the group's records, each once, in group order
-	pods     []*Pod      // the valid ones, in group order
-	local    []*Pod      // the valid ones on the node
+	pods     []*Member   // the valid ones, in group order
+	local    []*Member   // the valid ones on the node
 	dup      bool        // two of pods share a name
 	problems []problem.Problem
 	// What the walk that made the bucket changed against the bucket the
@@ -66,9 +71,9 @@ type nsBucket struct {
 
 // podDelta is how a namespace's valid pods changed in one walk.
 type podDelta struct {
-	gen     uint64        // the compile that walked
-	removed map[*Pod]bool // valid before, gone or replaced
-	added   []*Pod        // valid now, new records, in group order
+	gen     uint64           // the compile that walked
+	removed map[*Member]bool // valid before, gone or replaced
+	added   []*Member        // valid now, new records, in group order
 }
 
 func (x *Index) indexPods(set *podset.Set) {
@@ -190,7 +195,7 @@ func (x *Index) walkGroup(g *podset.Group, b *nsBucket, gen uint64) {
 			}
 			x.newPod(o, e)
 			if delta != nil && e.valid {
-				delta.added = append(delta.added, &e.Pod)
+				delta.added = append(delta.added, &e.Member)
 			}
 			if byRecord != nil {
 				byRecord[o] = e
@@ -205,9 +210,9 @@ func (x *Index) walkGroup(g *podset.Group, b *nsBucket, gen uint64) {
 			b.problems = append(b.problems, *e.problem)
 		}
 		if e.valid {
-			b.pods = append(b.pods, &e.Pod)
+			b.pods = append(b.pods, &e.Member)
 			if e.Local {
-				b.local = append(b.local, &e.Pod)
+				b.local = append(b.local, &e.Member)
 			}
 		}
 	}
@@ -216,9 +221,9 @@ func (x *Index) walkGroup(g *podset.Group, b *nsBucket, gen uint64) {
 		if e.gen != gen { // deleted or replaced
 			if delta != nil && e.valid {
 				if delta.removed == nil {
-					delta.removed = map[*Pod]bool{}
+					delta.removed = map[*Member]bool{}
 				}
-				delta.removed[&e.Pod] = true
+				delta.removed[&e.Member] = true
 			}
 			// The entry may sit in a block that outlives it: it must
 			// not keep the old record alive.
@@ -237,7 +242,7 @@ func (x *Index) newPod(o *podset.Pod, e *podEntry) {
 	if o.Finished || o.HostNetwork {
 		return
 	}
-	p := &e.Pod
+	p := &e.Member
 	p.Local = o.NodeName == x.node
 	// Pods have one or two addresses: the lists stay on the stack.
 	var a4, a6 [2]string
@@ -283,7 +288,7 @@ func (x *Index) newPod(o *podset.Pod, e *podEntry) {
 }
 
 // nsPods are the enforced pods of namespace ns, in input order.
-func (x *Index) nsPods(ns string) []*Pod {
+func (x *Index) nsPods(ns string) []*Member {
 	if b := x.next.buckets[ns]; b != nil {
 		return b.pods
 	}
@@ -307,8 +312,8 @@ func (x *Index) nsHasDuplicates(ns string) bool {
 
 // hasDuplicates tells whether two of pods share a name. Pods from an
 // informer never do, and come sorted by name: then neighbours tell.
-func hasDuplicates(pods []*Pod) bool {
-	if slices.IsSortedFunc(pods, func(a, b *Pod) int { return strings.Compare(a.Obj.Name, b.Obj.Name) }) {
+func hasDuplicates(pods []*Member) bool {
+	if slices.IsSortedFunc(pods, func(a, b *Member) int { return strings.Compare(a.Obj.Name, b.Obj.Name) }) {
 		for i := 1; i < len(pods); i++ {
 			if pods[i].Obj.Name == pods[i-1].Obj.Name {
 				return true
@@ -329,13 +334,13 @@ func hasDuplicates(pods []*Pod) bool {
 // Unique returns pods with each namespace/name once, as the first of them,
 // sorted by key: for a list that Selection.Dup says may hold pods sharing a
 // key. pods is not changed.
-func Unique(pods []*Pod) []*Pod {
+func Unique(pods []*Member) []*Member {
 	for _, p := range pods {
 		if p.Key == "" {
 			p.Key = p.Obj.Namespace + "/" + p.Obj.Name
 		}
 	}
-	ps := append([]*Pod(nil), pods...)
+	ps := append([]*Member(nil), pods...)
 	seen := map[string]bool{}
 	out := ps[:0]
 	for _, p := range ps {

@@ -195,7 +195,7 @@ func (r *records) next(list []*corev1.Pod, fresh bool) *podset.Set {
 	return set
 }
 
-func (r *records) objs(ps []*Pod) []*corev1.Pod {
+func (r *records) objs(ps []*Member) []*corev1.Pod {
 	var out []*corev1.Pod
 	for _, p := range ps {
 		out = append(out, r.obj[p.Obj])
@@ -314,12 +314,12 @@ func TestSelectorsParseOncePerContent(t *testing.T) {
 }
 
 func TestUnique(t *testing.T) {
-	mk := func(ns, name string) *Pod {
-		return &Pod{Obj: &podset.Pod{Namespace: ns, Name: name}}
+	mk := func(ns, name string) *Member {
+		return &Member{Obj: &podset.Pod{Namespace: ns, Name: name}}
 	}
 	b1, a, b2, c := mk("y", "b"), mk("x", "a"), mk("y", "b"), mk("x", "c")
-	in := []*Pod{b1, a, b2, c}
-	if got := Unique(in); !slices.Equal(got, []*Pod{a, c, b1}) {
+	in := []*Member{b1, a, b2, c}
+	if got := Unique(in); !slices.Equal(got, []*Member{a, c, b1}) {
 		t.Errorf("Unique = %v, want x/a, x/c, y/b (the first)", got)
 	}
 	if in[0] != b1 || in[2] != b2 {
@@ -328,7 +328,7 @@ func TestUnique(t *testing.T) {
 }
 
 // TestIndexWalksOnlyChangedNamespaces checks that a pod event costs its
-// namespace: the other namespaces keep their entries (the same *Pod) and
+// namespace: the other namespaces keep their entries (the same *Member) and
 // are not marked changed, and a pod's entry survives its namespace's
 // other pods changing.
 func TestIndexWalksOnlyChangedNamespaces(t *testing.T) {
@@ -339,7 +339,7 @@ func TestIndexWalksOnlyChangedNamespaces(t *testing.T) {
 	set := podset.NewSet([]*podset.Pod{a1, a2, b1, c1})
 	var m Memo
 	x := m.Index("n1", nil, set)
-	entry := map[*podset.Pod]*Pod{}
+	entry := map[*podset.Pod]*Member{}
 	for _, p := range x.All() {
 		entry[p.Obj] = p
 	}
@@ -348,7 +348,7 @@ func TestIndexWalksOnlyChangedNamespaces(t *testing.T) {
 	if !x.dirtyNS["a"] || !x.dirtyNS["c"] || x.dirtyNS["b"] || len(x.dirtyNS) != 2 {
 		t.Fatalf("changed namespaces %v, want a and c", x.dirtyNS)
 	}
-	got := map[*podset.Pod]*Pod{}
+	got := map[*podset.Pod]*Member{}
 	for _, p := range x.All() {
 		got[p.Obj] = p
 	}

@@ -115,18 +115,16 @@ func inputRules(t *Tiers) []engine.Rule {
 }
 
 // DispatchMaps are the verdict maps from a local pod's address to its
-// NetworkPolicy chain, one per direction (ingress, then egress: the order
-// of package policy's podchain slots) and family; package policy fills
-// them.
-func DispatchMaps() [][2]engine.Set {
-	return [][2]engine.Set{
-		{
-			{Name: MapIngress4, Type: "ipv4_addr", Map: "verdict", Comment: "local pods isolated for ingress"},
-			{Name: MapIngress6, Type: "ipv6_addr", Map: "verdict", Comment: "local pods isolated for ingress"},
-		},
-		{
-			{Name: MapEgress4, Type: "ipv4_addr", Map: "verdict", Comment: "local pods isolated for egress"},
-			{Name: MapEgress6, Type: "ipv6_addr", Map: "verdict", Comment: "local pods isolated for egress"},
-		},
+// NetworkPolicy chain of each direction, IPv4 then IPv6; package policy
+// fills them.
+func DispatchMaps() (ingress, egress [2]engine.Set) {
+	ingress = [2]engine.Set{
+		{Name: MapIngress4, Type: "ipv4_addr", Map: "verdict", Comment: "local pods isolated for ingress"},
+		{Name: MapIngress6, Type: "ipv6_addr", Map: "verdict", Comment: "local pods isolated for ingress"},
 	}
+	egress = [2]engine.Set{
+		{Name: MapEgress4, Type: "ipv4_addr", Map: "verdict", Comment: "local pods isolated for egress"},
+		{Name: MapEgress6, Type: "ipv6_addr", Map: "verdict", Comment: "local pods isolated for egress"},
+	}
+	return ingress, egress
 }

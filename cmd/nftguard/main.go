@@ -57,6 +57,7 @@ func commands() []command {
 		{"render", "print the table that apply would program, touching nothing: it reads no interfaces, so the pods' guard chains are left out", runRender},
 		{"cleanup", "remove nftguard's table in one transaction", runCleanup},
 		{"run", "the node agent: keep the table equal to the cluster's policies", runRun},
+		{"controller", "publish every pod's compact peer record as PeerSlices (a leader-elected Deployment)", runController},
 		{"explain", "say whether NetworkPolicy allows one flow, and which rule decided", runExplain},
 		{"explain-egress", "say what source address a pod's traffic to one destination leaves with, and why", runExplainEgress},
 		{"flows", "print denied packets as the kernel logs them (NFLOG over netlink)", runFlows},

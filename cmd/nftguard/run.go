@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -34,6 +36,9 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	fs.Var(&dnsAddrs, "dns-forwarder-address", "node address the DNS forwarder of domainNames rules listens on, one per family (repeatable; default: the Node's InternalIPs)")
 	dnsPort := fs.Uint("dns-forwarder-port", nodedns.DefaultPort, "port (UDP and TCP) of the DNS forwarder of domainNames rules")
 	dnsFwd := fs.Bool("dns-forwarder", true, "run the DNS forwarder that domainNames rules learn addresses from (false: those rules match nothing)")
+	peerSource := fs.String("peer-source", string(agent.PeerSourceAuto), `where the pods of other nodes come from: "pods" watches every Pod; "slices" watches this node's Pods and the PeerSlices nftguard's controller publishes; "auto" reads slices when, at start, they are served and the controller's lease is fresh and says they are published, else pods`)
+	lease := fs.String("controller-lease", agent.DefaultControllerLease.String(), "NAMESPACE/NAME of the controller's Lease: auto reads slices only while it is fresh and published; in slices mode the records are reported stale while it is not renewed")
+	leaseCheck := fs.Duration("controller-lease-check", agent.DefaultControllerLeaseCheck, "how often, in slices mode, the controller's Lease is read to tell whether the peer records are stale")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -47,6 +52,18 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	}
 	if *dnsPort < 1 || *dnsPort > 65535 {
 		return usagef("--dns-forwarder-port %d: want 1-65535", *dnsPort)
+	}
+	switch agent.PeerSource(*peerSource) {
+	case agent.PeerSourceAuto, agent.PeerSourcePods, agent.PeerSourceSlices:
+	default:
+		return usagef("--peer-source %q: want auto, pods or slices", *peerSource)
+	}
+	leaseNS, leaseName, ok := strings.Cut(*lease, "/")
+	if !ok || leaseNS == "" || leaseName == "" || strings.Contains(leaseName, "/") {
+		return usagef("--controller-lease %q: want NAMESPACE/NAME", *lease)
+	}
+	if *leaseCheck <= 0 {
+		return usagef("--controller-lease-check %v: want a positive duration", *leaseCheck)
 	}
 	dnsCfg := nodedns.Config{Off: !*dnsFwd, Port: uint16(*dnsPort)}
 	for _, l := range []struct {
@@ -77,20 +94,23 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		return err
 	}
 	return agent.Run(ctx, agent.Config{
-		REST:              cfg,
-		NodeName:          c.nodeName,
-		NetNS:             c.netns,
-		ClusterCIDRs:      c.clusterCIDRs,
-		ServiceCIDRs:      c.serviceCIDRs,
-		MinSyncInterval:   *minSync,
-		MaxSyncInterval:   *maxSync,
-		ResyncPeriod:      *resync,
-		CNPCheckInterval:  *crdCheck,
-		MetricsAddr:       *metricsAddr,
-		Logger:            log,
-		LogDenied:         logDenied,
-		EgressGuardAlways: *guard == "always",
-		DNS:               dnsCfg,
+		REST:                 cfg,
+		NodeName:             c.nodeName,
+		NetNS:                c.netns,
+		ClusterCIDRs:         c.clusterCIDRs,
+		ServiceCIDRs:         c.serviceCIDRs,
+		MinSyncInterval:      *minSync,
+		MaxSyncInterval:      *maxSync,
+		ResyncPeriod:         *resync,
+		CNPCheckInterval:     *crdCheck,
+		MetricsAddr:          *metricsAddr,
+		Logger:               log,
+		LogDenied:            logDenied,
+		EgressGuardAlways:    *guard == "always",
+		DNS:                  dnsCfg,
+		PeerSource:           agent.PeerSource(*peerSource),
+		ControllerLease:      types.NamespacedName{Namespace: leaseNS, Name: leaseName},
+		ControllerLeaseCheck: *leaseCheck,
 	})
 }
 

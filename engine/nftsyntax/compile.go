@@ -2,6 +2,7 @@ package nftsyntax
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -91,26 +92,25 @@ type dep struct {
 }
 
 func (c *compiler) depNfproto(v byte) error {
-	if c.nfproto == v {
-		return nil
-	}
-	if c.nfproto != 0 {
-		return fmt.Errorf("conflicting protocols: ipv4 and ipv6 in one rule")
-	}
-	c.emitDep(&c.out.nfDep, nftwire.MetaKeyNFPROTO, v)
-	c.nfproto = v
-	return nil
+	return c.depOn(&c.nfproto, &c.out.nfDep, nftwire.MetaKeyNFPROTO, v, "conflicting protocols: ipv4 and ipv6 in one rule")
 }
 
 func (c *compiler) depL4proto(v byte) error {
-	if c.l4proto == v {
+	return c.depOn(&c.l4proto, &c.out.l4Dep, nftwire.MetaKeyL4PROTO, v, "conflicting transport protocols in one rule")
+}
+
+// depOn emits the dependency on protocol v of the meta key (cur holds the
+// rule's protocol of that key so far, 0 for none) once per rule; another
+// protocol than the rule's is the error conflict.
+func (c *compiler) depOn(cur *byte, d *dep, key nftwire.MetaKey, v byte, conflict string) error {
+	if *cur == v {
 		return nil
 	}
-	if c.l4proto != 0 {
-		return fmt.Errorf("conflicting transport protocols in one rule")
+	if *cur != 0 {
+		return errors.New(conflict)
 	}
-	c.emitDep(&c.out.l4Dep, nftwire.MetaKeyL4PROTO, v)
-	c.l4proto = v
+	c.emitDep(d, key, v)
+	*cur = v
 	return nil
 }
 

@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/nftguard/nftguard/peerslice"
 )
 
 // CNPModule is the module that defines ClusterNetworkPolicy; its CRDs are
@@ -72,27 +74,7 @@ func InstallCNPCRD(ctx context.Context, cfg *rest.Config, channel string) error 
 	if _, err := Apply(ctx, cfg, crd, false); err != nil {
 		return fmt.Errorf("install ClusterNetworkPolicy CRD: %w", err)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	// Established is not enough: a list can still 404 for a moment while
-	// the API server's handlers catch up. Wait for a list to succeed.
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		if _, err := dc.ServerResourcesForGroupVersion(cnpResource.GroupVersion().String()); err != nil {
-			return false, nil
-		}
-		_, err := dyn.Resource(cnpResource).List(ctx, metav1.ListOptions{Limit: 1})
-		return err == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("ClusterNetworkPolicy CRD not served: %w", err)
-	}
-	return nil
+	return waitServed(ctx, cfg, cnpResource)
 }
 
 // RemoveCNPCRD deletes the ClusterNetworkPolicy CRD (and with it every
@@ -117,6 +99,41 @@ func RemoveCNPCRD(ctx context.Context, cfg *rest.Config) error {
 	})
 	if err != nil {
 		return fmt.Errorf("CRD %s still present: %w", CNPCRDName, err)
+	}
+	return nil
+}
+
+// InstallPeerSliceCRD installs nftguard's PeerSlice CRD (peerslice.CRD, as
+// deploy/crd.yaml holds it) and waits until the API server serves the
+// resource.
+func InstallPeerSliceCRD(ctx context.Context, cfg *rest.Config) error {
+	if _, err := Apply(ctx, cfg, peerslice.CRD(), false); err != nil {
+		return fmt.Errorf("install PeerSlice CRD: %w", err)
+	}
+	return waitServed(ctx, cfg, peerslice.GroupVersionResource)
+}
+
+// waitServed waits until a list of a resource succeeds: Established is not
+// enough, a list can still 404 for a moment while the API server's
+// handlers catch up.
+func waitServed(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionResource) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if _, err := dc.ServerResourcesForGroupVersion(gvr.GroupVersion().String()); err != nil {
+			return false, nil
+		}
+		_, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s not served: %w", gvr.GroupResource(), err)
 	}
 	return nil
 }

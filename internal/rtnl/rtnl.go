@@ -1,12 +1,14 @@
 // Package rtnl holds what the readers of route netlink (nodeaddr, podif,
 // conntrack) would otherwise each write again: opening a socket in a
-// namespace, draining a watch socket's queued notifications, and an address
-// message's own address.
+// namespace, a watch's pair of sockets (OpenWatch), draining a watch
+// socket's queued notifications, and an address message's own address.
 package rtnl
 
 import (
+	"context"
 	"errors"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/mdlayher/netlink"
@@ -28,6 +30,51 @@ func Dial(nsPath string, groups uint32) (*netlink.Conn, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// Watch is a watch of route netlink: Sub hears the notifications of the
+// groups it was opened with, Dump reads the state they call for. Sub is
+// closed once the context OpenWatch was given is done: a Receive takes no
+// context, and closing the socket is what interrupts it.
+type Watch struct {
+	Sub, Dump *netlink.Conn
+	stop      func() bool
+	closeSub  func()
+}
+
+// OpenWatch opens a Watch with dial (a socket in the watcher's namespace,
+// set up as the watcher needs): Sub subscribed to groups and then readied
+// by setup (nil: nothing more), then Dump. A watcher's first read through
+// Dump thus follows a complete subscription, and no change falls between
+// the two. Close releases both sockets.
+func OpenWatch(ctx context.Context, groups uint32, dial func(groups uint32) (*netlink.Conn, error), setup func(sub *netlink.Conn) error) (*Watch, error) {
+	sub, err := dial(groups)
+	if err != nil {
+		return nil, err
+	}
+	if setup != nil {
+		if err := setup(sub); err != nil {
+			sub.Close()
+			return nil, err
+		}
+	}
+	var once sync.Once
+	closeSub := func() { once.Do(func() { sub.Close() }) }
+	stop := context.AfterFunc(ctx, closeSub)
+	dump, err := dial(0)
+	if err != nil {
+		stop()
+		closeSub()
+		return nil, err
+	}
+	return &Watch{Sub: sub, Dump: dump, stop: stop, closeSub: closeSub}, nil
+}
+
+// Close closes both sockets.
+func (w *Watch) Close() {
+	w.stop()
+	w.Dump.Close()
+	w.closeSub()
 }
 
 // Drain returns the messages already queued on a subscribed socket, without
