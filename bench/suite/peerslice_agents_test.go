@@ -58,7 +58,7 @@ func TestPeerSliceAgents(t *testing.T) {
 	lives := envInt("NFTGUARD_BENCH_PEERSLICE_LIVES", 100)
 	pubName := os.Getenv("NFTGUARD_BENCH_PEERSLICE_PUBLISHER")
 	if pubName == "" {
-		pubName = "b37"
+		pubName = "controller"
 	}
 	newPub := publishers[pubName]
 	if newPub == nil {

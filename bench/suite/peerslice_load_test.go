@@ -47,9 +47,9 @@ import (
 // (apiserver_watch_events_sizes, apiserver_response_sizes,
 // apiserver_request_total).
 //
-// The slices are written by a publisher (peerslice_publisher_test.go):
-// "b37", an in-test one doing what the controller does, until the
-// controller is on main.
+// The slices are written by a publisher (peerslice_publisher_test.go,
+// NFTGUARD_BENCH_PEERSLICE_PUBLISHER): the controller (controller.Run) by
+// default, or "b37", an in-test one doing what the controller does.
 //
 // On demand only: behind the benchmemory build tag and
 // NFTGUARD_BENCH_PEERSLICE (the number of pods), e.g.
@@ -83,7 +83,7 @@ func TestPeerSliceLoad(t *testing.T) {
 	}
 	pubName := os.Getenv("NFTGUARD_BENCH_PEERSLICE_PUBLISHER")
 	if pubName == "" {
-		pubName = "b37"
+		pubName = "controller"
 	}
 	newPub := publishers[pubName]
 	if newPub == nil {

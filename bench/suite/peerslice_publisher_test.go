@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nftguard/nftguard/controller"
 	"github.com/nftguard/nftguard/internal/childproc"
 	"github.com/nftguard/nftguard/internal/kubetest"
 	"github.com/nftguard/nftguard/peerslice"
@@ -35,9 +38,9 @@ type publisher interface {
 	run(ctx context.Context) error
 }
 
-// newPublisher makes the publisher the measurement names: "b37", the
-// in-test publisher below, until the controller is on main; then the
-// controller itself (controller.Run) is added here.
+// newPublisher makes the publisher the measurement names: "controller"
+// (controller.Run, the default), "b37" (the in-test publisher below, which
+// stood in for the controller before it was on main) or "controller-bin".
 type newPublisher func(t *testing.T, srv *kubetest.Server, opt peerslice.Options, delay time.Duration) publisher
 
 var publishers = map[string]newPublisher{
@@ -45,6 +48,24 @@ var publishers = map[string]newPublisher{
 		cfg := srv.Config(kubetest.Admin)
 		cfg.QPS, cfg.Burst = 2000, 4000
 		return &testPublisher{cs: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg), opt: opt, delay: delay}
+	},
+	// "controller" is the controller itself, in this process, with the
+	// client limits `nftguard controller` sets.
+	"controller": func(t *testing.T, srv *kubetest.Server, opt peerslice.Options, delay time.Duration) publisher {
+		cfg := srv.Config(kubetest.Admin)
+		cfg.QPS, cfg.Burst = 200, 400
+		cl, err := controller.NewClients(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return publisherFunc(func(ctx context.Context) error {
+			err := controller.Run(ctx, controller.Config{Clients: cl, Identity: "b37", BatchDelay: delay, Slices: opt,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		})
 	},
 	// "controller-bin" is `nftguard controller` as a process, the binary
 	// NFTGUARD_BENCH_PEERSLICE_CONTROLLER_BIN (e.g. built from a branch
@@ -66,6 +87,10 @@ var publishers = map[string]newPublisher{
 			"--metrics-addr", "0", "--log-format", "json"}, log: filepath.Join(dir, "controller.log")}
 	},
 }
+
+type publisherFunc func(ctx context.Context) error
+
+func (f publisherFunc) run(ctx context.Context) error { return f(ctx) }
 
 // binPublisher runs a publisher process until its context ends.
 type binPublisher struct {
