@@ -102,11 +102,16 @@ BENCH_PROFILE ?= full
 bench: deps
 	cd bench/suite && $(GO) run . -profile $(BENCH_PROFILE)
 
-# bench-smoke keeps the suite working (CI): vet, gofmt, then tiny sizes and
-# one repetition, reported to bench/results/smoke/.
+# bench-smoke keeps the suite working (CI): vet (the on-demand benchmemory
+# measurements too), gofmt, then tiny sizes and one repetition, reported to
+# bench/results/smoke/; then issue 37's slices path against the Pod watch at
+# 600 pods (TestPeerSliceLoad, well under a minute): the slices must match
+# the pods after churn and cost an agent less than the Pod watch.
 bench-smoke: deps
-	cd bench/suite && $(GO) vet . && test -z "$$(gofmt -l .)"
+	cd bench/suite && $(GO) vet . && $(GO) vet -tags benchmemory . && test -z "$$(gofmt -l .)"
 	cd bench/suite && $(GO) run . -profile smoke -out ../results/smoke
+	cd bench/suite && NFTGUARD_KERNEL_TESTS=1 NFTGUARD_BENCH_PEERSLICE=600 NFTGUARD_BENCH_PEERSLICE_LIVES=20 \
+	  NFTGUARD_BENCH_PEERSLICE_SIZES=4,16 $(GO) test -tags benchmemory -run '^TestPeerSliceLoad$$' -count=1 -timeout 5m .
 
 clean:
 	rm -rf bin

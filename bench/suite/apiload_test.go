@@ -617,68 +617,84 @@ func podLives(ctx context.Context, cs *kubernetes.Clientset, c *cluster, nodes [
 	err = parallelN(10, n, func(i int) error {
 		tmpl := c.Pods[(i*7919)%len(c.Pods)]
 		node := nodes[(i*31)%len(nodes)]
-		p := lifePod(tmpl, i, node)
-		pods := cs.CoreV1().Pods(p.Namespace)
-		cur, err := pods.Create(ctx, p, metav1.CreateOptions{})
-		if err != nil {
-			return fmt.Errorf("create %s: %w", p.Name, err)
-		}
-		count.Add(1)
-		now := metav1.Now()
-		hostIP := fmt.Sprintf("172.16.%d.%d", i>>8&255, i&255)
-		cur.Status = corev1.PodStatus{Phase: corev1.PodPending, HostIP: hostIP, HostIPs: []corev1.HostIP{{IP: hostIP}}, StartTime: &now,
-			QOSClass: corev1.PodQOSBurstable,
-			Conditions: []corev1.PodCondition{
-				{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, LastTransitionTime: now},
-				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: now, Reason: "ContainersNotReady", Message: "containers with unready status: [main]"},
-				{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, LastTransitionTime: now, Reason: "ContainersNotReady", Message: "containers with unready status: [main]"},
-				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			},
-			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Image: p.Spec.Containers[0].Image,
-				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}}
-		if cur, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("pending %s: %w", p.Name, err)
-		}
-		podIP := tmpl.Status.PodIP
-		cur.Status.Phase = corev1.PodRunning
-		cur.Status.PodIP, cur.Status.PodIPs = podIP, []corev1.PodIP{{IP: podIP}}
-		setCond(cur, corev1.PodReadyToStartContainers, corev1.ConditionTrue, "", "")
-		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Image: p.Spec.Containers[0].Image,
-			ImageID:     "registry.k8s.io/pause@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a",
-			ContainerID: "containerd://" + strings.Repeat(fmt.Sprintf("%08x", i), 8), Started: new(true),
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
-		if cur, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("running %s: %w", p.Name, err)
-		}
-		setCond(cur, corev1.PodReady, corev1.ConditionTrue, "", "")
-		setCond(cur, corev1.ContainersReady, corev1.ConditionTrue, "", "")
-		cur.Status.ContainerStatuses[0].Ready = true
-		if _, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("ready %s: %w", p.Name, err)
-		}
-		grace := int64(30)
-		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
-			return fmt.Errorf("graceful delete %s: %w", p.Name, err)
-		}
-		if cur, err = pods.Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
-			return fmt.Errorf("get terminating %s: %w", p.Name, err)
-		}
-		setCond(cur, corev1.PodReady, corev1.ConditionFalse, "ContainersNotReady", "containers with unready status: [main]")
-		setCond(cur, corev1.ContainersReady, corev1.ConditionFalse, "ContainersNotReady", "containers with unready status: [main]")
-		cur.Status.ContainerStatuses[0].Ready = false
-		cur.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
-			StartedAt: cur.Status.ContainerStatuses[0].State.Running.StartedAt, FinishedAt: metav1.Now()}}
-		if _, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("stopped %s: %w", p.Name, err)
-		}
-		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
-			return fmt.Errorf("delete %s: %w", p.Name, err)
-		}
-		count.Add(6) // pending, running, ready, graceful delete, stopped, delete
-		return nil
+		return podLife(ctx, cs, lifePod(tmpl, i, node), i, tmpl.Status.PodIP, &count, nil, nil)
 	})
 	return int(count.Load()), err
+}
+
+// podLife runs one pod's life (see podLives) and adds its writes to count.
+// addressed, if not nil, is told when the write that gives the pod its
+// address was sent and when it returned; hold, if not nil, is called once
+// the pod is Ready and the pod lives until it returns.
+func podLife(ctx context.Context, cs *kubernetes.Clientset, p *corev1.Pod, i int, podIP string, count *atomic.Int64,
+	addressed func(name string, sent, done time.Time), hold func(p *corev1.Pod) error) error {
+	pods := cs.CoreV1().Pods(p.Namespace)
+	cur, err := pods.Create(ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create %s: %w", p.Name, err)
+	}
+	count.Add(1)
+	now := metav1.Now()
+	hostIP := fmt.Sprintf("172.16.%d.%d", i>>8&255, i&255)
+	cur.Status = corev1.PodStatus{Phase: corev1.PodPending, HostIP: hostIP, HostIPs: []corev1.HostIP{{IP: hostIP}}, StartTime: &now,
+		QOSClass: corev1.PodQOSBurstable,
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, LastTransitionTime: now},
+			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: now, Reason: "ContainersNotReady", Message: "containers with unready status: [main]"},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, LastTransitionTime: now, Reason: "ContainersNotReady", Message: "containers with unready status: [main]"},
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Image: p.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}}
+	if cur, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("pending %s: %w", p.Name, err)
+	}
+	cur.Status.Phase = corev1.PodRunning
+	cur.Status.PodIP, cur.Status.PodIPs = podIP, []corev1.PodIP{{IP: podIP}}
+	setCond(cur, corev1.PodReadyToStartContainers, corev1.ConditionTrue, "", "")
+	cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Image: p.Spec.Containers[0].Image,
+		ImageID:     "registry.k8s.io/pause@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a",
+		ContainerID: "containerd://" + strings.Repeat(fmt.Sprintf("%08x", i), 8), Started: new(true),
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+	sent := time.Now()
+	if cur, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("running %s: %w", p.Name, err)
+	}
+	if addressed != nil {
+		addressed(p.Name, sent, time.Now())
+	}
+	setCond(cur, corev1.PodReady, corev1.ConditionTrue, "", "")
+	setCond(cur, corev1.ContainersReady, corev1.ConditionTrue, "", "")
+	cur.Status.ContainerStatuses[0].Ready = true
+	if _, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("ready %s: %w", p.Name, err)
+	}
+	if hold != nil {
+		if err := hold(p); err != nil {
+			return err
+		}
+	}
+	grace := int64(30)
+	if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		return fmt.Errorf("graceful delete %s: %w", p.Name, err)
+	}
+	if cur, err = pods.Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
+		return fmt.Errorf("get terminating %s: %w", p.Name, err)
+	}
+	setCond(cur, corev1.PodReady, corev1.ConditionFalse, "ContainersNotReady", "containers with unready status: [main]")
+	setCond(cur, corev1.ContainersReady, corev1.ConditionFalse, "ContainersNotReady", "containers with unready status: [main]")
+	cur.Status.ContainerStatuses[0].Ready = false
+	cur.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
+		StartedAt: cur.Status.ContainerStatuses[0].State.Running.StartedAt, FinishedAt: metav1.Now()}}
+	if _, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("stopped %s: %w", p.Name, err)
+	}
+	if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		return fmt.Errorf("delete %s: %w", p.Name, err)
+	}
+	count.Add(6) // pending, running, ready, graceful delete, stopped, delete
+	return nil
 }
 
 func setCond(p *corev1.Pod, typ corev1.PodConditionType, st corev1.ConditionStatus, reason, msg string) {
