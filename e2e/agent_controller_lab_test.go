@@ -232,6 +232,20 @@ func (c *ctlProc) metrics() string {
 
 func (c *ctlProc) metric(series string) float64 { return metricValue(c.metrics(), series) }
 
+// writes is nftguard_controller_writes_total summed over its ops (-1 when
+// the controller does not answer).
+func (c *ctlProc) writes() float64 {
+	m := c.metrics()
+	if m == "" {
+		return -1
+	}
+	sum := 0.0
+	for _, op := range []string{"create", "update", "delete"} {
+		sum += max(0, metricValue(m, `nftguard_controller_writes_total{op="`+op+`"}`))
+	}
+	return sum
+}
+
 func (c *ctlProc) logTail() string {
 	ag := agentProc{logPath: c.logPath}
 	return ag.logTail()

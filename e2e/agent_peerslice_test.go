@@ -303,7 +303,7 @@ func TestAgentPeerSlices(t *testing.T) {
 		own := raw("/api/v1/pods", map[string]string{"fieldSelector": "spec.nodeName=n1"})
 		sl := raw("/apis/nftguard.io/v1alpha1/peerslices", nil)
 		t.Logf("scale: re-list JSON per agent: pods mode %d B (every Pod); slices mode %d B (%d B n1's Pods + %d B PeerSlices)", all, own+sl, own, sl)
-		t.Logf("scale: the controller wrote %v slice changes since its restart", ctl.metric("nftguard_controller_writes_total"))
+		t.Logf("scale: the controller wrote %v slice changes since its restart", ctl.writes())
 	})
 }
 

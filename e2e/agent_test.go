@@ -851,7 +851,11 @@ func metricValue(text, series string) float64 {
 // each, and then checks that no sync failed, that the lab's connectivity is
 // unchanged (the churn lives in its own namespace), and that each node's
 // table equals a fresh compile of what is in the API server.
-func (a *agentLab) runChurn(t *testing.T) {
+func (a *agentLab) runChurn(t *testing.T) { a.runChurnWith(t, nil) }
+
+// runChurnWith is runChurn, calling mid (when not nil) once half the pods
+// are created: a failure injected in the middle of the churn.
+func (a *agentLab) runChurnWith(t *testing.T, mid func()) {
 	ctx := context.Background()
 	const pods, policies, burst = 200, 50, 20
 	if _, err := a.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
@@ -876,6 +880,9 @@ func (a *agentLab) runChurn(t *testing.T) {
 		}
 		if i%burst == burst-1 {
 			time.Sleep(200 * time.Millisecond) // let a burst's sync happen mid-churn
+		}
+		if i == pods/2 && mid != nil {
+			mid()
 		}
 	}
 	named := intstr.FromString("http")
