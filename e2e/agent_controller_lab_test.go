@@ -61,7 +61,9 @@ func labPeerSource(opt string) string {
 func (a *agentLab) setPeerSource(t *testing.T, source string, controllers int) {
 	t.Helper()
 	switch source = labPeerSource(source); source {
-	case "":
+	case "", "auto":
+		// The agents' default; "auto" ignores the env: the test sets up
+		// (or not) the CRD and the controller itself.
 		return
 	case "slices":
 		a.deployController(t)

@@ -48,7 +48,7 @@ import (
 //     are stale (metric, /readyz detail, still ready) and stay enforced;
 //     auto at start then reads Pods; the controller back, fresh again.
 func TestAgentPeerSlices(t *testing.T) {
-	a := newAgentLabWith(t, agentLabOptions{noAgents: true})
+	a := newAgentLabWith(t, agentLabOptions{noAgents: true, peerSource: "auto"})
 	ctx := context.Background()
 	adminCfg := a.srv.Config(kubetest.Admin)
 

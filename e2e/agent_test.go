@@ -92,9 +92,10 @@ type agentLabOptions struct {
 	// deploy/crd.yaml and deploy/controller.yaml and runs `nftguard
 	// controller` (controllers replicas, default 1) until the Lease says
 	// the records are published, before the agents start, so that auto
-	// would choose slices too. The env NFTGUARD_E2E_PEER_SOURCE sets it
-	// for every lab whose test leaves it empty (run the agent tests in
-	// either mode).
+	// would choose slices too; "auto" is the agents' default, for tests
+	// that deploy the controller themselves or not at all. The env
+	// NFTGUARD_E2E_PEER_SOURCE sets it for every lab whose test leaves it
+	// empty (run the agent tests in either mode).
 	peerSource  string
 	controllers int
 }
