@@ -70,10 +70,13 @@ func (a *agentLab) setPeerSource(t *testing.T, source string, controllers int) {
 		if controllers == 0 {
 			controllers = 1
 		}
+		start := time.Now()
 		for range controllers {
 			a.startController(t)
 		}
 		a.waitPublished(t)
+		t.Logf("peer source slices: %d controller(s), the records published %v after the first started",
+			controllers, time.Since(start).Round(time.Millisecond))
 		// Quick to notice a Lease that is not renewed.
 		a.args = append(a.args, "--controller-lease-check", "200ms")
 	}
