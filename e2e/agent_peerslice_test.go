@@ -66,14 +66,15 @@ func TestAgentPeerSlices(t *testing.T) {
 		}
 	})
 
-	// The CRD and a fresh Lease that does not say the records are
-	// published: auto still reads Pods.
 	// destinationNamedPort is in the experimental channel; installed
 	// before the controller starts, which then publishes the port names
 	// ClusterNetworkPolicies refer to from its first reconcile.
 	if err := kubetest.InstallCNPCRD(ctx, adminCfg, "experimental"); err != nil {
 		t.Fatal(err)
 	}
+	// The CRD (deploy/crd.yaml, with deploy/controller.yaml) and a fresh
+	// Lease that does not say the records are published: auto still
+	// reads Pods.
 	a.deployController(t)
 	t.Run("auto with an unpublished Lease reads Pods", func(t *testing.T) {
 		now := metav1.NewMicroTime(time.Now())
@@ -93,9 +94,9 @@ func TestAgentPeerSlices(t *testing.T) {
 	})
 
 	// The controller (which takes the Lease and annotates it after its
-	// first full publish): auto reads slices.
-	// The hand-made Lease goes first: held by another identity for 60s,
-	// it would keep the controller from leading.
+	// first full publish): auto reads slices. The hand-made Lease goes
+	// first: held by another identity for 60s, it would keep the
+	// controller from leading.
 	if err := a.admin.CoordinationV1().Leases(peerLease.ns).Delete(ctx, peerLease.name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
