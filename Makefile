@@ -81,9 +81,16 @@ vet:
 # internal/kerneltest) and fails the run if any test was skipped. Then the
 # nft syntax parser is fuzzed for a bounded time (FUZZTIME=10m for a long run),
 # and the benchmark suite runs at tiny sizes so it keeps working.
+# The agent e2e tests run twice: first as the agents' default finds the lab
+# (no controller: every Pod watched), then with the lab's agents reading
+# PeerSlices from a real `nftguard controller` (NFTGUARD_E2E_PEER_SOURCE=slices,
+# ≈6 min more). Skipped there: the tests that set up both sources
+# themselves, and those that run no lab agent.
 FUZZTIME ?= 30s
+AGENT_SLICES_SKIP := ^(TestAgentPeerSlices|TestAgentSlicesFailover|TestAgentBinaryStatic|TestAgentMemoryBudget)$$
 test: deps verify k8sbins
 	hack/gotest ./...
+	NFTGUARD_E2E_PEER_SOURCE=slices hack/gotest ./e2e -run '^TestAgent' -skip '$(AGENT_SLICES_SKIP)'
 	cd hack/image && $(GO) test -count=1 ./...
 	$(GO) test ./engine/nftsyntax/ -run '^$$' -fuzz '^FuzzCompileRule$$' -fuzztime $(FUZZTIME)
 	$(MAKE) bench-smoke

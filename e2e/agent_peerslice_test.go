@@ -28,8 +28,9 @@ import (
 	"github.com/nftguard/nftguard/peerslice"
 )
 
-// TestAgentPeerSlices runs the agents against a real API server with the
-// PeerSlice CRD and the lab's publisher (the controller's stand-in):
+// TestAgentPeerSlices runs the agents against a real API server with
+// deploy/crd.yaml and deploy/controller.yaml applied and `nftguard
+// controller` running with the controller's RBAC:
 //
 //   - auto without the CRD reads Pods, and with the CRD but a Lease that
 //     does not say the records are published; with the CRD and a fresh,
@@ -43,10 +44,11 @@ import (
 //   - real packets, over IPv4 and IPv6, obey policies whose peers the
 //     enforcing node knows only through records (selected by labels, with
 //     named ports resolved on the record);
-//   - the controller down: the records are stale (metric, /readyz detail,
-//     still ready) and stay enforced; auto at start then reads Pods.
+//   - the controller down (SIGKILL: the Lease is not renewed): the records
+//     are stale (metric, /readyz detail, still ready) and stay enforced;
+//     auto at start then reads Pods; the controller back, fresh again.
 func TestAgentPeerSlices(t *testing.T) {
-	a := newAgentLabWith(t, agentLabOptions{noAgents: true})
+	a := newAgentLabWith(t, agentLabOptions{noAgents: true, peerSource: "auto"})
 	ctx := context.Background()
 	adminCfg := a.srv.Config(kubetest.Admin)
 
@@ -64,9 +66,16 @@ func TestAgentPeerSlices(t *testing.T) {
 		}
 	})
 
-	// The CRD and a fresh Lease that does not say the records are
-	// published: auto still reads Pods.
-	installPeerSliceCRD(ctx, t, adminCfg)
+	// destinationNamedPort is in the experimental channel; installed
+	// before the controller starts, which then publishes the port names
+	// ClusterNetworkPolicies refer to from its first reconcile.
+	if err := kubetest.InstallCNPCRD(ctx, adminCfg, "experimental"); err != nil {
+		t.Fatal(err)
+	}
+	// The CRD (deploy/crd.yaml, with deploy/controller.yaml) and a fresh
+	// Lease that does not say the records are published: auto still
+	// reads Pods.
+	a.deployController(t)
 	t.Run("auto with an unpublished Lease reads Pods", func(t *testing.T) {
 		now := metav1.NewMicroTime(time.Now())
 		if _, err := a.admin.CoordinationV1().Leases(peerLease.ns).Create(ctx, &coordinationv1.Lease{
@@ -84,14 +93,16 @@ func TestAgentPeerSlices(t *testing.T) {
 		}
 	})
 
-	// The publisher (which annotates the Lease after its first full
-	// publish): auto reads slices.
-	a.peers = startPeerPublisher(t, adminCfg)
-	a.args = append(a.args, "--controller-lease-check", "200ms")
-	// destinationNamedPort is in the experimental channel.
-	if err := kubetest.InstallCNPCRD(ctx, adminCfg, "experimental"); err != nil {
+	// The controller (which takes the Lease and annotates it after its
+	// first full publish): auto reads slices. The hand-made Lease goes
+	// first: held by another identity for 60s, it would keep the
+	// controller from leading.
+	if err := a.admin.CoordinationV1().Leases(peerLease.ns).Delete(ctx, peerLease.name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	ctl := a.startController(t)
+	a.waitPublished(t)
+	a.args = append(a.args, "--controller-lease-check", "200ms")
 	t.Run("auto with a fresh published Lease reads slices", func(t *testing.T) {
 		for _, n := range agentTopology {
 			a.startAgent(t, n.Name)
@@ -219,7 +230,7 @@ func TestAgentPeerSlices(t *testing.T) {
 	})
 
 	t.Run("controller down: records stale, kept, ready", func(t *testing.T) {
-		a.peers.setRenewing(false)
+		ctl.kill(t)
 		for _, n := range agentTopology {
 			ag := a.agents[n.Name]
 			waitFor(t, 30*time.Second, "agent "+n.Name+" reports stale records", func() bool {
@@ -240,7 +251,7 @@ func TestAgentPeerSlices(t *testing.T) {
 			t.Errorf("auto with a stale Lease: pods = %v, want 1:\n%s", v, a.agents["n3"].logTail())
 		}
 		a.checkFamilies(t, "n3 reads Pods, n1 and n2 stale records", want)
-		a.peers.setRenewing(true)
+		a.runController(t, ctl)
 		ag := a.agents["n1"]
 		waitFor(t, 30*time.Second, "n1's records fresh again", func() bool {
 			return metricValue(ag.metrics(t), "nftguard_peer_records_stale") == 0
@@ -293,9 +304,7 @@ func TestAgentPeerSlices(t *testing.T) {
 		own := raw("/api/v1/pods", map[string]string{"fieldSelector": "spec.nodeName=n1"})
 		sl := raw("/apis/nftguard.io/v1alpha1/peerslices", nil)
 		t.Logf("scale: re-list JSON per agent: pods mode %d B (every Pod); slices mode %d B (%d B n1's Pods + %d B PeerSlices)", all, own+sl, own, sl)
-		a.peers.mu.Lock()
-		t.Logf("scale: the lab publisher wrote %d slice changes in all", a.peers.writes)
-		a.peers.mu.Unlock()
+		t.Logf("scale: the controller wrote %v slice changes since its restart", ctl.writes())
 	})
 }
 

@@ -53,9 +53,9 @@ type agentLab struct {
 	admin  kubernetes.Interface
 	dir    string
 	agents map[string]*agentProc
-	// peers publishes PeerSlices in slices mode (see setPeerSource); nil
-	// otherwise.
-	peers *peerPublisher
+	// ctls are the controller replicas (see setPeerSource), in the order
+	// started: ctl-1, ctl-2.
+	ctls []*ctlProc
 	// labels of each pod, for the expectations
 	podLabels map[string]map[string]string
 	// bin and args are the agents' binary and their flags beyond the
@@ -88,12 +88,16 @@ type agentLabOptions struct {
 	// log (kubetest.Options.Audit).
 	noAgents, audit bool
 	// peerSource is the agents' --peer-source: "" leaves the default
-	// (auto, which finds no PeerSlices here: pods); "slices" also installs
-	// the PeerSlice CRD and runs the lab's publisher (peerPublisher) with a
-	// fresh Lease before the agents start, so that auto would choose
-	// slices too. The env NFTGUARD_E2E_PEER_SOURCE sets it for every lab
-	// whose test leaves it empty (run the agent tests in either mode).
-	peerSource string
+	// (auto, which finds no PeerSlices here: pods); "slices" also applies
+	// deploy/crd.yaml and deploy/controller.yaml and runs `nftguard
+	// controller` (controllers replicas, default 1) until the Lease says
+	// the records are published, before the agents start, so that auto
+	// would choose slices too; "auto" is the agents' default, for tests
+	// that deploy the controller themselves or not at all. The env
+	// NFTGUARD_E2E_PEER_SOURCE sets it for every lab whose test leaves it
+	// empty (run the agent tests in either mode).
+	peerSource  string
+	controllers int
 }
 
 var agentTopology = []netlab.NodeSpec{
@@ -326,7 +330,7 @@ func newAgentLabWith(t *testing.T, opts agentLabOptions) *agentLab {
 		users = append(users, agentUser(n.Name))
 	}
 	start := time.Now()
-	srv := kubetest.Start(t, kubetest.Options{Users: append(append([]string{}, users...), opts.users...), DualStack: opts.dualStack, Audit: opts.audit})
+	srv := kubetest.Start(t, kubetest.Options{Users: append(append([]string{labCtlUser}, users...), opts.users...), DualStack: opts.dualStack, Audit: opts.audit})
 	t.Logf("API server ready in %v", time.Since(start).Round(time.Millisecond))
 	a := &agentLab{t: t, srv: srv, admin: kubernetes.NewForConfigOrDie(srv.Config(kubetest.Admin)),
 		dir: t.TempDir(), agents: map[string]*agentProc{}, podLabels: map[string]map[string]string{},
@@ -346,7 +350,7 @@ func newAgentLabWith(t *testing.T, opts agentLabOptions) *agentLab {
 	ctx := context.Background()
 	a.deploy(ctx, users)
 	a.createCluster(ctx)
-	a.setPeerSource(t, opts.peerSource)
+	a.setPeerSource(t, opts.peerSource, opts.controllers)
 	if opts.noAgents {
 		return a
 	}
@@ -699,6 +703,7 @@ func (a *agentLab) logs() string {
 			fmt.Fprintf(&b, "--- agent %s log (tail) ---\n%s\n", n.Name, ag.logTail())
 		}
 	}
+	b.WriteString(a.ctlLogs())
 	if a.extraLogs != nil {
 		b.WriteString(a.extraLogs())
 	}
@@ -847,7 +852,11 @@ func metricValue(text, series string) float64 {
 // each, and then checks that no sync failed, that the lab's connectivity is
 // unchanged (the churn lives in its own namespace), and that each node's
 // table equals a fresh compile of what is in the API server.
-func (a *agentLab) runChurn(t *testing.T) {
+func (a *agentLab) runChurn(t *testing.T) { a.runChurnWith(t, nil) }
+
+// runChurnWith is runChurn, calling mid (when not nil) once half the pods
+// are created: a failure injected in the middle of the churn.
+func (a *agentLab) runChurnWith(t *testing.T, mid func()) {
 	ctx := context.Background()
 	const pods, policies, burst = 200, 50, 20
 	if _, err := a.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
@@ -872,6 +881,9 @@ func (a *agentLab) runChurn(t *testing.T) {
 		}
 		if i%burst == burst-1 {
 			time.Sleep(200 * time.Millisecond) // let a burst's sync happen mid-churn
+		}
+		if i == pods/2 && mid != nil {
+			mid()
 		}
 	}
 	named := intstr.FromString("http")

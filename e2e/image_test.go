@@ -118,8 +118,12 @@ func TestDeployManifests(t *testing.T) {
 // service-account token of deploy/rbac.yaml's ServiceAccount. Then it
 // must become ready, enforce a NetworkPolicy on real packets, follow a
 // change, keep its table while stopped and pick up after a restart, get no
-// Forbidden, and ask the API server for exactly what its ClusterRole
-// grants. Last, deploy/cleanup/job.yaml's container removes the table and
+// Forbidden, and ask the API server for exactly what its ClusterRole and
+// its Role grant. deploy/crd.yaml and deploy/controller.yaml are applied
+// and `nftguard controller` runs (the binary on the host, as a user bound
+// to the controller's roles), so the agent's default --peer-source auto
+// reads PeerSlices and the controller's Lease, as in a cluster with the
+// whole of deploy/. Last, deploy/cleanup/job.yaml's container removes the table and
 // leaves another tool's. The host's ruleset and forwarding sysctls must be
 // as before.
 func TestImage(t *testing.T) {
@@ -158,7 +162,7 @@ func TestImage(t *testing.T) {
 		}
 	})
 
-	a := newAgentLabWith(t, agentLabOptions{topology: imageTopology, noAgents: true, audit: true})
+	a := newAgentLabWith(t, agentLabOptions{topology: imageTopology, noAgents: true, audit: true, peerSource: "auto"})
 	ctx := context.Background()
 	adminCfg := a.srv.Config(kubetest.Admin)
 	node := a.lab.Node("n1")
@@ -180,6 +184,12 @@ func TestImage(t *testing.T) {
 	if err := kubetest.InstallCNPCRD(ctx, adminCfg, "standard"); err != nil {
 		t.Fatal(err)
 	}
+	// The controller publishes the peer records: the agent's default
+	// (auto) then reads PeerSlices and gets the controller's Lease, and
+	// the audit below sees those requests too.
+	a.deployController(t)
+	a.startController(t)
+	a.waitPublished(t)
 	sa := writeServiceAccount(ctx, t, a)
 	relayPort := relayInto(t, node.Path, strings.TrimPrefix(a.srv.Host, "https://"))
 
@@ -236,6 +246,24 @@ func TestImage(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("%s: %s", probes.liveness, resp.Status)
+		}
+	})
+
+	t.Run("auto reads PeerSlices", func(t *testing.T) {
+		resp, err := client.Get(strings.Replace(probes.readiness, "/readyz", "/metrics", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := metricValue(string(b), `nftguard_peer_source{source="slices"}`); v != 1 {
+			t.Errorf(`nftguard_peer_source{source="slices"} = %v in the container, want 1:\n%s`, v, tailString(pm.logs(name), 6000))
+		}
+		if v := metricValue(string(b), "nftguard_peer_records_stale"); v != 0 {
+			t.Errorf("nftguard_peer_records_stale = %v in the container, want 0", v)
 		}
 	})
 
@@ -372,37 +400,54 @@ func TestImage(t *testing.T) {
 		}
 	})
 
-	t.Run("ClusterRole grants exactly what the agent uses", func(t *testing.T) {
+	t.Run("ClusterRole and Role grant exactly what the agent uses", func(t *testing.T) {
+		g, err := agentGrants()
+		if err != nil {
+			t.Fatal(err)
+		}
 		used := map[string]bool{}
+		var missing []string
+		leaseGets := 0
 		for _, ev := range events {
 			if ev.User.Username != agentSAUser || ev.ObjectRef == nil {
 				continue // discovery (/api, /apis) is every user's
 			}
-			used[rbacKey(ev.ObjectRef.APIGroup, ev.ObjectRef.Resource, ev.ObjectRef.Subresource, ev.Verb)] = true
+			ref := ev.ObjectRef
+			keys := []string{rbacKey(ref.APIGroup, ref.Resource, ref.Subresource, ev.Verb)}
 			// client-go's informers ask for their initial list in the
 			// watch (a streaming list, sendInitialEvents) and fall back to
 			// list + watch where the API server does not serve that: what
 			// they watch, they need to list.
 			if ev.Verb == "watch" {
-				used[rbacKey(ev.ObjectRef.APIGroup, ev.ObjectRef.Resource, ev.ObjectRef.Subresource, "list")] = true
+				keys = append(keys, rbacKey(ref.APIGroup, ref.Resource, ref.Subresource, "list"))
+			}
+			for _, k := range keys {
+				used[k] = true
+				if g.cluster[k] {
+					continue
+				}
+				// Through a Role: only in its namespace, and only the
+				// objects it names when it names any.
+				if r, ok := g.roles[k]; ok && ref.Namespace == r.namespace && (len(r.names) == 0 || slices.Contains(r.names, ref.Name)) {
+					continue
+				}
+				missing = append(missing, fmt.Sprintf("%s (namespace %q, name %q)", k, ref.Namespace, ref.Name))
+			}
+			if k := keys[0]; k == "coordination.k8s.io/leases get" && ref.Namespace == peerLease.ns && ref.Name == peerLease.name &&
+				ev.ResponseStatus != nil && ev.ResponseStatus.Code == http.StatusOK {
+				leaseGets++
 			}
 		}
-		granted, err := clusterRoleGrants()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var missing, unused []string
-		for k := range used {
-			if !granted[k] {
-				missing = append(missing, k)
-			}
-		}
-		for k := range granted {
-			if !used[k] {
-				unused = append(unused, k)
+		var unused []string
+		for _, m := range []map[string]bool{g.cluster, g.roleKeys()} {
+			for k := range m {
+				if !used[k] {
+					unused = append(unused, k)
+				}
 			}
 		}
 		slices.Sort(missing)
+		missing = slices.Compact(missing)
 		slices.Sort(unused)
 		if len(missing) > 0 {
 			t.Errorf("the agent used, deploy/rbac.yaml does not grant (group/resource verb):\n  %s", strings.Join(missing, "\n  "))
@@ -410,8 +455,12 @@ func TestImage(t *testing.T) {
 		if len(unused) > 0 {
 			t.Errorf("deploy/rbac.yaml grants, the agent never used (group/resource verb):\n  %s", strings.Join(unused, "\n  "))
 		}
+		if leaseGets == 0 {
+			t.Errorf("the audit has no successful get of the Lease %s/%s by the agent", peerLease.ns, peerLease.name)
+		}
 		if len(missing)+len(unused) == 0 {
-			t.Logf("the agent used %d (group, resource, verb) triples, all granted, none granted beyond them", len(used))
+			t.Logf("the agent used %d (group, resource, verb) triples, all granted, none granted beyond them; %d gets of the Lease %s/%s",
+				len(used), leaseGets, peerLease.ns, peerLease.name)
 		}
 	})
 
@@ -1207,40 +1256,70 @@ func snapshotHost(t *testing.T) string {
 	return b.String()
 }
 
-// clusterRoleGrants expands deploy/rbac.yaml's ClusterRole into
-// "group/resource verb" keys.
-func clusterRoleGrants() (map[string]bool, error) {
+// rbacGrants are deploy/rbac.yaml's rules expanded into (group/resource
+// verb) keys: the ClusterRole's, and its Roles' with the namespace and the
+// resourceNames they are limited to.
+type rbacGrants struct {
+	cluster map[string]bool
+	roles   map[string]roleScope
+}
+
+type roleScope struct {
+	namespace string
+	names     []string
+}
+
+func (g rbacGrants) roleKeys() map[string]bool {
+	out := map[string]bool{}
+	for k := range g.roles {
+		out[k] = true
+	}
+	return out
+}
+
+// agentGrants expands deploy/rbac.yaml's ClusterRole and Roles. No
+// wildcards, no nonResourceURLs; resourceNames only in a Role (the
+// ClusterRole's rules are compared as whole triples).
+func agentGrants() (rbacGrants, error) {
+	g := rbacGrants{cluster: map[string]bool{}, roles: map[string]roleScope{}}
 	data, err := os.ReadFile(filepath.Join("..", "deploy", "rbac.yaml"))
 	if err != nil {
-		return nil, err
+		return g, err
 	}
-	out := map[string]bool{}
 	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var cr rbacv1.ClusterRole
-		if err := yaml.Unmarshal([]byte(doc), &cr); err != nil {
-			return nil, fmt.Errorf("deploy/rbac.yaml: %w", err)
+		var role rbacv1.Role
+		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+			return g, fmt.Errorf("deploy/rbac.yaml: %w", err)
 		}
-		if cr.Kind != "ClusterRole" {
+		if role.Kind != "ClusterRole" && role.Kind != "Role" {
 			continue
 		}
-		for _, r := range cr.Rules {
-			if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
-				return nil, fmt.Errorf("rule %+v: nonResourceURLs and resourceNames are not compared", r)
+		for _, r := range role.Rules {
+			if len(r.NonResourceURLs) > 0 || role.Kind == "ClusterRole" && len(r.ResourceNames) > 0 {
+				return g, fmt.Errorf("%s rule %+v: nonResourceURLs, and a ClusterRole's resourceNames, are not compared", role.Kind, r)
 			}
-			for _, g := range r.APIGroups {
+			for _, grp := range r.APIGroups {
 				for _, res := range r.Resources {
 					for _, v := range r.Verbs {
-						if g == "*" || res == "*" || v == "*" {
-							return nil, fmt.Errorf("rule %+v: a wildcard grants what nobody listed", r)
+						if grp == "*" || res == "*" || v == "*" {
+							return g, fmt.Errorf("rule %+v: a wildcard grants what nobody listed", r)
 						}
 						resource, sub, _ := strings.Cut(res, "/")
-						out[rbacKey(g, resource, sub, v)] = true
+						k := rbacKey(grp, resource, sub, v)
+						if role.Kind == "ClusterRole" {
+							g.cluster[k] = true
+							continue
+						}
+						if _, dup := g.roles[k]; dup {
+							return g, fmt.Errorf("%s granted by two Roles: not compared", k)
+						}
+						g.roles[k] = roleScope{namespace: role.Namespace, names: r.ResourceNames}
 					}
 				}
 			}
 		}
 	}
-	return out, nil
+	return g, nil
 }
 
 func rbacKey(group, resource, subresource, verb string) string {

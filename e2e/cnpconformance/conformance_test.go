@@ -122,7 +122,7 @@ func runConformance(t *testing.T, pl placement, gitVersion string, gitErr error)
 	for _, n := range pl.nodes() {
 		users = append(users, agentUser(n))
 	}
-	srv := kubetest.Start(t, kubetest.Options{Users: users})
+	srv := kubetest.Start(t, kubetest.Options{Users: append([]string{controllerUser}, users...)})
 	adminCfg := srv.Config(kubetest.Admin)
 	cs := kubernetes.NewForConfigOrDie(adminCfg)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -131,6 +131,15 @@ func runConformance(t *testing.T, pl placement, gitVersion string, gitErr error)
 		t.Fatal(err)
 	}
 	deployRBAC(ctx, t, adminCfg, cs, users)
+	var agentArgs []string
+	switch src := peerSource(); src {
+	case "":
+	case "slices":
+		deployController(ctx, t, srv, adminCfg, cs, bin, dir, users)
+		agentArgs = []string{"--peer-source", src}
+	default:
+		t.Fatalf("NFTGUARD_E2E_PEER_SOURCE=%q: want slices or nothing", src)
+	}
 
 	var specs []netlab.NodeSpec
 	for _, n := range pl.nodes() {
@@ -155,7 +164,7 @@ func runConformance(t *testing.T, pl placement, gitVersion string, gitErr error)
 
 	agents := map[string]*agent{}
 	for _, n := range lab.Nodes {
-		agents[n.Name] = startAgent(t, srv, bin, dir, n)
+		agents[n.Name] = startAgent(t, srv, bin, dir, n, agentArgs...)
 	}
 
 	bridge := newExecBridge(k, rt, clusterDNS, logger)
@@ -176,6 +185,9 @@ func runConformance(t *testing.T, pl placement, gitVersion string, gitErr error)
 		}
 		for _, n := range lab.Nodes {
 			t.Logf("--- agent %s log (tail) ---\n%s", n.Name, agents[n.Name].logTail(3000))
+		}
+		if data, err := os.ReadFile(filepath.Join(dir, "controller.log")); err == nil {
+			t.Logf("--- controller log (tail) ---\n%s", tail(string(data), 3000))
 		}
 		if data, err := os.ReadFile(logf.Name()); err == nil {
 			t.Logf("--- harness log (tail) ---\n%s", tail(string(data), 6000))
@@ -420,7 +432,7 @@ type agent struct {
 
 // startAgent starts the node's agent with its RBAC-restricted kubeconfig
 // and waits until its first sync is done (/readyz).
-func startAgent(t *testing.T, srv *kubetest.Server, bin, dir string, n *netlab.Node) *agent {
+func startAgent(t *testing.T, srv *kubetest.Server, bin, dir string, n *netlab.Node, extra ...string) *agent {
 	t.Helper()
 	kc, err := srv.WriteKubeconfig(dir, agentUser(n.Name))
 	if err != nil {
@@ -438,8 +450,8 @@ func startAgent(t *testing.T, srv *kubetest.Server, bin, dir string, n *netlab.N
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(bin, "run", "--kubeconfig", kc, "--node-name", n.Name, "--netns", n.Path,
-		"--metrics-addr", addr, "--log-format", "json")
+	cmd := exec.Command(bin, append([]string{"run", "--kubeconfig", kc, "--node-name", n.Name, "--netns", n.Path,
+		"--metrics-addr", addr, "--log-format", "json"}, extra...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if ag.proc, err = childproc.Start(cmd); err != nil {
 		t.Fatal(err)
