@@ -134,6 +134,8 @@ type ctlOptions struct {
 	qps     float32
 	burst   int
 	workers int
+	// slices sizes the slices (default peerslice.DefaultOptions).
+	slices peerslice.Options
 }
 
 func (l *ctlLab) start(user string, opts ctlOptions) *ctl {
@@ -156,7 +158,7 @@ func (l *ctlLab) start(user string, opts ctlOptions) *ctl {
 		// Short, so that a controller killed without releasing the
 		// Lease is replaced soon.
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond,
-		Registerer: c.reg, Logger: testLogger(l.t, user), Workers: opts.workers,
+		Registerer: c.reg, Logger: testLogger(l.t, user), Workers: opts.workers, Slices: opts.slices,
 	}
 	if opts.clock != nil {
 		ccfg.Clock = opts.clock
@@ -700,7 +702,8 @@ func TestControllerBatching(t *testing.T) {
 	}
 	clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
 	const delay = time.Hour // of the fake clock
-	c := l.start(ctlUsers[0], ctlOptions{batchDelay: delay, clock: clk})
+	// Slices of 16, so that 10 changes fit in one.
+	c := l.start(ctlUsers[0], ctlOptions{batchDelay: delay, clock: clk, slices: peerslice.Options{MaxPeers: 16, MaxBytes: 4096}})
 	l.waitPublished(c.id, 30*time.Second)
 	initial := l.slicesOf("c37-batch")
 	// The full ones first: each round changes 10 records of them.
