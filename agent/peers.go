@@ -3,6 +3,7 @@ package agent
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -49,8 +50,12 @@ import (
 //     which are complete.
 //   - The records are complete once a controller has published them (the
 //     Lease annotation annotationPublished). PeerSourceAuto reads slices
-//     only then, and only when the Lease is fresh; it decides at start and
-//     keeps its choice until the agent restarts.
+//     only then, and only when the Lease is fresh. Having chosen Pods, it
+//     asks again every CNPCheckInterval and, once the slices are
+//     published, stops with ErrPeerSourceChanged so that its caller
+//     starts it again reading slices (a controller deployed with the
+//     agents publishes after they start). Reading slices, it stays with
+//     them.
 //   - While the controller's Lease is not renewed, the records are stale:
 //     they stay enforced as they are (dropping them could lift a
 //     ClusterNetworkPolicy Deny on those peers), a metric and the
@@ -129,6 +134,34 @@ func slicesServed(disc discovery.DiscoveryInterface) string {
 		return "PeerSlices (" + gv + ") are not served"
 	}
 	return ""
+}
+
+// ErrPeerSourceChanged is what Run returns when auto, having chosen Pods,
+// finds the PeerSlices published: the agent has stopped with its table in
+// force, and its caller starts it again (nftguard run re-executes itself),
+// so that the new run reads slices from its first sync. Switching the
+// caches of a running agent would have to hand every reader of the pod
+// cache over at once; a restart is the path every upgrade already takes,
+// and leaves no window (the next run replaces the table only once its
+// caches are complete).
+var ErrPeerSourceChanged = errors.New("PeerSlices are published: restart to read them")
+
+// watchForSlices asks choose every interval until it says slices, and
+// reports whether it did (false: ctx ended first).
+func watchForSlices(ctx context.Context, clk clock.WithTicker, interval time.Duration, choose func(context.Context) (PeerSource, string), log *slog.Logger) bool {
+	t := clk.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C():
+		}
+		if src, why := choose(ctx); src == PeerSourceSlices {
+			log.Info("peer source: PeerSlices are published now; restarting to read them (the table stays in force)", "reason", why)
+			return true
+		}
+	}
 }
 
 // leaseGetter reads the controller's Lease.

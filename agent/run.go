@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -98,6 +99,20 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log.Log(ctx, level, "peer source chosen", "source", string(peers), "asked", string(cfg.PeerSource), "reason", why)
 	m.setPeerSource(peers)
+	// auto that chose Pods asks again every CNPCheckInterval: a
+	// controller deployed with the agents publishes after they start.
+	var switched atomic.Bool
+	if cfg.PeerSource == PeerSourceAuto && peers == PeerSourcePods {
+		wg.Go(func() {
+			if watchForSlices(ctx, cfg.clock, cfg.CNPCheckInterval, func(ctx context.Context) (PeerSource, string) {
+				src, why, _ := choosePeerSource(ctx, &cfg, client.Discovery(), getLease)
+				return src, why
+			}, log) {
+				switched.Store(true)
+				cancel()
+			}
+		})
+	}
 	if peers == PeerSourceSlices {
 		wg.Go(func() {
 			watchControllerLease(ctx, cfg.clock, cfg.ControllerLeaseCheck, cfg.ControllerLease, getLease, m, h, log)
@@ -118,6 +133,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 	if !waitForCaches(ctx, src, log) {
 		log.Info("stopped before the caches synced; table left in place")
+		if switched.Load() {
+			return ErrPeerSourceChanged
+		}
 		return nil
 	}
 	wg.Go(func() { src.cnp.run(ctx) })
@@ -156,6 +174,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	syncLoop(ctx, s, deb, &arrived, h, m, log)
 	log.Info("shutting down; table left in place")
+	if switched.Load() {
+		return ErrPeerSourceChanged
+	}
 	return nil
 }
 
