@@ -99,15 +99,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log.Log(ctx, level, "peer source chosen", "source", string(peers), "asked", string(cfg.PeerSource), "reason", why)
 	m.setPeerSource(peers)
-	// auto that chose Pods asks again every CNPCheckInterval: a
-	// controller deployed with the agents publishes after they start.
+	// auto asks again every CNPCheckInterval: a controller deployed
+	// with the agents publishes after they start, and a removed CRD
+	// takes every record with it.
 	var switched atomic.Bool
-	if cfg.PeerSource == PeerSourceAuto && peers == PeerSourcePods {
+	if cfg.PeerSource == PeerSourceAuto {
 		wg.Go(func() {
-			if watchForSlices(ctx, cfg.clock, cfg.CNPCheckInterval, func(ctx context.Context) (PeerSource, string) {
-				src, why, _ := choosePeerSource(ctx, &cfg, client.Discovery(), getLease)
-				return src, why
-			}, log) {
+			if watchPeerSource(ctx, cfg.clock, cfg.CNPCheckInterval, peers, autoAgain(&cfg, peers, client.Discovery(), getLease), log) {
 				switched.Store(true)
 				cancel()
 			}

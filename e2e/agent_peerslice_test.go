@@ -270,7 +270,7 @@ func TestAgentPeerSlices(t *testing.T) {
 		if pid := a.agents["n3"].proc.Pid(); pid != n3pid || a.agents["n3"].exited() {
 			t.Errorf("n3 was to restart in place: pid %d, was %d, exited %v", pid, n3pid, a.agents["n3"].exited())
 		}
-		if log := a.agents["n3"].log(t); !strings.Contains(log, "PeerSlices are published now; restarting to read them") {
+		if log := a.agents["n3"].log(t); !strings.Contains(log, "peer source changes: restarting to read slices") {
 			t.Errorf("n3 does not say why it restarted:\n%s", a.agents["n3"].logTail())
 		}
 		waitFor(t, 30*time.Second, "n3 ready again", func() bool { code, _ := a.agents["n3"].readyz(); return code == http.StatusOK })
