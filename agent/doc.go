@@ -71,7 +71,8 @@
 //	                read, label sets shared; sameContent
 //	cnp.go          the ClusterNetworkPolicy source, following its CRD through
 //	                discovery
-//	peers.go        the peer source (Pods or PeerSlices), chosen at start;
+//	peers.go        the peer source (Pods or PeerSlices), chosen at start
+//	                and by auto again until slices are published;
 //	                the slices' records merged with this node's pods; the
 //	                controller Lease's staleness
 //	debounce.go     debouncer: when the loop syncs

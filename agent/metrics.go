@@ -140,7 +140,7 @@ func newMetricsOn(reg registry) *metrics {
 		}, []string{"kind"}),
 		peerSource: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nftguard_peer_source",
-			Help: "Where the pods of other nodes come from, chosen at start (--peer-source): 1 for the source in use (pods: every Pod watched; slices: the controller's PeerSlices), 0 for the other.",
+			Help: "Where the pods of other nodes come from (--peer-source; auto restarts in place to read slices once they are published): 1 for the source in use (pods: every Pod watched; slices: the controller's PeerSlices), 0 for the other.",
 		}, []string{"source"}),
 		peerRecordsStale: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nftguard_peer_records_stale",

@@ -3,6 +3,7 @@ package agent
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -49,8 +50,12 @@ import (
 //     which are complete.
 //   - The records are complete once a controller has published them (the
 //     Lease annotation annotationPublished). PeerSourceAuto reads slices
-//     only then, and only when the Lease is fresh; it decides at start and
-//     keeps its choice until the agent restarts.
+//     only then, and only when the Lease is fresh. Having chosen Pods, it
+//     asks again every CNPCheckInterval and, once the slices are
+//     published, stops with ErrPeerSourceChanged so that its caller
+//     starts it again reading slices (a controller deployed with the
+//     agents publishes after they start). Reading slices, it goes back
+//     to Pods the same way only when PeerSlices are no longer served.
 //   - While the controller's Lease is not renewed, the records are stale:
 //     they stay enforced as they are (dropping them could lift a
 //     ClusterNetworkPolicy Deny on those peers), a metric and the
@@ -129,6 +134,55 @@ func slicesServed(disc discovery.DiscoveryInterface) string {
 		return "PeerSlices (" + gv + ") are not served"
 	}
 	return ""
+}
+
+// ErrPeerSourceChanged is what Run returns when auto would now choose
+// another source (see autoAgain): the agent has stopped with its table in
+// force, and its caller starts it again (nftguard run re-executes itself),
+// so that the new run reads that source from its first sync. Switching the
+// caches of a running agent would have to hand every reader of the pod
+// cache over at once; a restart is the path every upgrade already takes,
+// and leaves no window (the next run replaces the table only once its
+// caches are complete).
+var ErrPeerSourceChanged = errors.New("the peer source changed: restart to read it")
+
+// watchPeerSource asks choose every interval until it names another
+// source than from, and reports whether it did (false: ctx ended first).
+func watchPeerSource(ctx context.Context, clk clock.WithTicker, interval time.Duration, from PeerSource, choose func(context.Context) (PeerSource, string), log *slog.Logger) bool {
+	t := clk.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C():
+		}
+		if src, why := choose(ctx); src != from {
+			log.Info("peer source changes: restarting to read "+string(src)+" (the table stays in force)", "from", string(from), "reason", why)
+			return true
+		}
+	}
+}
+
+// autoAgain is auto's choice while the agent runs. Reading Pods, it is
+// choosePeerSource's. Reading slices, only a definite answer that they are
+// no longer served (their CRD removed, every record gone with it) moves
+// it back to Pods: a controller that is down leaves the records stale,
+// not gone, and they stay enforced.
+func autoAgain(cfg *Config, current PeerSource, disc discovery.DiscoveryInterface, getLease leaseGetter) func(context.Context) (PeerSource, string) {
+	if current == PeerSourcePods {
+		return func(ctx context.Context) (PeerSource, string) {
+			src, why, _ := choosePeerSource(ctx, cfg, disc, getLease)
+			return src, why
+		}
+	}
+	return func(context.Context) (PeerSource, string) {
+		v, err := served.Version(disc, peerslice.Group, peerslice.Resource, peerslice.Version)
+		if err == nil && v == "" {
+			return PeerSourcePods, "PeerSlices are no longer served"
+		}
+		return PeerSourceSlices, ""
+	}
 }
 
 // leaseGetter reads the controller's Lease.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -98,6 +99,18 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log.Log(ctx, level, "peer source chosen", "source", string(peers), "asked", string(cfg.PeerSource), "reason", why)
 	m.setPeerSource(peers)
+	// auto asks again every CNPCheckInterval: a controller deployed
+	// with the agents publishes after they start, and a removed CRD
+	// takes every record with it.
+	var switched atomic.Bool
+	if cfg.PeerSource == PeerSourceAuto {
+		wg.Go(func() {
+			if watchPeerSource(ctx, cfg.clock, cfg.CNPCheckInterval, peers, autoAgain(&cfg, peers, client.Discovery(), getLease), log) {
+				switched.Store(true)
+				cancel()
+			}
+		})
+	}
 	if peers == PeerSourceSlices {
 		wg.Go(func() {
 			watchControllerLease(ctx, cfg.clock, cfg.ControllerLeaseCheck, cfg.ControllerLease, getLease, m, h, log)
@@ -118,6 +131,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 	if !waitForCaches(ctx, src, log) {
 		log.Info("stopped before the caches synced; table left in place")
+		if switched.Load() {
+			return ErrPeerSourceChanged
+		}
 		return nil
 	}
 	wg.Go(func() { src.cnp.run(ctx) })
@@ -156,6 +172,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	syncLoop(ctx, s, deb, &arrived, h, m, log)
 	log.Info("shutting down; table left in place")
+	if switched.Load() {
+		return ErrPeerSourceChanged
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"flag"
+	"io"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -46,7 +47,8 @@ import (
 //     named ports resolved on the record);
 //   - the controller down (SIGKILL: the Lease is not renewed): the records
 //     are stale (metric, /readyz detail, still ready) and stay enforced;
-//     auto at start then reads Pods; the controller back, fresh again.
+//     auto at start then reads Pods; the controller back, fresh again,
+//     and that auto agent restarts itself in place to read slices.
 func TestAgentPeerSlices(t *testing.T) {
 	a := newAgentLabWith(t, agentLabOptions{noAgents: true, peerSource: "auto"})
 	ctx := context.Background()
@@ -245,13 +247,34 @@ func TestAgentPeerSlices(t *testing.T) {
 			t.Errorf("the pods agent says its records are stale: %v", v)
 		}
 		a.checkFamilies(t, "controller down", want)
-		// auto at start now reads Pods, and enforces the same.
-		a.startAgent(t, "n3")
+		// auto at start now reads Pods, and enforces the same; it asks
+		// again every --crd-check-interval.
+		a.startAgentAs(t, "n3", "n3", a.lab.Node("n3").Path, "--crd-check-interval", "200ms")
 		if v := metricValue(a.agents["n3"].metrics(t), `nftguard_peer_source{source="pods"}`); v != 1 {
 			t.Errorf("auto with a stale Lease: pods = %v, want 1:\n%s", v, a.agents["n3"].logTail())
 		}
 		a.checkFamilies(t, "n3 reads Pods, n1 and n2 stale records", want)
+		n3pid := a.agents["n3"].proc.Pid()
 		a.runController(t, ctl)
+		// The controller back: n3 restarts itself (the same process,
+		// its table in force) and reads slices.
+		waitFor(t, 30*time.Second, "n3 reads slices after the controller is back", func() bool {
+			resp, err := http.Get("http://" + a.agents["n3"].addr + "/metrics")
+			if err != nil {
+				return false // between the two runs
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			return err == nil && metricValue(string(b), `nftguard_peer_source{source="slices"}`) == 1
+		})
+		if pid := a.agents["n3"].proc.Pid(); pid != n3pid || a.agents["n3"].exited() {
+			t.Errorf("n3 was to restart in place: pid %d, was %d, exited %v", pid, n3pid, a.agents["n3"].exited())
+		}
+		if log := a.agents["n3"].log(t); !strings.Contains(log, "peer source changes: restarting to read slices") {
+			t.Errorf("n3 does not say why it restarted:\n%s", a.agents["n3"].logTail())
+		}
+		waitFor(t, 30*time.Second, "n3 ready again", func() bool { code, _ := a.agents["n3"].readyz(); return code == http.StatusOK })
+		a.checkFamilies(t, "n3 restarted into slices", want)
 		ag := a.agents["n1"]
 		waitFor(t, 30*time.Second, "n1's records fresh again", func() bool {
 			return metricValue(ag.metrics(t), "nftguard_peer_records_stale") == 0

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
 	"strings"
+	"syscall"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -36,7 +39,7 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	fs.Var(&dnsAddrs, "dns-forwarder-address", "node address the DNS forwarder of domainNames rules listens on, one per family (repeatable; default: the Node's InternalIPs)")
 	dnsPort := fs.Uint("dns-forwarder-port", nodedns.DefaultPort, "port (UDP and TCP) of the DNS forwarder of domainNames rules")
 	dnsFwd := fs.Bool("dns-forwarder", true, "run the DNS forwarder that domainNames rules learn addresses from (false: those rules match nothing)")
-	peerSource := fs.String("peer-source", string(agent.PeerSourceAuto), `where the pods of other nodes come from: "pods" watches every Pod; "slices" watches this node's Pods and the PeerSlices nftguard's controller publishes; "auto" reads slices when, at start, they are served and the controller's lease is fresh and says they are published, else pods`)
+	peerSource := fs.String("peer-source", string(agent.PeerSourceAuto), `where the pods of other nodes come from: "pods" watches every Pod; "slices" watches this node's Pods and the PeerSlices nftguard's controller publishes; "auto" reads slices when they are served and the controller's lease is fresh and says they are published, else pods and asks again every --crd-check-interval: once slices are published it restarts itself in place (the table stays in force) to read them`)
 	lease := fs.String("controller-lease", agent.DefaultControllerLease.String(), "NAMESPACE/NAME of the controller's Lease: auto reads slices only while it is fresh and published; in slices mode the records are reported stale while it is not renewed")
 	leaseCheck := fs.Duration("controller-lease-check", agent.DefaultControllerLeaseCheck, "how often, in slices mode, the controller's Lease is read to tell whether the peer records are stale")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
@@ -93,7 +96,7 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	return agent.Run(ctx, agent.Config{
+	err = agent.Run(ctx, agent.Config{
 		REST:                 cfg,
 		NodeName:             c.nodeName,
 		NetNS:                c.netns,
@@ -112,6 +115,16 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		ControllerLease:      types.NamespacedName{Namespace: leaseNS, Name: leaseName},
 		ControllerLeaseCheck: *leaseCheck,
 	})
+	if errors.Is(err, agent.ErrPeerSourceChanged) {
+		// The same process, the same arguments, a fresh start: no
+		// container restart, no back-off. The table stayed in force.
+		exe, xerr := os.Executable()
+		if xerr == nil {
+			xerr = syscall.Exec(exe, os.Args, os.Environ())
+		}
+		return fmt.Errorf("restart to read PeerSlices: %w", xerr)
+	}
+	return err
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
