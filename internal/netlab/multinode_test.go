@@ -2,6 +2,7 @@ package netlab
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -76,7 +77,13 @@ func TestRun(t *testing.T) {
 
 func TestRefuseOrigin(t *testing.T) {
 	t.Parallel()
-	for _, path := range []string{"/proc/self/ns/net", "/proc/thread-self/ns/net"} {
+	// Not /proc/self/ns/net: it follows the main thread, which the
+	// scheduler may lend to a parallel test's goroutine inside a lab
+	// namespace (see processNS). The descriptor opened at start always
+	// names the process's namespace; an unlocked goroutine's own thread
+	// is always in it.
+	origin := fmt.Sprintf("/proc/self/fd/%d", int(processNS))
+	for _, path := range []string{origin, "/proc/thread-self/ns/net"} {
 		called := false
 		err := InNetNS(path, func() error { called = true; return nil })
 		if err == nil || called {
@@ -85,7 +92,7 @@ func TestRefuseOrigin(t *testing.T) {
 	}
 	l := newLab(t, Spec{Nodes: []NodeSpec{{Name: "n1"}}})
 	called := false
-	err := runIn("/proc/self/ns/net", l.origin, func() error { called = true; return nil })
+	err := runIn(origin, l.origin, func() error { called = true; return nil })
 	if err == nil || called {
 		t.Errorf("lab entered its origin namespace (called=%v, err=%v)", called, err)
 	}
