@@ -323,9 +323,15 @@ func sameSlice(a, b *remoteSlice) bool {
 // the slice with the lowest name (the order every agent agrees on, so a
 // record being moved reads the same everywhere).
 func mergePods(local, remote []any) []*podset.Pod {
-	pods := sortedPods(local)
 	if len(remote) == 0 {
-		return pods
+		return sortedPods(local)
+	}
+	// Sorted once, at the end, with the records.
+	pods := make([]*podset.Pod, 0, len(local))
+	for _, o := range local {
+		if p, ok := o.(*podset.Pod); ok {
+			pods = append(pods, p)
+		}
 	}
 	rs := make([]*remoteSlice, 0, len(remote))
 	n := len(pods)
