@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftguard/nftguard/internal/netlab"
 	"github.com/nftguard/nftguard/peerslice"
@@ -37,30 +35,7 @@ func TestAgentSlicesFailover(t *testing.T) {
 		}
 	}
 
-	a.setPodLabel(ctx, "y/b", "access", "yes") // on n2
-	a.setPodLabel(ctx, "x/c", "access", "yes") // on n3
-	serve80 := intstr.FromString("serve-80")
-	access := &metav1.LabelSelector{MatchLabels: map[string]string{"access": "yes"}}
-	a.createPolicy(ctx, &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "ingress-from-access"},
-		Spec: networkingv1.NetworkPolicySpec{
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-			Ingress: []networkingv1.NetworkPolicyIngressRule{{
-				From:  []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: access}},
-				Ports: []networkingv1.NetworkPolicyPort{{Port: &serve80}},
-			}},
-		},
-	})
-	a.createPolicy(ctx, &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "egress-to-access"},
-		Spec: networkingv1.NetworkPolicySpec{
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
-			Egress: []networkingv1.NetworkPolicyEgressRule{{
-				To:    []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: access}},
-				Ports: []networkingv1.NetworkPolicyPort{{Port: &serve80}},
-			}},
-		},
-	})
+	a.labelOnlyPeerPolicies(ctx)
 	t.Run("packets before the failover", func(t *testing.T) {
 		a.convergeFamilies(t, "label-only peers through records", a.failoverExpect())
 	})

@@ -160,30 +160,7 @@ func TestAgentPeerSlices(t *testing.T) {
 	}
 
 	// Policies that select peers by labels only, with named ports.
-	a.setPodLabel(ctx, "y/b", "access", "yes") // on n2
-	a.setPodLabel(ctx, "x/c", "access", "yes") // on n3
-	serve80 := intstr.FromString("serve-80")
-	access := &metav1.LabelSelector{MatchLabels: map[string]string{"access": "yes"}}
-	a.createPolicy(ctx, &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "ingress-from-access"},
-		Spec: networkingv1.NetworkPolicySpec{
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-			Ingress: []networkingv1.NetworkPolicyIngressRule{{
-				From:  []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: access}},
-				Ports: []networkingv1.NetworkPolicyPort{{Port: &serve80}},
-			}},
-		},
-	})
-	a.createPolicy(ctx, &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "egress-to-access"},
-		Spec: networkingv1.NetworkPolicySpec{
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
-			Egress: []networkingv1.NetworkPolicyEgressRule{{
-				To:    []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: access}},
-				Ports: []networkingv1.NetworkPolicyPort{{Port: &serve80}},
-			}},
-		},
-	})
+	a.labelOnlyPeerPolicies(ctx)
 	// An Admin Deny on a named port, whose pods are records too: it must
 	// hold while the records are stale.
 	cnps := cnpclient.NewForConfigOrDie(adminCfg)
@@ -191,7 +168,7 @@ func TestAgentPeerSlices(t *testing.T) {
 	deny.Spec.Tier, deny.Spec.Priority = "Admin", 5
 	deny.Spec.Subject.Namespaces = &metav1.LabelSelector{}
 	deny.Spec.Egress = []cnpv1beta1.ClusterNetworkPolicyEgressRule{{Action: "Deny",
-		To:        []cnpv1beta1.ClusterNetworkPolicyEgressPeer{{Pods: &cnpv1beta1.NamespacedPod{NamespaceSelector: metav1.LabelSelector{}, PodSelector: *access}}},
+		To:        []cnpv1beta1.ClusterNetworkPolicyEgressPeer{{Pods: &cnpv1beta1.NamespacedPod{NamespaceSelector: metav1.LabelSelector{}, PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"access": "yes"}}}}},
 		Protocols: []cnpv1beta1.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "serve-81"}}}}
 	if _, err := cnps.PolicyV1beta1().ClusterNetworkPolicies().Create(ctx, deny, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -487,4 +464,36 @@ func sortedBlocks(listing string) string {
 	}
 	sort.Strings(blocks)
 	return strings.Join(blocks, "")
+}
+
+// labelOnlyPeerPolicies labels y/b (on n2) and x/c (on n3) access=yes and
+// lets x's pods in, and y's pods out, only from and to such pods on the
+// named port serve-80: the peers are selected by labels only, so a node
+// other than theirs knows them only through records in slices mode.
+func (a *agentLab) labelOnlyPeerPolicies(ctx context.Context) {
+	a.t.Helper()
+	a.setPodLabel(ctx, "y/b", "access", "yes") // on n2
+	a.setPodLabel(ctx, "x/c", "access", "yes") // on n3
+	serve80 := intstr.FromString("serve-80")
+	access := &metav1.LabelSelector{MatchLabels: map[string]string{"access": "yes"}}
+	a.createPolicy(ctx, &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "ingress-from-access"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: access}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: &serve80}},
+			}},
+		},
+	})
+	a.createPolicy(ctx, &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "y", Name: "egress-to-access"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{
+				To:    []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: access}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: &serve80}},
+			}},
+		},
+	})
 }
